@@ -1,0 +1,63 @@
+package admin
+
+import (
+	"fmt"
+	"text/tabwriter"
+
+	"github.com/urfave/cli/v2"
+
+	"inbox/inbox"
+)
+
+func listCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "list",
+		Usage: "list rows, newest first",
+		Description: `Lists the inbox's rows without their bodies.
+
+Examples:
+   inbox list
+   inbox list --status parked
+   inbox list --status new --json | jq -r .id`,
+		Flags: []cli.Flag{
+			DBFlag,
+			&cli.StringFlag{Name: "status", Usage: "only rows with this status (new, done, parked, ignored)", EnvVars: []string{"INBOX_STATUS"}},
+			&cli.IntFlag{Name: "limit", Usage: "at most this many rows (0: all)", Value: 100, EnvVars: []string{"INBOX_LIMIT"}},
+			jsonFlag,
+		},
+		Action: func(c *cli.Context) error {
+			status := inbox.Status(c.String("status"))
+			if status != "" && !status.Valid() {
+				return fmt.Errorf("unknown status %q: want new, done, parked or ignored", status)
+			}
+			store, err := openRead(c)
+			if err != nil {
+				return err
+			}
+			defer store.Close()
+			rows, err := store.List(c.Context, inbox.Filter{Status: status, Limit: c.Int("limit")})
+			if err != nil {
+				return err
+			}
+			w := c.App.Writer
+			if c.Bool(jsonFlag.Name) {
+				return printJSONLines(w, rows)
+			}
+			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tSTATUS\tREASON\tEVENT\tSIZE\tDELIVERIES\tRECEIVED")
+			for _, e := range rows {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\n", e.ID, e.Status, dash(string(e.Reason)),
+					dash(e.Event), e.Size, e.Deliveries, formatTime(e.ReceivedAt))
+			}
+			return tw.Flush()
+		},
+	}
+}
+
+// dash stands in for an empty table cell.
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

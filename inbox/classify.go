@@ -1,0 +1,137 @@
+package inbox
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"slices"
+	"unicode"
+)
+
+// EventTest is the provider's test ping. It names no job; it is kept as an
+// ignored row so an operator can see that the endpoint works.
+const EventTest = "webhook.test"
+
+// maxJobIDLen bounds a job_id; a longer one is not usable as a key that
+// operators type and see in tables.
+const maxJobIDLen = 200
+
+// Rules are the settings classification depends on.
+type Rules struct {
+	// Events are the event names stored as jobs; any other is parked
+	// unknown_event.
+	Events []string
+	// MaxBody is the normal body limit in bytes; a larger verified body is
+	// parked too_large. Zero means no limit.
+	MaxBody int64
+}
+
+// Delivery is a verified body with what classification made of it: the row
+// it belongs on and the status it asks for.
+type Delivery struct {
+	Key        string // the row's id: the job_id, or "sha256:<hex>" when there is none
+	JobID      string
+	Status     Status // StatusNew, StatusParked or StatusIgnored
+	Reason     Reason // set when Status is StatusParked
+	Event      string
+	JobStatus  string
+	ResultURL  string
+	Body       []byte
+	SHA256     string
+	DeliveryTS int64 // the signed delivery timestamp, Unix seconds
+}
+
+// BodyKey is the row id for a body that cannot be keyed by a job_id.
+func BodyKey(sum string) string { return "sha256:" + sum }
+
+// Classify decides what a verified body is, following the receiver contract
+// in order: unparseable, test ping, missing job_id, unknown event, payload
+// too large, too large, storable. It never fails: whatever the bytes are,
+// they get a row and a status.
+func Classify(body []byte, deliveryTS int64, r Rules) Delivery {
+	sum := sha256.Sum256(body)
+	d := Delivery{Body: body, SHA256: hex.EncodeToString(sum[:]), DeliveryTS: deliveryTS}
+	d.Key = BodyKey(d.SHA256)
+
+	var doc struct {
+		Event     json.RawMessage `json:"event"`
+		JobID     json.RawMessage `json:"job_id"`
+		Status    json.RawMessage `json:"status"`
+		Payload   json.RawMessage `json:"payload"`
+		ResultURL json.RawMessage `json:"result_url"`
+		Error     json.RawMessage `json:"error"`
+	}
+	// json.Unmarshal accepts a bare null into a struct; only an object is an event.
+	trimmed := bytes.TrimLeft(body, " \t\r\n")
+	if len(trimmed) == 0 || trimmed[0] != '{' || json.Unmarshal(body, &doc) != nil {
+		return d.park(ReasonUnparseable)
+	}
+	d.Event = jsonString(doc.Event)
+	d.JobStatus = jsonString(doc.Status)
+
+	if d.Event == EventTest {
+		d.Status = StatusIgnored
+		return d
+	}
+	d.JobID = jsonString(doc.JobID)
+	if !usableJobID(d.JobID) {
+		d.JobID = ""
+		return d.park(ReasonMissingJobID)
+	}
+	d.Key = d.JobID
+	if !slices.Contains(r.Events, d.Event) {
+		return d.park(ReasonUnknownEvent)
+	}
+	var errObj struct {
+		Code      json.RawMessage `json:"code"`
+		ResultURL json.RawMessage `json:"result_url"`
+	}
+	if len(doc.Error) > 0 && json.Unmarshal(doc.Error, &errObj) == nil &&
+		jsonString(errObj.Code) == "payload_too_large" && isNull(doc.Payload) {
+		d.ResultURL = jsonString(doc.ResultURL)
+		if d.ResultURL == "" {
+			d.ResultURL = jsonString(errObj.ResultURL)
+		}
+		return d.park(ReasonPayloadTooLarge)
+	}
+	if r.MaxBody > 0 && int64(len(body)) > r.MaxBody {
+		return d.park(ReasonTooLarge)
+	}
+	d.Status = StatusNew
+	return d
+}
+
+func (d Delivery) park(reason Reason) Delivery {
+	d.Status = StatusParked
+	d.Reason = reason
+	return d
+}
+
+// jsonString returns raw's value when it is a JSON string, else "".
+func jsonString(raw json.RawMessage) string {
+	if len(raw) == 0 || raw[0] != '"' {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return ""
+	}
+	return s
+}
+
+func isNull(raw json.RawMessage) bool {
+	return len(raw) == 0 || string(raw) == "null"
+}
+
+func usableJobID(id string) bool {
+	if id == "" || len(id) > maxJobIDLen {
+		return false
+	}
+	for _, r := range id {
+		if unicode.IsControl(r) || r == unicode.ReplacementChar {
+			return false
+		}
+	}
+	return true
+}

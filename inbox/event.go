@@ -1,0 +1,76 @@
+// Package inbox is the domain of the webhook inbox: what a verified delivery
+// is, how it is classified, and the SQLite store that keeps each job once.
+package inbox
+
+import (
+	"errors"
+	"slices"
+	"time"
+)
+
+// Status is where a stored row stands.
+type Status string
+
+// The statuses a row can have; schema.sql checks the same set.
+const (
+	StatusNew     Status = "new"     // stored, waiting for the application
+	StatusDone    Status = "done"    // handed on to the application
+	StatusParked  Status = "parked"  // never processable as received; see Reason
+	StatusIgnored Status = "ignored" // a test ping, kept visible but never handed on
+)
+
+// Statuses lists every status, in the order tables show them.
+var Statuses = []Status{StatusNew, StatusDone, StatusParked, StatusIgnored}
+
+// Valid reports whether s is one of Statuses.
+func (s Status) Valid() bool { return slices.Contains(Statuses, s) }
+
+// Reason says why a row is parked. Operators group by it.
+type Reason string
+
+// The reasons a verified delivery is parked.
+const (
+	ReasonUnparseable     Reason = "unparseable"       // not JSON, empty, or not an object
+	ReasonMissingJobID    Reason = "missing_job_id"    // no usable job_id and not a test event
+	ReasonUnknownEvent    Reason = "unknown_event"     // event name outside the configured set
+	ReasonPayloadTooLarge Reason = "payload_too_large" // the provider sent a result URL instead of the payload
+	ReasonTooLarge        Reason = "too_large"         // body above the normal limit
+	ReasonConflict        Reason = "conflict"          // a different event for a job already stored
+)
+
+// ErrNotFound is returned when no row has the requested id.
+var ErrNotFound = errors.New("not found")
+
+// ErrClosed is returned by a Store that has been closed.
+var ErrClosed = errors.New("store closed")
+
+// Event is one row of the inbox.
+type Event struct {
+	ID         string    `json:"id"`
+	JobID      string    `json:"job_id,omitempty"`
+	Status     Status    `json:"status"`
+	Reason     Reason    `json:"reason"`
+	Event      string    `json:"event"`
+	JobStatus  string    `json:"job_status,omitempty"`
+	ResultURL  string    `json:"result_url,omitempty"`
+	Body       []byte    `json:"-"`
+	Size       int64     `json:"size"`
+	SHA256     string    `json:"sha256"`
+	DeliveryTS int64     `json:"delivery_ts"`
+	ReceivedAt time.Time `json:"received_at"`
+	Deliveries int64     `json:"deliveries"`
+	LastSeenAt time.Time `json:"last_seen_at"`
+	UpdatedAt  time.Time `json:"updated_at"`
+}
+
+// Outcome is what storing one delivery did.
+type Outcome string
+
+// The outcomes of Store.Put.
+const (
+	OutcomeStored    Outcome = "stored"    // a new row with status new
+	OutcomeRevived   Outcome = "revived"   // a parked row became new (contract row 17)
+	OutcomeDuplicate Outcome = "duplicate" // a repeat, counted on the existing row
+	OutcomeParked    Outcome = "parked"    // parked with a reason
+	OutcomeIgnored   Outcome = "ignored"   // a test ping
+)

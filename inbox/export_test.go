@@ -1,0 +1,47 @@
+package inbox
+
+import (
+	"context"
+	"database/sql"
+)
+
+// Pragmas are the settings one connection reports.
+type Pragmas struct {
+	JournalMode string
+	Synchronous int
+	BusyTimeout int
+	QueryOnly   bool
+}
+
+// PragmasForTest holds every connection of each pool at once, so each is a
+// distinct connection, and reads its pragmas.
+func PragmasForTest(s *Store) map[string][]Pragmas {
+	out := map[string][]Pragmas{}
+	for name, pool := range map[string]struct {
+		db *sql.DB
+		n  int
+	}{"write": {s.write, 1}, "read": {s.read, readConns}} {
+		var conns []*sql.Conn
+		for range pool.n {
+			c, err := pool.db.Conn(context.Background())
+			if err != nil {
+				panic(err)
+			}
+			conns = append(conns, c)
+		}
+		for _, c := range conns {
+			var p Pragmas
+			for q, dst := range map[string]any{
+				"PRAGMA journal_mode": &p.JournalMode, "PRAGMA synchronous": &p.Synchronous,
+				"PRAGMA busy_timeout": &p.BusyTimeout, "PRAGMA query_only": &p.QueryOnly,
+			} {
+				if err := c.QueryRowContext(context.Background(), q).Scan(dst); err != nil {
+					panic(err)
+				}
+			}
+			out[name] = append(out[name], p)
+			c.Close()
+		}
+	}
+	return out
+}

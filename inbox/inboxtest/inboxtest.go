@@ -1,0 +1,52 @@
+// Package inboxtest opens real inbox stores for tests.
+package inboxtest
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+
+	"inbox/inbox"
+)
+
+// Schema returns the contents of the module's schema.sql, the one copy that
+// the binary embeds.
+func Schema(tb testing.TB) string {
+	tb.Helper()
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		tb.Fatal("inboxtest: cannot locate schema.sql")
+	}
+	b, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "..", "schema.sql"))
+	if err != nil {
+		tb.Fatalf("inboxtest: %v", err)
+	}
+	return string(b)
+}
+
+// MustOpen opens a store on a fresh SQLite file in tb.TempDir(), with the
+// schema applied, and closes it when the test ends.
+func MustOpen(tb testing.TB, opts inbox.Options) *inbox.Store {
+	tb.Helper()
+	return MustOpenPath(tb, filepath.Join(tb.TempDir(), "inbox.db"), opts)
+}
+
+// MustOpenPath is MustOpen on a given path.
+func MustOpenPath(tb testing.TB, path string, opts inbox.Options) *inbox.Store {
+	tb.Helper()
+	if opts.Schema == "" && !opts.ReadOnly {
+		opts.Schema = Schema(tb)
+	}
+	s, err := inbox.Open(context.Background(), path, opts)
+	if err != nil {
+		tb.Fatalf("open store: %v", err)
+	}
+	tb.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			tb.Errorf("close store: %v", err)
+		}
+	})
+	return s
+}

@@ -1,0 +1,238 @@
+package inbox
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+// Defaults for Options fields left zero.
+const (
+	DefaultBusyTimeout = 3 * time.Second
+	DefaultMaxBatch    = 256
+	readConns          = 4
+)
+
+// Options configure Open.
+type Options struct {
+	// Schema is applied at open when set (the contents of schema.sql). Every
+	// statement in it must be idempotent.
+	Schema string
+	// ReadOnly opens only the read pool: Put, and any write, fails.
+	ReadOnly bool
+	// MustExist refuses to create a database that is not there yet; the
+	// admin commands use it so a mistyped path is an error, not a new file.
+	MustExist bool
+	// BusyTimeout is how long a connection waits for another process's lock
+	// before the operation fails (and the receiver answers 503).
+	BusyTimeout time.Duration
+	// MaxBatch bounds how many deliveries one group commit carries.
+	MaxBatch int
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+}
+
+// Store is the SQLite inbox. Writes go through one writer goroutine that
+// owns the only write connection and commits waiting deliveries together;
+// reads use their own query-only connections, so they never wait behind a
+// commit.
+type Store struct {
+	path     string
+	now      func() time.Time
+	maxBatch int
+
+	write *sql.DB // nil when read-only
+	read  *sql.DB
+
+	reqs      chan *putRequest
+	closing   chan struct{}
+	stopped   chan struct{} // closed when the writer goroutine has returned
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Open opens (and unless opts.MustExist, creates) the inbox at path, checks
+// that WAL and synchronous FULL are in force, and applies opts.Schema. It
+// fails if the file cannot be created or opened, is not a database, or the
+// pragmas do not take.
+func Open(ctx context.Context, path string, opts Options) (*Store, error) {
+	if path == "" || strings.ContainsAny(path, "?#") {
+		return nil, fmt.Errorf("open store: invalid database path %q", path)
+	}
+	if opts.BusyTimeout <= 0 {
+		opts.BusyTimeout = DefaultBusyTimeout
+	}
+	if opts.MaxBatch <= 0 {
+		opts.MaxBatch = DefaultMaxBatch
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if err := createFile(path, opts.MustExist || opts.ReadOnly); err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	s := &Store{path: path, now: opts.Now, maxBatch: opts.MaxBatch}
+
+	var err error
+	if !opts.ReadOnly {
+		if s.write, err = openWriter(ctx, path, opts); err != nil {
+			return nil, err
+		}
+	}
+	if s.read, err = openPool(path, readDSN(opts.BusyTimeout), readConns); err != nil {
+		s.closeDBs()
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	if err := s.read.PingContext(ctx); err != nil {
+		s.closeDBs()
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	if !opts.ReadOnly {
+		s.reqs = make(chan *putRequest)
+		s.closing = make(chan struct{})
+		s.stopped = make(chan struct{})
+		go s.runWriter()
+	}
+	return s, nil
+}
+
+// openWriter opens the single write connection, checks the pragmas and
+// applies the schema.
+func openWriter(ctx context.Context, path string, opts Options) (*sql.DB, error) {
+	// One connection: SQLite admits one writer at a time anyway, and a single
+	// connection owned by the writer goroutine serializes our own writes
+	// without busy-waiting on ourselves, leaving busy_timeout for other
+	// processes (the admin CLI).
+	db, err := openPool(path, writeDSN(opts.BusyTimeout), 1)
+	if err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	var mode string
+	var sync int
+	if err := db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	if err := db.QueryRowContext(ctx, "PRAGMA synchronous").Scan(&sync); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	if mode != "wal" || sync != 2 {
+		db.Close()
+		return nil, fmt.Errorf("open store: journal_mode=%s synchronous=%d, want wal and 2 (FULL)", mode, sync)
+	}
+	if opts.Schema != "" {
+		if _, err := db.ExecContext(ctx, opts.Schema); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("apply schema: %w", err)
+		}
+	}
+	return db, nil
+}
+
+// writeDSN carries every pragma in the DSN so that each connection the pool
+// opens gets them (a PRAGMA through Exec reaches only one connection).
+// Transactions begin IMMEDIATE: busy_timeout does not cover a read
+// transaction that later upgrades to a write.
+func writeDSN(busy time.Duration) string {
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous(FULL)")
+	q.Add("_pragma", "foreign_keys(ON)")
+	q.Set("_txlock", "immediate")
+	return q.Encode()
+}
+
+// readDSN opens connections that refuse writes.
+func readDSN(busy time.Duration) string {
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
+	q.Add("_pragma", "query_only(ON)")
+	return q.Encode()
+}
+
+func openPool(path, dsn string, conns int) (*sql.DB, error) {
+	db, err := sql.Open("sqlite", path+"?"+dsn)
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(conns)
+	db.SetMaxIdleConns(conns)
+	db.SetConnMaxLifetime(0)
+	db.SetConnMaxIdleTime(0)
+	return db, nil
+}
+
+// createFile makes the database file readable by its owner only before
+// SQLite creates it (SQLite gives the -wal and -shm files the same mode).
+func createFile(path string, mustExist bool) error {
+	if _, err := os.Stat(path); err == nil {
+		return nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	if mustExist {
+		return fmt.Errorf("no inbox database at %s", path)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, os.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+// Path returns the database file's path.
+func (s *Store) Path() string { return s.path }
+
+// Close stops the writer after the batch it is committing, fails deliveries
+// that were not yet taken with ErrClosed, and closes the database.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		if s.write != nil {
+			close(s.closing)
+			<-s.stopped
+		}
+		s.closeErr = s.closeDBs()
+	})
+	return s.closeErr
+}
+
+func (s *Store) closeDBs() error {
+	var errs []error
+	if s.write != nil {
+		errs = append(errs, s.write.Close())
+	}
+	if s.read != nil {
+		errs = append(errs, s.read.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// Ping reports whether the store can take a write: it runs an empty
+// IMMEDIATE transaction, which needs the write lock.
+func (s *Store) Ping(ctx context.Context) error {
+	if s.write == nil {
+		return s.read.PingContext(ctx)
+	}
+	tx, err := s.write.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("ping store: %w", err)
+	}
+	return tx.Rollback()
+}
+
+func millis(t time.Time) int64 { return t.UnixMilli() }
+
+func fromMillis(ms int64) time.Time { return time.UnixMilli(ms).UTC() }

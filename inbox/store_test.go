@@ -1,0 +1,157 @@
+package inbox_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"inbox/inbox"
+	"inbox/inbox/inboxtest"
+)
+
+var rules = inbox.Rules{Events: []string{"job.completed", "job.failed", "job.canceled"}, MaxBody: 1 << 20}
+
+func job(id string) inbox.Delivery {
+	return inbox.Classify([]byte(fmt.Sprintf(`{"event":"job.completed","job_id":%q,"status":"COMPLETED"}`, id)), 1_800_000_000, rules)
+}
+
+// TestGroupCommit puts many deliveries at once, with repeats, and checks
+// that each caller gets its own outcome and every row is there once.
+func TestGroupCommit(t *testing.T) {
+	s := inboxtest.MustOpen(t, inbox.Options{MaxBatch: 16})
+	const n = 400
+	var wg sync.WaitGroup
+	results := make([]inbox.Result, n)
+	errs := make([]error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// Every id is sent twice: i and i+n/2 share one.
+			results[i], errs[i] = s.Put(context.Background(), job(fmt.Sprintf("job_%d", i%(n/2))))
+		}()
+	}
+	wg.Wait()
+	outcomes := map[inbox.Outcome]int{}
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatalf("put %d: %v", i, errs[i])
+		}
+		outcomes[results[i].Outcome]++
+	}
+	if outcomes[inbox.OutcomeStored] != n/2 || outcomes[inbox.OutcomeDuplicate] != n/2 {
+		t.Errorf("outcomes = %v, want %d stored and %d duplicate", outcomes, n/2, n/2)
+	}
+	rows, err := s.List(context.Background(), inbox.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != n/2 {
+		t.Fatalf("got %d rows, want %d", len(rows), n/2)
+	}
+	for _, r := range rows {
+		if r.Deliveries != 2 {
+			t.Fatalf("row %s has %d deliveries, want 2", r.ID, r.Deliveries)
+		}
+	}
+}
+
+// TestPragmasOnEveryConnection opens several read connections at once and
+// checks each one, and the writer, through the store's own DSNs.
+func TestPragmasOnEveryConnection(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "inbox.db")
+	s := inboxtest.MustOpenPath(t, path, inbox.Options{BusyTimeout: 1234 * time.Millisecond})
+	if _, err := s.Put(context.Background(), job("job_1")); err != nil {
+		t.Fatal(err)
+	}
+	for name, p := range inbox.PragmasForTest(s) {
+		for i, got := range p {
+			if got.JournalMode != "wal" || got.BusyTimeout != 1234 {
+				t.Errorf("%s connection %d: journal_mode=%s busy_timeout=%d", name, i, got.JournalMode, got.BusyTimeout)
+			}
+			if name == "write" && (got.Synchronous != 2 || got.QueryOnly) {
+				t.Errorf("write connection: synchronous=%d query_only=%v, want 2 and false", got.Synchronous, got.QueryOnly)
+			}
+			if name == "read" && !got.QueryOnly {
+				t.Errorf("read connection %d is not query_only", i)
+			}
+		}
+	}
+}
+
+func TestFileMode(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "inbox.db")
+	s := inboxtest.MustOpenPath(t, path, inbox.Options{})
+	if _, err := s.Put(context.Background(), job("job_1")); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if mode := fi.Mode().Perm(); mode != 0o600 {
+			t.Errorf("%s: mode %o, want 600", filepath.Base(p), mode)
+		}
+	}
+}
+
+func TestOpenMustExist(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "missing.db")
+	_, err := inbox.Open(context.Background(), path, inbox.Options{MustExist: true})
+	if err == nil {
+		t.Fatal("no error for a missing database")
+	}
+	if _, statErr := os.Stat(path); !errors.Is(statErr, os.ErrNotExist) {
+		t.Errorf("Open created %s", path)
+	}
+}
+
+func TestReadOnlyRefusesWrites(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "inbox.db")
+	inboxtest.MustOpenPath(t, path, inbox.Options{})
+	ro := inboxtest.MustOpenPath(t, path, inbox.Options{ReadOnly: true})
+	if _, err := ro.Put(context.Background(), job("job_1")); err == nil {
+		t.Fatal("read-only store accepted a write")
+	}
+}
+
+func TestPutAfterClose(t *testing.T) {
+	s := inboxtest.MustOpen(t, inbox.Options{})
+	s.Close()
+	if _, err := s.Put(context.Background(), job("job_1")); !errors.Is(err, inbox.ErrClosed) {
+		t.Fatalf("Put after Close: %v, want ErrClosed", err)
+	}
+}
+
+// TestFailedBatchFailsOnlyItself holds the write lock from another
+// connection so one batch fails, then checks the next one commits.
+func TestFailedBatchFailsOnlyItself(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "inbox.db")
+	s := inboxtest.MustOpenPath(t, path, inbox.Options{BusyTimeout: 50 * time.Millisecond})
+	other, err := sql.Open("sqlite", path+"?_txlock=immediate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	tx, err := other.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Put(context.Background(), job("job_locked")); err == nil {
+		t.Fatal("Put succeeded while another process held the write lock")
+	}
+	tx.Rollback()
+	if _, err := s.Put(context.Background(), job("job_after")); err != nil {
+		t.Fatalf("Put after the lock was released: %v", err)
+	}
+	if _, err := s.Get(context.Background(), "job_locked"); !errors.Is(err, inbox.ErrNotFound) {
+		t.Errorf("failed delivery was kept: %v", err)
+	}
+}

@@ -1,0 +1,217 @@
+package inbox
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+)
+
+// Result is what Put did with one delivery.
+type Result struct {
+	Outcome Outcome
+	ID      string // the row the delivery landed on
+	Reason  Reason // set when Outcome is OutcomeParked
+}
+
+type putRequest struct {
+	d    Delivery
+	done chan putResult // buffered: the writer never blocks on a caller
+}
+
+type putResult struct {
+	res Result
+	err error
+}
+
+// Put stores one classified delivery and returns once the transaction that
+// holds it has committed (with synchronous FULL, once the WAL is fsynced).
+// Deliveries that arrive while a commit is in progress are committed
+// together in the next one. Any failure to commit is returned as an error
+// and nothing of the delivery is kept; ErrClosed after Close.
+func (s *Store) Put(ctx context.Context, d Delivery) (Result, error) {
+	if s.write == nil {
+		return Result{}, errors.New("put: store is read-only")
+	}
+	req := &putRequest{d: d, done: make(chan putResult, 1)}
+	select {
+	case s.reqs <- req:
+	case <-s.closing:
+		return Result{}, ErrClosed
+	case <-ctx.Done():
+		return Result{}, ctx.Err()
+	}
+	select {
+	case r := <-req.done:
+		return r.res, r.err
+	case <-ctx.Done():
+		// The delivery may still commit; the sender retries and the repeat
+		// is counted on the row.
+		return Result{}, ctx.Err()
+	}
+}
+
+// runWriter owns the write connection until Close. It takes the first
+// waiting delivery, adds whatever else is already waiting (up to maxBatch,
+// without waiting for more), and commits them as one transaction.
+func (s *Store) runWriter() {
+	defer close(s.stopped)
+	batch := make([]*putRequest, 0, s.maxBatch)
+	for {
+		select {
+		case req := <-s.reqs:
+			batch = append(batch[:0], req)
+		case <-s.closing:
+			return
+		}
+	fill:
+		for len(batch) < s.maxBatch {
+			select {
+			case req := <-s.reqs:
+				batch = append(batch, req)
+			default:
+				break fill
+			}
+		}
+		results, err := s.commit(batch)
+		for i, req := range batch {
+			if err != nil {
+				req.done <- putResult{err: err}
+				continue
+			}
+			req.done <- putResult{res: results[i]}
+		}
+	}
+}
+
+// commit writes a batch in one IMMEDIATE transaction. Any error rolls back
+// the whole batch, which then fails as one: each sender retries.
+func (s *Store) commit(batch []*putRequest) ([]Result, error) {
+	// Not the callers' contexts: a request that gives up must not abort the
+	// transaction that carries its neighbours.
+	ctx := context.Background()
+	tx, err := s.write.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("begin: %w", err)
+	}
+	now := millis(s.now())
+	results := make([]Result, len(batch))
+	for i, req := range batch {
+		if results[i], err = put(ctx, tx, req.d, now); err != nil {
+			tx.Rollback()
+			return nil, err
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("commit: %w", err)
+	}
+	return results, nil
+}
+
+const insertSQL = `INSERT INTO events
+	(id, job_id, status, reason, event, job_status, result_url, body, size, sha256,
+	 delivery_ts, received_at, deliveries, last_seen_at, updated_at)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)
+	ON CONFLICT(id) DO NOTHING`
+
+// put applies one delivery inside tx. The primary key decides whether the
+// row is new: insert, and only when the key is taken look at what holds it.
+func put(ctx context.Context, tx *sql.Tx, d Delivery, now int64) (Result, error) {
+	inserted, err := insert(ctx, tx, d, now)
+	if err != nil {
+		return Result{}, err
+	}
+	if inserted {
+		return fresh(d), nil
+	}
+
+	var cur struct {
+		status, sha      string
+		event, jobStatus sql.NullString
+	}
+	err = tx.QueryRowContext(ctx, `SELECT status, sha256, event, job_status FROM events WHERE id = ?`, d.Key).
+		Scan(&cur.status, &cur.sha, &cur.event, &cur.jobStatus)
+	if err != nil {
+		return Result{}, fmt.Errorf("read %s: %w", d.Key, err)
+	}
+	curStatus := Status(cur.status)
+	switch {
+	case curStatus == StatusParked && d.Status == StatusNew:
+		// Contract row 17: the job's row was parked and this delivery is
+		// storable, so it takes the row over.
+		_, err := tx.ExecContext(ctx, `UPDATE events SET status = 'new', reason = NULL,
+			event = ?, job_status = ?, result_url = NULL, body = ?, size = ?, sha256 = ?,
+			delivery_ts = ?, deliveries = deliveries + 1, last_seen_at = ?, updated_at = ?
+			WHERE id = ?`,
+			nullable(d.Event), nullable(d.JobStatus), d.Body, len(d.Body), d.SHA256,
+			d.DeliveryTS, now, now, d.Key)
+		if err != nil {
+			return Result{}, fmt.Errorf("revive %s: %w", d.Key, err)
+		}
+		return Result{Outcome: OutcomeRevived, ID: d.Key}, nil
+	case cur.sha == d.SHA256,
+		curStatus != StatusParked && d.Status == StatusNew &&
+			cur.event.String == d.Event && cur.jobStatus.String == d.JobStatus:
+		return repeat(ctx, tx, d.Key, now)
+	}
+
+	// The job's row holds something else: park this delivery beside it,
+	// keyed by its bytes, so it is never silently dropped.
+	beside := d
+	beside.Key = BodyKey(d.SHA256)
+	if beside.Status != StatusParked {
+		beside = beside.park(ReasonConflict)
+	}
+	if inserted, err = insert(ctx, tx, beside, now); err != nil {
+		return Result{}, err
+	}
+	if !inserted {
+		return repeat(ctx, tx, beside.Key, now)
+	}
+	return fresh(beside), nil
+}
+
+func insert(ctx context.Context, tx *sql.Tx, d Delivery, now int64) (bool, error) {
+	res, err := tx.ExecContext(ctx, insertSQL,
+		d.Key, nullable(d.JobID), string(d.Status), nullable(string(d.Reason)),
+		nullable(d.Event), nullable(d.JobStatus), nullable(d.ResultURL),
+		d.Body, len(d.Body), d.SHA256, d.DeliveryTS, now, now, now)
+	if err != nil {
+		return false, fmt.Errorf("insert %s: %w", d.Key, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("insert %s: %w", d.Key, err)
+	}
+	return n == 1, nil
+}
+
+// repeat counts a delivery on the row that already holds it.
+func repeat(ctx context.Context, tx *sql.Tx, id string, now int64) (Result, error) {
+	_, err := tx.ExecContext(ctx,
+		`UPDATE events SET deliveries = deliveries + 1, last_seen_at = ? WHERE id = ?`, now, id)
+	if err != nil {
+		return Result{}, fmt.Errorf("count repeat of %s: %w", id, err)
+	}
+	return Result{Outcome: OutcomeDuplicate, ID: id}, nil
+}
+
+// fresh is the result of a delivery that made a row of its own.
+func fresh(d Delivery) Result {
+	switch d.Status {
+	case StatusParked:
+		return Result{Outcome: OutcomeParked, ID: d.Key, Reason: d.Reason}
+	case StatusIgnored:
+		return Result{Outcome: OutcomeIgnored, ID: d.Key}
+	default:
+		return Result{Outcome: OutcomeStored, ID: d.Key}
+	}
+}
+
+// nullable maps "" to SQL NULL.
+func nullable(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
