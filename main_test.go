@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"inbox/receiver"
+	"inbox/sume"
 )
 
 const e2eSecret = "e2e-secret-value"
@@ -121,8 +121,8 @@ func send(t testing.TB, client *http.Client, url, body, secret string) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set(receiver.HeaderTimestamp, ts)
-	req.Header.Set(receiver.HeaderSignature, receiver.SignatureHeader(ts, []byte(body), secret))
+	req.Header.Set(sume.HeaderTimestamp, ts)
+	req.Header.Set(sume.HeaderSignature, sume.SignatureHeader(ts, []byte(body), secret))
 	resp, err := client.Do(req)
 	if err != nil {
 		return 0

@@ -1,3 +1,6 @@
+// Package receiver is the HTTP edge of the inbox: it bounds the body,
+// verifies the provider's signature on the raw bytes, classifies the
+// delivery, hands it to the store and chooses the status code.
 package receiver
 
 import (
@@ -13,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"inbox/inbox"
+	"inbox/sume"
 )
 
 // Log field keys.
@@ -131,7 +135,7 @@ func (h *Handler) receive(r *http.Request) (inbox.Result, int64, error) {
 		return inbox.Result{}, r.ContentLength, err
 	}
 	size := int64(len(body))
-	ts, err := Verify(singleValue(r.Header, HeaderTimestamp), strings.Join(r.Header.Values(HeaderSignature), ","),
+	ts, err := sume.Verify(singleValue(r.Header, sume.HeaderTimestamp), strings.Join(r.Header.Values(sume.HeaderSignature), ","),
 		body, h.cfg.Secrets, h.cfg.Tolerance, h.cfg.Now())
 	if err != nil {
 		return inbox.Result{}, size, fmt.Errorf("%w: %w", errUnverified, err)

@@ -20,12 +20,17 @@ import (
 
 	"inbox/inbox"
 	"inbox/inbox/inboxtest"
+	"inbox/sume"
 )
 
 const (
 	testMaxBody = 2 << 10
 	testHardCap = 8 << 10
+	testSecret  = "whsec_current_0123456789"
+	otherSecret = "whsec_previous_9876543210"
 )
+
+var testNow = time.Unix(1_800_000_000, 0)
 
 // env is a real handler on a real SQLite file.
 type env struct {
@@ -69,8 +74,8 @@ func (e env) do(t *testing.T, r *http.Request) *httptest.ResponseRecorder {
 func signedRequest(body string, at time.Time, secrets ...string) *http.Request {
 	ts := strconv.FormatInt(at.Unix(), 10)
 	r := httptest.NewRequest(http.MethodPost, "/webhooks/sume", strings.NewReader(body))
-	r.Header.Set(HeaderTimestamp, ts)
-	r.Header.Set(HeaderSignature, SignatureHeader(ts, []byte(body), secrets...))
+	r.Header.Set(sume.HeaderTimestamp, ts)
+	r.Header.Set(sume.HeaderSignature, sume.SignatureHeader(ts, []byte(body), secrets...))
 	return r
 }
 
@@ -102,14 +107,14 @@ const completed = `{"event":"job.completed","job_id":"job_1","status":"COMPLETED
 
 // TestRejected covers contract rows 1-7: nothing unverified is written.
 func TestRejected(t *testing.T) {
-	mac := hex.EncodeToString(Sign(testSecret, strconv.FormatInt(testNow.Unix(), 10), []byte(completed)))
+	mac := hex.EncodeToString(sume.Sign(testSecret, strconv.FormatInt(testNow.Unix(), 10), []byte(completed)))
 	withHeaders := func(ts, sig string) *http.Request {
 		r := httptest.NewRequest(http.MethodPost, "/webhooks/sume", strings.NewReader(completed))
 		if ts != "" {
-			r.Header.Set(HeaderTimestamp, ts)
+			r.Header.Set(sume.HeaderTimestamp, ts)
 		}
 		if sig != "" {
-			r.Header.Set(HeaderSignature, sig)
+			r.Header.Set(sume.HeaderSignature, sig)
 		}
 		return r
 	}
@@ -135,7 +140,7 @@ func TestRejected(t *testing.T) {
 		{"6 future", func() *http.Request { return signedRequest(completed, testNow.Add(301*time.Second), testSecret) }, 401},
 		{"6 timestamp sent twice", func() *http.Request {
 			r := signedRequest(completed, testNow, testSecret)
-			r.Header.Add(HeaderTimestamp, now)
+			r.Header.Add(sume.HeaderTimestamp, now)
 			return r
 		}, 401},
 		{"7 another secret", func() *http.Request { return signedRequest(completed, testNow, "not-ours") }, 401},
@@ -466,14 +471,14 @@ func TestNoSecretsInLogs(t *testing.T) {
 	ts := strconv.FormatInt(testNow.Unix(), 10)
 	logs := e.logs.String()
 	for _, bad := range []string{testSecret, otherSecret, "tell-no-one",
-		hex.EncodeToString(Sign(testSecret, ts, []byte(body))),
-		hex.EncodeToString(Sign("wrong", ts, []byte(body))),
+		hex.EncodeToString(sume.Sign(testSecret, ts, []byte(body))),
+		hex.EncodeToString(sume.Sign("wrong", ts, []byte(body))),
 	} {
 		if strings.Contains(logs, bad) {
 			t.Errorf("log holds %q:\n%s", bad, logs)
 		}
 	}
-	if !strings.Contains(logs, ErrMismatch.Error()) || !strings.Contains(logs, ErrStaleTimestamp.Error()) {
+	if !strings.Contains(logs, sume.ErrMismatch.Error()) || !strings.Contains(logs, sume.ErrStaleTimestamp.Error()) {
 		t.Errorf("log does not name the causes:\n%s", logs)
 	}
 }

@@ -1,4 +1,4 @@
-package receiver
+package sume
 
 import (
 	"encoding/hex"

@@ -1,7 +1,6 @@
-// Package receiver is the HTTP edge of the inbox: it bounds the body,
-// verifies the provider's signature on the raw bytes, classifies the
-// delivery, hands it to the store and chooses the status code.
-package receiver
+// Package sume adapts the Sume provider: its webhook signature scheme and
+// its API.
+package sume
 
 import (
 	"crypto/hmac"
