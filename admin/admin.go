@@ -24,6 +24,7 @@ func Commands() []*cli.Command {
 	return []*cli.Command{
 		listCommand(),
 		statsCommand(),
+		parkedCommand(),
 	}
 }
 
