@@ -25,6 +25,7 @@ func Commands() []*cli.Command {
 		listCommand(),
 		statsCommand(),
 		parkedCommand(),
+		showCommand(),
 	}
 }
 
