@@ -26,6 +26,7 @@ func Commands() []*cli.Command {
 		statsCommand(),
 		parkedCommand(),
 		showCommand(),
+		reprocessCommand(),
 	}
 }
 
