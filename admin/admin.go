@@ -27,6 +27,7 @@ func Commands() []*cli.Command {
 		parkedCommand(),
 		showCommand(),
 		reprocessCommand(),
+		redeliverCommand(nil),
 	}
 }
 

@@ -142,6 +142,24 @@ func mustGet(t *testing.T, path, id string) inbox.Event {
 	return e
 }
 
+func TestFlagsAfterIDsAreRefused(t *testing.T) {
+	path := newDB(t)
+	fill(t, path, time.Now(), exploded("job_1"))
+	before := snapshot(t, path)
+	for _, args := range [][]string{
+		{"show", "--db", path, "job_1", "--json"},
+		{"reprocess", "--db", path, "job_1", "--event", "job.exploded"},
+		{"redeliver", "--db", path, "job_1", "--api-key", "k"},
+	} {
+		if _, err := run(t, args...); err == nil || !strings.Contains(err.Error(), "flags go before") {
+			t.Errorf("%v: err = %v, want flags go before the ids", args, err)
+		}
+	}
+	if after := snapshot(t, path); after != before {
+		t.Errorf("table changed:\n%s\nwant\n%s", after, before)
+	}
+}
+
 // ageOf reads in as an ageFlag through a real command line.
 func ageOf(t *testing.T, in string) (time.Duration, error) {
 	t.Helper()
