@@ -37,7 +37,11 @@ func main() {
 		stop()
 	}()
 	if err := newApp(os.Stdout, os.Stderr).RunContext(ctx, os.Args); err != nil {
-		fmt.Fprintln(os.Stderr, "inbox:", err)
+		// An exit error with no message (alert's exit 1) has said all it has
+		// to say on stdout already.
+		if msg := err.Error(); msg != "" {
+			fmt.Fprintln(os.Stderr, "inbox:", msg)
+		}
 		var ec cli.ExitCoder
 		if errors.As(err, &ec) {
 			os.Exit(ec.ExitCode())

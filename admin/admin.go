@@ -28,6 +28,7 @@ func Commands() []*cli.Command {
 		showCommand(),
 		reprocessCommand(),
 		redeliverCommand(nil),
+		alertCommand(),
 	}
 }
 
