@@ -29,6 +29,7 @@ func Commands() []*cli.Command {
 		reprocessCommand(),
 		redeliverCommand(nil),
 		alertCommand(),
+		purgeCommand(),
 	}
 }
 
