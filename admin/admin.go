@@ -30,6 +30,7 @@ func Commands() []*cli.Command {
 		redeliverCommand(nil),
 		alertCommand(),
 		purgeCommand(),
+		sendCommand(),
 	}
 }
 
