@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -39,7 +38,11 @@ func main() {
 		stop()
 	}()
 	if err := newApp(os.Stdout, os.Stderr).RunContext(ctx, os.Args); err != nil {
-		fmt.Fprintln(os.Stderr, "inbox:", err)
+		// An exit error with no message (alert's exit 1) has said all it has
+		// to say on stdout already.
+		if msg := err.Error(); msg != "" {
+			fmt.Fprintln(os.Stderr, "inbox:", msg)
+		}
 		var ec cli.ExitCoder
 		if errors.As(err, &ec) {
 			os.Exit(ec.ExitCode())
@@ -91,8 +94,8 @@ Examples:
 			admin.DBFlag,
 			&cli.StringSliceFlag{Name: "secret", Usage: "signing secret; repeat or comma-separate to accept several during a rotation (prefer the environment variable: flags show in ps)", EnvVars: []string{"SUME_COM_WEBHOOK_SIGNING_SECRET"}},
 			&cli.DurationFlag{Name: "tolerance", Value: 5 * time.Minute, Usage: "how far the signed timestamp may be from now, either way", EnvVars: []string{"INBOX_TOLERANCE"}},
-			&cli.StringSliceFlag{Name: "event", Value: cli.NewStringSlice("job.completed", "job.failed", "job.canceled"), Usage: "event names stored as jobs; others are parked unknown_event", EnvVars: []string{"INBOX_EVENTS"}},
-			&cli.StringFlag{Name: "max-body", Value: "1MiB", Usage: "larger verified bodies are parked too_large", EnvVars: []string{"INBOX_MAX_BODY"}},
+			admin.EventsFlag(),
+			admin.MaxBodyFlag(),
 			&cli.StringFlag{Name: "max-request", Value: "4MiB", Usage: "hard cap: larger requests get 413 and are not read", EnvVars: []string{"INBOX_MAX_REQUEST"}},
 			&cli.StringFlag{Name: "path", Value: "/webhooks/sume", Usage: "the webhook path", EnvVars: []string{"INBOX_PATH"}},
 			&cli.DurationFlag{Name: "busy-timeout", Value: inbox.DefaultBusyTimeout, Usage: "how long a write waits for another process's lock before the answer is 503", EnvVars: []string{"INBOX_BUSY_TIMEOUT"}},
@@ -103,24 +106,20 @@ Examples:
 			if err != nil {
 				return err
 			}
-			maxBody, err := parseSize(c.String("max-body"))
+			rules, err := admin.Rules(c)
 			if err != nil {
-				return fmt.Errorf("--max-body: %w", err)
+				return err
 			}
-			maxRequest, err := parseSize(c.String("max-request"))
+			maxRequest, err := admin.ParseSize(c.String("max-request"))
 			if err != nil {
 				return fmt.Errorf("--max-request: %w", err)
 			}
-			secrets, err := splitList(c.StringSlice("secret"))
+			secrets, err := admin.SplitList(c.StringSlice("secret"))
 			if err != nil {
 				return fmt.Errorf("signing secret: %w", err)
 			}
 			if len(secrets) == 0 {
 				return errors.New("no signing secret: set SUME_COM_WEBHOOK_SIGNING_SECRET (or --secret)")
-			}
-			events, err := splitList(c.StringSlice("event"))
-			if err != nil {
-				return fmt.Errorf("--event: %w", err)
 			}
 			path := c.String("path")
 			if !strings.HasPrefix(path, "/") {
@@ -138,7 +137,7 @@ Examples:
 			h, err := receiver.NewHandler(store, receiver.Config{
 				Secrets:   secrets,
 				Tolerance: c.Duration("tolerance"),
-				Rules:     inbox.Rules{Events: events, MaxBody: maxBody},
+				Rules:     rules,
 				HardCap:   maxRequest,
 			}, log)
 			if err != nil {
@@ -150,7 +149,7 @@ Examples:
 			if err != nil {
 				return err
 			}
-			log.Info().Str("db", store.Path()).Str("path", path).Strs("events", events).Msg("starting")
+			log.Info().Str("db", store.Path()).Str("path", path).Strs("events", rules.Events).Msg("starting")
 			if err := receiver.Serve(c.Context, ln, mux, log); err != nil {
 				return err
 			}
@@ -171,39 +170,4 @@ func newLogger(w io.Writer, level string) (zerolog.Logger, error) {
 		}
 	}
 	return zerolog.New(w).Level(lvl).With().Timestamp().Logger(), nil
-}
-
-// splitList trims each value and rejects empty ones, so "a,,b" or a blank
-// secret is an error rather than a silently shorter list.
-func splitList(vals []string) ([]string, error) {
-	out := make([]string, 0, len(vals))
-	for _, v := range vals {
-		v = strings.TrimSpace(v)
-		if v == "" {
-			return nil, errors.New("empty value in list")
-		}
-		out = append(out, v)
-	}
-	return out, nil
-}
-
-// parseSize reads a byte count: a plain number, or one with a KiB, MiB or
-// GiB suffix.
-func parseSize(s string) (int64, error) {
-	units := []struct {
-		suffix string
-		mult   int64
-	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"B", 1}}
-	num, mult := strings.TrimSpace(s), int64(1)
-	for _, u := range units {
-		if n, ok := strings.CutSuffix(num, u.suffix); ok {
-			num, mult = strings.TrimSpace(n), u.mult
-			break
-		}
-	}
-	n, err := strconv.ParseInt(num, 10, 64)
-	if err != nil || n <= 0 || n > (1<<40)/mult {
-		return 0, fmt.Errorf("invalid size %q: want a positive number of bytes, optionally with KiB, MiB or GiB", s)
-	}
-	return n * mult, nil
 }

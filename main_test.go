@@ -231,6 +231,22 @@ func TestCLIErrors(t *testing.T) {
 		{"stats", "--db", missing},
 		{"list", "--bogus"},
 		{"list", "--status", "lost", "--db", missing},
+		{"parked", "--db", missing},
+		{"parked", "--bogus"},
+		{"parked", "--since", "yesterday", "--db", missing},
+		{"show", "--db", missing, "job_1"},
+		{"show", "--db", missing},
+		{"reprocess", "--db", missing, "--all"},
+		{"reprocess", "--db", missing},
+		{"reprocess", "--reason", "lost", "--db", missing},
+		{"redeliver", "--db", missing, "--reason", "conflict"},
+		{"redeliver", "--api-key", "k"},
+		{"alert", "--db", missing},
+		{"alert", "--bogus"},
+		{"purge", "--db", missing, "--older-than", "30d"},
+		{"purge", "--db", missing},
+		{"send", "--secret", "s", "--url", "http://127.0.0.1:1/webhooks/sume"},
+		{"send", "--secret", ""},
 	} {
 		out, errOut, code := runCLI(t, nil, args...)
 		if code == 0 {
@@ -264,6 +280,108 @@ func TestHelpShowsExamples(t *testing.T) {
 		}
 		if !strings.Contains(out.String(), "Examples:") || !strings.Contains(out.String(), "inbox "+name) {
 			t.Errorf("%q --help has no example:\n%s", name, out.String())
+		}
+	}
+}
+
+// TestOperateWhileServing runs the operator's commands on the real binary
+// while serve holds the database: send, parked, show, reprocess, alert,
+// purge, and serve still answering afterwards.
+func TestOperateWhileServing(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "inbox.db")
+	srv := startServer(t, db)
+	env := []string{"SUME_COM_WEBHOOK_SIGNING_SECRET=" + e2eSecret}
+	run := func(want int, args ...string) string {
+		t.Helper()
+		out, errOut, code := runCLI(t, env, args...)
+		if code != want {
+			t.Fatalf("%v: exit %d, want %d\nstdout: %s\nstderr: %s", args, code, want, out, errOut)
+		}
+		return out
+	}
+
+	if out := run(0, "send", "--url", srv.url, "--job-id", "job_send"); out != "204 No Content\n" {
+		t.Errorf("send printed %q, want the status", out)
+	}
+	run(0, "send", "--url", srv.url, "--job-id", "job_odd", "--event", "job.exploded")
+	var row struct{ ID, Status, Event, JobStatus string }
+	if err := json.Unmarshal([]byte(run(0, "show", "--db", db, "--json", "job_send")), &row); err != nil {
+		t.Fatal(err)
+	}
+	if row.Status != "new" || row.Event != "job.completed" {
+		t.Errorf("sent row = %+v, want new job.completed", row)
+	}
+	if out := run(0, "parked", "--db", db, "--group-by", "reason"); !strings.Contains(out, "unknown_event  1") {
+		t.Errorf("parked --group-by reason:\n%s", out)
+	}
+
+	// The row is a second old at most: with --max-age 0s it counts.
+	if out := run(0, "alert", "--db", db); out != "" {
+		t.Errorf("alert under the threshold printed %q", out)
+	}
+	out, errOut, code := runCLI(t, nil, "alert", "--db", db, "--max-age", "0s")
+	if code != 1 || !strings.HasPrefix(out, "unknown_event  1 parked longer than 0s") || errOut != "" {
+		t.Errorf("alert: exit %d, stdout %q, stderr %q; want 1, the lines, nothing on stderr", code, out, errOut)
+	}
+
+	run(0, "reprocess", "--db", db, "--reason", "unknown_event", "--event", "job.completed", "--event", "job.exploded")
+	if err := json.Unmarshal([]byte(run(0, "show", "--db", db, "--json", "job_odd")), &row); err != nil {
+		t.Fatal(err)
+	}
+	if row.Status != "new" || row.Event != "job.exploded" {
+		t.Errorf("reprocessed row = %+v, want new job.exploded", row)
+	}
+	run(0, "purge", "--db", db, "--older-than", "1d")
+	if got := send(t, http.DefaultClient, srv.url, `{"event":"job.completed","job_id":"job_after"}`, e2eSecret); got != http.StatusNoContent {
+		t.Errorf("serve after the commands: status %d\n%s", got, srv.logs)
+	}
+}
+
+func TestSendRejected(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "inbox.db")
+	srv := startServer(t, db)
+	body := filepath.Join(t.TempDir(), "body.json")
+	if err := os.WriteFile(body, []byte("not json \x00"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := runCLI(t, []string{"SUME_COM_WEBHOOK_SIGNING_SECRET=wrong"}, "send", "--url", srv.url)
+	if code == 0 || out != "401 Unauthorized\n" || strings.Count(errOut, "\n") != 1 || strings.Contains(errOut, "wrong") {
+		t.Errorf("wrong secret: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	// The file's exact bytes are signed and stored.
+	if _, errOut, code := runCLI(t, nil, "send", "--url", srv.url, "--secret", e2eSecret, "--body-file", body); code != 0 {
+		t.Fatalf("send --body-file: exit %d: %s", code, errOut)
+	}
+	out, _, _ = runCLI(t, nil, "parked", "--db", db, "--json")
+	var row struct {
+		Reason string
+		Size   int
+	}
+	if err := json.Unmarshal([]byte(out), &row); err != nil || row.Reason != "unparseable" || row.Size != len("not json \x00") {
+		t.Errorf("parked --json = %q, want the file's bytes parked unparseable", out)
+	}
+}
+
+// TestAlertExitCodes checks the codes cron sees, and that stderr stays
+// quiet unless the inbox cannot be read.
+func TestAlertExitCodes(t *testing.T) {
+	dir := t.TempDir()
+	garbage := filepath.Join(dir, "garbage.db")
+	if err := os.WriteFile(garbage, bytes.Repeat([]byte("garbage "), 200), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	empty := filepath.Join(dir, "empty.db")
+	startServer(t, empty) // creates it, and holds it open meanwhile
+	for _, tt := range []struct {
+		db   string
+		code int
+	}{{empty, 0}, {filepath.Join(dir, "missing.db"), 2}, {garbage, 2}} {
+		out, errOut, code := runCLI(t, nil, "alert", "--db", tt.db, "--max-age", "0s")
+		if code != tt.code || out != "" {
+			t.Errorf("%s: exit %d, stdout %q; want %d and nothing", filepath.Base(tt.db), code, out, tt.code)
+		}
+		if lines := strings.Count(errOut, "\n"); (tt.code == 0 && errOut != "") || (tt.code == 2 && (lines != 1 || !strings.HasPrefix(errOut, "inbox: "))) {
+			t.Errorf("%s: stderr %q", filepath.Base(tt.db), errOut)
 		}
 	}
 }

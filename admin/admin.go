@@ -1,10 +1,17 @@
 // Package admin holds the operator's commands, one file each. Every command
-// opens the inbox database on its own, so it works while serve runs.
+// opens the inbox database on its own, so it works while serve runs: reads
+// through query-only connections, writes in IMMEDIATE transactions that wait
+// up to --busy-timeout for serve's lock.
 package admin
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -17,6 +24,13 @@ func Commands() []*cli.Command {
 	return []*cli.Command{
 		listCommand(),
 		statsCommand(),
+		parkedCommand(),
+		showCommand(),
+		reprocessCommand(),
+		redeliverCommand(nil),
+		alertCommand(),
+		purgeCommand(),
+		sendCommand(),
 	}
 }
 
@@ -34,9 +48,118 @@ var jsonFlag = &cli.BoolFlag{
 	EnvVars: []string{"INBOX_JSON"},
 }
 
+// The flags below are built per command: a flag value is filled in from
+// the environment when applied, so one shared value would carry state from
+// one run to the next.
+
+// EventsFlag is --event, the event names stored as jobs; serve and
+// reprocess share it so both classify alike.
+func EventsFlag() *cli.StringSliceFlag {
+	return &cli.StringSliceFlag{
+		Name:    "event",
+		Value:   cli.NewStringSlice("job.completed", "job.failed", "job.canceled"),
+		Usage:   "event names stored as jobs; others are parked unknown_event",
+		EnvVars: []string{"INBOX_EVENTS"},
+	}
+}
+
+// MaxBodyFlag is --max-body, the normal body limit; serve and reprocess
+// share it.
+func MaxBodyFlag() *cli.StringFlag {
+	return &cli.StringFlag{
+		Name:    "max-body",
+		Value:   "1MiB",
+		Usage:   "larger verified bodies are parked too_large",
+		EnvVars: []string{"INBOX_MAX_BODY"},
+	}
+}
+
+// Rules reads the classification rules from EventsFlag and MaxBodyFlag.
+func Rules(c *cli.Context) (inbox.Rules, error) {
+	maxBody, err := ParseSize(c.String("max-body"))
+	if err != nil {
+		return inbox.Rules{}, fmt.Errorf("--max-body: %w", err)
+	}
+	events, err := SplitList(c.StringSlice("event"))
+	if err != nil {
+		return inbox.Rules{}, fmt.Errorf("--event: %w", err)
+	}
+	return inbox.Rules{Events: events, MaxBody: maxBody}, nil
+}
+
+func reasonFlag(usage string) *cli.StringFlag {
+	return &cli.StringFlag{Name: "reason", Usage: usage, EnvVars: []string{"INBOX_REASON"}}
+}
+
+// reason reads --reason; "" when it is not set.
+func reason(c *cli.Context) (inbox.Reason, error) {
+	r := inbox.Reason(c.String("reason"))
+	if r != "" && !r.Valid() {
+		return "", fmt.Errorf("unknown reason %q: want one of %s", r, joinReasons())
+	}
+	return r, nil
+}
+
+func joinReasons() string {
+	names := make([]string, len(inbox.Reasons))
+	for i, r := range inbox.Reasons {
+		names[i] = string(r)
+	}
+	return strings.Join(names, ", ")
+}
+
+func dryRunFlag() *cli.BoolFlag {
+	return &cli.BoolFlag{Name: "dry-run", Usage: "print what would change and change nothing", EnvVars: []string{"INBOX_DRY_RUN"}}
+}
+
+func busyTimeoutFlag() *cli.DurationFlag {
+	return &cli.DurationFlag{
+		Name:    "busy-timeout",
+		Value:   inbox.DefaultBusyTimeout,
+		Usage:   "how long a write waits for the lock serve or another command holds",
+		EnvVars: []string{"INBOX_BUSY_TIMEOUT"},
+	}
+}
+
+// args returns the command's arguments. A flag after them is refused:
+// the flag parser stops at the first argument, so it would be taken for an
+// id.
+func args(c *cli.Context) ([]string, error) {
+	for _, a := range c.Args().Slice() {
+		if strings.HasPrefix(a, "-") {
+			return nil, fmt.Errorf("%s after the ids: flags go before them", a)
+		}
+	}
+	return c.Args().Slice(), nil
+}
+
 // openRead opens the inbox named by --db for reading; it never creates one.
 func openRead(c *cli.Context) (*inbox.Store, error) {
 	return inbox.Open(c.Context, c.String(DBFlag.Name), inbox.Options{ReadOnly: true})
+}
+
+// openWrite opens the inbox named by --db for writing; it never creates
+// one, and its writes wait up to --busy-timeout for another process's lock.
+func openWrite(c *cli.Context) (*inbox.Store, error) {
+	return inbox.Open(c.Context, c.String(DBFlag.Name), inbox.Options{
+		MustExist:   true,
+		BusyTimeout: c.Duration("busy-timeout"),
+	})
+}
+
+// printRows prints vals as JSON lines with --json, else as an aligned table:
+// head, then line(v) for each value (cells separated by tabs).
+func printRows[T any](c *cli.Context, vals []T, head string, line func(T) string) error {
+	w := c.App.Writer
+	if c.Bool(jsonFlag.Name) {
+		return printJSONLines(w, vals)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, head)
+	for _, v := range vals {
+		fmt.Fprintln(tw, line(v))
+	}
+	return tw.Flush()
 }
 
 // printJSONLines writes each value as one line of JSON.
@@ -54,3 +177,74 @@ func printJSONLines[T any](w io.Writer, vals []T) error {
 const timeFormat = "2006-01-02T15:04:05Z"
 
 func formatTime(t time.Time) string { return t.UTC().Format(timeFormat) }
+
+// ageFlag is a duration flag that also takes whole days ("30d"), the unit
+// retention is thought in.
+func ageFlag(name, value, usage, env string) *cli.StringFlag {
+	return &cli.StringFlag{Name: name, Value: value, Usage: usage + " (90m, 24h, 30d)", EnvVars: []string{env}}
+}
+
+// age reads an ageFlag: 0 when it is empty, an error when it is negative
+// or unreadable.
+func age(c *cli.Context, name string) (time.Duration, error) {
+	s := strings.TrimSpace(c.String(name))
+	if s == "" {
+		return 0, nil
+	}
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		if n, err := strconv.Atoi(days); err == nil && n >= 0 && n <= 100*365 {
+			return time.Duration(n) * 24 * time.Hour, nil
+		}
+	} else if d, err := time.ParseDuration(s); err == nil && d >= 0 {
+		return d, nil
+	}
+	return 0, fmt.Errorf("--%s %q: want a duration such as 90m, 24h or 30d", name, s)
+}
+
+// formatDuration prints a duration without trailing zero units: 24h, not
+// 24h0m0s.
+func formatDuration(d time.Duration) string {
+	s := d.String()
+	if t, ok := strings.CutSuffix(s, "m0s"); ok {
+		s = t + "m"
+	}
+	if t, ok := strings.CutSuffix(s, "h0m"); ok {
+		s = t + "h"
+	}
+	return s
+}
+
+// SplitList trims each value and rejects empty ones, so "a,,b" or a blank
+// secret is an error rather than a silently shorter list.
+func SplitList(vals []string) ([]string, error) {
+	out := make([]string, 0, len(vals))
+	for _, v := range vals {
+		v = strings.TrimSpace(v)
+		if v == "" {
+			return nil, errors.New("empty value in list")
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// ParseSize reads a byte count: a plain number, or one with a KiB, MiB or
+// GiB suffix.
+func ParseSize(s string) (int64, error) {
+	units := []struct {
+		suffix string
+		mult   int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"B", 1}}
+	num, mult := strings.TrimSpace(s), int64(1)
+	for _, u := range units {
+		if n, ok := strings.CutSuffix(num, u.suffix); ok {
+			num, mult = strings.TrimSpace(n), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n <= 0 || n > (1<<40)/mult {
+		return 0, fmt.Errorf("invalid size %q: want a positive number of bytes, optionally with KiB, MiB or GiB", s)
+	}
+	return n * mult, nil
+}

@@ -2,7 +2,6 @@ package admin
 
 import (
 	"fmt"
-	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
 
@@ -39,17 +38,10 @@ Examples:
 			if err != nil {
 				return err
 			}
-			w := c.App.Writer
-			if c.Bool(jsonFlag.Name) {
-				return printJSONLines(w, rows)
-			}
-			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tSTATUS\tREASON\tEVENT\tSIZE\tDELIVERIES\tRECEIVED")
-			for _, e := range rows {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\n", e.ID, e.Status, dash(string(e.Reason)),
+			return printRows(c, rows, "ID\tSTATUS\tREASON\tEVENT\tSIZE\tDELIVERIES\tRECEIVED", func(e inbox.Event) string {
+				return fmt.Sprintf("%s\t%s\t%s\t%s\t%d\t%d\t%s", e.ID, e.Status, dash(string(e.Reason)),
 					dash(e.Event), e.Size, e.Deliveries, formatTime(e.ReceivedAt))
-			}
-			return tw.Flush()
+			})
 		},
 	}
 }

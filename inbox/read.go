@@ -31,30 +31,41 @@ type Filter struct {
 	Status Status
 	Reason Reason
 	Since  time.Time // received at or after
+	Before time.Time // received before
 	Limit  int
+}
+
+// where returns the filter as a WHERE clause ("" when it selects every
+// row) and its arguments.
+func (f Filter) where() (string, []any) {
+	var conds []string
+	var args []any
+	if f.Status != "" {
+		conds = append(conds, "status = ?")
+		args = append(args, string(f.Status))
+	}
+	if f.Reason != "" {
+		conds = append(conds, "reason = ?")
+		args = append(args, string(f.Reason))
+	}
+	if !f.Since.IsZero() {
+		conds = append(conds, "received_at >= ?")
+		args = append(args, millis(f.Since))
+	}
+	if !f.Before.IsZero() {
+		conds = append(conds, "received_at < ?")
+		args = append(args, millis(f.Before))
+	}
+	if len(conds) == 0 {
+		return "", nil
+	}
+	return ` WHERE ` + strings.Join(conds, " AND "), args
 }
 
 // List returns rows without their bodies, newest first.
 func (s *Store) List(ctx context.Context, f Filter) ([]Event, error) {
-	var where []string
-	var args []any
-	if f.Status != "" {
-		where = append(where, "status = ?")
-		args = append(args, string(f.Status))
-	}
-	if f.Reason != "" {
-		where = append(where, "reason = ?")
-		args = append(args, string(f.Reason))
-	}
-	if !f.Since.IsZero() {
-		where = append(where, "received_at >= ?")
-		args = append(args, millis(f.Since))
-	}
-	q := `SELECT ` + eventColumns + ` FROM events`
-	if len(where) > 0 {
-		q += ` WHERE ` + strings.Join(where, " AND ")
-	}
-	q += ` ORDER BY received_at DESC, id`
+	where, args := f.where()
+	q := `SELECT ` + eventColumns + ` FROM events` + where + ` ORDER BY received_at DESC, id`
 	if f.Limit > 0 {
 		q += fmt.Sprintf(` LIMIT %d`, f.Limit)
 	}

@@ -125,34 +125,18 @@ func put(ctx context.Context, tx *sql.Tx, d Delivery, now int64) (Result, error)
 		return fresh(d), nil
 	}
 
-	var cur struct {
-		status, sha      string
-		event, jobStatus sql.NullString
-	}
-	err = tx.QueryRowContext(ctx, `SELECT status, sha256, event, job_status FROM events WHERE id = ?`, d.Key).
-		Scan(&cur.status, &cur.sha, &cur.event, &cur.jobStatus)
+	cur, err := readCurrent(ctx, tx, d.Key)
 	if err != nil {
 		return Result{}, fmt.Errorf("read %s: %w", d.Key, err)
 	}
-	curStatus := Status(cur.status)
-	switch {
-	case curStatus == StatusParked && d.Status == StatusNew:
-		// Contract row 17: the job's row was parked and this delivery is
-		// storable, so it takes the row over.
-		_, err := tx.ExecContext(ctx, `UPDATE events SET status = 'new', reason = NULL,
-			event = ?, job_status = ?, result_url = NULL, body = ?, size = ?, sha256 = ?,
-			delivery_ts = ?, deliveries = deliveries + 1, last_seen_at = ?, updated_at = ?
-			WHERE id = ?`,
-			nullable(d.Event), nullable(d.JobStatus), d.Body, len(d.Body), d.SHA256,
-			d.DeliveryTS, now, now, d.Key)
-		if err != nil {
-			return Result{}, fmt.Errorf("revive %s: %w", d.Key, err)
+	switch landOn(cur, d) {
+	case landRevive:
+		if err := revive(ctx, tx, d, 1, now, now); err != nil {
+			return Result{}, err
 		}
 		return Result{Outcome: OutcomeRevived, ID: d.Key}, nil
-	case cur.sha == d.SHA256,
-		curStatus != StatusParked && d.Status == StatusNew &&
-			cur.event.String == d.Event && cur.jobStatus.String == d.JobStatus:
-		return repeat(ctx, tx, d.Key, now)
+	case landRepeat:
+		return repeat(ctx, tx, d.Key, 1, now)
 	}
 
 	// The job's row holds something else: park this delivery beside it,
@@ -166,7 +150,7 @@ func put(ctx context.Context, tx *sql.Tx, d Delivery, now int64) (Result, error)
 		return Result{}, err
 	}
 	if !inserted {
-		return repeat(ctx, tx, beside.Key, now)
+		return repeat(ctx, tx, beside.Key, 1, now)
 	}
 	return fresh(beside), nil
 }
@@ -186,10 +170,11 @@ func insert(ctx context.Context, tx *sql.Tx, d Delivery, now int64) (bool, error
 	return n == 1, nil
 }
 
-// repeat counts a delivery on the row that already holds it.
-func repeat(ctx context.Context, tx *sql.Tx, id string, now int64) (Result, error) {
-	_, err := tx.ExecContext(ctx,
-		`UPDATE events SET deliveries = deliveries + 1, last_seen_at = ? WHERE id = ?`, now, id)
+// repeat counts n deliveries, the last seen at lastSeen, on the row that
+// already holds them.
+func repeat(ctx context.Context, tx *sql.Tx, id string, n, lastSeen int64) (Result, error) {
+	_, err := tx.ExecContext(ctx, `UPDATE events SET deliveries = deliveries + ?,
+		last_seen_at = max(last_seen_at, ?) WHERE id = ?`, n, lastSeen, id)
 	if err != nil {
 		return Result{}, fmt.Errorf("count repeat of %s: %w", id, err)
 	}

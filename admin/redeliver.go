@@ -1,0 +1,146 @@
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"inbox/inbox"
+	"inbox/sume"
+)
+
+// redeliverCommand builds redeliver; sleep waits between retries, a real
+// timer when nil (tests pass one that does not sleep).
+func redeliverCommand(sleep func(context.Context, time.Duration) error) *cli.Command {
+	return &cli.Command{
+		Name:      "redeliver",
+		Usage:     "ask the provider to send jobs' webhooks again",
+		ArgsUsage: "[JOB_ID...]",
+		Description: `Asks Sume to send each job's terminal webhook again (POST
+/v1/jobs/{job_id}/webhook/redeliver), with a fresh timestamp; it lands on the
+job's row, keyed by job_id. Needs an API key with the jobs:write scope, from
+SUME_API_KEY (prefer it to --api-key: flags show in ps); the key is never
+printed. With --reason, the jobs of every parked row with that reason.
+429 and 5xx answers are retried up to --retries times, as Retry-After says.
+Prints one line per job and exits 1 if any failed.
+
+Examples:
+   SUME_API_KEY=... inbox redeliver job_1 job_2
+   SUME_API_KEY=... inbox redeliver --reason payload_too_large
+   inbox redeliver --reason unknown_event --dry-run`,
+		Flags: []cli.Flag{
+			DBFlag,
+			reasonFlag("redeliver the job of every parked row with this reason"),
+			&cli.StringFlag{Name: "api-key", Usage: "Sume API key with jobs:write (prefer the environment variable)", EnvVars: []string{"SUME_API_KEY"}},
+			&cli.StringFlag{Name: "api-url", Value: sume.DefaultAPIURL, Usage: "the Sume API's base URL", EnvVars: []string{"SUME_API_URL"}},
+			&cli.IntFlag{Name: "retries", Value: sume.DefaultRetries, Usage: "how many times a 429 or 5xx answer is retried", EnvVars: []string{"INBOX_RETRIES"}},
+			dryRunFlag(),
+			jsonFlag,
+		},
+		Action: func(c *cli.Context) error {
+			r, err := reason(c)
+			if err != nil {
+				return err
+			}
+			jobs, err := args(c)
+			if err != nil {
+				return err
+			}
+			if r != "" {
+				more, err := parkedJobs(c, r)
+				if err != nil {
+					return err
+				}
+				jobs = append(jobs, more...)
+			} else if len(jobs) == 0 {
+				return errors.New("redeliver needs job ids or --reason")
+			}
+			if c.Int("retries") < 0 {
+				return errors.New("--retries must be 0 or more")
+			}
+			client := &sume.Client{
+				BaseURL: c.String("api-url"),
+				APIKey:  c.String("api-key"),
+				Retries: c.Int("retries"),
+				Sleep:   sleep,
+			}
+			if client.APIKey == "" && !c.Bool("dry-run") {
+				return errors.New("no API key: set SUME_API_KEY (a key with jobs:write)")
+			}
+			w := c.App.Writer
+			if len(jobs) == 0 {
+				if !c.Bool(jsonFlag.Name) {
+					fmt.Fprintf(w, "no parked %s row names a job\n", r)
+				}
+				return nil
+			}
+			enc := json.NewEncoder(w)
+			failed := 0
+			for _, job := range jobs {
+				res := redeliverResult{JobID: job, OK: true}
+				if !c.Bool("dry-run") {
+					if err := client.Redeliver(c.Context, job); err != nil {
+						res.OK, res.Error = false, err.Error()
+						failed++
+					}
+				}
+				if c.Bool(jsonFlag.Name) {
+					if err := enc.Encode(res); err != nil {
+						return err
+					}
+					continue
+				}
+				fmt.Fprintln(w, res.line(c.Bool("dry-run")))
+			}
+			if failed > 0 {
+				return fmt.Errorf("redeliver: %d of %d jobs failed", failed, len(jobs))
+			}
+			return nil
+		},
+	}
+}
+
+// redeliverResult is one job's line.
+type redeliverResult struct {
+	JobID string `json:"job_id"`
+	OK    bool   `json:"ok"`
+	Error string `json:"error,omitempty"`
+}
+
+func (r redeliverResult) line(dryRun bool) string {
+	switch {
+	case dryRun:
+		return "would redeliver " + r.JobID
+	case r.OK:
+		return "redelivered " + r.JobID
+	default:
+		return fmt.Sprintf("failed %s: %s", r.JobID, r.Error)
+	}
+}
+
+// parkedJobs returns the job ids of the parked rows with reason r, each
+// once; rows that name no job are left out.
+func parkedJobs(c *cli.Context, r inbox.Reason) ([]string, error) {
+	store, err := openRead(c)
+	if err != nil {
+		return nil, err
+	}
+	defer store.Close()
+	rows, err := store.List(c.Context, inbox.Filter{Status: inbox.StatusParked, Reason: r})
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	var jobs []string
+	for _, e := range rows {
+		if e.JobID != "" && !seen[e.JobID] {
+			seen[e.JobID] = true
+			jobs = append(jobs, e.JobID)
+		}
+	}
+	return jobs, nil
+}

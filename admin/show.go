@@ -1,0 +1,148 @@
+package admin
+
+import (
+	"bytes"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/urfave/cli/v2"
+
+	"inbox/inbox"
+)
+
+func showCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "show",
+		Usage:     "print one row and its body",
+		ArgsUsage: "ID",
+		Description: `Prints the row's fields, then its body: indented when it is JSON, as text
+when it is UTF-8 (control characters escaped, so a body cannot drive the
+terminal), as a hex dump otherwise. With --json, the fields and the body
+(as "body" when it is UTF-8, else base64 as "body_base64").
+
+Examples:
+   inbox show job_1
+   inbox show sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08
+   inbox show --json job_1 | jq -r .body | jq .payload`,
+		Flags: []cli.Flag{DBFlag, jsonFlag},
+		Action: func(c *cli.Context) error {
+			ids, err := args(c)
+			if err != nil {
+				return err
+			}
+			if len(ids) != 1 {
+				return errors.New("show takes one row id (see --help)")
+			}
+			store, err := openRead(c)
+			if err != nil {
+				return err
+			}
+			defer store.Close()
+			e, err := store.Get(c.Context, ids[0])
+			if errors.Is(err, inbox.ErrNotFound) {
+				return fmt.Errorf("no row with id %q", ids[0])
+			}
+			if err != nil {
+				return err
+			}
+			w := c.App.Writer
+			if c.Bool(jsonFlag.Name) {
+				return json.NewEncoder(w).Encode(showJSON(e))
+			}
+			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+			for _, f := range []struct{ name, value string }{
+				{"id", e.ID},
+				{"job_id", e.JobID},
+				{"status", string(e.Status)},
+				{"reason", string(e.Reason)},
+				{"event", e.Event},
+				{"job_status", e.JobStatus},
+				{"result_url", e.ResultURL},
+				{"size", strconv.FormatInt(e.Size, 10)},
+				{"sha256", e.SHA256},
+				{"delivery_ts", fmt.Sprintf("%d (%s)", e.DeliveryTS, formatTime(time.Unix(e.DeliveryTS, 0)))},
+				{"received_at", formatTime(e.ReceivedAt)},
+				{"deliveries", strconv.FormatInt(e.Deliveries, 10)},
+				{"last_seen_at", formatTime(e.LastSeenAt)},
+				{"updated_at", formatTime(e.UpdatedAt)},
+			} {
+				// Fields come from the sender's body too (event, job_id).
+				fmt.Fprintf(tw, "%s\t%s\n", f.name, escapeControls(dash(f.value), ""))
+			}
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			fmt.Fprintln(w)
+			return writeBody(w, e.Body)
+		},
+	}
+}
+
+// showJSON is a row with its body, for --json.
+func showJSON(e inbox.Event) any {
+	out := struct {
+		inbox.Event
+		Body       *string `json:"body,omitempty"`
+		BodyBase64 []byte  `json:"body_base64,omitempty"`
+	}{Event: e}
+	if utf8.Valid(e.Body) {
+		s := string(e.Body)
+		out.Body = &s
+	} else {
+		out.BodyBase64 = e.Body
+	}
+	return out
+}
+
+// writeBody prints a body for a terminal: indented when it is JSON, as
+// text with control characters escaped when it is UTF-8, as a hex dump
+// otherwise.
+func writeBody(w io.Writer, body []byte) error {
+	if len(body) == 0 {
+		_, err := fmt.Fprintln(w, "(empty body)")
+		return err
+	}
+	if !utf8.Valid(body) {
+		_, err := fmt.Fprintf(w, "(not UTF-8: hex dump)\n%s", hex.Dump(body))
+		return err
+	}
+	var pretty bytes.Buffer
+	if json.Indent(&pretty, body, "", "  ") == nil {
+		body = pretty.Bytes()
+	}
+	text := escapeControls(string(body), "\n\t")
+	if !strings.HasSuffix(text, "\n") {
+		text += "\n"
+	}
+	_, err := io.WriteString(w, text)
+	return err
+}
+
+// escapeControls replaces every rune a terminal could act on (escape
+// sequences, carriage returns, bidi overrides) with a Go-style escape,
+// except those in keep.
+func escapeControls(s, keep string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case unicode.IsPrint(r) || strings.ContainsRune(keep, r):
+			b.WriteRune(r)
+		case r < utf8.RuneSelf:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case r <= 0xFFFF:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			fmt.Fprintf(&b, `\U%08x`, r)
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,65 @@
+package inbox_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	"inbox/inbox"
+	"inbox/inbox/inboxtest"
+)
+
+// putAll stores the bodies concurrently, so group commit keeps it quick.
+func putAll(t *testing.T, s *inbox.Store, bodies []string) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make([]error, len(bodies))
+	for i, b := range bodies {
+		wg.Go(func() {
+			_, errs[i] = s.Put(context.Background(), inbox.Classify([]byte(b), 1_800_000_000, rules))
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("put %d: %v", i, err)
+		}
+	}
+}
+
+// TestReprocessBatches reprocesses more rows than one transaction carries.
+func TestReprocessBatches(t *testing.T) {
+	s := inboxtest.MustOpen(t, inbox.Options{})
+	const n = 250
+	bodies := make([]string, n)
+	for i := range bodies {
+		bodies[i] = fmt.Sprintf(`{"event":"job.exploded","job_id":"job_%d"}`, i)
+	}
+	putAll(t, s, bodies)
+	r := rules
+	r.Events = append([]string{"job.exploded"}, r.Events...)
+	rep, err := s.Reprocess(context.Background(), inbox.Selection{Reason: inbox.ReasonUnknownEvent}, r, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Moved != n || len(rep.Parked) != 0 {
+		t.Errorf("report %+v, want %d moved", rep, n)
+	}
+	st, err := s.Stats(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.ByStatus[inbox.StatusNew] != n || st.ByStatus[inbox.StatusParked] != 0 {
+		t.Errorf("rows %v, want %d new", st.ByStatus, n)
+	}
+}
+
+func TestReprocessReadOnly(t *testing.T) {
+	path := t.TempDir() + "/inbox.db"
+	inboxtest.MustOpenPath(t, path, inbox.Options{})
+	ro := inboxtest.MustOpenPath(t, path, inbox.Options{ReadOnly: true})
+	if _, err := ro.Reprocess(context.Background(), inbox.Selection{All: true}, rules, true); err == nil {
+		t.Error("a read-only store reprocessed")
+	}
+}
