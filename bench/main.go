@@ -1,0 +1,409 @@
+// Command bench measures inbox side by side with two reference receivers
+// built from this program: store-nothing, which verifies and answers, and
+// commit-each, which commits every request in a transaction of its own. It
+// starts each receiver as its own process on a fresh database, one after
+// another, drives signed deliveries at it over keep-alive connections, and
+// prints deliveries/s, p50 and p99 latency and RSS for each, and the ratios.
+// docs/benchmarks.md says what it measures and records runs.
+//
+//	go run ./bench
+//	go run ./bench -duration 60s -conns 32
+//	go run ./bench -only inbox -duration 5s
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == referenceArg {
+		if err := runReference(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "bench reference:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+const nameInbox = "inbox"
+
+// receiverNames lists the receivers in the default order.
+func receiverNames() []string { return []string{nameInbox, storeNothing, commitEach} }
+
+// buildTimeout bounds `go build` of inbox, which compiles SQLite the first
+// time on a cold cache.
+const buildTimeout = 5 * time.Minute
+
+// config is the parsed command line.
+type config struct {
+	conns       int
+	duration    time.Duration
+	warmup      time.Duration
+	bodySize    int
+	maxRequests int64
+	randomIDs   bool
+	rounds      int
+	receivers   []string
+	verbose     bool
+}
+
+func parseFlags(args []string, stderr io.Writer) (config, error) {
+	var cfg config
+	var only, order string
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.IntVar(&cfg.conns, "conns", 32, "concurrent senders, each on its own keep-alive connection")
+	fs.DurationVar(&cfg.duration, "duration", 20*time.Second, "how long each receiver is measured, after the warmup")
+	fs.DurationVar(&cfg.warmup, "warmup", 2*time.Second, "load before measuring starts, not counted")
+	fs.IntVar(&cfg.bodySize, "body-size", 1024, "body size in bytes (at least the JSON around the padding)")
+	fs.Int64Var(&cfg.maxRequests, "max-requests", 10_000_000, "stop a receiver's run after this many requests, warmup included")
+	fs.IntVar(&cfg.rounds, "rounds", 1, "run every receiver this many times, interleaved, and judge the targets on the medians")
+	fs.BoolVar(&cfg.randomIDs, "random-ids", false, "job ids in random order (like UUIDs) instead of ascending per sender")
+	fs.StringVar(&only, "only", "", "run one receiver: inbox, store-nothing or commit-each")
+	fs.StringVar(&order, "order", strings.Join(receiverNames(), ","), "receivers to run, one after another, comma-separated")
+	fs.BoolVar(&cfg.verbose, "v", false, "also print every RSS sample")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), `Usage: go run ./bench [flags]
+
+Builds inbox, then runs it and two reference receivers (store-nothing,
+commit-each) one after another on fresh temporary databases, drives signed
+deliveries at each from 127.0.0.1, and prints throughput, latency and RSS.
+
+Flags:`)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return config{}, err
+	}
+	if fs.NArg() > 0 {
+		return config{}, fmt.Errorf("unexpected arguments %q (see -help)", fs.Args())
+	}
+	switch {
+	case cfg.conns < 1 || cfg.conns > 1024:
+		return config{}, fmt.Errorf("-conns %d: want 1 to 1024", cfg.conns)
+	case cfg.duration <= 0 || cfg.duration > time.Hour:
+		return config{}, fmt.Errorf("-duration %s: want more than 0 and at most 1h", cfg.duration)
+	case cfg.warmup < 0 || cfg.warmup > 10*time.Minute:
+		return config{}, fmt.Errorf("-warmup %s: want 0 to 10m", cfg.warmup)
+	case cfg.bodySize < 0 || cfg.bodySize > 1<<20:
+		return config{}, fmt.Errorf("-body-size %d: want 0 to 1 MiB (inbox parks larger bodies)", cfg.bodySize)
+	case cfg.rounds < 1 || cfg.rounds > 100:
+		return config{}, fmt.Errorf("-rounds %d: want 1 to 100", cfg.rounds)
+	case cfg.maxRequests < 1:
+		return config{}, fmt.Errorf("-max-requests %d: want at least 1", cfg.maxRequests)
+	}
+	if only != "" {
+		order = only
+	}
+	for name := range strings.SplitSeq(order, ",") {
+		name = strings.TrimSpace(name)
+		if !slices.Contains(receiverNames(), name) {
+			return config{}, fmt.Errorf("unknown receiver %q: want one of %s", name, strings.Join(receiverNames(), ", "))
+		}
+		if slices.Contains(cfg.receivers, name) {
+			return config{}, fmt.Errorf("receiver %q listed twice", name)
+		}
+		cfg.receivers = append(cfg.receivers, name)
+	}
+	return cfg, nil
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	// Nothing may hang: the whole run has a deadline that covers the build
+	// and, for each receiver, starting, the load, and stopping.
+	perReceiver := cfg.warmup + cfg.duration + startTimeout + stopTimeout + requestTimeout + 30*time.Second
+	deadline := buildTimeout + time.Duration(cfg.rounds*len(cfg.receivers))*perReceiver
+	ctx, cancel := context.WithTimeout(ctx, deadline)
+	defer cancel()
+
+	dir, err := os.MkdirTemp("", "inbox-bench-")
+	if err != nil {
+		return fmt.Errorf("temporary directory: %w", err)
+	}
+	defer os.RemoveAll(dir)
+
+	fmt.Fprintf(stdout, "command: %s\n", commandLine(args))
+	fmt.Fprintf(stdout, "machine: %s\n", describeMachine())
+	fmt.Fprintf(stdout, "fsync:   %s\n", describeFsync(dir))
+	ids := "ascending per sender"
+	if cfg.randomIDs {
+		ids = "in random order"
+	}
+	fmt.Fprintf(stdout, "load:    %d keep-alive connections, %d-byte bodies, job ids %s, 1 in 10 a repeat;\n         %s warmup, then %s measured, per receiver\n",
+		cfg.conns, cfg.bodySize, ids, cfg.warmup, cfg.duration)
+	if cfg.rounds > 1 {
+		fmt.Fprintf(stdout, "         %d rounds, each running every receiver once, in order\n", cfg.rounds)
+	}
+	fmt.Fprintln(stdout)
+
+	specs, err := receiverSpecs(ctx, cfg.receivers, dir, stderr)
+	if err != nil {
+		return err
+	}
+	secret, err := randomHex(16)
+	if err != nil {
+		return err
+	}
+	env := childEnv(secret)
+	var results []result
+	for round := 1; round <= cfg.rounds; round++ {
+		for _, spec := range specs {
+			fmt.Fprintf(stderr, "bench: round %d of %d: %s: %s warmup + %s at %d connections\n",
+				round, cfg.rounds, spec.name, cfg.warmup, cfg.duration, cfg.conns)
+			res, err := measure(ctx, spec, cfg, secret, env, dir)
+			if err != nil {
+				switch {
+				case errors.Is(err, context.DeadlineExceeded):
+					err = fmt.Errorf("%w (the run's deadline is %s)", err, deadline)
+				case errors.Is(err, context.Canceled):
+					err = errors.New("interrupted")
+				}
+				return fmt.Errorf("%s: %w", spec.name, err)
+			}
+			res.round = round
+			results = append(results, res)
+		}
+	}
+	report(stdout, cfg, results)
+	return nil
+}
+
+// receiverSpec says how to start one receiver.
+type receiverSpec struct {
+	name  string
+	argv  func(addr, db string) []string
+	table string // where it keeps one row per job; "" when it stores nothing
+}
+
+// receiverSpecs builds inbox when it is to run, and describes each receiver.
+func receiverSpecs(ctx context.Context, names []string, dir string, stderr io.Writer) ([]receiverSpec, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("find the bench binary: %w", err)
+	}
+	var specs []receiverSpec
+	for _, name := range names {
+		switch name {
+		case nameInbox:
+			fmt.Fprintln(stderr, "bench: building inbox")
+			bin, err := buildInbox(ctx, dir)
+			if err != nil {
+				return nil, err
+			}
+			specs = append(specs, receiverSpec{name: name, table: "events", argv: func(addr, db string) []string {
+				// warn: a log line per request would measure the log's I/O.
+				return []string{bin, "serve", "--addr", addr, "--db", db, "--log-level", "warn"}
+			}})
+		case storeNothing:
+			specs = append(specs, receiverSpec{name: name, argv: func(addr, db string) []string {
+				return []string{self, referenceArg, storeNothing, addr, db}
+			}})
+		case commitEach:
+			specs = append(specs, receiverSpec{name: name, table: "deliveries", argv: func(addr, db string) []string {
+				return []string{self, referenceArg, commitEach, addr, db}
+			}})
+		}
+	}
+	return specs, nil
+}
+
+// buildInbox builds the inbox binary from the module root into dir.
+func buildInbox(ctx context.Context, dir string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, buildTimeout)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("build inbox: go env GOMOD: %w", err)
+	}
+	gomod := strings.TrimSpace(string(out))
+	if gomod == "" || gomod == os.DevNull {
+		return "", errors.New("build inbox: not inside a Go module: run the bench from the inbox module")
+	}
+	mod, err := os.ReadFile(gomod)
+	if err != nil {
+		return "", fmt.Errorf("build inbox: %w", err)
+	}
+	if !slices.Contains(strings.Split(string(mod), "\n"), "module inbox") {
+		return "", fmt.Errorf("build inbox: %s is not the inbox module", gomod)
+	}
+	bin := filepath.Join(dir, "inbox")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, ".")
+	cmd.Dir = filepath.Dir(gomod)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build inbox: %w\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// childEnv is the bench's environment for the receivers, with the signing
+// secret set and any INBOX_* settings removed: the command line alone
+// decides how inbox runs.
+func childEnv(secret string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "INBOX_") || strings.HasPrefix(kv, refSecretEnv+"=") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env, refSecretEnv+"="+secret)
+}
+
+// result is one receiver's run.
+type result struct {
+	name    string
+	round   int
+	load    loadResult
+	warmup  time.Duration
+	samples []rssSample // once a second from the start of the load, and one at its end
+	peak    int64       // VmHWM at the end of the load; 0 when unknown
+	rows    int64       // rows stored after the run; -1 when it stores nothing
+}
+
+// measure starts one receiver on a fresh database, loads it, and stops it.
+// The receiver is stopped on every path out, and its database removed.
+func measure(ctx context.Context, spec receiverSpec, cfg config, secret string, env []string, dir string) (result, error) {
+	addr, err := freeAddr()
+	if err != nil {
+		return result{}, err
+	}
+	db := filepath.Join(dir, spec.name+".db")
+	defer removeDB(db)
+	c, err := startChild(spec.name, spec.argv(addr, db), env)
+	if err != nil {
+		return result{}, err
+	}
+	defer c.stop()
+	if err := c.waitListening(ctx, addr); err != nil {
+		return result{}, err
+	}
+	runID, err := randomHex(4)
+	if err != nil {
+		return result{}, err
+	}
+
+	// A receiver that exits ends its load at once.
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-c.done:
+			cancel()
+		case <-lctx.Done():
+		}
+	}()
+	pid := c.cmd.Process.Pid
+	start := time.Now()
+	sampled := make(chan []rssSample, 1)
+	sctx, stopSampling := context.WithCancel(lctx)
+	go func() { sampled <- sampleRSS(sctx, pid, start) }()
+
+	lr := load{
+		url:         "http://" + addr + refPath,
+		secret:      secret,
+		runID:       runID,
+		randomIDs:   cfg.randomIDs,
+		conns:       cfg.conns,
+		bodySize:    cfg.bodySize,
+		warmup:      cfg.warmup,
+		duration:    cfg.duration,
+		maxRequests: cfg.maxRequests,
+	}.run(lctx)
+	stopSampling()
+	res := result{name: spec.name, load: lr, warmup: cfg.warmup, samples: <-sampled, rows: -1}
+
+	// Checked first: an interrupt reaches the receiver too, and then it is
+	// the reason the receiver exited.
+	if err := ctx.Err(); err != nil {
+		return result{}, err
+	}
+	select {
+	case <-c.done:
+		return result{}, c.exitError()
+	default:
+	}
+	if m, err := readMemory(pid); err == nil {
+		res.peak = m.peak
+		res.samples = append(res.samples, rssSample{at: time.Since(start), rss: m.rss})
+	}
+	c.stop()
+	if spec.table != "" {
+		if res.rows, err = countRows(ctx, db, spec.table); err != nil {
+			return result{}, err
+		}
+	}
+	return res, nil
+}
+
+// removeDB removes a receiver's database so a long run does not fill the
+// disk with the previous receiver's rows.
+func removeDB(path string) {
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		os.Remove(path + suffix)
+	}
+}
+
+// commandLine is how this run was invoked, for the record.
+func commandLine(args []string) string {
+	parts := []string{"go", "run", "./bench"}
+	for _, a := range args {
+		if strings.ContainsAny(a, " \t\"'$\\") {
+			a = fmt.Sprintf("%q", a)
+		}
+		parts = append(parts, a)
+	}
+	return strings.Join(parts, " ")
+}
+
+func randomHex(n int) (string, error) {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("random: %w", err)
+	}
+	return hex.EncodeToString(b), nil
+}
+
+// countRows counts the rows a receiver left in its database, to show that
+// what it acknowledged was stored.
+func countRows(ctx context.Context, path, table string) (int64, error) {
+	db, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(3000)&_pragma=query_only(ON)")
+	if err != nil {
+		return 0, fmt.Errorf("count rows: %w", err)
+	}
+	defer db.Close()
+	var n int64
+	// table is one of this program's constants, never input.
+	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM "+table).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count rows in %s: %w", path, err)
+	}
+	return n, nil
+}

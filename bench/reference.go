@@ -1,0 +1,201 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+
+	"inbox/sume"
+)
+
+// referenceArg as the first argument runs the bench binary as a reference
+// receiver: `bench __reference KIND ADDR DB`. It is not a flag, so it stays
+// out of -help.
+const referenceArg = "__reference"
+
+// The reference receivers. Each is what inbox is measured against.
+const (
+	// storeNothing verifies and answers: the ceiling for any receiver that
+	// verifies on this machine, and the cost of HTTP and HMAC alone.
+	storeNothing = "store-nothing"
+	// commitEach stores the obvious way: one transaction, so one fsync, per
+	// request.
+	commitEach = "commit-each"
+)
+
+// The reference receivers mirror inbox's defaults, so that the only
+// difference is what happens after the signature is verified.
+const (
+	refPath        = "/webhooks/sume"
+	refTolerance   = 5 * time.Minute
+	refMaxRequest  = 4 << 20
+	refSecretEnv   = "SUME_COM_WEBHOOK_SIGNING_SECRET"
+	refBusyTimeout = 3 * time.Second
+)
+
+// referenceSchema is the smallest table that keeps each job once.
+const referenceSchema = `CREATE TABLE IF NOT EXISTS deliveries (
+	id   TEXT NOT NULL PRIMARY KEY, -- the job_id
+	body BLOB NOT NULL
+) STRICT`
+
+// runReference serves one reference receiver until SIGTERM or SIGINT.
+func runReference(args []string) error {
+	if len(args) != 3 {
+		return fmt.Errorf("want %s KIND ADDR DB, got %d arguments", referenceArg, len(args))
+	}
+	kind, addr, dbPath := args[0], args[1], args[2]
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	secret := os.Getenv(refSecretEnv)
+	if secret == "" {
+		return fmt.Errorf("no signing secret: set %s", refSecretEnv)
+	}
+	h := &referenceHandler{secret: secret}
+	switch kind {
+	case storeNothing:
+	case commitEach:
+		db, err := openReferenceDB(ctx, dbPath)
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		h.db = db
+	default:
+		return fmt.Errorf("unknown reference receiver %q", kind)
+	}
+
+	mux := http.NewServeMux()
+	mux.Handle(refPath, h)
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	fmt.Fprintf(os.Stderr, "%s listening on %s\n", kind, ln.Addr())
+	// The same timeouts as inbox's server (receiver/server.go).
+	srv := &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       8 * time.Second,
+		WriteTimeout:      9 * time.Second,
+		IdleTimeout:       60 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err = srv.Shutdown(sctx)
+	if serr := <-errc; !errors.Is(serr, http.ErrServerClosed) {
+		err = errors.Join(err, serr)
+	}
+	return err
+}
+
+// openReferenceDB opens the commit-each store with inbox's pragmas and
+// checks that WAL took.
+func openReferenceDB(ctx context.Context, path string) (*sql.DB, error) {
+	dsn := fmt.Sprintf("%s?_pragma=busy_timeout(%d)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_txlock=immediate",
+		path, refBusyTimeout.Milliseconds())
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open reference db: %w", err)
+	}
+	// One connection: SQLite has one writer at a time, and requests queue
+	// for it in database/sql rather than busy-wait in SQLite.
+	db.SetMaxOpenConns(1)
+	var mode string
+	if err := db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open reference db: %w", err)
+	}
+	if mode != "wal" {
+		db.Close()
+		return nil, fmt.Errorf("open reference db: journal_mode=%s, want wal", mode)
+	}
+	if _, err := db.ExecContext(ctx, referenceSchema); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open reference db: %w", err)
+	}
+	return db, nil
+}
+
+// referenceHandler verifies a delivery and, when db is set, commits it in a
+// transaction of its own before answering.
+type referenceHandler struct {
+	secret string
+	db     *sql.DB // nil: store nothing
+}
+
+func (h *referenceHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		w.WriteHeader(http.StatusMethodNotAllowed)
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, refMaxRequest+1))
+	if err != nil {
+		w.WriteHeader(http.StatusBadRequest)
+		return
+	}
+	if len(body) > refMaxRequest {
+		w.WriteHeader(http.StatusRequestEntityTooLarge)
+		return
+	}
+	_, err = sume.Verify(r.Header.Get(sume.HeaderTimestamp), r.Header.Get(sume.HeaderSignature),
+		body, []string{h.secret}, refTolerance, time.Now())
+	if err != nil {
+		w.WriteHeader(http.StatusUnauthorized)
+		return
+	}
+	if h.db != nil {
+		if err := commitOne(r.Context(), h.db, body); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// commitOne stores body under its job_id in one IMMEDIATE transaction; a
+// repeat of a stored job changes nothing. It fails on a body without a
+// job_id and on any database error.
+func commitOne(ctx context.Context, db *sql.DB, body []byte) error {
+	var doc struct {
+		JobID string `json:"job_id"`
+	}
+	if err := json.Unmarshal(body, &doc); err != nil || doc.JobID == "" {
+		return errors.New("commit: body has no job_id")
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("commit: begin: %w", err)
+	}
+	defer tx.Rollback() // a no-op after Commit
+	if _, err := tx.ExecContext(ctx, `INSERT INTO deliveries (id, body) VALUES (?, ?) ON CONFLICT(id) DO NOTHING`,
+		doc.JobID, body); err != nil {
+		return fmt.Errorf("commit: insert %s: %w", doc.JobID, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}

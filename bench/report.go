@@ -1,0 +1,209 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// The targets for inbox, measured side by side at targetConns.
+const (
+	targetConns          = 32
+	targetVsStoreNothing = 0.70
+	targetVsCommitEach   = 4.0
+	targetP99            = 15 * time.Millisecond
+	targetPeakRSS        = 100 << 20
+	// "Flat over the run": the last RSS sample at most this much above the
+	// first one after the warmup.
+	targetRSSGrowth = 0.10
+)
+
+// report prints the table of results, then inbox against its targets.
+func report(w io.Writer, cfg config, results []result) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "receiver\tdeliveries/s\tp50\tp99\tpeak RSS\tRSS first\tRSS last\terrors\tconns opened\trows stored")
+	for _, r := range results {
+		rows := "-"
+		if r.rows >= 0 {
+			rows = fmt.Sprintf("%d (%d acked new)", r.rows, r.load.ackedNew)
+		}
+		fmt.Fprintf(tw, "%s\t%.0f\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n",
+			r.label(cfg), r.load.rate(), latency(r.load.hist, 0.50), latency(r.load.hist, 0.99),
+			mib(r.peak), mib(r.firstRSS()), mib(r.lastRSS()), r.load.errors(), r.load.dials, rows)
+	}
+	tw.Flush()
+	fmt.Fprintln(w, "\ndeliveries/s: 204s to requests started after the warmup; p50/p99 over those; RSS first: the first")
+	fmt.Fprintln(w, "sample after the warmup; errors (non-204 answers, transport errors): over the whole run.")
+	for _, r := range results {
+		if r.load.errors() > 0 {
+			fmt.Fprintf(w, "%s errors: %s\n", r.label(cfg), describeErrors(r.load))
+		}
+	}
+	if cfg.verbose {
+		for _, r := range results {
+			fmt.Fprintf(w, "%s RSS each second (MiB):", r.label(cfg))
+			for _, s := range r.samples {
+				fmt.Fprintf(w, " %.1f", float64(s.rss)/(1<<20))
+			}
+			fmt.Fprintln(w)
+		}
+	}
+	reportTargets(w, cfg, results)
+}
+
+// reportTargets judges inbox against the targets. Ratios compare runs of
+// the same round, which are closest in time; with several rounds the
+// verdict is on the median ratio and p99, and on the worst RSS.
+func reportTargets(w io.Writer, cfg config, results []result) {
+	byRound := map[int]map[string]result{}
+	for _, r := range results {
+		if byRound[r.round] == nil {
+			byRound[r.round] = map[string]result{}
+		}
+		byRound[r.round][r.name] = r
+	}
+	var vsStoreNothing, vsCommitEach, p99s []float64
+	var peak int64
+	var errs int64
+	var worst result
+	worstGrowth := math.Inf(-1)
+	for _, round := range slices.Sorted(maps.Keys(byRound)) {
+		in, ok := byRound[round][nameInbox]
+		if !ok {
+			return
+		}
+		if sn, ok := byRound[round][storeNothing]; ok && sn.load.rate() > 0 {
+			vsStoreNothing = append(vsStoreNothing, in.load.rate()/sn.load.rate())
+		}
+		if ce, ok := byRound[round][commitEach]; ok && ce.load.rate() > 0 {
+			vsCommitEach = append(vsCommitEach, in.load.rate()/ce.load.rate())
+		}
+		p99 := math.Inf(1) // nothing delivered: no latency can meet the target
+		if in.load.hist.n > 0 {
+			p99 = float64(in.load.hist.quantile(0.99)) / float64(time.Millisecond)
+		}
+		p99s = append(p99s, p99)
+		peak = max(peak, in.peak)
+		errs += in.load.errors()
+		if first := in.firstRSS(); first > 0 {
+			if g := float64(in.lastRSS()-first) / float64(first); g > worstGrowth {
+				worstGrowth, worst = g, in
+			}
+		}
+	}
+
+	fmt.Fprintln(w)
+	if cfg.conns != targetConns {
+		fmt.Fprintf(w, "(the targets are stated at %d connections; this run used %d)\n", targetConns, cfg.conns)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "inbox\tmeasured\ttarget\t")
+	if len(vsStoreNothing) > 0 {
+		m := median(vsStoreNothing)
+		fmt.Fprintf(tw, "vs store-nothing\t%s\t>= %.2f\t%s\n", spread(vsStoreNothing, "%.2f"), targetVsStoreNothing, verdict(m >= targetVsStoreNothing))
+	}
+	if len(vsCommitEach) > 0 {
+		m := median(vsCommitEach)
+		fmt.Fprintf(tw, "vs commit-each\t%s\t>= %.0fx\t%s\n", spread(vsCommitEach, "%.2fx"), targetVsCommitEach, verdict(m >= targetVsCommitEach))
+	}
+	m := median(p99s)
+	fmt.Fprintf(tw, "p99\t%s\t<= %s\t%s\n", spread(p99s, "%.2f ms"), ms(targetP99), verdict(m <= float64(targetP99)/float64(time.Millisecond)))
+	if peak > 0 {
+		fmt.Fprintf(tw, "peak RSS\t%s\t< %s\t%s\n", mib(peak), mib(targetPeakRSS), verdict(peak < targetPeakRSS))
+	}
+	if !math.IsInf(worstGrowth, -1) {
+		fmt.Fprintf(tw, "RSS first -> last\t%s -> %s (%+.1f%%)\tgrowth <= %.0f%%\t%s\n",
+			mib(worst.firstRSS()), mib(worst.lastRSS()), 100*worstGrowth, 100*targetRSSGrowth, verdict(worstGrowth <= targetRSSGrowth))
+	}
+	fmt.Fprintf(tw, "errors\t%d\t0\t%s\n", errs, verdict(errs == 0))
+	tw.Flush()
+	if len(p99s) > 1 {
+		fmt.Fprintln(w, "(ratios and p99: median over rounds, range in brackets; peak RSS and RSS growth: the worst round)")
+	}
+}
+
+// label names a run in the table.
+func (r result) label(cfg config) string {
+	if cfg.rounds == 1 {
+		return r.name
+	}
+	return fmt.Sprintf("%s #%d", r.name, r.round)
+}
+
+// firstRSS is the first sample taken after the warmup (the first sample
+// when the run was shorter): what "flat over the run" starts from.
+func (r result) firstRSS() int64 {
+	for _, s := range r.samples {
+		if s.at >= r.warmup {
+			return s.rss
+		}
+	}
+	if len(r.samples) > 0 {
+		return r.samples[0].rss
+	}
+	return 0
+}
+
+// lastRSS is the sample taken as the load ended.
+func (r result) lastRSS() int64 {
+	if len(r.samples) == 0 {
+		return 0
+	}
+	return r.samples[len(r.samples)-1].rss
+}
+
+func describeErrors(r loadResult) string {
+	var parts []string
+	for _, code := range slices.Sorted(maps.Keys(r.statuses)) {
+		parts = append(parts, fmt.Sprintf("%d status %d", r.statuses[code], code))
+	}
+	if r.transportErrs > 0 {
+		parts = append(parts, fmt.Sprintf("%d transport (first: %v)", r.transportErrs, r.firstErr))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// median returns the middle value (the mean of the two middle ones for an
+// even count); vals must not be empty.
+func median(vals []float64) float64 {
+	s := slices.Sorted(slices.Values(vals))
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// spread prints one value as is, several as their median and range.
+func spread(vals []float64, format string) string {
+	if len(vals) == 1 {
+		return fmt.Sprintf(format, vals[0])
+	}
+	return fmt.Sprintf(format+" ["+format+" to "+format+"]", median(vals), slices.Min(vals), slices.Max(vals))
+}
+
+// latency prints a quantile, or "-" when no request was measured.
+func latency(h *histogram, q float64) string {
+	if h.n == 0 {
+		return "-"
+	}
+	return ms(h.quantile(q))
+}
+
+func verdict(met bool) string {
+	if met {
+		return "met"
+	}
+	return "MISSED"
+}
+
+func mib(b int64) string {
+	if b <= 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20))
+}
