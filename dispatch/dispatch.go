@@ -30,10 +30,6 @@ const (
 	DefaultPoll    = 250 * time.Millisecond
 )
 
-// DefaultSchedule is how long to wait before each retry: after the first
-// failed attempt 1s, then 5s, 30s and 5m; a fifth failure parks the row.
-var DefaultSchedule = []time.Duration{time.Second, 5 * time.Second, 30 * time.Second, 5 * time.Minute}
-
 // maxError bounds the error text kept on a row (and logged).
 const maxError = 1024
 
@@ -85,7 +81,8 @@ type Config struct {
 	// Workers is how many deliveries run at once.
 	Workers int
 	// Schedule is the wait before each retry; after len(Schedule) retries
-	// a failure parks the row handler_failed. Empty: DefaultSchedule.
+	// a failure parks the row handler_failed. Nil: DefaultSchedule; empty:
+	// no retries.
 	Schedule []time.Duration
 	// Timeout bounds one attempt.
 	Timeout time.Duration
@@ -123,7 +120,7 @@ func New(store Store, cfg Config, log zerolog.Logger) (*Dispatcher, error) {
 	if cfg.Workers == 0 {
 		cfg.Workers = DefaultWorkers
 	}
-	if len(cfg.Schedule) == 0 {
+	if cfg.Schedule == nil {
 		cfg.Schedule = DefaultSchedule
 	}
 	if cfg.Timeout == 0 {

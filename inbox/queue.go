@@ -53,7 +53,9 @@ type Settlement struct {
 // A settlement whose claim is gone (its lease ran out and the row was
 // claimed again, or a person changed the row) changes nothing and is
 // counted in stale. Settle fails, with nothing changed, when the database
-// cannot be written; the settlements can then be given again.
+// cannot be written; the settlements can then be given again. When ctx ends
+// first, Settle returns its error, yet the transaction may still commit,
+// claims included: pass a ctx that ends only when giving up is right.
 func (s *Store) Settle(ctx context.Context, owner string, settled []Settlement, claim Claim) (jobs []Job, stale int, err error) {
 	if owner == "" {
 		return nil, 0, errors.New("settle: no owner")
@@ -61,28 +63,32 @@ func (s *Store) Settle(ctx context.Context, owner string, settled []Settlement, 
 	if claim.Max > 0 && !claim.Until.After(claim.Now) {
 		return nil, 0, fmt.Errorf("settle: lease until %s is not after %s", claim.Until, claim.Now)
 	}
+	// The op may still run after ctx is done and writeOp has returned: it
+	// writes only its own variables, read only after it succeeded.
+	var gotJobs []Job
+	var gotStale int
 	err = s.writeOp(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		jobs, stale = nil, 0
+		gotJobs, gotStale = nil, 0
 		for _, st := range settled {
 			applied, err := settle(ctx, tx, owner, st)
 			if err != nil {
 				return err
 			}
 			if !applied {
-				stale++
+				gotStale++
 			}
 		}
 		if claim.Max <= 0 {
 			return nil
 		}
 		var err error
-		jobs, err = claimRows(ctx, tx, owner, claim)
+		gotJobs, err = claimRows(ctx, tx, owner, claim)
 		return err
 	})
 	if err != nil {
 		return nil, 0, fmt.Errorf("settle: %w", err)
 	}
-	return jobs, stale, nil
+	return gotJobs, gotStale, nil
 }
 
 // claimGuard matches a row only while the claim it names holds.
