@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -69,7 +70,12 @@ func (s *Store) Settle(ctx context.Context, owner string, settled []Settlement, 
 	var gotStale int
 	err = s.writeOp(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		gotJobs, gotStale = nil, 0
+		var done []Settlement
 		for _, st := range settled {
+			if st.Fate == FateDone {
+				done = append(done, st)
+				continue
+			}
 			applied, err := settle(ctx, tx, owner, st)
 			if err != nil {
 				return err
@@ -77,6 +83,14 @@ func (s *Store) Settle(ctx context.Context, owner string, settled []Settlement, 
 			if !applied {
 				gotStale++
 			}
+		}
+		for start := 0; start < len(done); start += maxDoneBatch {
+			batch := done[start:min(start+maxDoneBatch, len(done))]
+			n, err := settleDone(ctx, tx, owner, batch)
+			if err != nil {
+				return err
+			}
+			gotStale += len(batch) - n
 		}
 		if claim.Max <= 0 {
 			return nil
@@ -91,6 +105,39 @@ func (s *Store) Settle(ctx context.Context, owner string, settled []Settlement, 
 	return gotJobs, gotStale, nil
 }
 
+// maxDoneBatch bounds the rows one statement marks done (three parameters
+// each, well under SQLite's limit).
+const maxDoneBatch = 1000
+
+// settleDone marks done the rows of batch whose claims hold, in one
+// statement (the common outcome: one statement per transaction, not per
+// row), and returns how many it marked.
+func settleDone(ctx context.Context, tx *sql.Tx, owner string, batch []Settlement) (int, error) {
+	if len(batch) == 0 {
+		return 0, nil
+	}
+	values := strings.Repeat("(?, ?, ?), ", len(batch))
+	args := make([]any, 0, 3*len(batch)+1)
+	for _, st := range batch {
+		args = append(args, st.Job.ID, st.Job.Attempt, millis(st.At))
+	}
+	args = append(args, owner)
+	// VALUES names its columns column1, column2, column3: id, attempt, at.
+	res, err := tx.ExecContext(ctx, `UPDATE events SET status = 'done', done_at = s.column3,
+		updated_at = s.column3, lease_owner = NULL, lease_until = NULL, next_attempt_at = 0
+		FROM (VALUES `+values[:len(values)-2]+`) AS s
+		WHERE events.id = s.column1 AND events.attempts = s.column2
+		AND events.lease_owner = ? AND events.status = 'new'`, args...)
+	if err != nil {
+		return 0, fmt.Errorf("mark %d rows done: %w", len(batch), err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("mark %d rows done: %w", len(batch), err)
+	}
+	return int(n), nil
+}
+
 // claimGuard matches a row only while the claim it names holds.
 const claimGuard = ` WHERE id = ? AND status = 'new' AND lease_owner = ? AND attempts = ?`
 
@@ -99,10 +146,6 @@ func settle(ctx context.Context, tx *sql.Tx, owner string, st Settlement) (bool,
 	var q string
 	var args []any
 	switch st.Fate {
-	case FateDone:
-		q = `UPDATE events SET status = 'done', done_at = ?, updated_at = ?,
-			lease_owner = NULL, lease_until = NULL, next_attempt_at = 0`
-		args = []any{millis(st.At), millis(st.At)}
 	case FateRetry:
 		q = `UPDATE events SET lease_owner = NULL, lease_until = NULL, next_attempt_at = ?, last_error = ?`
 		args = []any{millis(st.RetryAt), st.Error}
