@@ -154,7 +154,7 @@ Examples:
 		Flags: append([]cli.Flag{
 			admin.DBFlag,
 			&cli.DurationFlag{Name: "busy-timeout", Value: inbox.DefaultBusyTimeout, Usage: "how long a write waits for serve's lock", EnvVars: []string{"INBOX_BUSY_TIMEOUT"}},
-			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error", EnvVars: []string{"INBOX_LOG_LEVEL"}},
+			logLevelFlag(),
 		}, dispatchFlags()...),
 		Action: func(c *cli.Context) error {
 			log, err := newLogger(logOut, c.String("log-level"))

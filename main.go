@@ -104,7 +104,7 @@ Examples:
 			&cli.StringFlag{Name: "max-request", Value: "4MiB", Usage: "hard cap: larger requests get 413 and are not read", EnvVars: []string{"INBOX_MAX_REQUEST"}},
 			&cli.StringFlag{Name: "path", Value: "/webhooks/sume", Usage: "the webhook path", EnvVars: []string{"INBOX_PATH"}},
 			&cli.DurationFlag{Name: "busy-timeout", Value: inbox.DefaultBusyTimeout, Usage: "how long a write waits for another process's lock before the answer is 503", EnvVars: []string{"INBOX_BUSY_TIMEOUT"}},
-			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error", EnvVars: []string{"INBOX_LOG_LEVEL"}},
+			logLevelFlag(),
 		}, dispatchFlags()...),
 		Action: func(c *cli.Context) error {
 			log, err := newLogger(logOut, c.String("log-level"))
@@ -182,6 +182,11 @@ Examples:
 			return store.Close()
 		},
 	}
+}
+
+// logLevelFlag is --log-level, for the commands that log.
+func logLevelFlag() *cli.StringFlag {
+	return &cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error", EnvVars: []string{"INBOX_LOG_LEVEL"}}
 }
 
 // newLogger returns a JSON logger, or a readable one when w is a terminal.
