@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"inbox/admin"
+	"inbox/dispatch"
 	"inbox/inbox"
 	"inbox/receiver"
 )
@@ -56,7 +57,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 	usageError := func(c *cli.Context, err error, _ bool) error {
 		return fmt.Errorf("%w (see --help)", err)
 	}
-	commands := append([]*cli.Command{serveCommand(stderr)}, admin.Commands()...)
+	commands := append([]*cli.Command{serveCommand(stderr), dispatchCommand(stderr)}, admin.Commands()...)
 	for _, c := range commands {
 		c.OnUsageError = usageError
 	}
@@ -83,13 +84,18 @@ func serveCommand(logOut io.Writer) *cli.Command {
 		Name:  "serve",
 		Usage: "receive webhooks",
 		Description: `Verifies each delivery's signature, stores it once per job, parks what can
-never be processed, and answers 204 only once the row is on disk.
+never be processed, and answers 204 only once the row is on disk. With a
+destination, it also hands the new rows on, as inbox dispatch does (without
+one, run inbox dispatch beside it, or nothing takes the rows).
+
+` + destinationHelp + `
 
 Examples:
    SUME_COM_WEBHOOK_SIGNING_SECRET=whsec_current inbox serve
    SUME_COM_WEBHOOK_SIGNING_SECRET=old,new inbox serve --addr :8080 --db /var/lib/inbox/inbox.db
-   inbox serve --event job.completed --event job.failed --max-body 2MiB`,
-		Flags: []cli.Flag{
+   inbox serve --event job.completed --event job.failed --max-body 2MiB
+   inbox serve --forward-url http://127.0.0.1:3000/jobs --workers 8`,
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "addr", Value: "127.0.0.1:8080", Usage: "listen address", EnvVars: []string{"INBOX_ADDR"}},
 			admin.DBFlag,
 			&cli.StringSliceFlag{Name: "secret", Usage: "signing secret; repeat or comma-separate to accept several during a rotation (prefer the environment variable: flags show in ps)", EnvVars: []string{"SUME_COM_WEBHOOK_SIGNING_SECRET"}},
@@ -99,8 +105,8 @@ Examples:
 			&cli.StringFlag{Name: "max-request", Value: "4MiB", Usage: "hard cap: larger requests get 413 and are not read", EnvVars: []string{"INBOX_MAX_REQUEST"}},
 			&cli.StringFlag{Name: "path", Value: "/webhooks/sume", Usage: "the webhook path", EnvVars: []string{"INBOX_PATH"}},
 			&cli.DurationFlag{Name: "busy-timeout", Value: inbox.DefaultBusyTimeout, Usage: "how long a write waits for another process's lock before the answer is 503", EnvVars: []string{"INBOX_BUSY_TIMEOUT"}},
-			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error", EnvVars: []string{"INBOX_LOG_LEVEL"}},
-		},
+			logLevelFlag(),
+		}, dispatchFlags()...),
 		Action: func(c *cli.Context) error {
 			log, err := newLogger(logOut, c.String("log-level"))
 			if err != nil {
@@ -134,6 +140,17 @@ Examples:
 				return err
 			}
 			defer store.Close()
+			// The dispatcher shares the store, so its writes go through the
+			// store's one writer, in the receiver's commits.
+			var d *dispatch.Dispatcher
+			if destinationSet(c) {
+				var closeDest func()
+				// No metrics registry yet: nothing serves /metrics in this version.
+				if d, closeDest, err = newDispatcher(c, store, log, nil); err != nil {
+					return err
+				}
+				defer closeDest()
+			}
 			h, err := receiver.NewHandler(store, receiver.Config{
 				Secrets:   secrets,
 				Tolerance: c.Duration("tolerance"),
@@ -149,13 +166,28 @@ Examples:
 			if err != nil {
 				return err
 			}
-			log.Info().Str("db", store.Path()).Str("path", path).Strs("events", rules.Events).Msg("starting")
-			if err := receiver.Serve(c.Context, ln, mux, log); err != nil {
+			log.Info().Str("db", store.Path()).Str("path", path).Strs("events", rules.Events).Bool("dispatch", d != nil).Msg("starting")
+			ctx, cancel := context.WithCancel(c.Context)
+			defer cancel()
+			dispatched := make(chan error, 1)
+			if d != nil {
+				go func() { dispatched <- d.Run(ctx) }()
+			} else {
+				dispatched <- nil
+			}
+			err = receiver.Serve(ctx, ln, mux, log)
+			cancel() // the dispatcher stops with the receiver
+			if err := errors.Join(err, <-dispatched); err != nil {
 				return err
 			}
 			return store.Close()
 		},
 	}
+}
+
+// logLevelFlag is --log-level, for the commands that log.
+func logLevelFlag() *cli.StringFlag {
+	return &cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error", EnvVars: []string{"INBOX_LOG_LEVEL"}}
 }
 
 // newLogger returns a JSON logger, or a readable one when w is a terminal.

@@ -11,11 +11,13 @@ CREATE TABLE IF NOT EXISTS events (
   -- The job_id the body names, also on parked and conflict rows; NULL when
   -- the body names none.
   job_id       TEXT,
-  -- new: stored, waiting for the application; done: handed on;
-  -- parked: never processable as received, see reason; ignored: a test ping.
+  -- new: stored, waiting for the application (claimed or not, see lease_*);
+  -- done: handed on; parked: never processable as received, or given up on
+  -- by the dispatcher, see reason; ignored: a test ping.
   status       TEXT    NOT NULL CHECK (status IN ('new', 'done', 'parked', 'ignored')),
   -- Why a row is parked: unparseable, missing_job_id, unknown_event,
-  -- payload_too_large, too_large, conflict. Set exactly when status is parked.
+  -- payload_too_large, too_large, conflict (set on receipt), handler_failed,
+  -- handler_rejected (set by the dispatcher). Set exactly when status is parked.
   reason       TEXT    CHECK ((status = 'parked') = (reason IS NOT NULL)),
   -- The body's "event" field (job.completed, ...), NULL when unreadable.
   event        TEXT,
@@ -35,8 +37,32 @@ CREATE TABLE IF NOT EXISTS events (
   deliveries   INTEGER NOT NULL DEFAULT 1 CHECK (deliveries >= 1),
   last_seen_at INTEGER NOT NULL,
   -- When the row last changed status (parked, revived, handed on).
-  updated_at   INTEGER NOT NULL
+  updated_at   INTEGER NOT NULL,
+  -- The columns below hand new rows to the application (the dispatcher).
+  -- They were added after the first version: inbox.Open adds them to an
+  -- older database (inbox/migrate.go declares them again, for that).
+  --
+  -- Delivery attempts made for the row's current body, counted when a
+  -- dispatcher claims it; reprocess resets it.
+  attempts        INTEGER NOT NULL DEFAULT 0 CHECK (attempts >= 0),
+  -- The earliest time a dispatcher may claim the row: 0 for a fresh row,
+  -- the scheduled retry after a failed attempt, the lease's end while the
+  -- row is claimed (so a row whose dispatcher died is claimable again once
+  -- its lease runs out, with no sweeper).
+  next_attempt_at INTEGER NOT NULL DEFAULT 0,
+  -- Who holds the claim (a dispatcher's host:pid:random), NULL when none.
+  lease_owner     TEXT,
+  -- Until when the claim holds, NULL when none.
+  lease_until     INTEGER CHECK ((lease_owner IS NULL) = (lease_until IS NULL)),
+  -- The last failed attempt's error, bounded; never the body.
+  last_error      TEXT,
+  -- When the application took the row (status done), NULL before.
+  done_at         INTEGER
 ) STRICT;
 
 CREATE INDEX IF NOT EXISTS events_status_received ON events (status, received_at);
 CREATE INDEX IF NOT EXISTS events_job_id ON events (job_id) WHERE job_id IS NOT NULL;
+-- The queue: the next claimable new row is the first 'new' entry, so a
+-- claim reads only the rows it takes. (Not a partial index on status = 'new':
+-- without ANALYZE the planner would prefer events_status_received and sort.)
+CREATE INDEX IF NOT EXISTS events_queue ON events (status, next_attempt_at, received_at);

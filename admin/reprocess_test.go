@@ -189,3 +189,33 @@ func TestReprocessRefuses(t *testing.T) {
 		t.Errorf("a refused run changed the table:\n%s\nwant\n%s", after, before)
 	}
 }
+
+// TestReprocessHandlerFailed is a person's decision to try again rows the
+// dispatcher gave up on: they become new, their attempts reset.
+func TestReprocessHandlerFailed(t *testing.T) {
+	path := newDB(t)
+	fill(t, path, time.Now(), completed("job_1"), completed("job_2"))
+	dispatched(t, path, time.Now(), map[string]inbox.Settlement{
+		"job_1": {Fate: inbox.FatePark, Reason: inbox.ReasonHandlerFailed, Error: "HTTP 500"},
+		"job_2": {Fate: inbox.FatePark, Reason: inbox.ReasonHandlerRejected, Error: "exit status 65"},
+	})
+	out, err := run(t, "reprocess", "--db", path, "--reason", "handler_failed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "moved to new: 1") {
+		t.Errorf("reprocess printed %q", out)
+	}
+	if e := mustGet(t, path, "job_1"); e.Status != inbox.StatusNew || e.Attempts != 0 || e.LastError != "" || e.LeaseOwner != "" {
+		t.Errorf("job_1 = %+v, want new with no attempts, error or lease", e)
+	}
+	if e := mustGet(t, path, "job_2"); e.Status != inbox.StatusParked || e.Reason != inbox.ReasonHandlerRejected || e.Attempts != 1 {
+		t.Errorf("job_2 = %+v, want still parked handler_rejected", e)
+	}
+	if _, err := run(t, "reprocess", "--db", path, "job_2"); err != nil {
+		t.Fatal(err)
+	}
+	if e := mustGet(t, path, "job_2"); e.Status != inbox.StatusNew || e.Attempts != 0 {
+		t.Errorf("job_2 by id = %+v, want new", e)
+	}
+}

@@ -74,6 +74,12 @@ Examples:
 				{"deliveries", strconv.FormatInt(e.Deliveries, 10)},
 				{"last_seen_at", formatTime(e.LastSeenAt)},
 				{"updated_at", formatTime(e.UpdatedAt)},
+				{"attempts", strconv.FormatInt(e.Attempts, 10)},
+				{"next_attempt", formatOptionalTime(e.NextAttemptAt)},
+				{"lease", formatLease(e)},
+				// The application's own words: escaped below like the rest.
+				{"last_error", e.LastError},
+				{"done_at", formatOptionalTime(e.DoneAt)},
 			} {
 				// Fields come from the sender's body too (event, job_id).
 				fmt.Fprintf(tw, "%s\t%s\n", f.name, escapeControls(dash(f.value), ""))
@@ -85,6 +91,20 @@ Examples:
 			return writeBody(w, e.Body)
 		},
 	}
+}
+
+func formatOptionalTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return formatTime(t)
+}
+
+func formatLease(e inbox.Event) string {
+	if e.LeaseOwner == "" {
+		return ""
+	}
+	return e.LeaseOwner + " until " + formatTime(e.LeaseUntil)
 }
 
 // showJSON is a row with its body, for --json.

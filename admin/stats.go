@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"text/tabwriter"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -14,10 +15,17 @@ import (
 func statsCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "stats",
-		Usage: "count rows per status and parked rows per reason",
-		Description: `Examples:
+		Usage: "count rows per status and parked rows per reason; show the delivery queue",
+		Description: `Counts rows per status, with the delivery attempts recorded on them (on
+done rows, what it took to hand them on; on parked rows, what was tried
+before giving up), the queue of new rows the application still has to take
+(how many, how many a dispatcher holds now, how many wait for a retry, how
+long the oldest has waited), and parked rows per reason (handler_failed and
+handler_rejected are the dispatcher's).
+
+Examples:
    inbox stats
-   inbox stats --json`,
+   inbox stats --json | jq .queue`,
 		Flags: []cli.Flag{DBFlag, jsonFlag},
 		Action: func(c *cli.Context) error {
 			store, err := openRead(c)
@@ -31,13 +39,26 @@ func statsCommand() *cli.Command {
 			}
 			w := c.App.Writer
 			if c.Bool(jsonFlag.Name) {
-				return json.NewEncoder(w).Encode(st)
+				return json.NewEncoder(w).Encode(struct {
+					inbox.Stats
+					OldestAge float64 `json:"oldest_waiting_seconds"`
+				}{st, st.Queue.Age(time.Now()).Seconds()})
 			}
 			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "STATUS\tROWS")
+			fmt.Fprintln(tw, "STATUS\tROWS\tATTEMPTS")
 			for _, s := range inbox.Statuses {
-				fmt.Fprintf(tw, "%s\t%d\n", s, st.ByStatus[s])
+				fmt.Fprintf(tw, "%s\t%d\t%d\n", s, st.ByStatus[s], st.Attempts[s])
 			}
+			q := st.Queue
+			fmt.Fprintln(tw, "\nQUEUE\t")
+			fmt.Fprintf(tw, "waiting\t%d\n", q.Depth)
+			fmt.Fprintf(tw, "in flight\t%d\n", q.InFlight)
+			fmt.Fprintf(tw, "retrying\t%d\n", q.Retrying)
+			oldest := "-"
+			if q.Depth > 0 {
+				oldest = formatDuration(q.Age(time.Now()).Round(time.Second))
+			}
+			fmt.Fprintf(tw, "oldest waiting\t%s\n", oldest)
 			if len(st.ByReason) > 0 {
 				fmt.Fprintln(tw, "\nPARKED REASON\tROWS")
 				reasons := make([]inbox.Reason, 0, len(st.ByReason))

@@ -36,14 +36,28 @@ const (
 	ReasonPayloadTooLarge Reason = "payload_too_large" // the provider sent a result URL instead of the payload
 	ReasonTooLarge        Reason = "too_large"         // body above the normal limit
 	ReasonConflict        Reason = "conflict"          // a different event for a job already stored
+
+	// The reasons the dispatcher parks a row with. Only a person brings
+	// such a row back (reprocess); a later delivery of the job is counted
+	// on it, as on a new or done row.
+	ReasonHandlerFailed   Reason = "handler_failed"   // the application failed every attempt of the schedule
+	ReasonHandlerRejected Reason = "handler_rejected" // the application said never to retry
 )
 
-// Reasons lists every reason, in the order the contract gives them.
+// Reasons lists every reason: the contract's, in its order, then the
+// dispatcher's.
 var Reasons = []Reason{ReasonUnparseable, ReasonMissingJobID, ReasonUnknownEvent,
-	ReasonPayloadTooLarge, ReasonTooLarge, ReasonConflict}
+	ReasonPayloadTooLarge, ReasonTooLarge, ReasonConflict,
+	ReasonHandlerFailed, ReasonHandlerRejected}
 
 // Valid reports whether r is one of Reasons.
 func (r Reason) Valid() bool { return slices.Contains(Reasons, r) }
+
+// byHandler reports whether r is one the dispatcher parks with: the row
+// holds a storable job event the application did not take.
+func (r Reason) byHandler() bool {
+	return r == ReasonHandlerFailed || r == ReasonHandlerRejected
+}
 
 // ErrNotFound is returned when no row has the requested id.
 var ErrNotFound = errors.New("not found")
@@ -68,6 +82,14 @@ type Event struct {
 	Deliveries int64     `json:"deliveries"`
 	LastSeenAt time.Time `json:"last_seen_at"`
 	UpdatedAt  time.Time `json:"updated_at"`
+
+	// Handing the row to the application; zero until a dispatcher claims it.
+	Attempts      int64     `json:"attempts"`
+	NextAttemptAt time.Time `json:"next_attempt_at,omitzero"`
+	LeaseOwner    string    `json:"lease_owner,omitempty"`
+	LeaseUntil    time.Time `json:"lease_until,omitzero"`
+	LastError     string    `json:"last_error,omitempty"`
+	DoneAt        time.Time `json:"done_at,omitzero"`
 }
 
 // Outcome is what storing one delivery did.

@@ -45,3 +45,9 @@ func PragmasForTest(s *Store) map[string][]Pragmas {
 	}
 	return out
 }
+
+// WriteOpForTest runs op through the store's writer, as the dispatcher's
+// writes go.
+func WriteOpForTest(s *Store, op func(context.Context, *sql.Tx) error) error {
+	return s.writeOp(context.Background(), op)
+}

@@ -11,7 +11,8 @@ import (
 
 // eventColumns are the columns scanEvent reads, in its order.
 const eventColumns = `id, job_id, status, reason, event, job_status, result_url,
-	size, sha256, delivery_ts, received_at, deliveries, last_seen_at, updated_at`
+	size, sha256, delivery_ts, received_at, deliveries, last_seen_at, updated_at,
+	attempts, next_attempt_at, lease_owner, lease_until, last_error, done_at`
 
 // Get returns the row with the given id, body included, or ErrNotFound.
 func (s *Store) Get(ctx context.Context, id string) (Event, error) {
@@ -88,28 +89,36 @@ func (s *Store) List(ctx context.Context, f Filter) ([]Event, error) {
 	return out, nil
 }
 
-// Stats counts rows per status and parked rows per reason.
+// Stats counts rows per status and parked rows per reason, the delivery
+// attempts recorded on rows, and the queue of new rows.
 type Stats struct {
 	ByStatus map[Status]int64 `json:"by_status"`
 	ByReason map[Reason]int64 `json:"parked_by_reason"`
+	// Attempts sums the delivery attempts recorded on rows, by their status
+	// now: on done rows, what it took to hand them on; on parked rows, what
+	// was tried before giving up.
+	Attempts map[Status]int64 `json:"attempts_by_status"`
+	Queue    Queue            `json:"queue"`
 }
 
-// Stats reads the counts in one query, so they agree with each other.
+// Stats reads the counts in one query, so they agree with each other, and
+// the queue at the store's clock in another.
 func (s *Store) Stats(ctx context.Context) (Stats, error) {
-	st := Stats{ByStatus: map[Status]int64{}, ByReason: map[Reason]int64{}}
+	st := Stats{ByStatus: map[Status]int64{}, ByReason: map[Reason]int64{}, Attempts: map[Status]int64{}}
 	rows, err := s.read.QueryContext(ctx,
-		`SELECT status, COALESCE(reason, ''), count(*) FROM events GROUP BY status, reason`)
+		`SELECT status, COALESCE(reason, ''), count(*), sum(attempts) FROM events GROUP BY status, reason`)
 	if err != nil {
 		return Stats{}, fmt.Errorf("stats: %w", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var status, reason string
-		var n int64
-		if err := rows.Scan(&status, &reason, &n); err != nil {
+		var n, attempts int64
+		if err := rows.Scan(&status, &reason, &n, &attempts); err != nil {
 			return Stats{}, fmt.Errorf("stats: %w", err)
 		}
 		st.ByStatus[Status(status)] += n
+		st.Attempts[Status(status)] += attempts
 		if reason != "" {
 			st.ByReason[Reason(reason)] += n
 		}
@@ -117,15 +126,20 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 	if err := rows.Err(); err != nil {
 		return Stats{}, fmt.Errorf("stats: %w", err)
 	}
+	if st.Queue, err = s.Queue(ctx, s.now()); err != nil {
+		return Stats{}, fmt.Errorf("stats: %w", err)
+	}
 	return st, nil
 }
 
 func scanEvent(scan func(...any) error, withBody bool) (Event, error) {
 	var e Event
-	var jobID, reason, event, jobStatus, resultURL sql.NullString
-	var received, lastSeen, updated int64
+	var jobID, reason, event, jobStatus, resultURL, leaseOwner, lastError sql.NullString
+	var received, lastSeen, updated, nextAttempt int64
+	var leaseUntil, doneAt sql.NullInt64
 	dest := []any{&e.ID, &jobID, &e.Status, &reason, &event, &jobStatus, &resultURL,
-		&e.Size, &e.SHA256, &e.DeliveryTS, &received, &e.Deliveries, &lastSeen, &updated}
+		&e.Size, &e.SHA256, &e.DeliveryTS, &received, &e.Deliveries, &lastSeen, &updated,
+		&e.Attempts, &nextAttempt, &leaseOwner, &leaseUntil, &lastError, &doneAt}
 	if withBody {
 		dest = append(dest, &e.Body)
 	}
@@ -135,5 +149,15 @@ func scanEvent(scan func(...any) error, withBody bool) (Event, error) {
 	e.JobID, e.Reason, e.Event = jobID.String, Reason(reason.String), event.String
 	e.JobStatus, e.ResultURL = jobStatus.String, resultURL.String
 	e.ReceivedAt, e.LastSeenAt, e.UpdatedAt = fromMillis(received), fromMillis(lastSeen), fromMillis(updated)
+	e.LeaseOwner, e.LastError = leaseOwner.String, lastError.String
+	if nextAttempt != 0 {
+		e.NextAttemptAt = fromMillis(nextAttempt)
+	}
+	if leaseUntil.Valid {
+		e.LeaseUntil = fromMillis(leaseUntil.Int64)
+	}
+	if doneAt.Valid {
+		e.DoneAt = fromMillis(doneAt.Int64)
+	}
 	return e, nil
 }

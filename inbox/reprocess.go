@@ -34,10 +34,13 @@ type ReprocessReport struct {
 // Reprocess classifies the stored bodies of the selected parked rows again
 // under rules, with each row's recorded delivery timestamp. A row that is
 // now storable becomes new: it takes its job's key when the job has no row,
-// takes a parked job row over (as a delivery would, contract row 17), or is
-// folded into a new or done job row holding the same event and status (its
-// deliveries added, the parked row removed); a job row that differs leaves
-// it parked conflict. The rest stay parked with their reason as classified
+// takes over a job row parked on receipt (as a delivery would, contract row
+// 17), or is folded into a job row that is new, done or parked by the
+// dispatcher and holds the same event and status (its deliveries added, the
+// parked row removed); a job row that differs leaves it parked conflict. A
+// row the dispatcher parked (handler_failed, handler_rejected) that is its
+// job's row becomes new with its own body. Every row made new is queued
+// afresh: no attempts, no lease, no error. The rest stay parked with their reason as classified
 // now. Rows are taken oldest first, in transactions of reprocessBatch rows;
 // with dryRun each transaction is rolled back, so the counts are those of a
 // real run except where rows of one job fall into different batches.
@@ -170,7 +173,13 @@ func reprocessRow(ctx context.Context, tx *sql.Tx, p Event, rules Rules, now int
 		added = 0
 	}
 	lastSeen := millis(p.LastSeenAt)
-	switch landOn(cur, d) {
+	landing := landOn(cur, d)
+	if own {
+		// The row is parked (it was selected so), whatever parked it: a
+		// person's decision brings it back with its own body.
+		landing = landRevive
+	}
+	switch landing {
 	case landRevive:
 		if err := revive(ctx, tx, d, added, lastSeen, now); err != nil {
 			return err

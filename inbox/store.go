@@ -60,9 +60,10 @@ type Store struct {
 }
 
 // Open opens (and unless opts.MustExist, creates) the inbox at path, checks
-// that WAL and synchronous FULL are in force, and applies opts.Schema. It
-// fails if the file cannot be created or opened, is not a database, or the
-// pragmas do not take.
+// that WAL and synchronous FULL are in force, upgrades a database made by an
+// earlier version (see migrate) and applies opts.Schema. It fails if the
+// file cannot be created or opened, is not a database, or the pragmas do not
+// take; read-only, also when the database needs the upgrade.
 func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if path == "" || strings.ContainsAny(path, "?#") {
 		return nil, fmt.Errorf("open store: invalid database path %q", path)
@@ -95,6 +96,16 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		s.closeDBs()
 		return nil, fmt.Errorf("open store: %w", err)
 	}
+	if opts.ReadOnly {
+		// A read-only store cannot add the columns its queries read.
+		if missing, err := missingColumns(ctx, s.read); err != nil || len(missing) > 0 {
+			s.closeDBs()
+			if err == nil {
+				err = fmt.Errorf("%s was made by an earlier inbox: open it once with serve, dispatch or a command that writes, to upgrade it", path)
+			}
+			return nil, fmt.Errorf("open store: %w", err)
+		}
+	}
 	if !opts.ReadOnly {
 		s.reqs = make(chan *putRequest)
 		s.closing = make(chan struct{})
@@ -104,8 +115,8 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	return s, nil
 }
 
-// openWriter opens the single write connection, checks the pragmas and
-// applies the schema.
+// openWriter opens the single write connection, checks the pragmas, adds
+// the columns an older database lacks and applies the schema.
 func openWriter(ctx context.Context, path string, opts Options) (*sql.DB, error) {
 	// One connection: SQLite admits one writer at a time anyway, and a single
 	// connection owned by the writer goroutine serializes our own writes
@@ -129,11 +140,9 @@ func openWriter(ctx context.Context, path string, opts Options) (*sql.DB, error)
 		db.Close()
 		return nil, fmt.Errorf("open store: journal_mode=%s synchronous=%d, want wal and 2 (FULL)", mode, sync)
 	}
-	if opts.Schema != "" {
-		if _, err := db.ExecContext(ctx, opts.Schema); err != nil {
-			db.Close()
-			return nil, fmt.Errorf("apply schema: %w", err)
-		}
+	if err := migrate(ctx, db, opts.Schema); err != nil {
+		db.Close()
+		return nil, err
 	}
 	return db, nil
 }

@@ -15,7 +15,9 @@ type Result struct {
 }
 
 type putRequest struct {
-	d    Delivery
+	d Delivery
+	// op, when set, is run instead of storing d (see Store.writeOp).
+	op   func(context.Context, *sql.Tx) error
 	done chan putResult // buffered: the writer never blocks on a caller
 }
 
@@ -33,21 +35,40 @@ func (s *Store) Put(ctx context.Context, d Delivery) (Result, error) {
 	if s.write == nil {
 		return Result{}, errors.New("put: store is read-only")
 	}
-	req := &putRequest{d: d, done: make(chan putResult, 1)}
+	// The delivery may commit after ctx is done; the sender retries and the
+	// repeat is counted on the row.
+	r := s.send(ctx, &putRequest{d: d, done: make(chan putResult, 1)})
+	return r.res, r.err
+}
+
+// writeOp runs op in the writer's next transaction, beside the deliveries and
+// other writes waiting then, and returns once that transaction has
+// committed. op runs in a savepoint: when it fails, its changes alone are
+// rolled back and its error returned, and the rest of the batch commits.
+// When the commit fails, op's changes are gone, whatever op returned. The
+// dispatcher's writes go through here so that, inside serve, the store
+// keeps one write connection and shares commits with the receiver.
+func (s *Store) writeOp(ctx context.Context, op func(context.Context, *sql.Tx) error) error {
+	if s.write == nil {
+		return errors.New("store is read-only")
+	}
+	return s.send(ctx, &putRequest{op: op, done: make(chan putResult, 1)}).err
+}
+
+// send hands req to the writer and waits for its result.
+func (s *Store) send(ctx context.Context, req *putRequest) putResult {
 	select {
 	case s.reqs <- req:
 	case <-s.closing:
-		return Result{}, ErrClosed
+		return putResult{err: ErrClosed}
 	case <-ctx.Done():
-		return Result{}, ctx.Err()
+		return putResult{err: ctx.Err()}
 	}
 	select {
 	case r := <-req.done:
-		return r.res, r.err
+		return r
 	case <-ctx.Done():
-		// The delivery may still commit; the sender retries and the repeat
-		// is counted on the row.
-		return Result{}, ctx.Err()
+		return putResult{err: ctx.Err()}
 	}
 }
 
@@ -79,14 +100,14 @@ func (s *Store) runWriter() {
 				req.done <- putResult{err: err}
 				continue
 			}
-			req.done <- putResult{res: results[i]}
+			req.done <- results[i]
 		}
 	}
 }
 
-// commit writes a batch in one IMMEDIATE transaction. Any error rolls back
-// the whole batch, which then fails as one: each sender retries.
-func (s *Store) commit(batch []*putRequest) ([]Result, error) {
+// commit writes a batch in one IMMEDIATE transaction. Any error but an op's
+// rolls back the whole batch, which then fails as one: each sender retries.
+func (s *Store) commit(batch []*putRequest) ([]putResult, error) {
 	// Not the callers' contexts: a request that gives up must not abort the
 	// transaction that carries its neighbours.
 	ctx := context.Background()
@@ -95,9 +116,16 @@ func (s *Store) commit(batch []*putRequest) ([]Result, error) {
 		return nil, fmt.Errorf("begin: %w", err)
 	}
 	now := millis(s.now())
-	results := make([]Result, len(batch))
+	results := make([]putResult, len(batch))
 	for i, req := range batch {
-		if results[i], err = put(ctx, tx, req.d, now); err != nil {
+		if req.op != nil {
+			if results[i].err, err = runOp(ctx, tx, req.op); err != nil {
+				tx.Rollback()
+				return nil, err
+			}
+			continue
+		}
+		if results[i].res, err = put(ctx, tx, req.d, now); err != nil {
 			tx.Rollback()
 			return nil, err
 		}
@@ -106,6 +134,23 @@ func (s *Store) commit(batch []*putRequest) ([]Result, error) {
 		return nil, fmt.Errorf("commit: %w", err)
 	}
 	return results, nil
+}
+
+// runOp runs op inside a savepoint of tx and returns op's error, after
+// undoing op's changes; err is set only when the savepoint itself fails.
+func runOp(ctx context.Context, tx *sql.Tx, op func(context.Context, *sql.Tx) error) (opErr, err error) {
+	if _, err := tx.ExecContext(ctx, `SAVEPOINT op`); err != nil {
+		return nil, fmt.Errorf("savepoint: %w", err)
+	}
+	if opErr = op(ctx, tx); opErr != nil {
+		if _, err := tx.ExecContext(ctx, `ROLLBACK TO op`); err != nil {
+			return nil, fmt.Errorf("roll back to savepoint: %w", err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `RELEASE op`); err != nil {
+		return nil, fmt.Errorf("release savepoint: %w", err)
+	}
+	return opErr, nil
 }
 
 const insertSQL = `INSERT INTO events

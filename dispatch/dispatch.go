@@ -1,0 +1,392 @@
+// Package dispatch hands the inbox's new rows to the application, at least
+// once each: it claims them on a lease, delivers each to one destination
+// (an HTTP endpoint, a command, a stream), retries failures on a schedule,
+// and parks a row the application keeps failing or refuses, for a person.
+package dispatch
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"inbox/inbox"
+)
+
+// Defaults for Config fields left zero.
+const (
+	DefaultWorkers = 4
+	DefaultTimeout = 30 * time.Second
+	DefaultLease   = 2 * time.Minute
+	DefaultPoll    = 250 * time.Millisecond
+)
+
+// maxError bounds the error text kept on a row (and logged).
+const maxError = 1024
+
+// Log field keys.
+const (
+	keyJob      = "job"
+	keyAttempt  = "attempt"
+	keyOutcome  = "outcome"
+	keyCause    = "cause"
+	keyRetryIn  = "retry_in"
+	keyOwner    = "owner"
+	keyRows     = "rows"
+	keyDuration = "duration"
+)
+
+// Store is what the dispatcher needs of the inbox.
+type Store interface {
+	Settle(ctx context.Context, owner string, settled []inbox.Settlement, claim inbox.Claim) ([]inbox.Job, int, error)
+	NextDue(ctx context.Context) (time.Time, bool, error)
+	Queue(ctx context.Context, now time.Time) (inbox.Queue, error)
+}
+
+// Destination hands one job to the application.
+type Destination interface {
+	// Deliver returns nil once the application has taken the job. An error
+	// made by Reject says the application will never take it; any other
+	// error is retried. ctx carries the attempt's timeout.
+	Deliver(ctx context.Context, j inbox.Job) error
+}
+
+// Reject marks err as the application's answer that the job must never be
+// retried: the row is parked handler_rejected at once.
+func Reject(err error) error { return &rejection{err} }
+
+type rejection struct{ err error }
+
+func (r *rejection) Error() string { return r.err.Error() }
+func (r *rejection) Unwrap() error { return r.err }
+
+// Rejected reports whether err was made by Reject.
+func Rejected(err error) bool {
+	var r *rejection
+	return errors.As(err, &r)
+}
+
+// Config configures a Dispatcher. Zero fields take the defaults.
+type Config struct {
+	Destination Destination
+	// Workers is how many deliveries run at once.
+	Workers int
+	// Schedule is the wait before each retry; after len(Schedule) retries
+	// a failure parks the row handler_failed. Nil: DefaultSchedule; empty:
+	// no retries.
+	Schedule []time.Duration
+	// Timeout bounds one attempt.
+	Timeout time.Duration
+	// Lease is how long a claim holds. A claimed row waits at most one
+	// attempt for a free worker, then takes at most Timeout, so Lease must
+	// be at least twice Timeout; a row whose dispatcher dies is claimable
+	// again when its lease runs out.
+	Lease time.Duration
+	// Poll is how often an idle dispatcher looks for due rows.
+	Poll time.Duration
+	// Owner names this dispatcher on the rows it claims; host:pid:random
+	// when empty.
+	Owner string
+	// Now is the clock for claims, leases and the schedule; time.Now when nil.
+	Now func() time.Time
+	// Registerer, when set, gets the dispatcher's metrics.
+	Registerer prometheus.Registerer
+}
+
+// Dispatcher delivers the inbox's new rows to one destination.
+type Dispatcher struct {
+	store   Store
+	cfg     Config
+	log     zerolog.Logger
+	metrics *metrics
+}
+
+// New returns a Dispatcher and registers its metrics. It fails when no
+// destination is set, a setting is out of range, or the metrics cannot be
+// registered (a second dispatcher on one registry).
+func New(store Store, cfg Config, log zerolog.Logger) (*Dispatcher, error) {
+	if cfg.Destination == nil {
+		return nil, errors.New("dispatch: no destination")
+	}
+	if cfg.Workers == 0 {
+		cfg.Workers = DefaultWorkers
+	}
+	if cfg.Schedule == nil {
+		cfg.Schedule = DefaultSchedule
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.Lease == 0 {
+		cfg.Lease = max(DefaultLease, 2*cfg.Timeout)
+	}
+	if cfg.Poll == 0 {
+		cfg.Poll = DefaultPoll
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	switch {
+	case cfg.Workers < 1 || cfg.Workers > 1024:
+		return nil, fmt.Errorf("dispatch: workers %d out of range 1..1024", cfg.Workers)
+	case cfg.Timeout < 0 || cfg.Poll < 0:
+		return nil, errors.New("dispatch: timeout and poll must be positive")
+	case cfg.Lease < 2*cfg.Timeout:
+		return nil, fmt.Errorf("dispatch: lease %s must be at least twice the timeout %s", cfg.Lease, cfg.Timeout)
+	}
+	for _, d := range cfg.Schedule {
+		if d < 0 {
+			return nil, fmt.Errorf("dispatch: negative retry delay %s", d)
+		}
+	}
+	if cfg.Owner == "" {
+		cfg.Owner = newOwner()
+	}
+	m, err := newMetrics(cfg.Registerer, store, cfg.Now)
+	if err != nil {
+		return nil, fmt.Errorf("dispatch: %w", err)
+	}
+	return &Dispatcher{store: store, cfg: cfg, log: log, metrics: m}, nil
+}
+
+// newOwner names this process: host, pid and a random part, so two runs
+// with the same pid never take each other's claims for their own.
+func newOwner() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown"
+	}
+	b := make([]byte, 4)
+	rand.Read(b)
+	return fmt.Sprintf("%s:%d:%s", host, os.Getpid(), hex.EncodeToString(b))
+}
+
+// Owner returns the name this dispatcher claims rows under.
+func (d *Dispatcher) Owner() string { return d.cfg.Owner }
+
+// Run delivers rows until ctx is done, then stops claiming, lets the
+// attempts under way finish (each within Timeout), records their outcomes,
+// gives back the rows it claimed but did not start, and returns. A failure
+// to write is logged and retried while running; Run returns an error only
+// when, stopping, it could not record what it had done (those rows are
+// delivered again once their leases run out).
+func (d *Dispatcher) Run(ctx context.Context) error {
+	// At most held rows are claimed and not yet settled: one per worker and
+	// one waiting for each, so a claimed row waits at most one attempt.
+	maxHeld := 2 * d.cfg.Workers
+	jobs := make(chan inbox.Job, maxHeld)
+	results := make(chan inbox.Settlement, maxHeld)
+	var wg sync.WaitGroup
+	for range d.cfg.Workers {
+		wg.Go(func() { d.work(ctx, jobs, results) })
+	}
+	defer func() {
+		close(jobs)
+		wg.Wait()
+	}()
+	d.log.Info().Str(keyOwner, d.cfg.Owner).Int("workers", d.cfg.Workers).Msg("dispatching")
+
+	var (
+		held     int // claimed and not yet settled
+		pending  []inbox.Settlement
+		failing  time.Time // when writes started failing; zero while they succeed
+		stopping bool
+		stopBy   time.Time
+	)
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		pending = drain(results, pending)
+		if !stopping && ctx.Err() != nil {
+			stopping = true
+			// Attempts under way get their timeout, then a bounded time to
+			// record their outcomes.
+			stopBy = time.Now().Add(d.cfg.Timeout + 10*time.Second)
+			d.log.Info().Int(keyRows, held).Msg("stopping: finishing the attempts under way")
+		}
+		if stopping && held == 0 {
+			return nil
+		}
+
+		want := 0
+		if !stopping {
+			want = maxHeld - (held - len(pending))
+		}
+		if want > 0 && !d.due(ctx) {
+			want = 0
+		}
+		claimed := 0
+		if len(pending) > 0 || want > 0 {
+			// Not cut short by ctx: a claim that commits after Settle gave
+			// up would hold its rows until the lease runs out. A write
+			// waits at most the store's busy timeout.
+			got, err := d.settle(context.WithoutCancel(ctx), pending, want)
+			switch {
+			case err != nil && stopping && time.Now().After(stopBy):
+				return fmt.Errorf("dispatch: stopping: %d outcomes not recorded (delivered again after their lease): %w", len(pending), err)
+			case err != nil:
+				if failing.IsZero() {
+					d.log.Error().Err(err).Msg("cannot write to the inbox: retrying")
+					failing = time.Now()
+				}
+			default:
+				if !failing.IsZero() {
+					d.log.Info().Dur(keyDuration, time.Since(failing)).Msg("writing to the inbox again")
+					failing = time.Time{}
+				}
+				held -= len(pending)
+				pending = pending[:0]
+				for _, j := range got {
+					held++
+					if j.Attempt > len(d.cfg.Schedule)+1 {
+						// Its last attempt's outcome was never recorded (the
+						// dispatcher stopped during it): no attempt is left.
+						pending = append(pending, d.outcome(j, fmt.Errorf(
+							"attempt %d's lease ran out before its outcome was recorded, and no attempt is left", j.Attempt-1)))
+						continue
+					}
+					jobs <- j
+				}
+				claimed = len(got)
+			}
+		}
+		if claimed > 0 && claimed == want && failing.IsZero() {
+			continue // more may be due
+		}
+		if len(pending) > 0 && failing.IsZero() {
+			continue
+		}
+
+		wait := d.cfg.Poll
+		if !failing.IsZero() {
+			wait = max(wait, time.Second)
+		}
+		timer.Reset(wait)
+		var done <-chan struct{}
+		if !stopping {
+			done = ctx.Done()
+		}
+		select {
+		case r := <-results:
+			pending = append(pending, r)
+		case <-timer.C:
+		case <-done:
+		}
+		timer.Stop()
+	}
+}
+
+// due reports whether a row may be claimed now. When it cannot tell, it
+// says yes: the claim will find out.
+func (d *Dispatcher) due(ctx context.Context) bool {
+	next, ok, err := d.store.NextDue(ctx)
+	if err != nil {
+		return true
+	}
+	return ok && !next.After(d.cfg.Now())
+}
+
+// settle records pending and claims up to want rows in one transaction.
+func (d *Dispatcher) settle(ctx context.Context, pending []inbox.Settlement, want int) ([]inbox.Job, error) {
+	now := d.cfg.Now()
+	got, stale, err := d.store.Settle(ctx, d.cfg.Owner, pending, inbox.Claim{Now: now, Until: now.Add(d.cfg.Lease), Max: want})
+	if err != nil {
+		return nil, err
+	}
+	if stale > 0 {
+		// Another dispatcher took these rows over after our leases ran
+		// out; it delivers them again.
+		d.log.Warn().Int(keyRows, stale).Msg("outcomes recorded after the lease ran out were dropped")
+		d.metrics.stale.Add(float64(stale))
+	}
+	return got, nil
+}
+
+// work delivers the jobs it takes until jobs is closed. Once ctx is done it
+// gives the jobs it takes back, unattempted.
+func (d *Dispatcher) work(ctx context.Context, jobs <-chan inbox.Job, results chan<- inbox.Settlement) {
+	for j := range jobs {
+		if ctx.Err() != nil {
+			results <- inbox.Settlement{Job: j, Fate: inbox.FateRelease, At: d.cfg.Now()}
+			continue
+		}
+		results <- d.attempt(ctx, j)
+	}
+}
+
+// attempt delivers j once. The attempt is not cut short when ctx is done
+// (so stopping does not turn deliveries under way into failures); it has
+// Timeout.
+func (d *Dispatcher) attempt(ctx context.Context, j inbox.Job) inbox.Settlement {
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.Timeout)
+	defer cancel()
+	start := time.Now()
+	err := d.cfg.Destination.Deliver(actx, j)
+	d.metrics.duration.Observe(time.Since(start).Seconds())
+	if err != nil && errors.Is(actx.Err(), context.DeadlineExceeded) {
+		err = fmt.Errorf("timed out after %s: %w", d.cfg.Timeout, err)
+	}
+	return d.outcome(j, err)
+}
+
+// outcome decides what becomes of j after an attempt that returned err.
+func (d *Dispatcher) outcome(j inbox.Job, err error) inbox.Settlement {
+	now := d.cfg.Now()
+	st := inbox.Settlement{Job: j, At: now}
+	log := d.log.With().Str(keyJob, j.ID).Int(keyAttempt, j.Attempt).Logger()
+	var outcome string
+	switch {
+	case err == nil:
+		st.Fate, outcome = inbox.FateDone, outcomeDone
+		log.Debug().Str(keyOutcome, outcome).Msg("delivered")
+	case Rejected(err):
+		st.Fate, st.Reason, st.Error, outcome = inbox.FatePark, inbox.ReasonHandlerRejected, errorText(err), outcomeRejected
+		log.Warn().Str(keyOutcome, outcome).Str(keyCause, st.Error).Msg("rejected: parked")
+	case j.Attempt > len(d.cfg.Schedule):
+		st.Fate, st.Reason, st.Error, outcome = inbox.FatePark, inbox.ReasonHandlerFailed, errorText(err), outcomeFailed
+		log.Warn().Str(keyOutcome, outcome).Str(keyCause, st.Error).Msg("failed every attempt: parked")
+	default:
+		wait := d.cfg.Schedule[j.Attempt-1]
+		st.Fate, st.RetryAt, st.Error, outcome = inbox.FateRetry, now.Add(wait), errorText(err), outcomeRetry
+		log.Info().Str(keyOutcome, outcome).Str(keyCause, st.Error).Dur(keyRetryIn, wait).Msg("failed: retrying")
+	}
+	d.metrics.deliveries.WithLabelValues(outcome).Inc()
+	if st.Fate != inbox.FateRetry {
+		d.metrics.attempts.Observe(float64(j.Attempt))
+	}
+	return st
+}
+
+// errorText bounds an error for the row and the log.
+func errorText(err error) string {
+	s := strings.ToValidUTF8(err.Error(), "?")
+	if len(s) <= maxError {
+		return s
+	}
+	cut := maxError
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+// drain adds the results waiting in results to pending, without waiting.
+func drain(results <-chan inbox.Settlement, pending []inbox.Settlement) []inbox.Settlement {
+	for {
+		select {
+		case r := <-results:
+			pending = append(pending, r)
+		default:
+			return pending
+		}
+	}
+}

@@ -1,0 +1,173 @@
+package dispatch
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+
+	"inbox/inbox"
+)
+
+// Headers of a forwarded job, besides the Standard Webhooks ones.
+const (
+	HeaderIdempotencyKey = "Idempotency-Key" // the job id
+	HeaderEvent          = "Inbox-Event"     // the event name
+	HeaderAttempt        = "Inbox-Attempt"   // the attempt number, from 1
+)
+
+// The Standard Webhooks headers (standardwebhooks.com).
+const (
+	HeaderWebhookID        = "webhook-id"
+	HeaderWebhookTimestamp = "webhook-timestamp"
+	HeaderWebhookSignature = "webhook-signature"
+)
+
+// secretPrefix marks a Standard Webhooks secret: the rest is the key in
+// base64.
+const secretPrefix = "whsec_"
+
+// Bounds on what is read of a response.
+const (
+	maxSnippet = 512      // kept in the error
+	maxDrain   = 64 << 10 // read and dropped so the connection is reused
+)
+
+// Forward POSTs each job's stored body to the application. A 2xx answer is
+// success; 408, 429, any other status and any transport failure are
+// retried; any other 4xx is the application's "never retry".
+type Forward struct {
+	url    string
+	key    []byte // nil: unsigned
+	client *http.Client
+	now    func() time.Time
+}
+
+// NewForward returns a Forward to rawURL, signing with secret when it is
+// not empty ("whsec_<base64>" or the raw key). It fails when the URL is not
+// absolute http(s) or the secret's base64 does not decode.
+func NewForward(rawURL, secret string, now func() time.Time) (*Forward, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("forward URL %q: want an absolute http or https URL", redact(rawURL))
+	}
+	key, err := SecretKey(secret)
+	if err != nil {
+		return nil, err
+	}
+	if now == nil {
+		now = time.Now
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	// Keep a connection per worker alive (the default keeps 2).
+	tr.MaxIdleConnsPerHost = 1024
+	return &Forward{
+		url: u.String(),
+		key: key,
+		client: &http.Client{
+			Transport: tr,
+			// A redirect would turn the POST into a GET: answer it as a
+			// failure instead.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		},
+		now: now,
+	}, nil
+}
+
+// SecretKey returns the signing key a secret names: the base64 after
+// "whsec_", or the secret's own bytes; nil for an empty secret.
+func SecretKey(secret string) ([]byte, error) {
+	if secret == "" {
+		return nil, nil
+	}
+	b64, ok := strings.CutPrefix(secret, secretPrefix)
+	if !ok {
+		return []byte(secret), nil
+	}
+	key, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil || len(key) == 0 {
+		return nil, errors.New("forward secret: the part after whsec_ is not base64")
+	}
+	return key, nil
+}
+
+// Sign returns the Standard Webhooks signature header value for a message:
+// "v1," and the base64 HMAC-SHA256 of "<id>.<timestamp>.<body>".
+func Sign(key []byte, id string, timestamp int64, body []byte) string {
+	mac := hmac.New(sha256.New, key)
+	fmt.Fprintf(mac, "%s.%d.", id, timestamp)
+	mac.Write(body)
+	return "v1," + base64.StdEncoding.EncodeToString(mac.Sum(nil))
+}
+
+// Deliver POSTs j. The webhook-id is the job id, the same on every attempt,
+// as Standard Webhooks asks of retries of one message.
+func (f *Forward) Deliver(ctx context.Context, j inbox.Job) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, f.url, bytes.NewReader(j.Body))
+	if err != nil {
+		return fmt.Errorf("build request: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "inbox-dispatch")
+	req.Header.Set(HeaderIdempotencyKey, j.ID)
+	req.Header.Set(HeaderEvent, j.Event)
+	req.Header.Set(HeaderAttempt, strconv.Itoa(j.Attempt))
+	if f.key != nil {
+		ts := f.now().Unix()
+		req.Header.Set(HeaderWebhookID, j.ID)
+		req.Header.Set(HeaderWebhookTimestamp, strconv.FormatInt(ts, 10))
+		req.Header.Set(HeaderWebhookSignature, Sign(f.key, j.ID, ts, j.Body))
+	}
+	resp, err := f.client.Do(req)
+	if err != nil {
+		return err // *url.Error: the URL without its password, never the body
+	}
+	defer resp.Body.Close()
+	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, maxSnippet))
+	io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrain))
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		return nil
+	}
+	err = fmt.Errorf("HTTP %s%s", resp.Status, quote(snippet))
+	switch {
+	case resp.StatusCode == http.StatusRequestTimeout, resp.StatusCode == http.StatusTooManyRequests:
+		return err
+	case resp.StatusCode >= 400 && resp.StatusCode < 500:
+		return Reject(err)
+	}
+	return err
+}
+
+// quote renders the start of the application's answer for the error, on
+// one line.
+func quote(b []byte) string {
+	s := strings.TrimSpace(strings.ToValidUTF8(string(b), "?"))
+	if s == "" {
+		return ""
+	}
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, s)
+	return ": " + s
+}
+
+// redact drops a password from a URL for an error message.
+func redact(raw string) string {
+	if u, err := url.Parse(raw); err == nil {
+		return u.Redacted()
+	}
+	return "(unparseable)"
+}

@@ -1,0 +1,28 @@
+package dispatch_test
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"inbox/dispatch"
+)
+
+func TestParseSchedule(t *testing.T) {
+	for in, want := range map[string][]time.Duration{
+		"1s,5s,30s,5m": dispatch.DefaultSchedule,
+		" 100ms , 2h ": {100 * time.Millisecond, 2 * time.Hour},
+		"none":         {},
+		"0s":           {0},
+	} {
+		got, err := dispatch.ParseSchedule(in)
+		if err != nil || !slices.Equal(got, want) || got == nil {
+			t.Errorf("ParseSchedule(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "1s,,5s", "-1s", "5", "1s,forever", "200h"} {
+		if got, err := dispatch.ParseSchedule(in); err == nil {
+			t.Errorf("ParseSchedule(%q) = %v, want an error", in, got)
+		}
+	}
+}

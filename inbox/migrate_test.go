@@ -1,0 +1,147 @@
+package inbox_test
+
+import (
+	"context"
+	"database/sql"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"inbox/inbox"
+	"inbox/inbox/inboxtest"
+)
+
+// oldDB makes a database the way the first version did, with one new and
+// one parked row, and returns its path.
+func oldDB(t *testing.T) string {
+	t.Helper()
+	schema, err := os.ReadFile(filepath.Join("testdata", "schema-v1.sql"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "old.db")
+	db, err := sql.Open("sqlite", path+"?_pragma=journal_mode(WAL)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(string(schema)); err != nil {
+		t.Fatal(err)
+	}
+	_, err = db.Exec(`INSERT INTO events (id, job_id, status, reason, event, body, size, sha256,
+		delivery_ts, received_at, last_seen_at, updated_at) VALUES
+		('job_1', 'job_1', 'new', NULL, 'job.completed', X'7B7D', 2, 'x', 1, 1000, 1000, 1000),
+		('job_2', 'job_2', 'parked', 'unknown_event', 'job.odd', X'7B7D', 2, 'y', 1, 2000, 2000, 2000)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// columns describes every column of events: name, type, not null, default.
+func columns(t *testing.T, path string) []string {
+	t.Helper()
+	db, err := sql.Open("sqlite", path+"?_pragma=query_only(ON)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.Query(`SELECT name, type, "notnull", coalesce(dflt_value, 'NULL') FROM pragma_table_info('events') ORDER BY cid`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var name, typ, dflt string
+		var notNull bool
+		if err := rows.Scan(&name, &typ, &notNull, &dflt); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, strings.Join([]string{name, typ, map[bool]string{true: "NOT NULL"}[notNull], dflt}, " "))
+	}
+	return out
+}
+
+// TestMigrate opens a database of the first version: it is read-only
+// refused with a clear error, then upgraded by a writing open to the same
+// columns schema.sql makes, its rows kept and queued.
+func TestMigrate(t *testing.T) {
+	path := oldDB(t)
+	ctx := context.Background()
+	if _, err := inbox.Open(ctx, path, inbox.Options{ReadOnly: true}); err == nil || !strings.Contains(err.Error(), "earlier inbox") {
+		t.Fatalf("read-only open of an old database: %v, want the upgrade error", err)
+	}
+
+	// The admin commands open without the schema; they upgrade too.
+	s := inboxtest.MustOpenPath(t, path, inbox.Options{MustExist: true, Schema: "-- no schema: as the admin commands open"})
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	fresh := filepath.Join(t.TempDir(), "fresh.db")
+	if err := inboxtest.MustOpenPath(t, fresh, inbox.Options{}).Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := columns(t, path), columns(t, fresh); !reflect.DeepEqual(got, want) {
+		t.Errorf("migrated columns:\n%s\nwant those of schema.sql:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+
+	// Opening again finds nothing to do; the schema adds the queue index.
+	s = inboxtest.MustOpenPath(t, path, inbox.Options{})
+	e, err := s.Get(ctx, "job_1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Status != inbox.StatusNew || e.Attempts != 0 || e.LeaseOwner != "" || !e.DoneAt.IsZero() {
+		t.Errorf("migrated row = %+v, want new, no attempts, no lease", e)
+	}
+	jobs, _, err := s.Settle(ctx, "test", nil, inbox.Claim{Now: time.UnixMilli(5000), Until: time.UnixMilli(9000), Max: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(jobs) != 1 || jobs[0].ID != "job_1" || jobs[0].Attempt != 1 {
+		t.Errorf("claimed %+v from the migrated database, want job_1 at attempt 1", jobs)
+	}
+	// The added CHECK holds on the migrated table too.
+	err = inbox.WriteOpForTest(s, func(ctx context.Context, tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `UPDATE events SET lease_until = NULL WHERE id = 'job_1'`)
+		return err
+	})
+	if err == nil {
+		t.Error("a lease with an owner and no end was accepted")
+	}
+}
+
+// TestQueueIndex checks that a claim reads the queue through its index.
+func TestQueueIndex(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "inbox.db")
+	if err := inboxtest.MustOpenPath(t, path, inbox.Options{}).Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", path+"?_pragma=query_only(ON)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.Query(`EXPLAIN QUERY PLAN SELECT rowid FROM events WHERE status = 'new' AND next_attempt_at <= 5
+		ORDER BY next_attempt_at, received_at LIMIT 10`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, detail)
+	}
+	if got := strings.Join(plan, "; "); !strings.Contains(got, "INDEX events_queue") || strings.Contains(got, "TEMP B-TREE") {
+		t.Errorf("claim plan: %s; want the events_queue index, no sort", got)
+	}
+}
