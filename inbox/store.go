@@ -49,12 +49,14 @@ type Store struct {
 	now      func() time.Time
 	maxBatch int
 
-	write *sql.DB // nil when read-only
-	read  *sql.DB
+	write  *sql.DB   // nil when read-only
+	insert *sql.Stmt // the delivery insert, prepared once on the write connection
+	ckpt   *sql.DB   // the checkpointer's own connection; nil when read-only
+	read   *sql.DB
 
 	reqs      chan *putRequest
 	closing   chan struct{}
-	stopped   chan struct{} // closed when the writer goroutine has returned
+	stopped   sync.WaitGroup // the writer and the checkpointer
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -107,10 +109,21 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		}
 	}
 	if !opts.ReadOnly {
+		// Preparing once saves the writer a parse of the INSERT per row,
+		// which profiles showed was half of its cost.
+		if s.insert, err = s.write.PrepareContext(ctx, insertSQL); err != nil {
+			s.closeDBs()
+			return nil, fmt.Errorf("open store: prepare insert: %w", err)
+		}
+		if s.ckpt, err = openPool(path, writeDSN(opts.BusyTimeout), 1); err != nil {
+			s.closeDBs()
+			return nil, fmt.Errorf("open store: %w", err)
+		}
 		s.reqs = make(chan *putRequest)
 		s.closing = make(chan struct{})
-		s.stopped = make(chan struct{})
+		s.stopped.Add(2)
 		go s.runWriter()
+		go s.runCheckpointer()
 	}
 	return s, nil
 }
@@ -211,7 +224,7 @@ func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		if s.write != nil {
 			close(s.closing)
-			<-s.stopped
+			s.stopped.Wait()
 		}
 		s.closeErr = s.closeDBs()
 	})
@@ -220,8 +233,14 @@ func (s *Store) Close() error {
 
 func (s *Store) closeDBs() error {
 	var errs []error
+	if s.insert != nil {
+		errs = append(errs, s.insert.Close())
+	}
 	if s.write != nil {
 		errs = append(errs, s.write.Close())
+	}
+	if s.ckpt != nil {
+		errs = append(errs, s.ckpt.Close())
 	}
 	if s.read != nil {
 		errs = append(errs, s.read.Close())

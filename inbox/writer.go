@@ -76,7 +76,7 @@ func (s *Store) send(ctx context.Context, req *putRequest) putResult {
 // waiting delivery, adds whatever else is already waiting (up to maxBatch,
 // without waiting for more), and commits them as one transaction.
 func (s *Store) runWriter() {
-	defer close(s.stopped)
+	defer s.stopped.Done()
 	batch := make([]*putRequest, 0, s.maxBatch)
 	for {
 		select {
@@ -116,6 +116,7 @@ func (s *Store) commit(batch []*putRequest) ([]putResult, error) {
 		return nil, fmt.Errorf("begin: %w", err)
 	}
 	now := millis(s.now())
+	ins := tx.StmtContext(ctx, s.insert) // reuses the statement prepared on this connection
 	results := make([]putResult, len(batch))
 	for i, req := range batch {
 		if req.op != nil {
@@ -125,7 +126,7 @@ func (s *Store) commit(batch []*putRequest) ([]putResult, error) {
 			}
 			continue
 		}
-		if results[i].res, err = put(ctx, tx, req.d, now); err != nil {
+		if results[i].res, err = put(ctx, tx, ins, req.d, now); err != nil {
 			tx.Rollback()
 			return nil, err
 		}
@@ -159,10 +160,11 @@ const insertSQL = `INSERT INTO events
 	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)
 	ON CONFLICT(id) DO NOTHING`
 
-// put applies one delivery inside tx. The primary key decides whether the
-// row is new: insert, and only when the key is taken look at what holds it.
-func put(ctx context.Context, tx *sql.Tx, d Delivery, now int64) (Result, error) {
-	inserted, err := insert(ctx, tx, d, now)
+// put applies one delivery inside tx; ins is insertSQL prepared on tx. The
+// primary key decides whether the row is new: insert, and only when the key
+// is taken look at what holds it.
+func put(ctx context.Context, tx *sql.Tx, ins *sql.Stmt, d Delivery, now int64) (Result, error) {
+	inserted, err := insert(ctx, ins, d, now)
 	if err != nil {
 		return Result{}, err
 	}
@@ -191,7 +193,7 @@ func put(ctx context.Context, tx *sql.Tx, d Delivery, now int64) (Result, error)
 	if beside.Status != StatusParked {
 		beside = beside.park(ReasonConflict)
 	}
-	if inserted, err = insert(ctx, tx, beside, now); err != nil {
+	if inserted, err = insert(ctx, ins, beside, now); err != nil {
 		return Result{}, err
 	}
 	if !inserted {
@@ -200,8 +202,8 @@ func put(ctx context.Context, tx *sql.Tx, d Delivery, now int64) (Result, error)
 	return fresh(beside), nil
 }
 
-func insert(ctx context.Context, tx *sql.Tx, d Delivery, now int64) (bool, error) {
-	res, err := tx.ExecContext(ctx, insertSQL,
+func insert(ctx context.Context, ins *sql.Stmt, d Delivery, now int64) (bool, error) {
+	res, err := ins.ExecContext(ctx,
 		d.Key, nullable(d.JobID), string(d.Status), nullable(string(d.Reason)),
 		nullable(d.Event), nullable(d.JobStatus), nullable(d.ResultURL),
 		d.Body, len(d.Body), d.SHA256, d.DeliveryTS, now, now, now)
