@@ -58,7 +58,10 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 	}
 	commands := append([]*cli.Command{serveCommand(stderr)}, admin.Commands()...)
 	for _, c := range commands {
-		c.OnUsageError = usageError
+		// A command with its own (alert, whose exit codes cron reads) keeps it.
+		if c.OnUsageError == nil {
+			c.OnUsageError = usageError
+		}
 	}
 	return &cli.App{
 		Name:  "inbox",

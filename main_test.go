@@ -385,3 +385,32 @@ func TestAlertExitCodes(t *testing.T) {
 		}
 	}
 }
+
+// TestAlertUsageErrors: every mistake in alert's command line or
+// environment exits 2, as an unreadable inbox does; 1 means an alert.
+func TestAlertUsageErrors(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "inbox.db")
+	startServer(t, db) // creates it
+	for _, tt := range []struct {
+		env  []string
+		args []string
+	}{
+		{nil, []string{"--max-age", "yesterday"}},
+		{nil, []string{"--max-age", "-1h"}},
+		{nil, []string{"--reason", "lost"}},
+		{nil, []string{"--min-count", "0"}},
+		{nil, []string{"--min-count", "many"}},
+		{nil, []string{"--bogus"}},
+		{nil, []string{"job_1"}},
+		{[]string{"INBOX_ALERT_MAX_AGE=soon"}, nil},
+		{[]string{"INBOX_ALERT_MIN_COUNT=abc"}, nil},
+		{[]string{"INBOX_ALERT_MIN_COUNT=0"}, nil},
+		{[]string{"INBOX_REASON=lost"}, nil},
+		{[]string{"INBOX_JSON=maybe"}, nil},
+	} {
+		out, errOut, code := runCLI(t, tt.env, append([]string{"alert", "--db", db}, tt.args...)...)
+		if code != 2 || out != "" || strings.Count(errOut, "\n") != 1 || !strings.HasPrefix(errOut, "inbox: ") {
+			t.Errorf("%v %v: exit %d, stdout %q, stderr %q; want 2 and one line on stderr", tt.env, tt.args, code, out, errOut)
+		}
+	}
+}
