@@ -405,7 +405,7 @@ func TestAlertUsageErrors(t *testing.T) {
 		{[]string{"INBOX_ALERT_MAX_AGE=soon"}, nil},
 		{[]string{"INBOX_ALERT_MIN_COUNT=abc"}, nil},
 		{[]string{"INBOX_ALERT_MIN_COUNT=0"}, nil},
-		{[]string{"INBOX_REASON=lost"}, nil},
+		{[]string{"INBOX_ALERT_REASON=lost"}, nil},
 		{[]string{"INBOX_JSON=maybe"}, nil},
 	} {
 		out, errOut, code := runCLI(t, tt.env, append([]string{"alert", "--db", db}, tt.args...)...)

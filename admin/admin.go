@@ -87,8 +87,11 @@ func Rules(c *cli.Context) (inbox.Rules, error) {
 	return inbox.Rules{Events: events, MaxBody: maxBody}, nil
 }
 
-func reasonFlag(usage string) *cli.StringFlag {
-	return &cli.StringFlag{Name: "reason", Usage: usage, EnvVars: []string{"INBOX_REASON"}}
+// reasonFlag is --reason, with an environment variable of each command's
+// own: one shared variable left set for one command would widen another's
+// selection (redeliver would add every parked job to the ids given).
+func reasonFlag(usage, env string) *cli.StringFlag {
+	return &cli.StringFlag{Name: "reason", Usage: usage, EnvVars: []string{env}}
 }
 
 // reason reads --reason; "" when it is not set.

@@ -40,7 +40,7 @@ Examples:
 			DBFlag,
 			ageFlag("max-age", "24h", "parked rows received longer ago than this count", "INBOX_ALERT_MAX_AGE"),
 			&cli.Int64Flag{Name: "min-count", Value: 1, Usage: "alert when at least this many parked rows are older than --max-age", EnvVars: []string{"INBOX_ALERT_MIN_COUNT"}},
-			reasonFlag("count only rows parked for this reason"),
+			reasonFlag("count only rows parked for this reason", "INBOX_ALERT_REASON"),
 			jsonFlag,
 		},
 		OnUsageError: func(_ *cli.Context, err error, _ bool) error {

@@ -26,7 +26,7 @@ Examples:
 			DBFlag,
 			&cli.StringFlag{Name: "group-by", Usage: "reason: one line per reason", EnvVars: []string{"INBOX_GROUP_BY"}},
 			ageFlag("since", "", "only rows received within this long", "INBOX_SINCE"),
-			reasonFlag("only rows parked for this reason"),
+			reasonFlag("only rows parked for this reason", "INBOX_PARKED_REASON"),
 			jsonFlag,
 		},
 		Action: func(c *cli.Context) error {

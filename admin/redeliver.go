@@ -24,7 +24,8 @@ func redeliverCommand(sleep func(context.Context, time.Duration) error) *cli.Com
 /v1/jobs/{job_id}/webhook/redeliver), with a fresh timestamp; it lands on the
 job's row, keyed by job_id. Needs an API key with the jobs:write scope, from
 SUME_API_KEY (prefer it to --api-key: flags show in ps); the key is never
-printed. With --reason, the jobs of every parked row with that reason.
+printed. Takes job ids, or --reason for the jobs of every parked row with
+that reason (not both).
 429 and 5xx answers are retried up to --retries times, as Retry-After says.
 Prints one line per job and exits 1 if any failed.
 
@@ -34,7 +35,7 @@ Examples:
    inbox redeliver --reason unknown_event --dry-run`,
 		Flags: []cli.Flag{
 			DBFlag,
-			reasonFlag("redeliver the job of every parked row with this reason"),
+			reasonFlag("redeliver the job of every parked row with this reason", "INBOX_REDELIVER_REASON"),
 			&cli.StringFlag{Name: "api-key", Usage: "Sume API key with jobs:write (prefer the environment variable)", EnvVars: []string{"SUME_API_KEY"}},
 			&cli.StringFlag{Name: "api-url", Value: sume.DefaultAPIURL, Usage: "the Sume API's base URL", EnvVars: []string{"SUME_API_URL"}},
 			&cli.IntFlag{Name: "retries", Value: sume.DefaultRetries, Usage: "how many times a 429 or 5xx answer is retried", EnvVars: []string{"INBOX_RETRIES"}},
@@ -50,14 +51,13 @@ Examples:
 			if err != nil {
 				return err
 			}
+			if (r != "") == (len(jobs) > 0) {
+				return errors.New("redeliver needs exactly one of: job ids or --reason")
+			}
 			if r != "" {
-				more, err := parkedJobs(c, r)
-				if err != nil {
+				if jobs, err = parkedJobs(c, r); err != nil {
 					return err
 				}
-				jobs = append(jobs, more...)
-			} else if len(jobs) == 0 {
-				return errors.New("redeliver needs job ids or --reason")
 			}
 			if c.Int("retries") < 0 {
 				return errors.New("--retries must be 0 or more")

@@ -39,7 +39,7 @@ Examples:
    inbox reprocess --all --json`,
 		Flags: []cli.Flag{
 			DBFlag,
-			reasonFlag("reprocess every parked row with this reason"),
+			reasonFlag("reprocess every parked row with this reason", "INBOX_REPROCESS_REASON"),
 			&cli.BoolFlag{Name: "all", Usage: "reprocess every parked row", EnvVars: []string{"INBOX_REPROCESS_ALL"}},
 			dryRunFlag(),
 			EventsFlag(),
