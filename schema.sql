@@ -39,4 +39,6 @@ CREATE TABLE IF NOT EXISTS events (
 ) STRICT;
 
 CREATE INDEX IF NOT EXISTS events_status_received ON events (status, received_at);
+-- purge's retention counts from the last delivery.
+CREATE INDEX IF NOT EXISTS events_status_last_seen ON events (status, last_seen_at);
 CREATE INDEX IF NOT EXISTS events_job_id ON events (job_id) WHERE job_id IS NOT NULL;
