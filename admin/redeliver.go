@@ -27,6 +27,8 @@ SUME_API_KEY (prefer it to --api-key: flags show in ps); the key is never
 printed. Takes job ids, or --reason for the jobs of every parked row with
 that reason (not both).
 429 and 5xx answers are retried up to --retries times, as Retry-After says.
+--api-url must be https, or http to a loopback host; redirects are never
+followed, so the key goes nowhere else.
 Prints one line per job and exits 1 if any failed.
 
 Examples:
@@ -67,6 +69,10 @@ Examples:
 				APIKey:  c.String("api-key"),
 				Retries: c.Int("retries"),
 				Sleep:   sleep,
+			}
+			// Once, not once per job: a wrong URL is one line, not one per job.
+			if err := client.Check(); err != nil {
+				return fmt.Errorf("--api-url: %w", err)
 			}
 			if client.APIKey == "" && !c.Bool("dry-run") {
 				return errors.New("no API key: set SUME_API_KEY (a key with jobs:write)")

@@ -12,7 +12,6 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"inbox/inbox"
-	"inbox/sume"
 )
 
 const testAPIKey = "sk_live_do_not_print_0123456789"
@@ -211,9 +210,14 @@ func TestReasonVariablesAreEachCommands(t *testing.T) {
 	}
 }
 
-// The default API URL is the provider's.
-func TestRedeliverDefaultURL(t *testing.T) {
-	if sume.DefaultAPIURL != "https://api.sume.com" {
-		t.Errorf("DefaultAPIURL = %s", sume.DefaultAPIURL)
+// TestRedeliverChecksTheURLOnce: a base URL that would send the key in
+// clear is refused once, before any job.
+func TestRedeliverChecksTheURLOnce(t *testing.T) {
+	for _, dryRun := range []string{"--dry-run=false", "--dry-run"} {
+		out, err := runCommands(t, []*cli.Command{redeliverCommand(nil)}, "redeliver", dryRun, "--api-key", testAPIKey,
+			"--api-url", "http://api.example.com", "job_1", "job_2")
+		if err == nil || !strings.Contains(err.Error(), "plain http") || out != "" {
+			t.Errorf("%s: err = %v, output %q; want one error and no line per job", dryRun, err, out)
+		}
 	}
 }
