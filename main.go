@@ -94,7 +94,7 @@ Examples:
    inbox serve --event job.completed --event job.failed --max-body 2MiB`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "addr", Value: "127.0.0.1:8080", Usage: "listen address", EnvVars: []string{"INBOX_ADDR"}},
-			admin.DBFlag,
+			admin.DBFlag(),
 			&cli.StringSliceFlag{Name: "secret", Usage: "signing secret; repeat or comma-separate to accept several during a rotation (prefer the environment variable: flags show in ps)", EnvVars: []string{"SUME_COM_WEBHOOK_SIGNING_SECRET"}},
 			&cli.DurationFlag{Name: "tolerance", Value: 5 * time.Minute, Usage: "how far the signed timestamp may be from now, either way", EnvVars: []string{"INBOX_TOLERANCE"}},
 			admin.EventsFlag(),
@@ -129,7 +129,7 @@ Examples:
 				return fmt.Errorf("--path must start with /, got %q", path)
 			}
 
-			store, err := inbox.Open(c.Context, c.String(admin.DBFlag.Name), inbox.Options{
+			store, err := inbox.Open(c.Context, c.String("db"), inbox.Options{
 				Schema:      schema,
 				BusyTimeout: c.Duration("busy-timeout"),
 			})

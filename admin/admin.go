@@ -34,23 +34,27 @@ func Commands() []*cli.Command {
 	}
 }
 
-// DBFlag is the database path every command takes.
-var DBFlag = &cli.StringFlag{
-	Name:    "db",
-	Usage:   "path of the inbox database",
-	Value:   "inbox.db",
-	EnvVars: []string{"INBOX_DB"},
+// The flags are built per command: urfave/cli's Apply writes a value from
+// the environment into the flag itself, so one shared value would carry
+// state from one run to the next.
+
+// DBFlag is --db, the database path every command takes.
+func DBFlag() *cli.StringFlag {
+	return &cli.StringFlag{
+		Name:    "db",
+		Usage:   "path of the inbox database",
+		Value:   "inbox.db",
+		EnvVars: []string{"INBOX_DB"},
+	}
 }
 
-var jsonFlag = &cli.BoolFlag{
-	Name:    "json",
-	Usage:   "print JSON, one object per line, for scripts",
-	EnvVars: []string{"INBOX_JSON"},
+func jsonFlag() *cli.BoolFlag {
+	return &cli.BoolFlag{
+		Name:    "json",
+		Usage:   "print JSON, one object per line, for scripts",
+		EnvVars: []string{"INBOX_JSON"},
+	}
 }
-
-// The flags below are built per command: a flag value is filled in from
-// the environment when applied, so one shared value would carry state from
-// one run to the next.
 
 // EventsFlag is --event, the event names stored as jobs; serve and
 // reprocess share it so both classify alike.
@@ -138,13 +142,13 @@ func args(c *cli.Context) ([]string, error) {
 
 // openRead opens the inbox named by --db for reading; it never creates one.
 func openRead(c *cli.Context) (*inbox.Store, error) {
-	return inbox.Open(c.Context, c.String(DBFlag.Name), inbox.Options{ReadOnly: true})
+	return inbox.Open(c.Context, c.String("db"), inbox.Options{ReadOnly: true})
 }
 
 // openWrite opens the inbox named by --db for writing; it never creates
 // one, and its writes wait up to --busy-timeout for another process's lock.
 func openWrite(c *cli.Context) (*inbox.Store, error) {
-	return inbox.Open(c.Context, c.String(DBFlag.Name), inbox.Options{
+	return inbox.Open(c.Context, c.String("db"), inbox.Options{
 		MustExist:   true,
 		BusyTimeout: c.Duration("busy-timeout"),
 	})
@@ -154,7 +158,7 @@ func openWrite(c *cli.Context) (*inbox.Store, error) {
 // head, then line(v) for each value (cells separated by tabs).
 func printRows[T any](c *cli.Context, vals []T, head string, line func(T) string) error {
 	w := c.App.Writer
-	if c.Bool(jsonFlag.Name) {
+	if c.Bool("json") {
 		return printJSONLines(w, vals)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)

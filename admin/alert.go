@@ -37,11 +37,11 @@ Examples:
    inbox alert --max-age 1h --min-count 10 --reason unknown_event
    */15 * * * * INBOX_DB=/var/lib/inbox/inbox.db /usr/local/bin/inbox alert --max-age 24h`,
 		Flags: []cli.Flag{
-			DBFlag,
+			DBFlag(),
 			ageFlag("max-age", "24h", "parked rows received longer ago than this count", "INBOX_ALERT_MAX_AGE"),
 			&cli.Int64Flag{Name: "min-count", Value: 1, Usage: "alert when at least this many parked rows are older than --max-age", EnvVars: []string{"INBOX_ALERT_MIN_COUNT"}},
 			reasonFlag("count only rows parked for this reason", "INBOX_ALERT_REASON"),
-			jsonFlag,
+			jsonFlag(),
 		},
 		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
 			return broken(fmt.Errorf("%w (see --help)", err))
@@ -81,7 +81,7 @@ Examples:
 				return nil
 			}
 			w := c.App.Writer
-			if c.Bool(jsonFlag.Name) {
+			if c.Bool("json") {
 				if err := printJSONLines(w, groups); err != nil {
 					return broken(err)
 				}

@@ -36,12 +36,12 @@ Examples:
    inbox purge --older-than 30d
    inbox purge --older-than 90d --include-parked --json`,
 		Flags: []cli.Flag{
-			DBFlag,
+			DBFlag(),
 			ageFlag("older-than", "", "required: delete rows last delivered longer ago than this, at least 1h", "INBOX_PURGE_OLDER_THAN"),
 			&cli.BoolFlag{Name: "include-parked", Usage: "delete old parked rows too", EnvVars: []string{"INBOX_PURGE_INCLUDE_PARKED"}},
 			dryRunFlag(),
 			busyTimeoutFlag(),
-			jsonFlag,
+			jsonFlag(),
 		},
 		Action: func(c *cli.Context) error {
 			olderThan, err := age(c, "older-than")
@@ -73,7 +73,7 @@ Examples:
 				return err
 			}
 			w := c.App.Writer
-			if c.Bool(jsonFlag.Name) {
+			if c.Bool("json") {
 				return json.NewEncoder(w).Encode(struct {
 					inbox.PurgeReport
 					DryRun bool `json:"dry_run"`

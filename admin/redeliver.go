@@ -36,13 +36,13 @@ Examples:
    SUME_API_KEY=... inbox redeliver --reason payload_too_large
    inbox redeliver --reason unknown_event --dry-run`,
 		Flags: []cli.Flag{
-			DBFlag,
+			DBFlag(),
 			reasonFlag("redeliver the job of every parked row with this reason", "INBOX_REDELIVER_REASON"),
 			&cli.StringFlag{Name: "api-key", Usage: "Sume API key with jobs:write (prefer the environment variable)", EnvVars: []string{"SUME_API_KEY"}},
 			&cli.StringFlag{Name: "api-url", Value: sume.DefaultAPIURL, Usage: "the Sume API's base URL", EnvVars: []string{"SUME_API_URL"}},
 			&cli.IntFlag{Name: "retries", Value: sume.DefaultRetries, Usage: "how many times a 429 or 5xx answer is retried", EnvVars: []string{"INBOX_RETRIES"}},
 			dryRunFlag(),
-			jsonFlag,
+			jsonFlag(),
 		},
 		Action: func(c *cli.Context) error {
 			r, err := reason(c)
@@ -79,7 +79,7 @@ Examples:
 			}
 			w := c.App.Writer
 			if len(jobs) == 0 {
-				if !c.Bool(jsonFlag.Name) {
+				if !c.Bool("json") {
 					fmt.Fprintf(w, "no parked %s row names a job\n", r)
 				}
 				return nil
@@ -94,7 +94,7 @@ Examples:
 						failed++
 					}
 				}
-				if c.Bool(jsonFlag.Name) {
+				if c.Bool("json") {
 					if err := enc.Encode(res); err != nil {
 						return err
 					}

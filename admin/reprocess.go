@@ -38,14 +38,14 @@ Examples:
    inbox reprocess job_1 job_2
    inbox reprocess --all --json`,
 		Flags: []cli.Flag{
-			DBFlag,
+			DBFlag(),
 			reasonFlag("reprocess every parked row with this reason", "INBOX_REPROCESS_REASON"),
 			&cli.BoolFlag{Name: "all", Usage: "reprocess every parked row", EnvVars: []string{"INBOX_REPROCESS_ALL"}},
 			dryRunFlag(),
 			EventsFlag(),
 			MaxBodyFlag(),
 			busyTimeoutFlag(),
-			jsonFlag,
+			jsonFlag(),
 		},
 		Action: func(c *cli.Context) error {
 			r, err := reason(c)
@@ -86,7 +86,7 @@ Examples:
 // ended.
 func printReprocess(c *cli.Context, rep inbox.ReprocessReport) error {
 	w := c.App.Writer
-	if c.Bool(jsonFlag.Name) {
+	if c.Bool("json") {
 		return json.NewEncoder(w).Encode(rep)
 	}
 	if rep.DryRun {

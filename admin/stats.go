@@ -18,7 +18,7 @@ func statsCommand() *cli.Command {
 		Description: `Examples:
    inbox stats
    inbox stats --json`,
-		Flags: []cli.Flag{DBFlag, jsonFlag},
+		Flags: []cli.Flag{DBFlag(), jsonFlag()},
 		Action: func(c *cli.Context) error {
 			store, err := openRead(c)
 			if err != nil {
@@ -30,7 +30,7 @@ func statsCommand() *cli.Command {
 				return err
 			}
 			w := c.App.Writer
-			if c.Bool(jsonFlag.Name) {
+			if c.Bool("json") {
 				return json.NewEncoder(w).Encode(st)
 			}
 			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
