@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -286,10 +287,12 @@ func TestHelpShowsExamples(t *testing.T) {
 
 // TestOperateWhileServing runs the operator's commands on the real binary
 // while serve holds the database: send, parked, show, reprocess, alert,
-// purge, and serve still answering afterwards.
+// purge. A sender keeps delivering while reprocess rewrites 72 MiB of
+// bodies and purge runs; serve, waiting at most 500ms for the lock, must
+// never answer 503.
 func TestOperateWhileServing(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "inbox.db")
-	srv := startServer(t, db)
+	srv := startServer(t, db, "--busy-timeout", "500ms")
 	env := []string{"SUME_COM_WEBHOOK_SIGNING_SECRET=" + e2eSecret}
 	run := func(want int, args ...string) string {
 		t.Helper()
@@ -324,14 +327,43 @@ func TestOperateWhileServing(t *testing.T) {
 		t.Errorf("alert: exit %d, stdout %q, stderr %q; want 1, the lines, nothing on stderr", code, out, errOut)
 	}
 
+	// Bodies above serve's --max-body (1MiB), parked too_large.
+	const big = 48
+	for i := range big {
+		body := fmt.Sprintf(`{"event":"job.completed","job_id":"job_big_%d","status":"COMPLETED","pad":%q}`, i, strings.Repeat("x", 3<<19))
+		if got := send(t, http.DefaultClient, srv.url, body, e2eSecret); got != http.StatusNoContent {
+			t.Fatalf("big delivery %d: status %d", i, got)
+		}
+	}
+
+	ctx, stop := context.WithCancel(context.Background())
+	var live load
+	sending := make(chan struct{})
+	go func() {
+		defer close(sending)
+		live.run(ctx, func() string { return srv.url }, 1, "job_live")
+	}()
+	time.Sleep(100 * time.Millisecond)
 	run(0, "reprocess", "--db", db, "--reason", "unknown_event", "--event", "job.completed", "--event", "job.exploded")
+	if out := run(0, "reprocess", "--db", db, "--reason", "too_large", "--max-body", "4MiB"); !strings.HasPrefix(out, fmt.Sprintf("moved to new: %d\n", big)) {
+		t.Errorf("reprocess too_large:\n%s", out)
+	}
+	run(0, "purge", "--db", db, "--older-than", "1d")
+	time.Sleep(100 * time.Millisecond)
+	stop()
+	<-sending
+	acked, statuses, _ := live.snapshot()
+	t.Logf("deliveries while reprocess and purge ran: %v", statuses)
+	if acked == 0 || statuses[http.StatusNoContent] != acked || len(statuses) != 1 {
+		t.Errorf("while reprocess and purge ran serve answered %v, want only 204s\n%s", statuses, srv.logs)
+	}
+
 	if err := json.Unmarshal([]byte(run(0, "show", "--db", db, "--json", "job_odd")), &row); err != nil {
 		t.Fatal(err)
 	}
 	if row.Status != "new" || row.Event != "job.exploded" {
 		t.Errorf("reprocessed row = %+v, want new job.exploded", row)
 	}
-	run(0, "purge", "--db", db, "--older-than", "1d")
 	if got := send(t, http.DefaultClient, srv.url, `{"event":"job.completed","job_id":"job_after"}`, e2eSecret); got != http.StatusNoContent {
 		t.Errorf("serve after the commands: status %d\n%s", got, srv.logs)
 	}
