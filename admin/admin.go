@@ -108,8 +108,9 @@ func reason(c *cli.Context) (inbox.Reason, error) {
 }
 
 func joinReasons() string {
-	names := make([]string, len(inbox.Reasons))
-	for i, r := range inbox.Reasons {
+	reasons := inbox.Reasons()
+	names := make([]string, len(reasons))
+	for i, r := range reasons {
 		names[i] = string(r)
 	}
 	return strings.Join(names, ", ")

@@ -38,12 +38,15 @@ const (
 	ReasonConflict        Reason = "conflict"          // a different event for a job already stored
 )
 
-// Reasons lists every reason, in the order the contract gives them.
-var Reasons = []Reason{ReasonUnparseable, ReasonMissingJobID, ReasonUnknownEvent,
-	ReasonPayloadTooLarge, ReasonTooLarge, ReasonConflict}
+// Reasons returns every reason, in the order the contract gives them; the
+// slice is the caller's to change.
+func Reasons() []Reason {
+	return []Reason{ReasonUnparseable, ReasonMissingJobID, ReasonUnknownEvent,
+		ReasonPayloadTooLarge, ReasonTooLarge, ReasonConflict}
+}
 
 // Valid reports whether r is one of Reasons.
-func (r Reason) Valid() bool { return slices.Contains(Reasons, r) }
+func (r Reason) Valid() bool { return slices.Contains(Reasons(), r) }
 
 // ErrNotFound is returned when no row has the requested id.
 var ErrNotFound = errors.New("not found")
