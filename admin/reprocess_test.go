@@ -357,3 +357,31 @@ func TestReprocessDryRunMatchesAcrossBatches(t *testing.T) {
 		t.Errorf("report %s, want %s", mustJSON(t, real), mustJSON(t, want))
 	}
 }
+
+// TestReprocessReportsCommittedBatches fails the second batch: the counts of
+// the first, which committed, are printed before the error.
+func TestReprocessReportsCommittedBatches(t *testing.T) {
+	path := newDB(t)
+	bodies := make([]string, 150)
+	for i := range bodies {
+		bodies[i] = exploded(fmt.Sprintf("job_%03d", i))
+	}
+	fill(t, path, time.Now(), bodies...)
+	if _, err := openTestWriter(t, path).Exec(`CREATE TRIGGER boom BEFORE UPDATE ON events WHEN OLD.id = 'job_120'
+		BEGIN SELECT RAISE(ABORT, 'boom'); END`); err != nil {
+		t.Fatal(err)
+	}
+	out, err := run(t, "reprocess", "--db", path, "--reason", "unknown_event", "--event", "job.exploded")
+	if err == nil || !strings.Contains(err.Error(), "boom") {
+		t.Fatalf("err = %v, want the second batch's failure", err)
+	}
+	if want := "moved to new: 100\n"; !strings.HasPrefix(out, want) {
+		t.Errorf("output:\n%s\nwant it to start %q", out, want)
+	}
+	if r := mustGet(t, path, "job_099"); r.Status != inbox.StatusNew {
+		t.Errorf("job_099 = %+v, want new: its batch committed", r)
+	}
+	if r := mustGet(t, path, "job_100"); r.Status != inbox.StatusParked {
+		t.Errorf("job_100 = %+v, want parked: its batch was rolled back", r)
+	}
+}
