@@ -194,6 +194,14 @@ func sha(body string) string {
 	return inbox.Classify([]byte(body), 0, inbox.Rules{}).SHA256
 }
 
+// sameJSON fails the test unless got and want encode alike.
+func sameJSON(t *testing.T, what string, got, want any) {
+	t.Helper()
+	if g, w := mustJSON(t, got), mustJSON(t, want); g != w {
+		t.Errorf("%s = %s, want %s", what, g, w)
+	}
+}
+
 func mustJSON(t *testing.T, v any) string {
 	t.Helper()
 	b, err := json.Marshal(v)

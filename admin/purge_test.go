@@ -161,9 +161,8 @@ func TestPurgeKeepsDoneRowsWithParkedBeside(t *testing.T) {
 	dry, _ := purgeJSON(t, path, "--older-than", "30d", "--dry-run")
 	rep, _ := purgeJSON(t, path, "--older-than", "30d")
 	want := inbox.PurgeReport{Deleted: map[inbox.Status]int64{inbox.StatusDone: 0, inbox.StatusIgnored: 0}, KeptDone: 2}
-	if mustJSON(t, rep) != mustJSON(t, want) || mustJSON(t, dry) != mustJSON(t, want) {
-		t.Errorf("purge: %s, dry run %s; want %s", mustJSON(t, rep), mustJSON(t, dry), mustJSON(t, want))
-	}
+	sameJSON(t, "purge", rep, want)
+	sameJSON(t, "purge --dry-run", dry, want)
 	out, err := run(t, "purge", "--db", path, "--older-than", "30d", "--dry-run")
 	if err != nil || !strings.HasSuffix(out, "done rows kept while parked rows of their job stay: 2\n") {
 		t.Errorf("purge output: %v\n%s", err, out)
@@ -177,9 +176,8 @@ func TestPurgeKeepsDoneRowsWithParkedBeside(t *testing.T) {
 	dry, _ = purgeJSON(t, path, "--older-than", "30d", "--include-parked", "--dry-run")
 	rep, _ = purgeJSON(t, path, "--older-than", "30d", "--include-parked")
 	want = inbox.PurgeReport{Deleted: map[inbox.Status]int64{inbox.StatusDone: 1, inbox.StatusIgnored: 0, inbox.StatusParked: 1}, KeptDone: 1}
-	if mustJSON(t, rep) != mustJSON(t, want) || mustJSON(t, dry) != mustJSON(t, want) {
-		t.Errorf("purge --include-parked: %s, dry run %s; want %s", mustJSON(t, rep), mustJSON(t, dry), mustJSON(t, want))
-	}
+	sameJSON(t, "purge --include-parked", rep, want)
+	sameJSON(t, "purge --include-parked --dry-run", dry, want)
 	left := ids(t, path)
 	wantLeft := map[inbox.Status][]string{inbox.StatusDone: {"job_y"}, inbox.StatusParked: {inbox.BodyKey(sha(exploded("job_y")))}}
 	if mustJSON(t, left) != mustJSON(t, wantLeft) {

@@ -323,24 +323,37 @@ func (s *Store) applyJobs(ctx context.Context, plans []jobPlan, dryRun bool) (Re
 	return rep, nil
 }
 
+// jobApply is one job while its plan is applied: its row as it stands in
+// the transaction, and what has been done.
+type jobApply struct {
+	tx     *sql.Tx
+	id     string // the job's key
+	row    current
+	exists bool // whether a row holds the key
+	// own is the job's parked row, classified and unchanged, that a storable
+	// row may take over.
+	own *planned
+	now int64
+	rep *ReprocessReport
+}
+
 // applyJob applies one job's plan. Every statement names the row's id, its
 // status parked and the sha256 it was classified by, so a row that changed
 // since it was read is left alone and counted as changed.
 func applyJob(ctx context.Context, tx *sql.Tx, p jobPlan, now int64, rep *ReprocessReport) error {
 	rep.Changed += p.changed
-	job, err := readCurrent(ctx, tx, p.job)
-	exists := err == nil
+	j := &jobApply{tx: tx, id: p.job, now: now, rep: rep}
+	var err error
+	j.row, err = readCurrent(ctx, tx, p.job)
+	j.exists = err == nil
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("read %s: %w", p.job, err)
 	}
-	// own is the job's parked row, classified and still unchanged, that a
-	// storable row may take over.
-	var own *planned
 	for _, r := range p.rows {
 		if !r.selected {
 			rep.JobRows++
 		}
-		ok, err := applyRow(ctx, tx, r, p.job, &job, &exists, &own, now, rep)
+		ok, err := j.apply(ctx, r)
 		if err != nil {
 			return err
 		}
@@ -351,9 +364,9 @@ func applyJob(ctx context.Context, tx *sql.Tx, p jobPlan, now int64, rep *Reproc
 	return nil
 }
 
-// applyRow applies one row of a job, updating job (the job row's state) and
-// own as it goes; false when the row changed and was left alone.
-func applyRow(ctx context.Context, tx *sql.Tx, r planned, jobID string, job *current, exists *bool, own **planned, now int64, rep *ReprocessReport) (bool, error) {
+// apply applies one row of the job; false when the row, or the job's row
+// it would land on, changed and it was left alone.
+func (j *jobApply) apply(ctx context.Context, r planned) (bool, error) {
 	d := r.d
 	if d.Status != StatusNew {
 		reason := d.Reason
@@ -361,67 +374,63 @@ func applyRow(ctx context.Context, tx *sql.Tx, r planned, jobID string, job *cur
 			// Not storable, yet not parked either (a test ping): keep the reason on record.
 			reason = r.Reason
 		}
-		ok, err := stayParked(ctx, tx, r, reason, now)
-		if ok {
-			rep.Parked[reason]++
-			if r.ID == jobID {
-				*own = &r
-			}
+		ok, err := j.park(ctx, r, reason)
+		if ok && r.ID == j.id {
+			j.own = &r
 		}
 		return ok, err
 	}
-	if d.Key != jobID {
-		return false, fmt.Errorf("%s names job %q, recorded as %q", r.ID, d.Key, jobID)
+	if d.Key != j.id {
+		return false, fmt.Errorf("%s names job %q, recorded as %q", r.ID, d.Key, j.id)
 	}
 
 	switch {
-	case r.ID == jobID:
+	case r.ID == j.id:
 		// The job's own row, storable now: it becomes new where it is.
-		if !*exists || job.status != StatusParked || job.sha != r.SHA256 {
+		if !j.exists || j.row.status != StatusParked || j.row.sha != r.SHA256 {
 			return false, nil
 		}
-		if ok, err := makeNew(ctx, tx, r, jobID, now); !ok || err != nil {
-			return ok, err
-		}
-	case !*exists:
+	case !j.exists:
 		// The job has no row: this one becomes it.
-		if ok, err := makeNew(ctx, tx, r, jobID, now); !ok || err != nil {
-			return ok, err
-		}
-	case job.status == StatusParked:
+	case j.row.status == StatusParked:
 		// The job's row is parked and still not storable: this row takes
 		// the job's key, and the job row's body stays parked beside it.
-		if *own == nil || (*own).SHA256 != job.sha {
+		if j.own == nil || j.own.SHA256 != j.row.sha {
 			return false, nil
 		}
-		if ok, err := stillParked(ctx, tx, r); !ok || err != nil {
+		if ok, err := stillParked(ctx, j.tx, r); !ok || err != nil {
 			return ok, err
 		}
-		if err := moveAside(ctx, tx, jobID, (*own).SHA256); err != nil {
+		if err := moveAside(ctx, j.tx, j.id, j.own.SHA256); err != nil {
 			return false, err
 		}
-		*own = nil
-		if ok, err := makeNew(ctx, tx, r, jobID, now); !ok || err != nil {
-			// stillParked checked the row inside this transaction.
-			return false, cmp.Or(err, fmt.Errorf("%s vanished while taking over %s", r.ID, jobID))
-		}
-	case landOn(*job, d) == landRepeat:
-		ok, err := fold(ctx, tx, r, jobID)
+		j.own, j.exists = nil, false
+	case landOn(j.row, d) == landRepeat:
+		ok, err := fold(ctx, j.tx, r, j.id)
 		if ok {
-			rep.Folded++
+			j.rep.Folded++
 		}
 		return ok, err
 	default:
-		ok, err := stayParked(ctx, tx, r, ReasonConflict, now)
-		if ok {
-			rep.Parked[ReasonConflict]++
-		}
+		return j.park(ctx, r, ReasonConflict)
+	}
+	ok, err := makeNew(ctx, j.tx, r, j.id, j.now)
+	if !ok || err != nil {
 		return ok, err
 	}
-	*job = current{status: StatusNew, sha: r.SHA256, event: d.Event, jobStatus: d.JobStatus}
-	*exists = true
-	rep.Moved++
+	j.row = current{status: StatusNew, sha: r.SHA256, event: d.Event, jobStatus: d.JobStatus}
+	j.exists = true
+	j.rep.Moved++
 	return true, nil
+}
+
+// park keeps r parked with reason and counts it there.
+func (j *jobApply) park(ctx context.Context, r planned, reason Reason) (bool, error) {
+	ok, err := stayParked(ctx, j.tx, r, reason, j.now)
+	if ok {
+		j.rep.Parked[reason]++
+	}
+	return ok, err
 }
 
 // unchanged is the condition every reprocess statement adds: the row is
