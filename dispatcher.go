@@ -152,7 +152,7 @@ Examples:
    inbox dispatch --nats-url nats://127.0.0.1:4222 --nats-subject sume.jobs.terminal
    inbox dispatch --exec 'python3 handle.py' --retry-schedule 10s,1m,10m,1h`,
 		Flags: append([]cli.Flag{
-			admin.DBFlag,
+			admin.DBFlag(),
 			&cli.DurationFlag{Name: "busy-timeout", Value: inbox.DefaultBusyTimeout, Usage: "how long a write waits for serve's lock", EnvVars: []string{"INBOX_BUSY_TIMEOUT"}},
 			logLevelFlag(),
 		}, dispatchFlags()...),
@@ -161,7 +161,7 @@ Examples:
 			if err != nil {
 				return err
 			}
-			store, err := inbox.Open(c.Context, c.String(admin.DBFlag.Name), inbox.Options{
+			store, err := inbox.Open(c.Context, c.String("db"), inbox.Options{
 				Schema:      schema,
 				MustExist:   true,
 				BusyTimeout: c.Duration("busy-timeout"),

@@ -59,7 +59,10 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 	}
 	commands := append([]*cli.Command{serveCommand(stderr), dispatchCommand(stderr)}, admin.Commands()...)
 	for _, c := range commands {
-		c.OnUsageError = usageError
+		// A command with its own (alert, whose exit codes cron reads) keeps it.
+		if c.OnUsageError == nil {
+			c.OnUsageError = usageError
+		}
 	}
 	return &cli.App{
 		Name:  "inbox",
@@ -97,7 +100,7 @@ Examples:
    inbox serve --forward-url http://127.0.0.1:3000/jobs --workers 8`,
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "addr", Value: "127.0.0.1:8080", Usage: "listen address", EnvVars: []string{"INBOX_ADDR"}},
-			admin.DBFlag,
+			admin.DBFlag(),
 			&cli.StringSliceFlag{Name: "secret", Usage: "signing secret; repeat or comma-separate to accept several during a rotation (prefer the environment variable: flags show in ps)", EnvVars: []string{"SUME_COM_WEBHOOK_SIGNING_SECRET"}},
 			&cli.DurationFlag{Name: "tolerance", Value: 5 * time.Minute, Usage: "how far the signed timestamp may be from now, either way", EnvVars: []string{"INBOX_TOLERANCE"}},
 			admin.EventsFlag(),
@@ -132,7 +135,7 @@ Examples:
 				return fmt.Errorf("--path must start with /, got %q", path)
 			}
 
-			store, err := inbox.Open(c.Context, c.String(admin.DBFlag.Name), inbox.Options{
+			store, err := inbox.Open(c.Context, c.String("db"), inbox.Options{
 				Schema:      schema,
 				BusyTimeout: c.Duration("busy-timeout"),
 			})

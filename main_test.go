@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -286,10 +287,12 @@ func TestHelpShowsExamples(t *testing.T) {
 
 // TestOperateWhileServing runs the operator's commands on the real binary
 // while serve holds the database: send, parked, show, reprocess, alert,
-// purge, and serve still answering afterwards.
+// purge. A sender keeps delivering while reprocess rewrites 72 MiB of
+// bodies and purge runs; serve, waiting at most 500ms for the lock, must
+// never answer 503.
 func TestOperateWhileServing(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "inbox.db")
-	srv := startServer(t, db)
+	srv := startServer(t, db, "--busy-timeout", "500ms")
 	env := []string{"SUME_COM_WEBHOOK_SIGNING_SECRET=" + e2eSecret}
 	run := func(want int, args ...string) string {
 		t.Helper()
@@ -324,14 +327,43 @@ func TestOperateWhileServing(t *testing.T) {
 		t.Errorf("alert: exit %d, stdout %q, stderr %q; want 1, the lines, nothing on stderr", code, out, errOut)
 	}
 
+	// Bodies above serve's --max-body (1MiB), parked too_large.
+	const big = 48
+	for i := range big {
+		body := fmt.Sprintf(`{"event":"job.completed","job_id":"job_big_%d","status":"COMPLETED","pad":%q}`, i, strings.Repeat("x", 3<<19))
+		if got := send(t, http.DefaultClient, srv.url, body, e2eSecret); got != http.StatusNoContent {
+			t.Fatalf("big delivery %d: status %d", i, got)
+		}
+	}
+
+	ctx, stop := context.WithCancel(context.Background())
+	var live load
+	sending := make(chan struct{})
+	go func() {
+		defer close(sending)
+		live.run(ctx, func() string { return srv.url }, 1, "job_live")
+	}()
+	time.Sleep(100 * time.Millisecond)
 	run(0, "reprocess", "--db", db, "--reason", "unknown_event", "--event", "job.completed", "--event", "job.exploded")
+	if out := run(0, "reprocess", "--db", db, "--reason", "too_large", "--max-body", "4MiB"); !strings.HasPrefix(out, fmt.Sprintf("moved to new: %d\n", big)) {
+		t.Errorf("reprocess too_large:\n%s", out)
+	}
+	run(0, "purge", "--db", db, "--older-than", "1d")
+	time.Sleep(100 * time.Millisecond)
+	stop()
+	<-sending
+	acked, statuses, _ := live.snapshot()
+	t.Logf("deliveries while reprocess and purge ran: %v", statuses)
+	if acked == 0 || statuses[http.StatusNoContent] != acked || len(statuses) != 1 {
+		t.Errorf("while reprocess and purge ran serve answered %v, want only 204s\n%s", statuses, srv.logs)
+	}
+
 	if err := json.Unmarshal([]byte(run(0, "show", "--db", db, "--json", "job_odd")), &row); err != nil {
 		t.Fatal(err)
 	}
 	if row.Status != "new" || row.Event != "job.exploded" {
 		t.Errorf("reprocessed row = %+v, want new job.exploded", row)
 	}
-	run(0, "purge", "--db", db, "--older-than", "1d")
 	if got := send(t, http.DefaultClient, srv.url, `{"event":"job.completed","job_id":"job_after"}`, e2eSecret); got != http.StatusNoContent {
 		t.Errorf("serve after the commands: status %d\n%s", got, srv.logs)
 	}
@@ -382,6 +414,35 @@ func TestAlertExitCodes(t *testing.T) {
 		}
 		if lines := strings.Count(errOut, "\n"); (tt.code == 0 && errOut != "") || (tt.code == 2 && (lines != 1 || !strings.HasPrefix(errOut, "inbox: "))) {
 			t.Errorf("%s: stderr %q", filepath.Base(tt.db), errOut)
+		}
+	}
+}
+
+// TestAlertUsageErrors: every mistake in alert's command line or
+// environment exits 2, as an unreadable inbox does; 1 means an alert.
+func TestAlertUsageErrors(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "inbox.db")
+	startServer(t, db) // creates it
+	for _, tt := range []struct {
+		env  []string
+		args []string
+	}{
+		{nil, []string{"--max-age", "yesterday"}},
+		{nil, []string{"--max-age", "-1h"}},
+		{nil, []string{"--reason", "lost"}},
+		{nil, []string{"--min-count", "0"}},
+		{nil, []string{"--min-count", "many"}},
+		{nil, []string{"--bogus"}},
+		{nil, []string{"job_1"}},
+		{[]string{"INBOX_ALERT_MAX_AGE=soon"}, nil},
+		{[]string{"INBOX_ALERT_MIN_COUNT=abc"}, nil},
+		{[]string{"INBOX_ALERT_MIN_COUNT=0"}, nil},
+		{[]string{"INBOX_ALERT_REASON=lost"}, nil},
+		{[]string{"INBOX_JSON=maybe"}, nil},
+	} {
+		out, errOut, code := runCLI(t, tt.env, append([]string{"alert", "--db", db}, tt.args...)...)
+		if code != 2 || out != "" || strings.Count(errOut, "\n") != 1 || !strings.HasPrefix(errOut, "inbox: ") {
+			t.Errorf("%v %v: exit %d, stdout %q, stderr %q; want 2 and one line on stderr", tt.env, tt.args, code, out, errOut)
 		}
 	}
 }

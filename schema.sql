@@ -61,6 +61,8 @@ CREATE TABLE IF NOT EXISTS events (
 ) STRICT;
 
 CREATE INDEX IF NOT EXISTS events_status_received ON events (status, received_at);
+-- purge's retention counts from the last delivery.
+CREATE INDEX IF NOT EXISTS events_status_last_seen ON events (status, last_seen_at);
 CREATE INDEX IF NOT EXISTS events_job_id ON events (job_id) WHERE job_id IS NOT NULL;
 -- The queue: the next claimable new row is the first 'new' entry, so a
 -- claim reads only the rows it takes. (Not a partial index on status = 'new':

@@ -34,23 +34,27 @@ func Commands() []*cli.Command {
 	}
 }
 
-// DBFlag is the database path every command takes.
-var DBFlag = &cli.StringFlag{
-	Name:    "db",
-	Usage:   "path of the inbox database",
-	Value:   "inbox.db",
-	EnvVars: []string{"INBOX_DB"},
+// The flags are built per command: urfave/cli's Apply writes a value from
+// the environment into the flag itself, so one shared value would carry
+// state from one run to the next.
+
+// DBFlag is --db, the database path every command takes.
+func DBFlag() *cli.StringFlag {
+	return &cli.StringFlag{
+		Name:    "db",
+		Usage:   "path of the inbox database",
+		Value:   "inbox.db",
+		EnvVars: []string{"INBOX_DB"},
+	}
 }
 
-var jsonFlag = &cli.BoolFlag{
-	Name:    "json",
-	Usage:   "print JSON, one object per line, for scripts",
-	EnvVars: []string{"INBOX_JSON"},
+func jsonFlag() *cli.BoolFlag {
+	return &cli.BoolFlag{
+		Name:    "json",
+		Usage:   "print JSON, one object per line, for scripts",
+		EnvVars: []string{"INBOX_JSON"},
+	}
 }
-
-// The flags below are built per command: a flag value is filled in from
-// the environment when applied, so one shared value would carry state from
-// one run to the next.
 
 // EventsFlag is --event, the event names stored as jobs; serve and
 // reprocess share it so both classify alike.
@@ -87,8 +91,11 @@ func Rules(c *cli.Context) (inbox.Rules, error) {
 	return inbox.Rules{Events: events, MaxBody: maxBody}, nil
 }
 
-func reasonFlag(usage string) *cli.StringFlag {
-	return &cli.StringFlag{Name: "reason", Usage: usage, EnvVars: []string{"INBOX_REASON"}}
+// reasonFlag is --reason, with an environment variable of each command's
+// own: one shared variable left set for one command would widen another's
+// selection (redeliver would add every parked job to the ids given).
+func reasonFlag(usage, env string) *cli.StringFlag {
+	return &cli.StringFlag{Name: "reason", Usage: usage, EnvVars: []string{env}}
 }
 
 // reason reads --reason; "" when it is not set.
@@ -101,8 +108,9 @@ func reason(c *cli.Context) (inbox.Reason, error) {
 }
 
 func joinReasons() string {
-	names := make([]string, len(inbox.Reasons))
-	for i, r := range inbox.Reasons {
+	reasons := inbox.Reasons()
+	names := make([]string, len(reasons))
+	for i, r := range reasons {
 		names[i] = string(r)
 	}
 	return strings.Join(names, ", ")
@@ -135,13 +143,13 @@ func args(c *cli.Context) ([]string, error) {
 
 // openRead opens the inbox named by --db for reading; it never creates one.
 func openRead(c *cli.Context) (*inbox.Store, error) {
-	return inbox.Open(c.Context, c.String(DBFlag.Name), inbox.Options{ReadOnly: true})
+	return inbox.Open(c.Context, c.String("db"), inbox.Options{ReadOnly: true})
 }
 
 // openWrite opens the inbox named by --db for writing; it never creates
 // one, and its writes wait up to --busy-timeout for another process's lock.
 func openWrite(c *cli.Context) (*inbox.Store, error) {
-	return inbox.Open(c.Context, c.String(DBFlag.Name), inbox.Options{
+	return inbox.Open(c.Context, c.String("db"), inbox.Options{
 		MustExist:   true,
 		BusyTimeout: c.Duration("busy-timeout"),
 	})
@@ -151,7 +159,7 @@ func openWrite(c *cli.Context) (*inbox.Store, error) {
 // head, then line(v) for each value (cells separated by tabs).
 func printRows[T any](c *cli.Context, vals []T, head string, line func(T) string) error {
 	w := c.App.Writer
-	if c.Bool(jsonFlag.Name) {
+	if c.Bool("json") {
 		return printJSONLines(w, vals)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -193,6 +194,14 @@ func sha(body string) string {
 	return inbox.Classify([]byte(body), 0, inbox.Rules{}).SHA256
 }
 
+// sameJSON fails the test unless got and want encode alike.
+func sameJSON(t *testing.T, what string, got, want any) {
+	t.Helper()
+	if g, w := mustJSON(t, got), mustJSON(t, want); g != w {
+		t.Errorf("%s = %s, want %s", what, g, w)
+	}
+}
+
 func mustJSON(t *testing.T, v any) string {
 	t.Helper()
 	b, err := json.Marshal(v)
@@ -218,4 +227,23 @@ func openTestWriter(t *testing.T, path string) *sql.DB {
 func openReadOnly(t *testing.T, path string) *inbox.Store {
 	t.Helper()
 	return inboxtest.MustOpenPath(t, path, inbox.Options{ReadOnly: true})
+}
+
+// TestFlagsCarryNothingOver: a value one run takes from the environment is
+// gone in the next run, as in a process that runs several commands.
+func TestFlagsCarryNothingOver(t *testing.T) {
+	path := newDB(t)
+	t.Setenv("INBOX_DB", path)
+	t.Setenv("INBOX_JSON", "true")
+	if out, err := run(t, "stats"); err != nil || !strings.HasPrefix(out, "{") {
+		t.Fatalf("stats with INBOX_DB and INBOX_JSON: %v, %q", err, out)
+	}
+	os.Unsetenv("INBOX_DB")
+	os.Unsetenv("INBOX_JSON")
+	if _, err := run(t, "stats"); err == nil || !strings.Contains(err.Error(), "inbox.db") {
+		t.Errorf("stats without INBOX_DB: err = %v, want the default inbox.db missing", err)
+	}
+	if out, err := run(t, "stats", "--db", path); err != nil || !strings.HasPrefix(out, "STATUS") {
+		t.Errorf("stats without INBOX_JSON: %v, %q; want the table", err, out)
+	}
 }

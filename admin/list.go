@@ -19,10 +19,10 @@ Examples:
    inbox list --status parked
    inbox list --status new --json | jq -r .id`,
 		Flags: []cli.Flag{
-			DBFlag,
+			DBFlag(),
 			&cli.StringFlag{Name: "status", Usage: "only rows with this status (new, done, parked, ignored)", EnvVars: []string{"INBOX_STATUS"}},
 			&cli.IntFlag{Name: "limit", Usage: "at most this many rows (0: all)", Value: 100, EnvVars: []string{"INBOX_LIMIT"}},
-			jsonFlag,
+			jsonFlag(),
 		},
 		Action: func(c *cli.Context) error {
 			status := inbox.Status(c.String("status"))

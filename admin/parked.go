@@ -23,11 +23,11 @@ Examples:
    inbox parked --reason unknown_event --since 24h
    inbox parked --json | jq -r .id`,
 		Flags: []cli.Flag{
-			DBFlag,
+			DBFlag(),
 			&cli.StringFlag{Name: "group-by", Usage: "reason: one line per reason", EnvVars: []string{"INBOX_GROUP_BY"}},
 			ageFlag("since", "", "only rows received within this long", "INBOX_SINCE"),
-			reasonFlag("only rows parked for this reason"),
-			jsonFlag,
+			reasonFlag("only rows parked for this reason", "INBOX_PARKED_REASON"),
+			jsonFlag(),
 		},
 		Action: func(c *cli.Context) error {
 			if g := c.String("group-by"); g != "" && g != "reason" {

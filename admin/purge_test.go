@@ -100,12 +100,87 @@ func TestPurge(t *testing.T) {
 func TestPurgeNeedsRetention(t *testing.T) {
 	path := purgeDB(t)
 	before := snapshot(t, path)
-	for _, args := range [][]string{nil, {"--older-than", "0s"}, {"--older-than", "-3d"}, {"--dry-run"}} {
+	for _, args := range [][]string{nil, {"--older-than", "0s"}, {"--older-than", "-3d"}, {"--dry-run"},
+		{"--older-than", "30m"}, {"--older-than", "59m"}} {
 		if _, err := run(t, append([]string{"purge", "--db", path}, args...)...); err == nil {
 			t.Errorf("%v: no error", args)
 		}
 	}
 	if snapshot(t, path) != before {
 		t.Error("a refused purge changed the table")
+	}
+}
+
+// purgeJSON runs purge --json and decodes what it printed.
+func purgeJSON(t *testing.T, path string, args ...string) (inbox.PurgeReport, bool) {
+	t.Helper()
+	out, err := run(t, append([]string{"purge", "--db", path, "--json"}, args...)...)
+	if err != nil {
+		t.Fatalf("purge %v: %v", args, err)
+	}
+	var got struct {
+		inbox.PurgeReport
+		DryRun bool `json:"dry_run"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("purge --json: %v: %q", err, out)
+	}
+	return got.PurgeReport, got.DryRun
+}
+
+// TestPurgeCountsFromTheLastDelivery: a row received long ago that a
+// redelivery landed on recently is kept, so the next redelivery is still a
+// counted repeat.
+func TestPurgeCountsFromTheLastDelivery(t *testing.T) {
+	path := newDB(t)
+	fill(t, path, time.Now().Add(-40*24*time.Hour), completed("job_r"), completed("job_old"))
+	if _, err := openTestWriter(t, path).Exec(`UPDATE events SET status = 'done'`); err != nil {
+		t.Fatal(err)
+	}
+	fill(t, path, time.Now().Add(-24*time.Hour), completed("job_r"))
+	if rep, _ := purgeJSON(t, path, "--older-than", "30d"); rep.Deleted[inbox.StatusDone] != 1 {
+		t.Errorf("purged %+v, want job_old alone", rep)
+	}
+	if r, err := get(t, path, "job_r"); err != nil || r.Deliveries != 2 {
+		t.Errorf("job_r = %+v, %v; want it kept, with 2 deliveries", r, err)
+	}
+}
+
+// TestPurgeKeepsDoneRowsWithParkedBeside: a done row goes only together
+// with the parked rows of its job, so reprocessing them can never hand the
+// job on again as new.
+func TestPurgeKeepsDoneRowsWithParkedBeside(t *testing.T) {
+	path := newDB(t)
+	old := time.Now().Add(-40 * 24 * time.Hour)
+	fill(t, path, old, completed("job_d"), exploded("job_d"), completed("job_y"))
+	fill(t, path, time.Now(), exploded("job_y"))
+	if _, err := openTestWriter(t, path).Exec(`UPDATE events SET status = 'done' WHERE status = 'new'`); err != nil {
+		t.Fatal(err)
+	}
+
+	dry, _ := purgeJSON(t, path, "--older-than", "30d", "--dry-run")
+	rep, _ := purgeJSON(t, path, "--older-than", "30d")
+	want := inbox.PurgeReport{Deleted: map[inbox.Status]int64{inbox.StatusDone: 0, inbox.StatusIgnored: 0}, KeptDone: 2}
+	sameJSON(t, "purge", rep, want)
+	sameJSON(t, "purge --dry-run", dry, want)
+	out, err := run(t, "purge", "--db", path, "--older-than", "30d", "--dry-run")
+	if err != nil || !strings.HasSuffix(out, "done rows kept while parked rows of their job stay: 2\n") {
+		t.Errorf("purge output: %v\n%s", err, out)
+	}
+
+	reprocessJSON(t, path, "--all", "--event", "job.completed", "--event", "job.exploded")
+	if r := mustGet(t, path, "job_d"); r.Status != inbox.StatusDone || r.Event != "job.completed" {
+		t.Errorf("job_d = %+v, want still done with its job.completed body", r)
+	}
+
+	dry, _ = purgeJSON(t, path, "--older-than", "30d", "--include-parked", "--dry-run")
+	rep, _ = purgeJSON(t, path, "--older-than", "30d", "--include-parked")
+	want = inbox.PurgeReport{Deleted: map[inbox.Status]int64{inbox.StatusDone: 1, inbox.StatusIgnored: 0, inbox.StatusParked: 1}, KeptDone: 1}
+	sameJSON(t, "purge --include-parked", rep, want)
+	sameJSON(t, "purge --include-parked --dry-run", dry, want)
+	left := ids(t, path)
+	wantLeft := map[inbox.Status][]string{inbox.StatusDone: {"job_y"}, inbox.StatusParked: {inbox.BodyKey(sha(exploded("job_y")))}}
+	if mustJSON(t, left) != mustJSON(t, wantLeft) {
+		t.Errorf("left %v, want %v", left, wantLeft)
 	}
 }

@@ -24,8 +24,11 @@ func redeliverCommand(sleep func(context.Context, time.Duration) error) *cli.Com
 /v1/jobs/{job_id}/webhook/redeliver), with a fresh timestamp; it lands on the
 job's row, keyed by job_id. Needs an API key with the jobs:write scope, from
 SUME_API_KEY (prefer it to --api-key: flags show in ps); the key is never
-printed. With --reason, the jobs of every parked row with that reason.
+printed. Takes job ids, or --reason for the jobs of every parked row with
+that reason (not both).
 429 and 5xx answers are retried up to --retries times, as Retry-After says.
+--api-url must be https, or http to a loopback host; redirects are never
+followed, so the key goes nowhere else.
 Prints one line per job and exits 1 if any failed.
 
 Examples:
@@ -33,13 +36,13 @@ Examples:
    SUME_API_KEY=... inbox redeliver --reason payload_too_large
    inbox redeliver --reason unknown_event --dry-run`,
 		Flags: []cli.Flag{
-			DBFlag,
-			reasonFlag("redeliver the job of every parked row with this reason"),
+			DBFlag(),
+			reasonFlag("redeliver the job of every parked row with this reason", "INBOX_REDELIVER_REASON"),
 			&cli.StringFlag{Name: "api-key", Usage: "Sume API key with jobs:write (prefer the environment variable)", EnvVars: []string{"SUME_API_KEY"}},
 			&cli.StringFlag{Name: "api-url", Value: sume.DefaultAPIURL, Usage: "the Sume API's base URL", EnvVars: []string{"SUME_API_URL"}},
 			&cli.IntFlag{Name: "retries", Value: sume.DefaultRetries, Usage: "how many times a 429 or 5xx answer is retried", EnvVars: []string{"INBOX_RETRIES"}},
 			dryRunFlag(),
-			jsonFlag,
+			jsonFlag(),
 		},
 		Action: func(c *cli.Context) error {
 			r, err := reason(c)
@@ -50,14 +53,13 @@ Examples:
 			if err != nil {
 				return err
 			}
+			if (r != "") == (len(jobs) > 0) {
+				return errors.New("redeliver needs exactly one of: job ids or --reason")
+			}
 			if r != "" {
-				more, err := parkedJobs(c, r)
-				if err != nil {
+				if jobs, err = parkedJobs(c, r); err != nil {
 					return err
 				}
-				jobs = append(jobs, more...)
-			} else if len(jobs) == 0 {
-				return errors.New("redeliver needs job ids or --reason")
 			}
 			if c.Int("retries") < 0 {
 				return errors.New("--retries must be 0 or more")
@@ -68,12 +70,16 @@ Examples:
 				Retries: c.Int("retries"),
 				Sleep:   sleep,
 			}
+			// Once, not once per job: a wrong URL is one line, not one per job.
+			if err := client.Check(); err != nil {
+				return fmt.Errorf("--api-url: %w", err)
+			}
 			if client.APIKey == "" && !c.Bool("dry-run") {
 				return errors.New("no API key: set SUME_API_KEY (a key with jobs:write)")
 			}
 			w := c.App.Writer
 			if len(jobs) == 0 {
-				if !c.Bool(jsonFlag.Name) {
+				if !c.Bool("json") {
 					fmt.Fprintf(w, "no parked %s row names a job\n", r)
 				}
 				return nil
@@ -88,7 +94,7 @@ Examples:
 						failed++
 					}
 				}
-				if c.Bool(jsonFlag.Name) {
+				if c.Bool("json") {
 					if err := enc.Encode(res); err != nil {
 						return err
 					}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"inbox/sume"
+	"inbox/inbox"
 )
 
 const testAPIKey = "sk_live_do_not_print_0123456789"
@@ -179,9 +179,45 @@ func TestRedeliverRefuses(t *testing.T) {
 	}
 }
 
-// The default API URL is the provider's.
-func TestRedeliverDefaultURL(t *testing.T) {
-	if sume.DefaultAPIURL != "https://api.sume.com" {
-		t.Errorf("DefaultAPIURL = %s", sume.DefaultAPIURL)
+// TestReasonVariablesAreEachCommands: a --reason variable left set for one
+// command never widens another's selection; redeliver takes ids or
+// --reason, never both.
+func TestReasonVariablesAreEachCommands(t *testing.T) {
+	db := newDB(t)
+	fill(t, db, time.Now(), exploded("job_a"), exploded("job_b"), `{"event":"job.completed"}`)
+	api := newFakeAPI(t, map[string][]answer{path("job_x"): {{status: 204}}})
+	for _, env := range []string{"INBOX_REASON", "INBOX_PARKED_REASON", "INBOX_REPROCESS_REASON", "INBOX_ALERT_REASON"} {
+		t.Setenv(env, "unknown_event")
+	}
+	out, err, _ := api.redeliver(t, "--db", db, "job_x")
+	if err != nil || out != "redelivered job_x\n" || len(api.calls) != 1 {
+		t.Errorf("redeliver job_x: %v, %q, calls %v; want job_x alone", err, out, api.calls)
+	}
+	out, err = run(t, "parked", "--db", db, "--json")
+	if rows := jsonLines[inbox.Event](t, out); err != nil || len(rows) != 2 {
+		t.Errorf("parked with INBOX_PARKED_REASON=unknown_event: %v, %d rows, want the 2 unknown_event rows", err, len(rows))
+	}
+
+	if _, err, _ := api.redeliver(t, "--db", db, "--reason", "unknown_event", "job_x"); err == nil || !strings.Contains(err.Error(), "exactly one") {
+		t.Errorf("--reason and ids: err = %v, want exactly one of", err)
+	}
+	t.Setenv("INBOX_REDELIVER_REASON", "unknown_event")
+	if _, err, _ := api.redeliver(t, "--db", db, "job_x"); err == nil || !strings.Contains(err.Error(), "exactly one") {
+		t.Errorf("INBOX_REDELIVER_REASON and ids: err = %v, want exactly one of", err)
+	}
+	if n := api.calls[path("job_x")]; n != 1 {
+		t.Errorf("job_x called %d times, want once", n)
+	}
+}
+
+// TestRedeliverChecksTheURLOnce: a base URL that would send the key in
+// clear is refused once, before any job.
+func TestRedeliverChecksTheURLOnce(t *testing.T) {
+	for _, dryRun := range []string{"--dry-run=false", "--dry-run"} {
+		out, err := runCommands(t, []*cli.Command{redeliverCommand(nil)}, "redeliver", dryRun, "--api-key", testAPIKey,
+			"--api-url", "http://api.example.com", "job_1", "job_2")
+		if err == nil || !strings.Contains(err.Error(), "plain http") || out != "" {
+			t.Errorf("%s: err = %v, output %q; want one error and no line per job", dryRun, err, out)
+		}
 	}
 }

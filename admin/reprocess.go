@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"text/tabwriter"
 
@@ -20,13 +21,16 @@ func reprocessCommand() *cli.Command {
 		Description: `Runs the current classification (--event, --max-body: the same flags and
 defaults as serve) over the stored bodies of parked rows, with each row's
 recorded delivery timestamp; the signature is not checked again, it was
-checked on receipt. A row that is now storable becomes new: it becomes its
-job's row, takes over a parked job row, or is folded into the job's new or
-done row when that holds the same event and status (its deliveries added,
-the parked row removed); when the job's row differs it stays parked
-conflict. The rest stay parked with their reason as classified now.
+checked on receipt. The rows of one job are taken together, oldest first,
+the job's own row first: a job row that is now storable becomes new where it
+is; a storable row beside it is folded into the job's new or done row when
+that holds the same event and status (its deliveries added, the parked row
+removed), and otherwise stays parked conflict; a storable row becomes the
+job's row when there is none, and takes over a job row that stays parked,
+whose body is then kept parked under its sha256 key. The rest stay parked
+with their reason as classified now. Prints each row once, by where it ended.
 Needs row ids, --reason or --all; it never runs by itself. --dry-run runs
-the same transactions and rolls them back.
+the same transactions and rolls them back: it prints what a real run does.
 
 Examples:
    inbox reprocess --reason unknown_event --event job.completed --event job.exploded --dry-run
@@ -34,14 +38,14 @@ Examples:
    inbox reprocess job_1 job_2
    inbox reprocess --all --json`,
 		Flags: []cli.Flag{
-			DBFlag,
-			reasonFlag("reprocess every parked row with this reason"),
+			DBFlag(),
+			reasonFlag("reprocess every parked row with this reason", "INBOX_REPROCESS_REASON"),
 			&cli.BoolFlag{Name: "all", Usage: "reprocess every parked row", EnvVars: []string{"INBOX_REPROCESS_ALL"}},
 			dryRunFlag(),
 			EventsFlag(),
 			MaxBodyFlag(),
 			busyTimeoutFlag(),
-			jsonFlag,
+			jsonFlag(),
 		},
 		Action: func(c *cli.Context) error {
 			r, err := reason(c)
@@ -67,32 +71,45 @@ Examples:
 			defer store.Close()
 			rep, err := store.Reprocess(c.Context, sel, rules, c.Bool("dry-run"))
 			if err != nil {
+				// Say what the batches before the failed one did.
+				if printErr := printReprocess(c, rep); printErr != nil {
+					return errors.Join(err, printErr)
+				}
 				return err
 			}
-			w := c.App.Writer
-			if c.Bool(jsonFlag.Name) {
-				return json.NewEncoder(w).Encode(rep)
-			}
-			if rep.DryRun {
-				fmt.Fprintln(w, "dry run: nothing changed")
-			}
-			fmt.Fprintf(w, "moved to new: %d (%d folded into their job's row)\n", rep.Moved, rep.Merged)
-			reasons := make([]inbox.Reason, 0, len(rep.Parked))
-			for r := range rep.Parked {
-				reasons = append(reasons, r)
-			}
-			if len(reasons) == 0 {
-				return nil
-			}
-			slices.Sort(reasons)
-			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "STILL PARKED\tROWS")
-			for _, r := range reasons {
-				fmt.Fprintf(tw, "%s\t%d\n", r, rep.Parked[r])
-			}
-			return tw.Flush()
+			return printReprocess(c, rep)
 		},
 	}
+}
+
+// printReprocess prints the report: each row counted once, by where it
+// ended.
+func printReprocess(c *cli.Context, rep inbox.ReprocessReport) error {
+	w := c.App.Writer
+	if c.Bool("json") {
+		return json.NewEncoder(w).Encode(rep)
+	}
+	if rep.DryRun {
+		fmt.Fprintln(w, "dry run: nothing changed")
+	}
+	fmt.Fprintf(w, "moved to new: %d\n", rep.Moved)
+	fmt.Fprintf(w, "folded into the job's new or done row: %d\n", rep.Folded)
+	if rep.Changed > 0 {
+		fmt.Fprintf(w, "changed meanwhile, left as they are: %d\n", rep.Changed)
+	}
+	if rep.JobRows > 0 {
+		fmt.Fprintf(w, "parked job rows classified along with a selected row (counted here too): %d\n", rep.JobRows)
+	}
+	reasons := slices.Sorted(maps.Keys(rep.Parked))
+	if len(reasons) == 0 {
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "STILL PARKED\tROWS")
+	for _, r := range reasons {
+		fmt.Fprintf(tw, "%s\t%d\n", r, rep.Parked[r])
+	}
+	return tw.Flush()
 }
 
 func btoi(b bool) int {

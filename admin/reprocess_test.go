@@ -2,6 +2,7 @@ package admin
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -45,7 +46,7 @@ func TestReprocessAfterTheEventSetChanges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out, "moved to new: 1 (0 folded") {
+	if !strings.Contains(out, "moved to new: 1\nfolded into the job's new or done row: 0\n") {
 		t.Errorf("output:\n%s", out)
 	}
 	got := mustGet(t, path, "job_x")
@@ -59,6 +60,10 @@ func TestReprocessAfterTheEventSetChanges(t *testing.T) {
 	}
 }
 
+func payloadTooLarge(jobID string) string {
+	return fmt.Sprintf(`{"event":"job.completed","job_id":%q,"status":"COMPLETED","payload":null,"error":{"code":"payload_too_large","result_url":"https://api.example/r"}}`, jobID)
+}
+
 // mergeDB holds, for job_fold, a new row and a parked too_large delivery of
 // the same event and status beside it (delivered twice); for job_conflict,
 // a new row and a job.exploded delivery beside it; for job_revive, a parked
@@ -69,8 +74,7 @@ func mergeDB(t *testing.T) (path, bigFold, explodedConflict, explodedRevive stri
 	bigFold = `{"event":"job.completed","job_id":"job_fold","status":"COMPLETED","payload":{"pad":"` + strings.Repeat("x", 2<<10) + `"}}`
 	explodedConflict, explodedRevive = exploded("job_conflict"), exploded("job_revive")
 	at := time.Now().Add(-time.Hour)
-	fill(t, path, at, completed("job_fold"), completed("job_conflict"),
-		`{"event":"job.completed","job_id":"job_revive","status":"COMPLETED","payload":null,"error":{"code":"payload_too_large","result_url":"https://api.example/r"}}`)
+	fill(t, path, at, completed("job_fold"), completed("job_conflict"), payloadTooLarge("job_revive"))
 	fill(t, path, at.Add(time.Minute), bigFold, bigFold, explodedConflict, explodedRevive)
 	return path, bigFold, explodedConflict, explodedRevive
 }
@@ -83,12 +87,9 @@ func TestReprocessMerges(t *testing.T) {
 	}
 
 	rep := reprocessJSON(t, path, "--all", "--event", "job.completed", "--event", "job.exploded")
-	want := inbox.ReprocessReport{Moved: 2, Merged: 2, Parked: map[inbox.Reason]int{
+	want := inbox.ReprocessReport{Moved: 1, Folded: 1, Parked: map[inbox.Reason]int{
 		inbox.ReasonConflict: 1, inbox.ReasonPayloadTooLarge: 1}}
-	if rep.Moved != want.Moved || rep.Merged != want.Merged || len(rep.Parked) != len(want.Parked) ||
-		rep.Parked[inbox.ReasonConflict] != 1 || rep.Parked[inbox.ReasonPayloadTooLarge] != 1 {
-		t.Errorf("report = %+v, want %+v", rep, want)
-	}
+	sameJSON(t, "report", rep, want)
 
 	t.Run("same event and status: folded into the job's row", func(t *testing.T) {
 		job := mustGet(t, path, "job_fold")
@@ -107,14 +108,19 @@ func TestReprocessMerges(t *testing.T) {
 			t.Errorf("job row changed: %+v", r)
 		}
 	})
-	t.Run("a parked job row takes the storable body over", func(t *testing.T) {
+	t.Run("a parked job row is taken over, its body kept beside", func(t *testing.T) {
 		job := mustGet(t, path, "job_revive")
 		if job.Status != inbox.StatusNew || job.Event != "job.exploded" || string(job.Body) != explodedRevive ||
-			job.Deliveries != 2 || job.ResultURL != "" {
-			t.Errorf("job row = %+v, want new with the job.exploded body and 2 deliveries", job)
+			job.Deliveries != 1 || job.ResultURL != "" {
+			t.Errorf("job row = %+v, want new with the job.exploded body and its 1 delivery", job)
 		}
 		if _, err := get(t, path, reviveKey); err == nil {
-			t.Error("the revived delivery's own row is still there")
+			t.Error("the storable row is still there under its own key")
+		}
+		aside := mustGet(t, path, inbox.BodyKey(sha(payloadTooLarge("job_revive"))))
+		if aside.Status != inbox.StatusParked || aside.Reason != inbox.ReasonPayloadTooLarge ||
+			string(aside.Body) != payloadTooLarge("job_revive") || aside.ResultURL == "" || aside.JobID != "job_revive" {
+			t.Errorf("the job row's own body = %+v, want it parked payload_too_large under its sha256", aside)
 		}
 	})
 }
@@ -130,8 +136,8 @@ func TestReprocessRekeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	rep := reprocessJSON(t, path, "--all", "--event", "job.exploded")
-	if rep.Moved != 1 || rep.Merged != 0 {
-		t.Errorf("report = %+v, want 1 moved, none merged", rep)
+	if rep.Moved != 1 || rep.Folded != 0 {
+		t.Errorf("report = %+v, want 1 moved, none folded", rep)
 	}
 	if r := mustGet(t, path, "job_1"); r.Status != inbox.StatusNew || r.Event != "job.exploded" || r.JobID != "job_1" {
 		t.Errorf("row = %+v, want job_1 new job.exploded", r)
@@ -147,8 +153,8 @@ func TestReprocessDryRunChangesNothing(t *testing.T) {
 	if after := snapshot(t, path); after != before {
 		t.Fatalf("dry run changed the table:\n%s\nwant\n%s", after, before)
 	}
-	if !dry.DryRun || dry.Moved != 3 {
-		t.Errorf("dry run report = %+v, want 3 moved", dry)
+	if !dry.DryRun || dry.Moved != 2 || dry.Folded != 1 {
+		t.Errorf("dry run report = %+v, want 2 moved, 1 folded", dry)
 	}
 	out, err := run(t, append([]string{"reprocess", "--db", path, "--dry-run"}, args...)...)
 	if err != nil || !strings.Contains(out, "dry run: nothing changed") {
@@ -217,5 +223,183 @@ func TestReprocessHandlerFailed(t *testing.T) {
 	}
 	if e := mustGet(t, path, "job_2"); e.Status != inbox.StatusNew || e.Attempts != 0 {
 		t.Errorf("job_2 by id = %+v, want new", e)
+	}
+}
+
+// bigCompleted is a job.completed body of about size bytes: too_large under
+// testRules.
+func bigCompleted(jobID string, size int) string {
+	return fmt.Sprintf(`{"event":"job.completed","job_id":%q,"status":"COMPLETED","payload":{"pad":%q}}`, jobID, strings.Repeat("x", size))
+}
+
+// rowsOf lists each row's key, status, reason, event and body hash: what
+// reprocess decides, without the times it stamps.
+func rowsOf(t *testing.T, path string) string {
+	t.Helper()
+	rows, err := openReadOnly(t, path).List(t.Context(), inbox.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, r := range rows {
+		fmt.Fprintf(&b, "%s %s %s %s %s %d\n", r.ID, r.Status, r.Reason, r.Event, r.SHA256, r.Deliveries)
+	}
+	return b.String()
+}
+
+// besideDB holds job_1 parked too_large (a job.completed body of 2 KiB)
+// and, delivered later, a job.exploded row parked unknown_event beside it.
+func besideDB(t *testing.T) (path, big, boom string) {
+	t.Helper()
+	path = newDB(t)
+	big, boom = bigCompleted("job_1", 2<<10), exploded("job_1")
+	fill(t, path, time.Now().Add(-time.Hour), big)
+	fill(t, path, time.Now().Add(-time.Minute), boom)
+	if r := mustGet(t, path, inbox.BodyKey(sha(boom))); r.Reason != inbox.ReasonUnknownEvent {
+		t.Fatalf("beside row = %+v, want parked unknown_event", r)
+	}
+	return path, big, boom
+}
+
+// TestReprocessKeepsTheJobRowsBody: a storable row beside a parked job row
+// never overwrites the job row's body.
+func TestReprocessKeepsTheJobRowsBody(t *testing.T) {
+	events := []string{"--event", "job.completed", "--event", "job.exploded"}
+
+	// Either way both bodies are kept: one in job_1, new, and the other
+	// parked under its sha256 key.
+	for _, tt := range []struct {
+		name, maxBody  string
+		jobKeepsItsOwn bool
+		parked         inbox.Reason
+	}{
+		{"the job row is storable now: it comes first", "4MiB", true, inbox.ReasonConflict},
+		{"the job row is still not storable: its body is kept aside", "1KiB", false, inbox.ReasonTooLarge},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			path, big, boom := besideDB(t)
+			rep := reprocessJSON(t, path, append([]string{"--reason", "unknown_event", "--max-body", tt.maxBody}, events...)...)
+			sameJSON(t, "report", rep, inbox.ReprocessReport{Moved: 1, JobRows: 1, Parked: map[inbox.Reason]int{tt.parked: 1}})
+			inJob, aside := boom, big
+			if tt.jobKeepsItsOwn {
+				inJob, aside = big, boom
+			}
+			if job := mustGet(t, path, "job_1"); job.Status != inbox.StatusNew || string(job.Body) != inJob {
+				t.Errorf("job_1 = %+v %.40q, want new with %.40q", job, job.Body, inJob)
+			}
+			if r := mustGet(t, path, inbox.BodyKey(sha(aside))); r.Status != inbox.StatusParked || r.Reason != tt.parked || string(r.Body) != aside {
+				t.Errorf("%s = %+v, want parked %s", r.ID, r, tt.parked)
+			}
+		})
+	}
+
+	t.Run("the order of the ids decides nothing", func(t *testing.T) {
+		implode := `{"event":"job.imploded","job_id":"job_1"}`
+		var got []string
+		for _, order := range [][]int{{0, 1, 2}, {2, 1, 0}} {
+			path, _, boom := besideDB(t)
+			fill(t, path, time.Now(), implode)
+			ids := []string{"job_1", inbox.BodyKey(sha(boom)), inbox.BodyKey(sha(implode))}
+			reprocessJSON(t, path, append(append([]string{"--max-body", "1KiB", "--event", "job.imploded"}, events...),
+				ids[order[0]], ids[order[1]], ids[order[2]])...)
+			got = append(got, rowsOf(t, path))
+			if job := mustGet(t, path, "job_1"); string(job.Body) != boom {
+				t.Errorf("ids in order %v: job_1 holds %s, want the oldest storable body, %s", order, job.Body, boom)
+			}
+		}
+		if got[0] != got[1] {
+			t.Errorf("job_1 first:\n%s\njob_1 last:\n%s", got[0], got[1])
+		}
+	})
+}
+
+// TestReprocessCountsEachRowOnce selects, by id and in an awkward order, a
+// parked job row and a storable row beside it, and a storable row beside a
+// done job row holding the same event: each is counted once, by where it
+// ended, under a label that says so.
+func TestReprocessCountsEachRowOnce(t *testing.T) {
+	path := newDB(t)
+	big, boom, foldable := bigCompleted("job_a", 8<<10), exploded("job_a"), bigCompleted("job_b", 2<<10)
+	fill(t, path, time.Now().Add(-time.Hour), big, completed("job_b"))
+	fill(t, path, time.Now().Add(-time.Minute), boom, foldable)
+	if _, err := openTestWriter(t, path).Exec(`UPDATE events SET status = 'done' WHERE id = 'job_b'`); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--event", "job.completed", "--event", "job.exploded", "--max-body", "4KiB",
+		inbox.BodyKey(sha(boom)), "job_a", inbox.BodyKey(sha(foldable))}
+
+	dry, err := run(t, append([]string{"reprocess", "--db", path, "--dry-run"}, args...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := reprocessJSON(t, path, args...)
+	want := inbox.ReprocessReport{Moved: 1, Folded: 1, Parked: map[inbox.Reason]int{inbox.ReasonTooLarge: 1}}
+	sameJSON(t, "report", rep, want)
+	wantOut := "dry run: nothing changed\nmoved to new: 1\nfolded into the job's new or done row: 1\n" +
+		"STILL PARKED  ROWS\ntoo_large     1\n"
+	if dry != wantOut {
+		t.Errorf("output:\n%s\nwant\n%s", dry, wantOut)
+	}
+	if job := mustGet(t, path, "job_b"); job.Status != inbox.StatusDone || job.Deliveries != 2 {
+		t.Errorf("job_b = %+v, want done with 2 deliveries", job)
+	}
+}
+
+// TestReprocessDryRunMatchesAcrossBatches puts a job's rows on both sides of
+// where a batch of 100 rows would end: a dry run counts what the real run
+// does.
+func TestReprocessDryRunMatchesAcrossBatches(t *testing.T) {
+	path := newDB(t)
+	start := time.Now().Add(-time.Hour)
+	fill(t, path, start, bigCompleted("job_s", 8<<10))
+	fillers := make([]string, 99)
+	for i := range fillers {
+		fillers[i] = exploded(fmt.Sprintf("job_f%02d", i))
+	}
+	fill(t, path, start.Add(time.Minute), fillers...)
+	// The 100th and the 101st selected rows: two other events of job_s.
+	fill(t, path, start.Add(2*time.Minute), exploded("job_s"))
+	fill(t, path, start.Add(3*time.Minute), `{"event":"job.imploded","job_id":"job_s"}`)
+
+	args := []string{"--reason", "unknown_event", "--max-body", "1KiB",
+		"--event", "job.completed", "--event", "job.exploded", "--event", "job.imploded"}
+	before := snapshot(t, path)
+	dry := reprocessJSON(t, path, append(args, "--dry-run")...)
+	if snapshot(t, path) != before {
+		t.Fatal("the dry run changed the table")
+	}
+	real := reprocessJSON(t, path, args...)
+	dry.DryRun = false
+	sameJSON(t, "dry run report", dry, real)
+	want := inbox.ReprocessReport{Moved: 100, JobRows: 1, Parked: map[inbox.Reason]int{
+		inbox.ReasonTooLarge: 1, inbox.ReasonConflict: 1}}
+	sameJSON(t, "report", real, want)
+}
+
+// TestReprocessReportsCommittedBatches fails the second batch: the counts of
+// the first, which committed, are printed before the error.
+func TestReprocessReportsCommittedBatches(t *testing.T) {
+	path := newDB(t)
+	bodies := make([]string, 150)
+	for i := range bodies {
+		bodies[i] = exploded(fmt.Sprintf("job_%03d", i))
+	}
+	fill(t, path, time.Now(), bodies...)
+	if _, err := openTestWriter(t, path).Exec(`CREATE TRIGGER boom BEFORE UPDATE ON events WHEN OLD.id = 'job_120'
+		BEGIN SELECT RAISE(ABORT, 'boom'); END`); err != nil {
+		t.Fatal(err)
+	}
+	out, err := run(t, "reprocess", "--db", path, "--reason", "unknown_event", "--event", "job.exploded")
+	if err == nil || !strings.Contains(err.Error(), "boom") {
+		t.Fatalf("err = %v, want the second batch's failure", err)
+	}
+	if want := "moved to new: 100\n"; !strings.HasPrefix(out, want) {
+		t.Errorf("output:\n%s\nwant it to start %q", out, want)
+	}
+	if r := mustGet(t, path, "job_099"); r.Status != inbox.StatusNew {
+		t.Errorf("job_099 = %+v, want new: its batch committed", r)
+	}
+	if r := mustGet(t, path, "job_100"); r.Status != inbox.StatusParked {
+		t.Errorf("job_100 = %+v, want parked: its batch was rolled back", r)
 	}
 }

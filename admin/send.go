@@ -29,7 +29,7 @@ func sendCommand() *cli.Command {
 		Description: `Signs a delivery with the signing secret and the current time and POSTs
 it to --url, as Sume does. The body is --body-file's exact bytes, or a
 realistic job event for --event and --job-id (a fresh job_<hex> id unless
-given). Prints the status code; exits 1 unless it is 2xx.
+given); --body-file with --event or --job-id is refused. Prints the status code; exits 1 unless it is 2xx.
 
 Examples:
    SUME_COM_WEBHOOK_SIGNING_SECRET=... inbox send
@@ -43,6 +43,9 @@ Examples:
 			&cli.StringSliceFlag{Name: "secret", Usage: "signing secret; several sign with each (prefer the environment variable: flags show in ps)", EnvVars: []string{"SUME_COM_WEBHOOK_SIGNING_SECRET"}},
 		},
 		Action: func(c *cli.Context) error {
+			if c.String("body-file") != "" && (c.IsSet("event") || c.IsSet("job-id")) {
+				return errors.New("--body-file sends the file's exact bytes: --event and --job-id do not apply")
+			}
 			secrets, err := SplitList(c.StringSlice("secret"))
 			if err != nil {
 				return fmt.Errorf("signing secret: %w", err)

@@ -33,7 +33,7 @@ Examples:
    inbox show job_1
    inbox show sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08
    inbox show --json job_1 | jq -r .body | jq .payload`,
-		Flags: []cli.Flag{DBFlag, jsonFlag},
+		Flags: []cli.Flag{DBFlag(), jsonFlag()},
 		Action: func(c *cli.Context) error {
 			ids, err := args(c)
 			if err != nil {
@@ -55,7 +55,7 @@ Examples:
 				return err
 			}
 			w := c.App.Writer
-			if c.Bool(jsonFlag.Name) {
+			if c.Bool("json") {
 				return json.NewEncoder(w).Encode(showJSON(e))
 			}
 			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)

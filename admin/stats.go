@@ -26,7 +26,7 @@ handler_rejected are the dispatcher's).
 Examples:
    inbox stats
    inbox stats --json | jq .queue`,
-		Flags: []cli.Flag{DBFlag, jsonFlag},
+		Flags: []cli.Flag{DBFlag(), jsonFlag()},
 		Action: func(c *cli.Context) error {
 			store, err := openRead(c)
 			if err != nil {
@@ -38,7 +38,7 @@ Examples:
 				return err
 			}
 			w := c.App.Writer
-			if c.Bool(jsonFlag.Name) {
+			if c.Bool("json") {
 				return json.NewEncoder(w).Encode(struct {
 					inbox.Stats
 					OldestAge float64 `json:"oldest_waiting_seconds"`

@@ -44,14 +44,16 @@ const (
 	ReasonHandlerRejected Reason = "handler_rejected" // the application said never to retry
 )
 
-// Reasons lists every reason: the contract's, in its order, then the
-// dispatcher's.
-var Reasons = []Reason{ReasonUnparseable, ReasonMissingJobID, ReasonUnknownEvent,
-	ReasonPayloadTooLarge, ReasonTooLarge, ReasonConflict,
-	ReasonHandlerFailed, ReasonHandlerRejected}
+// Reasons returns every reason: the contract's, in its order, then the
+// dispatcher's. The slice is the caller's to change.
+func Reasons() []Reason {
+	return []Reason{ReasonUnparseable, ReasonMissingJobID, ReasonUnknownEvent,
+		ReasonPayloadTooLarge, ReasonTooLarge, ReasonConflict,
+		ReasonHandlerFailed, ReasonHandlerRejected}
+}
 
 // Valid reports whether r is one of Reasons.
-func (r Reason) Valid() bool { return slices.Contains(Reasons, r) }
+func (r Reason) Valid() bool { return slices.Contains(Reasons(), r) }
 
 // byHandler reports whether r is one the dispatcher parks with: the row
 // holds a storable job event the application did not take.

@@ -51,3 +51,19 @@ func PragmasForTest(s *Store) map[string][]Pragmas {
 func WriteOpForTest(s *Store, op func(context.Context, *sql.Tx) error) error {
 	return s.writeOp(context.Background(), op)
 }
+
+// ReprocessForTest reprocesses sel as Reprocess does, in one batch, and
+// calls between after the rows were read and classified and before the
+// transaction that applies them.
+func ReprocessForTest(ctx context.Context, s *Store, sel Selection, rules Rules, between func()) (ReprocessReport, error) {
+	rows, err := s.selectParked(ctx, sel)
+	if err != nil {
+		return ReprocessReport{}, err
+	}
+	plans, err := s.planJobs(ctx, groupJobs(rows), rules)
+	if err != nil {
+		return ReprocessReport{}, err
+	}
+	between()
+	return s.applyJobs(ctx, plans, false)
+}

@@ -31,7 +31,7 @@ func TestPurgeBatches(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got[inbox.StatusIgnored] != n || want[inbox.StatusIgnored] != n {
+	if got.Deleted[inbox.StatusIgnored] != n || want.Deleted[inbox.StatusIgnored] != n {
 		t.Errorf("purged %v, counted %v beforehand; want %d ignored", got, want, n)
 	}
 	st, err := s.Stats(context.Background())

@@ -2,9 +2,11 @@ package inbox_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"inbox/inbox"
 	"inbox/inbox/inboxtest"
@@ -61,5 +63,39 @@ func TestReprocessReadOnly(t *testing.T) {
 	ro := inboxtest.MustOpenPath(t, path, inbox.Options{ReadOnly: true})
 	if _, err := ro.Reprocess(context.Background(), inbox.Selection{All: true}, rules, true); err == nil {
 		t.Error("a read-only store reprocessed")
+	}
+}
+
+// TestReprocessSkipsRowsChangedMeanwhile changes rows after reprocess read
+// them and before it applies what it found: those rows are left as they
+// are, and counted as changed.
+func TestReprocessSkipsRowsChangedMeanwhile(t *testing.T) {
+	ctx := context.Background()
+	s := inboxtest.MustOpen(t, inbox.Options{})
+	putAll(t, s, []string{`{"event":"job.exploded","job_id":"job_1"}`, `{"event":"job.exploded","job_id":"job_2"}`,
+		`{"event":"job.exploded","job_id":"job_3"}`})
+	r := rules
+	r.Events = append([]string{"job.exploded"}, r.Events...)
+	rep, err := inbox.ReprocessForTest(ctx, s, inbox.Selection{All: true}, r, func() {
+		// A delivery revives job_1 with another body; job_2 is deleted.
+		if _, err := s.Put(ctx, job("job_1")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Purge(ctx, time.Now().Add(time.Hour), []inbox.Status{inbox.StatusParked}); err != nil {
+			t.Fatal(err)
+		}
+		putAll(t, s, []string{`{"event":"job.exploded","job_id":"job_3"}`})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Changed != 2 || rep.Moved != 1 {
+		t.Errorf("report %+v, want 2 changed and 1 moved", rep)
+	}
+	if e, err := s.Get(ctx, "job_1"); err != nil || e.Event != "job.completed" || e.Status != inbox.StatusNew {
+		t.Errorf("job_1 = %+v, %v; want the delivery's job.completed, new", e, err)
+	}
+	if _, err := s.Get(ctx, "job_2"); !errors.Is(err, inbox.ErrNotFound) {
+		t.Errorf("job_2: %v, want it gone", err)
 	}
 }

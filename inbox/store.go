@@ -40,10 +40,14 @@ type Options struct {
 	Now func() time.Time
 }
 
-// Store is the SQLite inbox. Writes go through one writer goroutine that
-// owns the only write connection and commits waiting deliveries together;
-// reads use their own query-only connections, so they never wait behind a
-// commit.
+// Store is the SQLite inbox. It has one write connection. Deliveries (Put)
+// go through the writer goroutine, which commits those waiting together in
+// one transaction. The operator's writes (Reprocess, Purge) and Ping begin
+// their own IMMEDIATE transactions on that same connection, so they take
+// turns with the writer's commits; other processes' writes wait on SQLite's
+// lock, up to the busy timeout. Reads (Get, List, Stats, ParkedByReason,
+// Purgeable, and Reprocess's reading of bodies) use their own query-only
+// connections, so they never wait behind a commit.
 type Store struct {
 	path     string
 	now      func() time.Time
@@ -132,9 +136,10 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 // the columns an older database lacks and applies the schema.
 func openWriter(ctx context.Context, path string, opts Options) (*sql.DB, error) {
 	// One connection: SQLite admits one writer at a time anyway, and a single
-	// connection owned by the writer goroutine serializes our own writes
-	// without busy-waiting on ourselves, leaving busy_timeout for other
-	// processes (the admin CLI).
+	// connection (the writer goroutine's commits, and Reprocess's and Purge's
+	// transactions, one after another) serializes our own writes without
+	// busy-waiting on ourselves, leaving busy_timeout for other processes
+	// (the admin CLI).
 	db, err := openPool(path, writeDSN(opts.BusyTimeout), 1)
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)

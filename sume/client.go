@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -39,14 +40,18 @@ var (
 
 // Client calls the Sume API.
 type Client struct {
-	// BaseURL is the API's base URL, DefaultAPIURL when empty.
+	// BaseURL is the API's base URL, DefaultAPIURL when empty. It must be
+	// https, or http to a loopback host (a local stand-in): the key is never
+	// sent in clear across a network.
 	BaseURL string
 	// APIKey is sent as a bearer token and never appears in an error.
 	APIKey string
 	// Retries is how many times a 429 or 5xx answer is retried; negative
 	// means none.
 	Retries int
-	// HTTP is the client used; one with requestTimeout when nil.
+	// HTTP is the client used; one with requestTimeout when nil. Redirects
+	// are never followed, whatever its CheckRedirect says: the key would go
+	// with them.
 	HTTP *http.Client
 	// Sleep waits between attempts; a timer that ctx can cut short when nil.
 	Sleep func(ctx context.Context, d time.Duration) error
@@ -54,28 +59,61 @@ type Client struct {
 	Now func() time.Time
 }
 
-// Redeliver asks Sume to send jobID's terminal webhook again (POST
-// /v1/jobs/{job_id}/webhook/redeliver, which needs a key with jobs:write).
-// It retries 429 and 5xx answers up to c.Retries times, waiting as
-// Retry-After says (seconds or a date), else 1 s doubling, never more than
-// MaxRetryWait. It fails with ErrKeyRejected on 401 or 403, ErrUnknownJob on
-// 404, and otherwise with the last status; the error never holds the key.
-func (c *Client) Redeliver(ctx context.Context, jobID string) error {
-	if c.APIKey == "" {
-		return errors.New("redeliver: no API key")
-	}
+// Check reports whether c.BaseURL is usable: https, or http to a loopback
+// host. Callers check once before redelivering many jobs.
+func (c *Client) Check() error {
+	_, err := c.base()
+	return err
+}
+
+func (c *Client) base() (string, error) {
 	base := c.BaseURL
 	if base == "" {
 		base = DefaultAPIURL
 	}
-	u, err := url.Parse(strings.TrimRight(base, "/") + "/v1/jobs/" + url.PathEscape(jobID) + "/webhook/redeliver")
+	u, err := url.Parse(base)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("redeliver: invalid API URL %q: want http(s)://host", base)
+		return "", fmt.Errorf("invalid API URL %q: want https://host", base)
 	}
-	hc, sleep, now := c.HTTP, c.Sleep, c.Now
-	if hc == nil {
-		hc = &http.Client{Timeout: requestTimeout}
+	if u.Scheme == "http" && !loopback(u.Hostname()) {
+		return "", fmt.Errorf("API URL %q is plain http: the key would cross the network in clear; use https (http only to a loopback host)", base)
 	}
+	return strings.TrimRight(base, "/"), nil
+}
+
+func loopback(host string) bool {
+	ip := net.ParseIP(host)
+	return host == "localhost" || (ip != nil && ip.IsLoopback())
+}
+
+// Redeliver asks Sume to send jobID's terminal webhook again (POST
+// /v1/jobs/{job_id}/webhook/redeliver, which needs a key with jobs:write).
+// It retries 429 and 5xx answers up to c.Retries times, waiting as
+// Retry-After says (seconds or a date), else 1 s doubling, never more than
+// MaxRetryWait. It fails without a request when the base URL fails Check or
+// jobID is empty, "." or ".." (segments a URL resolves away, sending the key
+// to another endpoint); with ErrKeyRejected on 401 or 403, ErrUnknownJob on
+// 404, and otherwise with the last status (a redirect included: it is never
+// followed). The error never holds the key.
+func (c *Client) Redeliver(ctx context.Context, jobID string) error {
+	if c.APIKey == "" {
+		return errors.New("redeliver: no API key")
+	}
+	if jobID == "" || jobID == "." || jobID == ".." {
+		return fmt.Errorf("redeliver: invalid job id %q", jobID)
+	}
+	base, err := c.base()
+	if err != nil {
+		return fmt.Errorf("redeliver: %w", err)
+	}
+	u := base + "/v1/jobs/" + url.PathEscape(jobID) + "/webhook/redeliver"
+	hc := &http.Client{Timeout: requestTimeout}
+	if c.HTTP != nil {
+		copied := *c.HTTP
+		hc = &copied
+	}
+	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	sleep, now := c.Sleep, c.Now
 	if sleep == nil {
 		sleep = sleepCtx
 	}
@@ -85,7 +123,7 @@ func (c *Client) Redeliver(ctx context.Context, jobID string) error {
 
 	backoff := firstBackoff
 	for attempt := 0; ; attempt++ {
-		resp, err := c.post(ctx, hc, u.String())
+		resp, err := c.post(ctx, hc, u)
 		if err != nil {
 			return fmt.Errorf("redeliver: %w", err)
 		}
