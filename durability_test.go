@@ -308,7 +308,7 @@ func TestOutageLocked(t *testing.T) {
 // it, under load.
 func TestOutageDiskFull(t *testing.T) {
 	dir := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", dir).CombinedOutput(); err != nil {
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=32m", "tmpfs", dir).CombinedOutput(); err != nil {
 		t.Skipf("cannot mount a small tmpfs here (needs root): %v: %s", err, out)
 	}
 	t.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })
@@ -384,6 +384,8 @@ func outage(t *testing.T, db string, srv *server, noAcks bool, cause func() (cle
 	}
 	if rec := last204.Sub(clearedAt); rec <= 0 || rec > time.Second {
 		t.Errorf("recovered %v after the cause cleared, want within 1s", rec)
+		logs := srv.logs.String()
+		t.Logf("server log tail:\n%s", logs[max(0, len(logs)-3000):])
 	}
 	checkStored(t, db, l.acked)
 }

@@ -67,3 +67,12 @@ func ReprocessForTest(ctx context.Context, s *Store, sel Selection, rules Rules,
 	between()
 	return s.applyJobs(ctx, plans, false)
 }
+
+// Query texts the plan test checks, as the store builds them.
+var (
+	PurgeWhereForTest    = purgeWhere
+	BesideRemainsForTest = besideRemains
+)
+
+// WhereForTest is the WHERE clause List and ParkedByReason use for f.
+func WhereForTest(f Filter) (string, []any) { return f.where() }

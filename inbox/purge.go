@@ -12,19 +12,19 @@ import (
 // write lock is never held long enough to make the receiver answer 503.
 const purgeBatch = 1000
 
-// purgeWhere selects the rows of one status last seen before a cutoff; the
-// events_status_last_seen index serves it. Retention counts from the last
+// purgeWhere selects the rows of one status (never new) last seen before a
+// cutoff; the events_settled_last_seen index serves it. Retention counts from the last
 // delivery, not from the first: a row a redelivery landed on yesterday is
 // what makes the next one a counted repeat.
-const purgeWhere = `status = ? AND last_seen_at < ?`
+const purgeWhere = settled + ` AND status = ? AND last_seen_at < ?`
 
 // besideRemains holds for a done row while a parked row of its job is
 // there and is not itself being purged (the first argument says whether
 // parked rows are, the second is the cutoff). Such a done row is kept: were
 // it gone, reprocessing the parked row would hand the job to the
 // application again as new.
-const besideRemains = `EXISTS (SELECT 1 FROM events b WHERE b.job_id = events.id AND b.status = 'parked'
-	AND NOT (? AND b.last_seen_at < ?))`
+const besideRemains = `EXISTS (SELECT 1 FROM events b WHERE b.job_id = events.id AND b.job_id <> b.id
+	AND b.status = 'parked' AND NOT (? AND b.last_seen_at < ?))`
 
 // PurgeReport is what Purge deleted, or Purgeable would delete.
 type PurgeReport struct {

@@ -36,6 +36,10 @@ type Filter struct {
 	Limit  int
 }
 
+// settled is the condition of the partial indexes on rows that have left
+// 'new' (schema.sql); a query repeats it word for word to use them.
+const settled = "status <> 'new'"
+
 // where returns the filter as a WHERE clause ("" when it selects every
 // row) and its arguments.
 func (f Filter) where() (string, []any) {
@@ -44,6 +48,9 @@ func (f Filter) where() (string, []any) {
 	if f.Status != "" {
 		conds = append(conds, "status = ?")
 		args = append(args, string(f.Status))
+		if f.Status != StatusNew {
+			conds = append(conds, settled) // lets SQLite use the partial indexes
+		}
 	}
 	if f.Reason != "" {
 		conds = append(conds, "reason = ?")
