@@ -19,6 +19,7 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
+	"golang.org/x/sys/unix"
 
 	"inbox/admin"
 	"inbox/inbox"
@@ -164,7 +165,7 @@ func newLogger(w io.Writer, level string) (zerolog.Logger, error) {
 		return zerolog.Logger{}, fmt.Errorf("--log-level: unknown level %q", level)
 	}
 	if f, ok := w.(*os.File); ok {
-		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+		if _, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS); err == nil {
 			w = zerolog.ConsoleWriter{Out: f, TimeFormat: time.RFC3339}
 		}
 	}

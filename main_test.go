@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -56,7 +57,7 @@ type server struct {
 	cmd  *exec.Cmd
 	url  string
 	logs *syncBuffer
-	done chan error
+	done chan struct{} // closed once the process has exited
 }
 
 type syncBuffer struct {
@@ -80,7 +81,17 @@ func (s *syncBuffer) String() string {
 // listens. It is killed when the test ends if still running.
 func startServer(t testing.TB, db string, args ...string) *server {
 	t.Helper()
-	cmd := exec.Command(binary(t), append([]string{"serve", "--addr", "127.0.0.1:0", "--db", db}, args...)...)
+	return startServerWrapped(t, db, nil, args...)
+}
+
+// startServerWrapped is startServer with the binary run under a wrapper
+// command (such as strace). The server runs in its own process group, and
+// signals go to the whole group.
+func startServerWrapped(t testing.TB, db string, wrapper []string, args ...string) *server {
+	t.Helper()
+	argv := append(append(wrapper, binary(t), "serve", "--addr", "127.0.0.1:0", "--db", db), args...)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Env = append(os.Environ(), "SUME_COM_WEBHOOK_SIGNING_SECRET="+e2eSecret)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -89,7 +100,7 @@ func startServer(t testing.TB, db string, args ...string) *server {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	s := &server{cmd: cmd, logs: &syncBuffer{}, done: make(chan error, 1)}
+	s := &server{cmd: cmd, logs: &syncBuffer{}, done: make(chan struct{})}
 	addr := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
@@ -101,9 +112,13 @@ func startServer(t testing.TB, db string, args ...string) *server {
 				addr <- m.Addr
 			}
 		}
-		s.done <- cmd.Wait()
+		cmd.Wait()
+		close(s.done)
 	}()
-	t.Cleanup(func() { cmd.Process.Kill(); <-s.done })
+	t.Cleanup(func() {
+		s.signal(syscall.SIGKILL)
+		<-s.done
+	})
 	select {
 	case a := <-addr:
 		s.url = "http://" + a + "/webhooks/sume"
@@ -111,6 +126,12 @@ func startServer(t testing.TB, db string, args ...string) *server {
 		t.Fatalf("server did not start:\n%s", s.logs)
 	}
 	return s
+}
+
+// signal sends sig to the server's process group. Once the server has
+// exited it does nothing.
+func (s *server) signal(sig syscall.Signal) {
+	syscall.Kill(-s.cmd.Process.Pid, sig)
 }
 
 // send posts body signed the way the provider does and returns the status.
