@@ -22,10 +22,10 @@ func TestBackup(t *testing.T) {
 		}
 	}
 	copyPath := filepath.Join(dir, "copy.db")
-	if err := s.Backup(ctx, copyPath); err != nil {
-		t.Fatal(err)
+	if n, err := s.Backup(ctx, copyPath); err != nil || n != 20 {
+		t.Fatalf("backup: %d rows, %v; want 20", n, err)
 	}
-	if err := s.Backup(ctx, copyPath); err == nil {
+	if _, err := s.Backup(ctx, copyPath); err == nil {
 		t.Error("backup over an existing database succeeded")
 	}
 	c := inboxtest.MustOpenPath(t, copyPath, inbox.Options{ReadOnly: true})
