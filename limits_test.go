@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -168,5 +169,31 @@ func TestHeaderLimit(t *testing.T) {
 	resp, _ := roundTrip(t, srv.url, rawRequest("POST", "/webhooks/sume", big, job("job_1")))
 	if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
 		t.Errorf("64 KiB of headers: %d, want 431", resp.StatusCode)
+	}
+}
+
+// TestServeRefusesBadLimits checks that serve names a bad limit in one
+// line and stops before it creates the database.
+func TestServeRefusesBadLimits(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "inbox.db")
+	env := []string{"SUME_COM_WEBHOOK_SIGNING_SECRET=" + e2eSecret}
+	for _, tt := range []struct {
+		args []string
+		flag string
+	}{
+		{[]string{"--max-in-flight", "0"}, "--max-in-flight"},
+		{[]string{"--read-header-timeout", "0s"}, "--read-header-timeout"},
+		{[]string{"--read-header-timeout", "5s", "--read-timeout", "2s"}, "--read-timeout"},
+		{[]string{"--path", "/metrics"}, "--admin-addr"},
+		{[]string{"--path", "/a {b}"}, "--path"},
+	} {
+		args := append([]string{"serve", "--db", db, "--addr", "127.0.0.1:0"}, tt.args...)
+		_, errOut, code := runCLI(t, env, args...)
+		if code != 1 || !strings.Contains(errOut, tt.flag) || strings.Count(strings.TrimSpace(errOut), "\n") > 0 {
+			t.Errorf("%v: exit %d, stderr %q; want 1 and one line naming %s", tt.args, code, errOut, tt.flag)
+		}
+	}
+	if _, err := os.Stat(db); err == nil {
+		t.Error("serve created the database before refusing to start")
 	}
 }

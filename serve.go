@@ -37,7 +37,7 @@ second one at once.
 Examples:
    SUME_COM_WEBHOOK_SIGNING_SECRET=whsec_current inbox serve
    SUME_COM_WEBHOOK_SIGNING_SECRET=old,new inbox serve --addr :8080 --db /var/lib/inbox/inbox.db
-   inbox serve --admin-addr 127.0.0.1:9090 --max-in-flight 256
+   inbox serve --admin-addr 127.0.0.1:8081 --max-in-flight 256
    inbox serve --event job.completed --event job.failed --max-body 2MiB`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "addr", Value: "127.0.0.1:8080", Usage: "listen address", EnvVars: []string{"INBOX_ADDR"}},
