@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"database/sql"
 	"fmt"
 	"path/filepath"
@@ -16,12 +15,7 @@ func TestBackupWhileServing(t *testing.T) {
 	dir := t.TempDir()
 	db := filepath.Join(dir, "inbox.db")
 	srv := startServer(t, db)
-	l := &load{}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	loaded := make(chan struct{})
-	go func() { l.run(ctx, func() string { return srv.url }, 8, "backup"); close(loaded) }()
-	waitFor(t, "some load acknowledged", func() bool { n, _, _ := l.snapshot(); return n >= 300 })
+	l, stopLoad := startLoad(t, srv, "backup", 300)
 
 	l.mu.Lock()
 	before := append([]string(nil), l.acked...)
@@ -29,8 +23,7 @@ func TestBackupWhileServing(t *testing.T) {
 	dest := filepath.Join(dir, "backup.db")
 	out, errOut, code := runCLI(t, nil, "backup", "--db", db, dest)
 	during, _, _ := l.snapshot()
-	cancel()
-	<-loaded
+	stopLoad()
 	srv.signal(syscall.SIGTERM)
 	<-srv.done
 	if code != 0 {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"crypto/sha256"
-	"database/sql"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -13,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"inbox/inbox/inboxtest"
 	"inbox/sume"
 )
 
@@ -214,17 +214,9 @@ func TestContract(t *testing.T) {
 		}
 	})
 	t.Run("19 the store cannot commit", func(t *testing.T) {
-		holder, err := sql.Open("sqlite", db+"?_txlock=immediate")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer holder.Close()
-		tx, err := holder.Begin()
-		if err != nil {
-			t.Fatal(err)
-		}
+		release := inboxtest.HoldWriteLock(t, db)
 		resp, body := roundTrip(t, srv.url, post(signed(job("job_w19")), job("job_w19")))
-		tx.Rollback()
+		release()
 		if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" || body != "" {
 			t.Fatalf("status %d, Retry-After %q, body %q; want 503 with Retry-After and no body", resp.StatusCode, resp.Header.Get("Retry-After"), body)
 		}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"database/sql"
 	"io"
 	"net/http"
 	"path/filepath"
@@ -9,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"inbox/inbox/inboxtest"
 	"inbox/metrics/metricstest"
 )
 
@@ -67,15 +67,7 @@ func TestProbesAndMetrics(t *testing.T) {
 
 	// Another process holds the write lock: a delivery gets 503 and the
 	// store is not ready.
-	holder, err := sql.Open("sqlite", db+"?_txlock=immediate")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Close()
-	tx, err := holder.Begin()
-	if err != nil {
-		t.Fatal(err)
-	}
+	release := inboxtest.HoldWriteLock(t, db)
 	post(job("job_locked"), e2eSecret, 503)
 	if code, _ := get(t, srv.admin+"/readyz"); code != 503 {
 		t.Errorf("/readyz with the write lock held: %d, want 503", code)
@@ -83,7 +75,7 @@ func TestProbesAndMetrics(t *testing.T) {
 	if code, _ := get(t, srv.admin+"/healthz"); code != 200 {
 		t.Errorf("/healthz with the write lock held: %d, want 200", code)
 	}
-	tx.Rollback()
+	release()
 	if code, _ := get(t, srv.admin+"/readyz"); code != 200 {
 		t.Errorf("/readyz after the lock was released: %d, want 200", code)
 	}
@@ -115,11 +107,7 @@ func TestProbesAndMetrics(t *testing.T) {
 		`inbox_parked_rows{reason="unparseable"}`:                             1,
 		`inbox_parked_rows{reason="conflict"}`:                                0,
 	}
-	for k, v := range want {
-		if g, ok := got[k]; !ok || g != v {
-			t.Errorf("%s = %v (present %v), want %v", k, g, ok, v)
-		}
-	}
+	metricstest.Expect(t, got, want)
 	if n := metricstest.Sum(got, "inbox_deliveries_total"); n != 9 {
 		t.Errorf("deliveries add up to %v, want the 9 webhook requests", n)
 	}

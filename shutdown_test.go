@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"net"
 	"net/http"
@@ -77,16 +76,10 @@ func TestShutdownUnderLoad(t *testing.T) {
 	srv := startServer(t, db)
 	held := holdRequest(t, srv, job("job_held"), 1)
 
-	l := &load{}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	loaded := make(chan struct{})
-	go func() { l.run(ctx, func() string { return srv.url }, 8, "shutdown"); close(loaded) }()
-	waitFor(t, "some load acknowledged", func() bool { n, _, _ := l.snapshot(); return n >= 200 })
+	l, stopLoad := startLoad(t, srv, "shutdown", 200)
 
 	stopWithRequestInFlight(t, srv, held)
-	cancel()
-	<-loaded
+	stopLoad()
 	if _, err := os.Stat(db + "-wal"); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the WAL is still there (%v): the store was not closed", err)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"database/sql"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -177,4 +179,19 @@ func readRows(t testing.TB, db string) map[string]storedRow {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// startLoad drives signed deliveries at srv from 8 connections, and
+// returns once n of them are acknowledged; stop ends the load and waits
+// for its last request.
+func startLoad(t *testing.T, srv *server, prefix string, n int) (l *load, stop func()) {
+	t.Helper()
+	l = &load{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { l.run(ctx, func() string { return srv.url }, 8, prefix); close(done) }()
+	stop = sync.OnceFunc(func() { cancel(); <-done })
+	t.Cleanup(stop)
+	waitFor(t, fmt.Sprintf("%d deliveries acknowledged", n), func() bool { acked, _, _ := l.snapshot(); return acked >= n })
+	return l, stop
 }

@@ -2,7 +2,6 @@ package health_test
 
 import (
 	"bytes"
-	"database/sql"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -38,15 +37,7 @@ func TestReady(t *testing.T) {
 		t.Fatalf("ready: %d %q, want 200 ok", code, body)
 	}
 
-	holder, err := sql.Open("sqlite", path+"?_txlock=immediate")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Close()
-	tx, err := holder.Begin()
-	if err != nil {
-		t.Fatal(err)
-	}
+	release := inboxtest.HoldWriteLock(t, path)
 	code, body, header := probe(t, ready)
 	if code != http.StatusServiceUnavailable || header.Get("Retry-After") == "" || strings.Contains(body, "lock") {
 		t.Errorf("write lock held: %d %q Retry-After %q; want 503 with Retry-After and no detail", code, body, header.Get("Retry-After"))
@@ -57,7 +48,7 @@ func TestReady(t *testing.T) {
 	if code, _, _ := probe(t, live); code != http.StatusOK {
 		t.Errorf("live while the store is locked: %d, want 200", code)
 	}
-	tx.Rollback()
+	release()
 	if code, _, _ := probe(t, ready); code != http.StatusOK {
 		t.Errorf("ready after the lock was released: %d, want 200", code)
 	}

@@ -2,7 +2,6 @@ package inbox_test
 
 import (
 	"context"
-	"database/sql"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -48,17 +47,9 @@ func TestOnCommit(t *testing.T) {
 		}
 	}
 
-	other, err := sql.Open("sqlite", path+"?_txlock=immediate")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
-	tx, err := other.Begin()
-	if err != nil {
-		t.Fatal(err)
-	}
+	release := inboxtest.HoldWriteLock(t, path)
 	_, putErr := s.Put(context.Background(), job("job_locked"))
-	tx.Rollback()
+	release()
 	got := seen()
 	if putErr == nil || len(got) != 4 || got[3].err == nil {
 		t.Fatalf("locked: put error %v, commits %v; want the failed commit reported", putErr, got)

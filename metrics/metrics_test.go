@@ -139,11 +139,7 @@ func TestMetricsAfterKnownTraffic(t *testing.T) {
 		`inbox_commit_errors_total`:                                        0,
 		`inbox_requests_in_flight`:                                         0,
 	}
-	for k, v := range want {
-		if g, ok := got[k]; !ok || g != v {
-			t.Errorf("%s = %v (present %v), want %v", k, g, ok, v)
-		}
-	}
+	metricstest.Expect(t, got, want)
 	if n := metricstest.Sum(got, "inbox_deliveries_total"); n != 12 {
 		t.Errorf("deliveries add up to %v, want the 12 requests", n)
 	}
@@ -193,9 +189,5 @@ func TestStoreGauges(t *testing.T) {
 		`inbox_parked_rows{reason="missing_job_id"}`: 0,
 		`inbox_oldest_parked_age_seconds`:            3600, // the unparseable row, received at now
 	}
-	for k, v := range want {
-		if g, ok := got[k]; !ok || g != v {
-			t.Errorf("%s = %v (present %v), want %v", k, g, ok, v)
-		}
-	}
+	metricstest.Expect(t, got, want)
 }

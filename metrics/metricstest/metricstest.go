@@ -82,3 +82,14 @@ func Sum(samples map[string]float64, prefix string) float64 {
 	}
 	return total
 }
+
+// Expect fails tb for each sample in want that got lacks or holds with
+// another value.
+func Expect(tb testing.TB, got, want map[string]float64) {
+	tb.Helper()
+	for k, v := range want {
+		if g, ok := got[k]; !ok || g != v {
+			tb.Errorf("%s = %v (present %v), want %v", k, g, ok, v)
+		}
+	}
+}
