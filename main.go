@@ -54,7 +54,8 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		Description: `Examples:
    SUME_COM_WEBHOOK_SIGNING_SECRET=... inbox serve --db /var/lib/inbox/inbox.db
    inbox list --status parked
-   inbox stats --json`,
+   inbox stats --json
+   inbox backup --db /var/lib/inbox/inbox.db /var/lib/inbox/backup/inbox-$(date +%F).db`,
 		Writer:               stdout,
 		ErrWriter:            stderr,
 		HideHelpCommand:      true,
