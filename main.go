@@ -9,11 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -22,23 +19,13 @@ import (
 	"golang.org/x/sys/unix"
 
 	"inbox/admin"
-	"inbox/dispatch"
-	"inbox/inbox"
-	"inbox/receiver"
 )
 
 //go:embed schema.sql
 var schema string
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	go func() {
-		// After the first signal, restore the default so a second one ends
-		// the process at once.
-		<-ctx.Done()
-		stop()
-	}()
-	if err := newApp(os.Stdout, os.Stderr).RunContext(ctx, os.Args); err != nil {
+	if err := newApp(os.Stdout, os.Stderr).RunContext(signalContext(), os.Args); err != nil {
 		// An exit error with no message (alert's exit 1) has said all it has
 		// to say on stdout already.
 		if msg := err.Error(); msg != "" {
@@ -70,7 +57,8 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		Description: `Examples:
    SUME_COM_WEBHOOK_SIGNING_SECRET=... inbox serve --db /var/lib/inbox/inbox.db
    inbox list --status parked
-   inbox stats --json`,
+   inbox stats --json
+   inbox backup --db /var/lib/inbox/inbox.db /var/lib/inbox/backup/inbox-$(date +%F).db`,
 		Writer:               stdout,
 		ErrWriter:            stderr,
 		HideHelpCommand:      true,
@@ -82,110 +70,21 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 	}
 }
 
-func serveCommand(logOut io.Writer) *cli.Command {
-	return &cli.Command{
-		Name:  "serve",
-		Usage: "receive webhooks",
-		Description: `Verifies each delivery's signature, stores it once per job, parks what can
-never be processed, and answers 204 only once the row is on disk. With a
-destination, it also hands the new rows on, as inbox dispatch does (without
-one, run inbox dispatch beside it, or nothing takes the rows).
-
-` + destinationHelp + `
-
-Examples:
-   SUME_COM_WEBHOOK_SIGNING_SECRET=whsec_current inbox serve
-   SUME_COM_WEBHOOK_SIGNING_SECRET=old,new inbox serve --addr :8080 --db /var/lib/inbox/inbox.db
-   inbox serve --event job.completed --event job.failed --max-body 2MiB
-   inbox serve --forward-url http://127.0.0.1:3000/jobs --workers 8`,
-		Flags: append([]cli.Flag{
-			&cli.StringFlag{Name: "addr", Value: "127.0.0.1:8080", Usage: "listen address", EnvVars: []string{"INBOX_ADDR"}},
-			admin.DBFlag(),
-			&cli.StringSliceFlag{Name: "secret", Usage: "signing secret; repeat or comma-separate to accept several during a rotation (prefer the environment variable: flags show in ps)", EnvVars: []string{"SUME_COM_WEBHOOK_SIGNING_SECRET"}},
-			&cli.DurationFlag{Name: "tolerance", Value: 5 * time.Minute, Usage: "how far the signed timestamp may be from now, either way", EnvVars: []string{"INBOX_TOLERANCE"}},
-			admin.EventsFlag(),
-			admin.MaxBodyFlag(),
-			&cli.StringFlag{Name: "max-request", Value: "4MiB", Usage: "hard cap: larger requests get 413 and are not read", EnvVars: []string{"INBOX_MAX_REQUEST"}},
-			&cli.StringFlag{Name: "path", Value: "/webhooks/sume", Usage: "the webhook path", EnvVars: []string{"INBOX_PATH"}},
-			&cli.DurationFlag{Name: "busy-timeout", Value: inbox.DefaultBusyTimeout, Usage: "how long a write waits for another process's lock before the answer is 503", EnvVars: []string{"INBOX_BUSY_TIMEOUT"}},
-			logLevelFlag(),
-		}, dispatchFlags()...),
-		Action: func(c *cli.Context) error {
-			log, err := newLogger(logOut, c.String("log-level"))
-			if err != nil {
-				return err
-			}
-			rules, err := admin.Rules(c)
-			if err != nil {
-				return err
-			}
-			maxRequest, err := admin.ParseSize(c.String("max-request"))
-			if err != nil {
-				return fmt.Errorf("--max-request: %w", err)
-			}
-			secrets, err := admin.SplitList(c.StringSlice("secret"))
-			if err != nil {
-				return fmt.Errorf("signing secret: %w", err)
-			}
-			if len(secrets) == 0 {
-				return errors.New("no signing secret: set SUME_COM_WEBHOOK_SIGNING_SECRET (or --secret)")
-			}
-			path := c.String("path")
-			if !strings.HasPrefix(path, "/") {
-				return fmt.Errorf("--path must start with /, got %q", path)
-			}
-
-			store, err := inbox.Open(c.Context, c.String("db"), inbox.Options{
-				Schema:      schema,
-				BusyTimeout: c.Duration("busy-timeout"),
-			})
-			if err != nil {
-				return err
-			}
-			defer store.Close()
-			// The dispatcher shares the store, so its writes go through the
-			// store's one writer, in the receiver's commits.
-			var d *dispatch.Dispatcher
-			if destinationSet(c) {
-				var closeDest func()
-				// No metrics registry yet: nothing serves /metrics in this version.
-				if d, closeDest, err = newDispatcher(c, store, log, nil); err != nil {
-					return err
-				}
-				defer closeDest()
-			}
-			h, err := receiver.NewHandler(store, receiver.Config{
-				Secrets:   secrets,
-				Tolerance: c.Duration("tolerance"),
-				Rules:     rules,
-				HardCap:   maxRequest,
-			}, log)
-			if err != nil {
-				return err
-			}
-			mux := http.NewServeMux()
-			mux.Handle(path, h)
-			ln, err := net.Listen("tcp", c.String("addr"))
-			if err != nil {
-				return err
-			}
-			log.Info().Str("db", store.Path()).Str("path", path).Strs("events", rules.Events).Bool("dispatch", d != nil).Msg("starting")
-			ctx, cancel := context.WithCancel(c.Context)
-			defer cancel()
-			dispatched := make(chan error, 1)
-			if d != nil {
-				go func() { dispatched <- d.Run(ctx) }()
-			} else {
-				dispatched <- nil
-			}
-			err = receiver.Serve(ctx, ln, mux, log)
-			cancel() // the dispatcher stops with the receiver
-			if err := errors.Join(err, <-dispatched); err != nil {
-				return err
-			}
-			return store.Close()
-		},
-	}
+// signalContext returns a context that the first SIGINT or SIGTERM cancels.
+// From then on the signals have their default action, so a second one ends
+// the process at once. The default is restored before the context is
+// cancelled: whatever the cancellation starts (serve's "shutting down"), a
+// second signal already kills.
+func signalContext() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		<-sigs
+		signal.Reset(syscall.SIGINT, syscall.SIGTERM)
+		cancel()
+	}()
+	return ctx
 }
 
 // logLevelFlag is --log-level, for the commands that log.

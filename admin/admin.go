@@ -31,6 +31,7 @@ func Commands() []*cli.Command {
 		alertCommand(),
 		purgeCommand(),
 		sendCommand(),
+		backupCommand(),
 	}
 }
 

@@ -1,7 +1,6 @@
 package inbox
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -54,27 +53,23 @@ func Classify(body []byte, deliveryTS int64, r Rules) Delivery {
 	d := Delivery{Body: body, SHA256: hex.EncodeToString(sum[:]), DeliveryTS: deliveryTS}
 	d.Key = BodyKey(d.SHA256)
 
-	var doc struct {
-		Event     json.RawMessage `json:"event"`
-		JobID     json.RawMessage `json:"job_id"`
-		Status    json.RawMessage `json:"status"`
-		Payload   json.RawMessage `json:"payload"`
-		ResultURL json.RawMessage `json:"result_url"`
-		Error     json.RawMessage `json:"error"`
-	}
-	// json.Unmarshal accepts a bare null into a struct; only an object is an event.
-	trimmed := bytes.TrimLeft(body, " \t\r\n")
-	if len(trimmed) == 0 || trimmed[0] != '{' || json.Unmarshal(body, &doc) != nil {
+	// Fields by their exact names, as the provider writes them and as the
+	// application will read them: decoding into a tagged struct would also
+	// take "JOB_ID" or "Job_Id" for job_id. Only an object decodes into a
+	// map (a bare null leaves it nil); a repeated key keeps its last value,
+	// as most JSON readers do.
+	var doc map[string]json.RawMessage
+	if json.Unmarshal(body, &doc) != nil || doc == nil {
 		return d.park(ReasonUnparseable)
 	}
-	d.Event = jsonString(doc.Event)
-	d.JobStatus = jsonString(doc.Status)
+	d.Event = jsonString(doc["event"])
+	d.JobStatus = jsonString(doc["status"])
 
 	if d.Event == EventTest {
 		d.Status = StatusIgnored
 		return d
 	}
-	d.JobID = jsonString(doc.JobID)
+	d.JobID = jsonString(doc["job_id"])
 	if !usableJobID(d.JobID) {
 		d.JobID = ""
 		return d.park(ReasonMissingJobID)
@@ -83,15 +78,12 @@ func Classify(body []byte, deliveryTS int64, r Rules) Delivery {
 	if !slices.Contains(r.Events, d.Event) {
 		return d.park(ReasonUnknownEvent)
 	}
-	var errObj struct {
-		Code      json.RawMessage `json:"code"`
-		ResultURL json.RawMessage `json:"result_url"`
-	}
-	if len(doc.Error) > 0 && json.Unmarshal(doc.Error, &errObj) == nil &&
-		jsonString(errObj.Code) == "payload_too_large" && isNull(doc.Payload) {
-		d.ResultURL = jsonString(doc.ResultURL)
+	var errObj map[string]json.RawMessage
+	if json.Unmarshal(doc["error"], &errObj) == nil &&
+		jsonString(errObj["code"]) == "payload_too_large" && isNull(doc["payload"]) {
+		d.ResultURL = jsonString(doc["result_url"])
 		if d.ResultURL == "" {
-			d.ResultURL = jsonString(errObj.ResultURL)
+			d.ResultURL = jsonString(errObj["result_url"])
 		}
 		return d.park(ReasonPayloadTooLarge)
 	}

@@ -38,6 +38,10 @@ type Options struct {
 	MaxBatch int
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+	// OnCommit, when set, is called by the writer after each group commit
+	// with the number of deliveries it carried, how long it took and its
+	// error. It runs on the writer goroutine, so it must return at once.
+	OnCommit func(n int, took time.Duration, err error)
 }
 
 // Store is the SQLite inbox. It has one write connection. Deliveries (Put)
@@ -52,6 +56,8 @@ type Store struct {
 	path     string
 	now      func() time.Time
 	maxBatch int
+	busy     time.Duration
+	onCommit func(n int, took time.Duration, err error)
 
 	write  *sql.DB   // nil when read-only
 	insert *sql.Stmt // the delivery insert, prepared once on the write connection
@@ -86,7 +92,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if err := createFile(path, opts.MustExist || opts.ReadOnly); err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
-	s := &Store{path: path, now: opts.Now, maxBatch: opts.MaxBatch}
+	s := &Store{path: path, now: opts.Now, maxBatch: opts.MaxBatch, busy: opts.BusyTimeout, onCommit: opts.OnCommit}
 
 	var err error
 	if !opts.ReadOnly {
@@ -170,8 +176,7 @@ func openWriter(ctx context.Context, path string, opts Options) (*sql.DB, error)
 // Transactions begin IMMEDIATE: busy_timeout does not cover a read
 // transaction that later upgrades to a write.
 func writeDSN(busy time.Duration) string {
-	q := url.Values{}
-	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
+	q := busyDSN(busy)
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "synchronous(FULL)")
 	q.Add("_pragma", "foreign_keys(ON)")
@@ -181,10 +186,16 @@ func writeDSN(busy time.Duration) string {
 
 // readDSN opens connections that refuse writes.
 func readDSN(busy time.Duration) string {
-	q := url.Values{}
-	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
+	q := busyDSN(busy)
 	q.Add("_pragma", "query_only(ON)")
 	return q.Encode()
+}
+
+// busyDSN opens connections that wait up to busy for another's lock.
+func busyDSN(busy time.Duration) url.Values {
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
+	return q
 }
 
 func openPool(path, dsn string, conns int) (*sql.DB, error) {

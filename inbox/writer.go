@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Result is what Put did with one delivery.
@@ -94,7 +95,11 @@ func (s *Store) runWriter() {
 				break fill
 			}
 		}
+		start := time.Now()
 		results, err := s.commit(batch)
+		if s.onCommit != nil {
+			s.onCommit(len(batch), time.Since(start), err)
+		}
 		for i, req := range batch {
 			if err != nil {
 				req.done <- putResult{err: err}

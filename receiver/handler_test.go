@@ -165,6 +165,9 @@ func TestRejected(t *testing.T) {
 			if tt.want == 405 && w.Header().Get("Allow") != "POST" {
 				t.Errorf("Allow = %q, want POST", w.Header().Get("Allow"))
 			}
+			if got := w.Header().Get("WWW-Authenticate"); tt.want == 401 && got != challenge {
+				t.Errorf("WWW-Authenticate = %q, want %q, the same for every cause", got, challenge)
+			}
 			if w.Body.Len() != 0 {
 				t.Errorf("body = %q, want none (no oracle)", w.Body)
 			}

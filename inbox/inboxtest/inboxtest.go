@@ -3,9 +3,11 @@ package inboxtest
 
 import (
 	"context"
+	"database/sql"
 	"os"
 	"path/filepath"
 	"runtime"
+	"sync"
 	"testing"
 
 	"inbox/inbox"
@@ -49,4 +51,29 @@ func MustOpenPath(tb testing.TB, path string, opts inbox.Options) *inbox.Store {
 		}
 	})
 	return s
+}
+
+// HoldWriteLock takes the write lock of the database at path from a
+// connection of its own, as another process would, and returns the
+// function that releases it (also called when the test ends).
+func HoldWriteLock(tb testing.TB, path string) (release func()) {
+	tb.Helper()
+	db, err := sql.Open("sqlite", path+"?_txlock=immediate")
+	if err != nil {
+		tb.Fatalf("inboxtest: %v", err)
+	}
+	tx, err := db.Begin()
+	if err != nil {
+		db.Close()
+		tb.Fatalf("inboxtest: take the write lock: %v", err)
+	}
+	var once sync.Once
+	release = func() {
+		once.Do(func() {
+			tx.Rollback()
+			db.Close()
+		})
+	}
+	tb.Cleanup(release)
+	return release
 }

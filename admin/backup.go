@@ -1,0 +1,108 @@
+package admin
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/urfave/cli/v2"
+)
+
+func backupCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "backup",
+		Usage:     "write a consistent copy of the database, while serve runs",
+		ArgsUsage: "PATH",
+		Description: `Copies the inbox to PATH with SQLite's VACUUM INTO: one snapshot, taken
+while serve keeps committing, compacted. The copy is written beside PATH
+under a temporary name, checked with integrity_check, fsynced and only then
+renamed to PATH, so PATH is never a partial copy. An existing PATH is
+refused unless --force. Prints the rows copied.
+
+To restore: stop serve, replace the database with the copy, delete the old
+database's -wal and -shm files, start serve.
+
+Examples:
+   inbox backup /var/lib/inbox/backup/inbox-$(date +%F).db
+   inbox backup --force /var/lib/inbox/backup/inbox.db`,
+		Flags: []cli.Flag{
+			DBFlag(),
+			&cli.BoolFlag{Name: "force", Usage: "replace PATH if it exists", EnvVars: []string{"INBOX_BACKUP_FORCE"}},
+			jsonFlag(),
+		},
+		Action: func(c *cli.Context) error {
+			paths, err := args(c)
+			if err != nil {
+				return err
+			}
+			if len(paths) != 1 {
+				return errors.New("backup needs one PATH to write the copy to")
+			}
+			dest := paths[0]
+			force := c.Bool("force")
+			if _, err := os.Stat(dest); err == nil && !force {
+				return fmt.Errorf("%s exists: use --force to replace it", dest)
+			} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
+			store, err := openRead(c)
+			if err != nil {
+				return err
+			}
+			defer store.Close()
+
+			tmp, err := os.CreateTemp(filepath.Dir(dest), "."+filepath.Base(dest)+".tmp-*")
+			if err != nil {
+				return fmt.Errorf("backup: %w", err)
+			}
+			tmp.Close()
+			// Until the rename, the copy is only the temporary file's.
+			defer os.Remove(tmp.Name())
+			rows, err := store.Backup(c.Context, tmp.Name())
+			if err != nil {
+				return err
+			}
+			if err := syncFile(tmp.Name()); err != nil {
+				return fmt.Errorf("backup: %w", err)
+			}
+			if force {
+				err = os.Rename(tmp.Name(), dest)
+			} else {
+				// Link, not rename: it fails rather than replace a PATH that
+				// appeared meanwhile.
+				err = os.Link(tmp.Name(), dest)
+			}
+			if err != nil {
+				return fmt.Errorf("backup: %w", err)
+			}
+			if err := syncFile(filepath.Dir(dest)); err != nil {
+				return fmt.Errorf("backup: %w", err)
+			}
+			if c.Bool("json") {
+				return json.NewEncoder(c.App.Writer).Encode(struct {
+					Path string `json:"path"`
+					Rows int64  `json:"rows"`
+				}{dest, rows})
+			}
+			_, err = fmt.Fprintf(c.App.Writer, "copied %d rows to %s\n", rows, dest)
+			return err
+		},
+	}
+}
+
+// syncFile fsyncs a file or a directory, so what was written to it, or a
+// name made in it, survives a crash.
+func syncFile(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

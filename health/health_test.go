@@ -1,0 +1,63 @@
+package health_test
+
+import (
+	"bytes"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"inbox/health"
+	"inbox/inbox"
+	"inbox/inbox/inboxtest"
+)
+
+func probe(t *testing.T, h http.Handler) (int, string, http.Header) {
+	t.Helper()
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/", nil))
+	return w.Code, w.Body.String(), w.Header()
+}
+
+// TestReady checks readiness on a real store: ready while it takes writes,
+// not while another process holds the write lock or once it is closed, and
+// live throughout.
+func TestReady(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "inbox.db")
+	store := inboxtest.MustOpenPath(t, path, inbox.Options{BusyTimeout: 50 * time.Millisecond})
+	var logs bytes.Buffer
+	ready := health.Ready(store, time.Second, zerolog.New(&logs))
+	live := health.Live()
+
+	if code, body, _ := probe(t, ready); code != http.StatusOK || body != "ok\n" {
+		t.Fatalf("ready: %d %q, want 200 ok", code, body)
+	}
+
+	release := inboxtest.HoldWriteLock(t, path)
+	code, body, header := probe(t, ready)
+	if code != http.StatusServiceUnavailable || header.Get("Retry-After") == "" || strings.Contains(body, "lock") {
+		t.Errorf("write lock held: %d %q Retry-After %q; want 503 with Retry-After and no detail", code, body, header.Get("Retry-After"))
+	}
+	if !strings.Contains(logs.String(), "not ready") {
+		t.Errorf("the cause is not logged: %q", logs.String())
+	}
+	if code, _, _ := probe(t, live); code != http.StatusOK {
+		t.Errorf("live while the store is locked: %d, want 200", code)
+	}
+	release()
+	if code, _, _ := probe(t, ready); code != http.StatusOK {
+		t.Errorf("ready after the lock was released: %d, want 200", code)
+	}
+
+	store.Close()
+	if code, _, _ := probe(t, ready); code != http.StatusServiceUnavailable {
+		t.Errorf("ready on a closed store: %d, want 503", code)
+	}
+	if code, body, _ := probe(t, live); code != http.StatusOK || body != "ok\n" {
+		t.Errorf("live: %d %q, want 200 ok", code, body)
+	}
+}

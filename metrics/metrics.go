@@ -1,0 +1,109 @@
+// Package metrics says how the inbox is doing in the Prometheus text
+// format: what became of each delivery, how long requests and commits take,
+// and what the store holds. Everything registers on the registry it is
+// given; nothing here is global.
+package metrics
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/rs/zerolog"
+)
+
+const namespace = "inbox"
+
+// Metrics counts deliveries and commits. Its methods fit the hooks of
+// receiver.Config (OnAnswer) and inbox.Options (OnCommit).
+type Metrics struct {
+	deliveries   *prometheus.CounterVec
+	duration     *prometheus.HistogramVec
+	batchSize    prometheus.Histogram
+	commitTime   prometheus.Histogram
+	commitErrors prometheus.Counter
+}
+
+// New registers the delivery and commit metrics on reg. It panics if reg
+// already holds metrics of the same names, a wiring mistake.
+func New(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace,
+			Name:      "deliveries_total",
+			Help:      "Requests on the webhook path by outcome: stored, revived, duplicate, ignored, parked (reason: why), rejected (reason: the check that failed), store_error, overloaded.",
+		}, []string{"outcome", "reason"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: namespace,
+			Name:      "request_duration_seconds",
+			Help:      "Time from the start of handling a webhook request to its answer, by status code.",
+			Buckets:   []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}, []string{"code"}),
+		batchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: namespace,
+			Name:      "commit_batch_size",
+			Help:      "Deliveries carried by each successful group commit.",
+			Buckets:   prometheus.ExponentialBuckets(1, 2, 9), // 1 .. 256, the largest batch
+		}),
+		commitTime: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: namespace,
+			Name:      "commit_duration_seconds",
+			Help:      "Time each group commit took, fsync included, failed ones too.",
+			Buckets:   []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+		}),
+		commitErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: namespace,
+			Name:      "commit_errors_total",
+			Help:      "Group commits that failed; each of their deliveries was answered 503.",
+		}),
+	}
+	reg.MustRegister(m.deliveries, m.duration, m.batchSize, m.commitTime, m.commitErrors)
+	return m
+}
+
+// Answered counts one answered webhook request; it fits
+// receiver.Config.OnAnswer.
+func (m *Metrics) Answered(outcome, reason string, status int, took time.Duration) {
+	m.deliveries.WithLabelValues(outcome, reason).Inc()
+	m.duration.WithLabelValues(strconv.Itoa(status)).Observe(took.Seconds())
+}
+
+// Committed records one group commit; it fits inbox.Options.OnCommit.
+func (m *Metrics) Committed(n int, took time.Duration, err error) {
+	m.commitTime.Observe(took.Seconds())
+	if err != nil {
+		m.commitErrors.Inc()
+		return
+	}
+	m.batchSize.Observe(float64(n))
+}
+
+// InFlight registers a gauge of the webhook requests being handled, read
+// from f at each scrape.
+func InFlight(reg prometheus.Registerer, f func() int) {
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: namespace,
+		Name:      "requests_in_flight",
+		Help:      "Webhook requests being handled now.",
+	}, func() float64 { return float64(f()) }))
+}
+
+// Handler serves what g gathers in the Prometheus text format. A collector
+// that fails (the store unreadable) is logged and left out; the rest is
+// still served.
+func Handler(g prometheus.Gatherer, log zerolog.Logger) http.Handler {
+	return promhttp.HandlerFor(g, promhttp.HandlerOpts{
+		ErrorLog:      printer{log},
+		ErrorHandling: promhttp.ContinueOnError,
+		// Scrapes are few and cheap; more at once means something is wrong.
+		MaxRequestsInFlight: 4,
+	})
+}
+
+// printer logs promhttp's errors through zerolog.
+type printer struct{ log zerolog.Logger }
+
+func (p printer) Println(v ...any) { p.log.Warn().Msg(fmt.Sprint(v...)) }

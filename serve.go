@@ -1,0 +1,190 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/urfave/cli/v2"
+
+	"inbox/admin"
+	"inbox/dispatch"
+	"inbox/health"
+	"inbox/inbox"
+	"inbox/metrics"
+	"inbox/receiver"
+)
+
+// probeTimeout bounds a readiness probe's and a scrape's reads of the store.
+const probeTimeout = 2 * time.Second
+
+func serveCommand(logOut io.Writer) *cli.Command {
+	def := receiver.DefaultLimits()
+	return &cli.Command{
+		Name:  "serve",
+		Usage: "receive webhooks",
+		Description: `Verifies each delivery's signature, stores it once per job, parks what can
+never be processed, and answers 204 only once the row is on disk. GET
+/healthz, /readyz and /metrics answer on --admin-addr, or beside the
+webhooks when it is not set. SIGTERM or SIGINT stops it gracefully; a
+second one at once. With a destination, it also hands the new rows on, as
+inbox dispatch does (without one, run inbox dispatch beside it, or nothing
+takes the rows).
+
+` + destinationHelp + `
+
+Examples:
+   SUME_COM_WEBHOOK_SIGNING_SECRET=whsec_current inbox serve
+   SUME_COM_WEBHOOK_SIGNING_SECRET=old,new inbox serve --addr :8080 --db /var/lib/inbox/inbox.db
+   inbox serve --admin-addr 127.0.0.1:8081 --max-in-flight 256
+   inbox serve --event job.completed --event job.failed --max-body 2MiB
+   inbox serve --forward-url http://127.0.0.1:3000/jobs --workers 8`,
+		Flags: append([]cli.Flag{
+			&cli.StringFlag{Name: "addr", Value: "127.0.0.1:8080", Usage: "listen address", EnvVars: []string{"INBOX_ADDR"}},
+			&cli.StringFlag{Name: "admin-addr", Usage: "listen address for /healthz, /readyz and /metrics; empty: serve them on --addr", EnvVars: []string{"INBOX_ADMIN_ADDR"}},
+			admin.DBFlag(),
+			&cli.StringSliceFlag{Name: "secret", Usage: "signing secret; repeat or comma-separate to accept several during a rotation (prefer the environment variable: flags show in ps)", EnvVars: []string{"SUME_COM_WEBHOOK_SIGNING_SECRET"}},
+			&cli.DurationFlag{Name: "tolerance", Value: 5 * time.Minute, Usage: "how far the signed timestamp may be from now, either way", EnvVars: []string{"INBOX_TOLERANCE"}},
+			admin.EventsFlag(),
+			admin.MaxBodyFlag(),
+			&cli.StringFlag{Name: "max-request", Value: "4MiB", Usage: "hard cap: larger requests get 413 and are not read", EnvVars: []string{"INBOX_MAX_REQUEST"}},
+			&cli.StringFlag{Name: "path", Value: "/webhooks/sume", Usage: "the webhook path", EnvVars: []string{"INBOX_PATH"}},
+			&cli.DurationFlag{Name: "busy-timeout", Value: inbox.DefaultBusyTimeout, Usage: "how long a write waits for another process's lock before the answer is 503", EnvVars: []string{"INBOX_BUSY_TIMEOUT"}},
+			&cli.IntFlag{Name: "max-in-flight", Value: 512, Usage: "webhook requests handled at once; beyond it the answer is 503 with Retry-After", EnvVars: []string{"INBOX_MAX_IN_FLIGHT"}},
+			&cli.DurationFlag{Name: "read-header-timeout", Value: def.ReadHeaderTimeout, Usage: "a client that has not sent its headers by then is disconnected", EnvVars: []string{"INBOX_READ_HEADER_TIMEOUT"}},
+			&cli.DurationFlag{Name: "read-timeout", Value: def.ReadTimeout, Usage: "a request not wholly read by then, body included, is given up; answers are written within a second more", EnvVars: []string{"INBOX_READ_TIMEOUT"}},
+			logLevelFlag(),
+		}, dispatchFlags()...),
+		Action: func(c *cli.Context) error {
+			log, err := newLogger(logOut, c.String("log-level"))
+			if err != nil {
+				return err
+			}
+			rules, err := admin.Rules(c)
+			if err != nil {
+				return err
+			}
+			maxRequest, err := admin.ParseSize(c.String("max-request"))
+			if err != nil {
+				return fmt.Errorf("--max-request: %w", err)
+			}
+			secrets, err := admin.SplitList(c.StringSlice("secret"))
+			if err != nil {
+				return fmt.Errorf("signing secret: %w", err)
+			}
+			if len(secrets) == 0 {
+				return errors.New("no signing secret: set SUME_COM_WEBHOOK_SIGNING_SECRET (or --secret)")
+			}
+			adminAddr := c.String("admin-addr")
+			path := c.String("path")
+			if err := checkPath(path, adminAddr == ""); err != nil {
+				return err
+			}
+			lim := receiver.DefaultLimits()
+			lim.ReadHeaderTimeout = c.Duration("read-header-timeout")
+			lim.ReadTimeout = c.Duration("read-timeout")
+			lim.WriteTimeout = lim.ReadTimeout + time.Second
+			if lim.ReadHeaderTimeout <= 0 || lim.ReadTimeout < lim.ReadHeaderTimeout {
+				return fmt.Errorf("--read-header-timeout %s and --read-timeout %s: want 0 < header timeout <= read timeout", lim.ReadHeaderTimeout, lim.ReadTimeout)
+			}
+			if c.Int("max-in-flight") < 1 {
+				return fmt.Errorf("--max-in-flight must be at least 1, got %d", c.Int("max-in-flight"))
+			}
+
+			reg := prometheus.NewRegistry()
+			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+			m := metrics.New(reg)
+			store, err := inbox.Open(c.Context, c.String("db"), inbox.Options{
+				Schema:      schema,
+				BusyTimeout: c.Duration("busy-timeout"),
+				OnCommit:    m.Committed,
+			})
+			if err != nil {
+				return err
+			}
+			defer store.Close()
+			reg.MustRegister(metrics.NewStoreCollector(store, probeTimeout, nil))
+			// The dispatcher shares the store, so its writes go through the
+			// store's one writer, in the receiver's commits.
+			var d *dispatch.Dispatcher
+			if destinationSet(c) {
+				var closeDest func()
+				if d, closeDest, err = newDispatcher(c, store, log, reg); err != nil {
+					return err
+				}
+				defer closeDest()
+			}
+			h, err := receiver.NewHandler(store, receiver.Config{
+				Secrets:     secrets,
+				Tolerance:   c.Duration("tolerance"),
+				Rules:       rules,
+				HardCap:     maxRequest,
+				MaxInFlight: c.Int("max-in-flight"),
+				OnAnswer:    m.Answered,
+			}, log)
+			if err != nil {
+				return err
+			}
+			metrics.InFlight(reg, h.InFlight)
+
+			web := http.NewServeMux()
+			web.Handle(path, h)
+			ops := web
+			if adminAddr != "" {
+				ops = http.NewServeMux()
+			}
+			ops.Handle("GET /healthz", health.Live())
+			ops.Handle("GET /readyz", health.Ready(store, probeTimeout, log))
+			ops.Handle("GET /metrics", metrics.Handler(reg, log))
+
+			ln, err := net.Listen("tcp", c.String("addr"))
+			if err != nil {
+				return err
+			}
+			endpoints := []receiver.Endpoint{{Name: "webhooks", Listener: ln, Handler: web}}
+			if adminAddr != "" {
+				aln, err := net.Listen("tcp", adminAddr)
+				if err != nil {
+					ln.Close()
+					return err
+				}
+				endpoints = append(endpoints, receiver.Endpoint{Name: "admin", Listener: aln, Handler: ops})
+			}
+			log.Info().Str("db", store.Path()).Str("path", path).Strs("events", rules.Events).Bool("dispatch", d != nil).Msg("starting")
+			ctx, cancel := context.WithCancel(c.Context)
+			defer cancel()
+			dispatched := make(chan error, 1)
+			if d != nil {
+				go func() { dispatched <- d.Run(ctx) }()
+			} else {
+				dispatched <- nil
+			}
+			serveErr := receiver.Serve(ctx, lim, log, endpoints...)
+			cancel() // the dispatcher stops with the receiver
+			if err := errors.Join(serveErr, <-dispatched, store.Close()); err != nil {
+				return err
+			}
+			log.Info().Msg("stopped")
+			return nil
+		},
+	}
+}
+
+// checkPath refuses a webhook path the mux cannot take as a plain path, or
+// that would shadow a probe served beside it.
+func checkPath(path string, sharesAdmin bool) error {
+	if !strings.HasPrefix(path, "/") || strings.ContainsAny(path, " \t{}") {
+		return fmt.Errorf("--path must start with / and hold no spaces or braces, got %q", path)
+	}
+	if sharesAdmin && (path == "/healthz" || path == "/readyz" || path == "/metrics") {
+		return fmt.Errorf("--path %s would hide a probe: choose another, or set --admin-addr", path)
+	}
+	return nil
+}
