@@ -73,6 +73,19 @@ func columns(t *testing.T, path string) []string {
 	return out
 }
 
+// sameColumnsAsSchema checks that the events table at path has the
+// columns a database made from schema.sql has.
+func sameColumnsAsSchema(t *testing.T, path string) {
+	t.Helper()
+	fresh := filepath.Join(t.TempDir(), "fresh.db")
+	if err := inboxtest.MustOpenPath(t, fresh, inbox.Options{}).Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := columns(t, path), columns(t, fresh); !reflect.DeepEqual(got, want) {
+		t.Errorf("migrated columns:\n%s\nwant those of schema.sql:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
 // TestMigrate opens a database of the first version: it is read-only
 // refused with a clear error, then upgraded by a writing open to the same
 // columns schema.sql makes, its rows kept and queued.
@@ -88,13 +101,7 @@ func TestMigrate(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	fresh := filepath.Join(t.TempDir(), "fresh.db")
-	if err := inboxtest.MustOpenPath(t, fresh, inbox.Options{}).Close(); err != nil {
-		t.Fatal(err)
-	}
-	if got, want := columns(t, path), columns(t, fresh); !reflect.DeepEqual(got, want) {
-		t.Errorf("migrated columns:\n%s\nwant those of schema.sql:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
+	sameColumnsAsSchema(t, path)
 
 	// Opening again finds nothing to do; the schema adds the queue index.
 	s = inboxtest.MustOpenPath(t, path, inbox.Options{})
@@ -142,13 +149,7 @@ func TestMigrateSources(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	fresh := filepath.Join(t.TempDir(), "fresh.db")
-	if err := inboxtest.MustOpenPath(t, fresh, inbox.Options{}).Close(); err != nil {
-		t.Fatal(err)
-	}
-	if got, want := columns(t, path), columns(t, fresh); !reflect.DeepEqual(got, want) {
-		t.Errorf("migrated columns:\n%s\nwant those of schema.sql:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
+	sameColumnsAsSchema(t, path)
 }
 
 // TestQueryPlans checks that the store's queries read through the indexes

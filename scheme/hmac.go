@@ -97,7 +97,7 @@ func (s *HMAC) Verify(h http.Header, body []byte, secrets []Secret, now time.Tim
 			return Verified{}, ErrBadTimestamp
 		}
 		var err error
-		if ts, err = parseTime(t, 18); err != nil {
+		if ts, err = parseTime(t); err != nil {
 			return Verified{}, err
 		}
 		if err := fresh(ts, s.opts.Tolerance, now); err != nil {

@@ -11,8 +11,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"net/http"
-	"strconv"
 	"time"
+
+	"inbox/sume"
 )
 
 // Verification failures. Their texts name the cause for the log; none holds
@@ -97,18 +98,10 @@ func single(h http.Header, name string) (string, bool) {
 	return "", false
 }
 
-// parseTime accepts only the canonical decimal form: digits, no sign, no
-// leading zero, no spaces, at most maxDigits digits.
-func parseTime(s string, maxDigits int) (int64, error) {
-	if s == "" || len(s) > maxDigits || (s[0] == '0' && len(s) > 1) {
-		return 0, ErrBadTimestamp
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return 0, ErrBadTimestamp
-		}
-	}
-	ts, err := strconv.ParseInt(s, 10, 64)
+// parseTime accepts only the canonical decimal form (sume's: digits, no
+// sign, no leading zero, no spaces, at most 18 digits).
+func parseTime(s string) (int64, error) {
+	ts, err := sume.ParseTimestamp(s)
 	if err != nil {
 		return 0, ErrBadTimestamp
 	}
@@ -160,13 +153,8 @@ func hmacSHA256(key []byte, parts ...[]byte) []byte {
 // lowerHexMAC decodes exactly 64 lowercase hex characters; ok false for
 // anything else.
 func lowerHexMAC(s string) ([]byte, bool) {
-	if len(s) != 2*sha256.Size {
+	if len(s) != 2*sha256.Size || !sume.IsLowerHex(s) {
 		return nil, false
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return nil, false
-		}
 	}
 	mac, err := hex.DecodeString(s)
 	return mac, err == nil

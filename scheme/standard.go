@@ -93,7 +93,7 @@ func (s StandardWebhooks) Verify(h http.Header, body []byte, secrets []Secret, n
 	if !ok {
 		return Verified{}, ErrBadTimestamp
 	}
-	ts, err := parseTime(t, 18)
+	ts, err := parseTime(t)
 	if err != nil {
 		return Verified{}, err
 	}

@@ -42,7 +42,7 @@ func (s Stripe) Verify(h http.Header, body []byte, secrets []Secret, now time.Ti
 			if t != "" {
 				return Verified{}, ErrBadTimestamp
 			}
-			if ts, err = parseTime(v, 18); err != nil {
+			if ts, err = parseTime(v); err != nil {
 				return Verified{}, err
 			}
 			t = v

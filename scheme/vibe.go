@@ -60,7 +60,7 @@ func (v Vibe) Verify(h http.Header, body []byte, secrets []Secret, now time.Time
 	if !ok {
 		return Verified{}, ErrMalformedSignature
 	}
-	ts, err := parseTime(t, 16)
+	ts, err := parseTime(t)
 	if err != nil || ts > maxSafeInteger {
 		return Verified{}, ErrBadTimestamp
 	}
