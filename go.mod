@@ -3,6 +3,7 @@ module inbox
 go 1.26.0
 
 require (
+	github.com/BurntSushi/toml v1.6.0
 	github.com/nats-io/nats-server/v2 v2.15.3
 	github.com/nats-io/nats.go v1.55.0
 	github.com/prometheus/client_golang v1.25.0

@@ -57,7 +57,28 @@ CREATE TABLE IF NOT EXISTS events (
   -- The last failed attempt's error, bounded; never the body.
   last_error      TEXT,
   -- When the application took the row (status done), NULL before.
-  done_at         INTEGER
+  done_at         INTEGER,
+  -- The configured source the row came through (/webhooks/<source>). Rows
+  -- are keyed by (source, key), folded into the one primary key id: a
+  -- 'sume' row's id is its bare key, as before sources existed, and any
+  -- other source's is '<source>/<key>' (source names hold no '/'). So no
+  -- table rebuild was needed, CLI ids stay what they were, and the insert
+  -- still enters only the primary key and the queue.
+  source          TEXT    NOT NULL DEFAULT 'sume' CHECK (source <> ''),
+  -- The answer body saved with the row and given again to every repeat of
+  -- its key (Vibe's 202 body); NULL for sources that answer without one.
+  response        BLOB
+) STRICT;
+
+-- When each configured secret last verified a delivery, so an operator
+-- knows when a retired one can go. The secret is never stored: only the
+-- first 8 bytes of its sha256, in hex. serve writes it at most once a minute
+-- and on shutdown.
+CREATE TABLE IF NOT EXISTS secret_uses (
+  source           TEXT    NOT NULL,
+  fingerprint      TEXT    NOT NULL,
+  last_verified_at INTEGER NOT NULL,
+  PRIMARY KEY (source, fingerprint)
 ) STRICT;
 
 -- Every index a new row enters costs the writer a b-tree insert and more

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"inbox/inbox"
 	"inbox/metrics"
 	"inbox/receiver"
+	"inbox/scheme"
 )
 
 // probeTimeout bounds a readiness probe's and a scrape's reads of the store.
@@ -50,6 +52,7 @@ Examples:
 			&cli.StringFlag{Name: "addr", Value: "127.0.0.1:8080", Usage: "listen address", EnvVars: []string{"INBOX_ADDR"}},
 			&cli.StringFlag{Name: "admin-addr", Usage: "listen address for /healthz, /readyz and /metrics; empty: serve them on --addr", EnvVars: []string{"INBOX_ADMIN_ADDR"}},
 			admin.DBFlag(),
+			admin.ConfigFlag(),
 			&cli.StringSliceFlag{Name: "secret", Usage: "signing secret; repeat or comma-separate to accept several during a rotation (prefer the environment variable: flags show in ps)", EnvVars: []string{"SUME_COM_WEBHOOK_SIGNING_SECRET"}},
 			&cli.DurationFlag{Name: "tolerance", Value: 5 * time.Minute, Usage: "how far the signed timestamp may be from now, either way", EnvVars: []string{"INBOX_TOLERANCE"}},
 			admin.EventsFlag(),
@@ -75,17 +78,15 @@ Examples:
 			if err != nil {
 				return fmt.Errorf("--max-request: %w", err)
 			}
-			secrets, err := admin.SplitList(c.StringSlice("secret"))
-			if err != nil {
-				return fmt.Errorf("signing secret: %w", err)
-			}
-			if len(secrets) == 0 {
-				return errors.New("no signing secret: set SUME_COM_WEBHOOK_SIGNING_SECRET (or --secret)")
-			}
 			adminAddr := c.String("admin-addr")
-			path := c.String("path")
-			if err := checkPath(path, adminAddr == ""); err != nil {
+			sources, err := serveSources(c, rules, maxRequest)
+			if err != nil {
 				return err
+			}
+			for _, src := range sources {
+				if err := checkPath(src.Path, adminAddr == ""); err != nil {
+					return err
+				}
 			}
 			lim := receiver.DefaultLimits()
 			lim.ReadHeaderTimeout = c.Duration("read-header-timeout")
@@ -121,21 +122,33 @@ Examples:
 				}
 				defer closeDest()
 			}
-			h, err := receiver.NewHandler(store, receiver.Config{
-				Secrets:     secrets,
-				Tolerance:   c.Duration("tolerance"),
-				Rules:       rules,
-				HardCap:     maxRequest,
-				MaxInFlight: c.Int("max-in-flight"),
-				OnAnswer:    m.Answered,
-			}, log)
-			if err != nil {
-				return err
-			}
-			metrics.InFlight(reg, h.InFlight)
-
 			web := http.NewServeMux()
-			web.Handle(path, h)
+			var handlers []*receiver.Handler
+			for _, src := range sources {
+				h, err := receiver.NewHandler(store, receiver.Config{
+					Source:      src.Name,
+					Scheme:      src.Scheme,
+					Keys:        src.Keys,
+					Tolerance:   src.Tolerance,
+					Accepted:    src.Accepted,
+					Rules:       src.Rules,
+					HardCap:     src.HardCap,
+					MaxInFlight: c.Int("max-in-flight"),
+					OnAnswer:    m.Answered,
+				}, log)
+				if err != nil {
+					return fmt.Errorf("source %s: %w", src.Name, err)
+				}
+				handlers = append(handlers, h)
+				web.Handle(src.Path, h)
+			}
+			metrics.InFlight(reg, func() int {
+				n := 0
+				for _, h := range handlers {
+					n += h.InFlight()
+				}
+				return n
+			})
 			ops := web
 			if adminAddr != "" {
 				ops = http.NewServeMux()
@@ -157,9 +170,14 @@ Examples:
 				}
 				endpoints = append(endpoints, receiver.Endpoint{Name: "admin", Listener: aln, Handler: ops})
 			}
-			log.Info().Str("db", store.Path()).Str("path", path).Strs("events", rules.Events).Bool("dispatch", d != nil).Msg("starting")
+			for _, src := range sources {
+				log.Info().Str("db", store.Path()).Str("source", src.Name).Str("scheme", src.Scheme.Name()).Str("path", src.Path).
+					Strs("events", src.Rules.Events).Bool("dispatch", d != nil).Msg("starting")
+			}
 			ctx, cancel := context.WithCancel(c.Context)
 			defer cancel()
+			recorded := make(chan error, 1)
+			go func() { recorded <- recordSecretUses(ctx, store, handlers) }()
 			dispatched := make(chan error, 1)
 			if d != nil {
 				go func() { dispatched <- d.Run(ctx) }()
@@ -167,14 +185,64 @@ Examples:
 				dispatched <- nil
 			}
 			serveErr := receiver.Serve(ctx, lim, log, endpoints...)
-			cancel() // the dispatcher stops with the receiver
-			if err := errors.Join(serveErr, <-dispatched, store.Close()); err != nil {
+			cancel() // the dispatcher and the recorder stop with the receiver
+			if err := errors.Join(serveErr, <-dispatched, <-recorded, store.Close()); err != nil {
 				return err
 			}
 			log.Info().Msg("stopped")
 			return nil
 		},
 	}
+}
+
+// secretUsePeriod is how often serve saves when each secret last verified
+// a delivery: cheap, and fine enough to tell when an old secret can go.
+const secretUsePeriod = time.Minute
+
+// recordSecretUses saves the handlers' secret uses every secretUsePeriod
+// and once more when ctx is done, then returns the last save's error.
+func recordSecretUses(ctx context.Context, store *inbox.Store, handlers []*receiver.Handler) error {
+	save := func(ctx context.Context) error {
+		var uses []inbox.SecretUse
+		for _, h := range handlers {
+			uses = append(uses, h.SecretUses()...)
+		}
+		return store.RecordSecretUses(ctx, uses)
+	}
+	tick := time.NewTicker(secretUsePeriod)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+			save(ctx) // a failed save is retried at the next tick, with the same times
+		case <-ctx.Done():
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			return save(sctx)
+		}
+	}
+}
+
+// serveSources returns the sources of --config, or without it the one Sume
+// source the flags describe, as serve has always served it.
+func serveSources(c *cli.Context, rules inbox.Rules, maxRequest int64) ([]admin.Source, error) {
+	if file := c.String("config"); file != "" {
+		return admin.LoadSources(file, os.Getenv)
+	}
+	secrets, err := admin.SplitList(c.StringSlice("secret"))
+	if err != nil {
+		return nil, fmt.Errorf("signing secret: %w", err)
+	}
+	if len(secrets) == 0 {
+		return nil, errors.New("no signing secret: set SUME_COM_WEBHOOK_SIGNING_SECRET (or --secret), or give --config")
+	}
+	keys := make([]scheme.Secret, len(secrets))
+	for i, s := range secrets {
+		keys[i] = scheme.Secret{Key: []byte(s)}
+	}
+	tol := c.Duration("tolerance")
+	return []admin.Source{{Name: inbox.DefaultSource, Path: c.String("path"), Scheme: scheme.Sume{Tolerance: tol},
+		Keys: keys, Tolerance: tol, Rules: rules, HardCap: maxRequest, Accepted: http.StatusNoContent}}, nil
 }
 
 // checkPath refuses a webhook path the mux cannot take as a plain path, or

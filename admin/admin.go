@@ -32,6 +32,7 @@ func Commands() []*cli.Command {
 		purgeCommand(),
 		sendCommand(),
 		backupCommand(),
+		sourcesCommand(),
 	}
 }
 

@@ -27,6 +27,7 @@ Examples:
 			&cli.StringFlag{Name: "group-by", Usage: "reason: one line per reason", EnvVars: []string{"INBOX_GROUP_BY"}},
 			ageFlag("since", "", "only rows received within this long", "INBOX_SINCE"),
 			reasonFlag("only rows parked for this reason", "INBOX_PARKED_REASON"),
+			&cli.StringFlag{Name: "source", Usage: "only rows of this source", EnvVars: []string{"INBOX_PARKED_SOURCE"}},
 			jsonFlag(),
 		},
 		Action: func(c *cli.Context) error {
@@ -41,7 +42,7 @@ Examples:
 			if err != nil {
 				return err
 			}
-			f := inbox.Filter{Status: inbox.StatusParked, Reason: r}
+			f := inbox.Filter{Status: inbox.StatusParked, Reason: r, Source: c.String("source")}
 			if since > 0 {
 				f.Since = time.Now().Add(-since)
 			}
@@ -63,8 +64,8 @@ Examples:
 			if err != nil {
 				return err
 			}
-			return printRows(c, rows, "ID\tREASON\tEVENT\tSIZE\tRECEIVED\tDELIVERIES", func(e inbox.Event) string {
-				return fmt.Sprintf("%s\t%s\t%s\t%d\t%s\t%d", e.ID, e.Reason, dash(e.Event), e.Size,
+			return printRows(c, rows, "ID\tSOURCE\tREASON\tEVENT\tSIZE\tRECEIVED\tDELIVERIES", func(e inbox.Event) string {
+				return fmt.Sprintf("%s\t%s\t%s\t%s\t%d\t%s\t%d", e.ID, e.Source, e.Reason, dash(e.Event), e.Size,
 					formatTime(e.ReceivedAt), e.Deliveries)
 			})
 		},

@@ -59,6 +59,18 @@ Examples:
 				oldest = formatDuration(q.Age(time.Now()).Round(time.Second))
 			}
 			fmt.Fprintf(tw, "oldest waiting\t%s\n", oldest)
+			if len(st.BySource) > 0 {
+				fmt.Fprintln(tw, "\nSOURCE\tNEW\tDONE\tPARKED\tIGNORED")
+				sources := make([]string, 0, len(st.BySource))
+				for s := range st.BySource {
+					sources = append(sources, s)
+				}
+				slices.Sort(sources)
+				for _, s := range sources {
+					n := st.BySource[s]
+					fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\n", s, n[inbox.StatusNew], n[inbox.StatusDone], n[inbox.StatusParked], n[inbox.StatusIgnored])
+				}
+			}
 			if len(st.ByReason) > 0 {
 				fmt.Fprintln(tw, "\nPARKED REASON\tROWS")
 				reasons := make([]inbox.Reason, 0, len(st.ByReason))

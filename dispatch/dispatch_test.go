@@ -20,6 +20,7 @@ import (
 	"inbox/dispatch"
 	"inbox/inbox"
 	"inbox/inbox/inboxtest"
+	"inbox/scheme"
 )
 
 var rules = inbox.Rules{Events: []string{"job.completed", "job.failed", "job.canceled"}, MaxBody: 1 << 20}
@@ -231,7 +232,7 @@ func TestFailThenSucceed(t *testing.T) {
 			r.Header.Get("Content-Type") != "application/json" ||
 			r.Header.Get(dispatch.HeaderIdempotencyKey) != "job_1" ||
 			r.Header.Get(dispatch.HeaderEvent) != "job.completed" ||
-			r.Header.Get(dispatch.HeaderWebhookSignature) != "" {
+			r.Header.Get(scheme.HeaderWebhookSignature) != "" {
 			t.Errorf("request %d: %s %v %q", i, r.Method, r.Header, bodies[i])
 		}
 	}

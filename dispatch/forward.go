@@ -3,10 +3,6 @@ package dispatch
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/base64"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -17,6 +13,7 @@ import (
 	"unicode"
 
 	"inbox/inbox"
+	"inbox/scheme"
 )
 
 // Headers of a forwarded job, besides the Standard Webhooks ones.
@@ -25,17 +22,6 @@ const (
 	HeaderEvent          = "Inbox-Event"     // the event name
 	HeaderAttempt        = "Inbox-Attempt"   // the attempt number, from 1
 )
-
-// The Standard Webhooks headers (standardwebhooks.com).
-const (
-	HeaderWebhookID        = "webhook-id"
-	HeaderWebhookTimestamp = "webhook-timestamp"
-	HeaderWebhookSignature = "webhook-signature"
-)
-
-// secretPrefix marks a Standard Webhooks secret: the rest is the key in
-// base64.
-const secretPrefix = "whsec_"
 
 // Bounds on what is read of a response.
 const (
@@ -61,7 +47,7 @@ func NewForward(rawURL, secret string, now func() time.Time) (*Forward, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("forward URL %q: want an absolute http or https URL", redact(rawURL))
 	}
-	key, err := SecretKey(secret)
+	key, err := scheme.StandardKey(secret)
 	if err != nil {
 		return nil, err
 	}
@@ -84,32 +70,6 @@ func NewForward(rawURL, secret string, now func() time.Time) (*Forward, error) {
 	}, nil
 }
 
-// SecretKey returns the signing key a secret names: the base64 after
-// "whsec_", or the secret's own bytes; nil for an empty secret.
-func SecretKey(secret string) ([]byte, error) {
-	if secret == "" {
-		return nil, nil
-	}
-	b64, ok := strings.CutPrefix(secret, secretPrefix)
-	if !ok {
-		return []byte(secret), nil
-	}
-	key, err := base64.StdEncoding.DecodeString(b64)
-	if err != nil || len(key) == 0 {
-		return nil, errors.New("forward secret: the part after whsec_ is not base64")
-	}
-	return key, nil
-}
-
-// Sign returns the Standard Webhooks signature header value for a message:
-// "v1," and the base64 HMAC-SHA256 of "<id>.<timestamp>.<body>".
-func Sign(key []byte, id string, timestamp int64, body []byte) string {
-	mac := hmac.New(sha256.New, key)
-	fmt.Fprintf(mac, "%s.%d.", id, timestamp)
-	mac.Write(body)
-	return "v1," + base64.StdEncoding.EncodeToString(mac.Sum(nil))
-}
-
 // Deliver POSTs j. The webhook-id is the job id, the same on every attempt,
 // as Standard Webhooks asks of retries of one message.
 func (f *Forward) Deliver(ctx context.Context, j inbox.Job) error {
@@ -124,9 +84,9 @@ func (f *Forward) Deliver(ctx context.Context, j inbox.Job) error {
 	req.Header.Set(HeaderAttempt, strconv.Itoa(j.Attempt))
 	if f.key != nil {
 		ts := f.now().Unix()
-		req.Header.Set(HeaderWebhookID, j.ID)
-		req.Header.Set(HeaderWebhookTimestamp, strconv.FormatInt(ts, 10))
-		req.Header.Set(HeaderWebhookSignature, Sign(f.key, j.ID, ts, j.Body))
+		req.Header.Set(scheme.HeaderWebhookID, j.ID)
+		req.Header.Set(scheme.HeaderWebhookTimestamp, strconv.FormatInt(ts, 10))
+		req.Header.Set(scheme.HeaderWebhookSignature, scheme.SignStandard(f.key, j.ID, ts, j.Body))
 	}
 	resp, err := f.client.Do(req)
 	if err != nil {

@@ -29,7 +29,10 @@ type Rules struct {
 // Delivery is a verified body with what classification made of it: the row
 // it belongs on and the status it asks for.
 type Delivery struct {
-	Key        string // the row's id: the job_id, or "sha256:<hex>" when there is none
+	// Source is the configured source the delivery came through; "" is
+	// DefaultSource.
+	Source     string
+	Key        string // the row's id: RowID of the job_id, or of "sha256:<hex>" when there is none
 	JobID      string
 	Status     Status // StatusNew, StatusParked or StatusIgnored
 	Reason     Reason // set when Status is StatusParked
@@ -39,6 +42,56 @@ type Delivery struct {
 	Body       []byte
 	SHA256     string
 	DeliveryTS int64 // the signed delivery timestamp, Unix seconds
+	// Response is the answer body the source saves with a new row and
+	// gives again to every repeat (Vibe's); nil for none.
+	Response []byte
+}
+
+// source returns the delivery's source, DefaultSource for "".
+func (d Delivery) source() string {
+	if d.Source == "" {
+		return DefaultSource
+	}
+	return d.Source
+}
+
+// DefaultSource is the source whose rows keep their bare keys as ids: Sume,
+// the first and default one.
+const DefaultSource = "sume"
+
+// RowID is the row id of key within source: the key itself for the default
+// source, "<source>/<key>" for any other, so the rows of two sources never
+// share an id (source names hold no "/").
+func RowID(source, key string) string {
+	if source == "" || source == DefaultSource {
+		return key
+	}
+	return source + "/" + key
+}
+
+// ClassifyKeyed classifies a verified body of a source whose scheme names
+// the key and the event itself (every scheme but Sume's): a usable key and
+// an event in r.Events (any event when r.Events is empty) make a new row;
+// no usable key parks missing_key under the body's sha256, an event outside
+// the set parks unknown_event, a body above r.MaxBody parks too_large. It
+// never fails.
+func ClassifyKeyed(source, key, event string, body []byte, deliveryTS int64, r Rules) Delivery {
+	sum := sha256.Sum256(body)
+	d := Delivery{Source: source, Body: body, SHA256: hex.EncodeToString(sum[:]), DeliveryTS: deliveryTS, Event: event}
+	d.Key = RowID(source, BodyKey(d.SHA256))
+	if !usableJobID(key) {
+		return d.park(ReasonMissingKey)
+	}
+	d.JobID = key
+	d.Key = RowID(source, key)
+	switch {
+	case len(r.Events) > 0 && !slices.Contains(r.Events, event):
+		return d.park(ReasonUnknownEvent)
+	case r.MaxBody > 0 && int64(len(body)) > r.MaxBody:
+		return d.park(ReasonTooLarge)
+	}
+	d.Status = StatusNew
+	return d
 }
 
 // BodyKey is the row id for a body that cannot be keyed by a job_id.

@@ -36,6 +36,7 @@ const (
 	ReasonPayloadTooLarge Reason = "payload_too_large" // the provider sent a result URL instead of the payload
 	ReasonTooLarge        Reason = "too_large"         // body above the normal limit
 	ReasonConflict        Reason = "conflict"          // a different event for a job already stored
+	ReasonMissingKey      Reason = "missing_key"       // another source's delivery names no usable key
 
 	// The reasons the dispatcher parks a row with. Only a person brings
 	// such a row back (reprocess); a later delivery of the job is counted
@@ -48,7 +49,7 @@ const (
 // dispatcher's. The slice is the caller's to change.
 func Reasons() []Reason {
 	return []Reason{ReasonUnparseable, ReasonMissingJobID, ReasonUnknownEvent,
-		ReasonPayloadTooLarge, ReasonTooLarge, ReasonConflict,
+		ReasonPayloadTooLarge, ReasonTooLarge, ReasonConflict, ReasonMissingKey,
 		ReasonHandlerFailed, ReasonHandlerRejected}
 }
 
@@ -70,6 +71,7 @@ var ErrClosed = errors.New("store closed")
 // Event is one row of the inbox.
 type Event struct {
 	ID         string    `json:"id"`
+	Source     string    `json:"source"`
 	JobID      string    `json:"job_id,omitempty"`
 	Status     Status    `json:"status"`
 	Reason     Reason    `json:"reason"`
@@ -92,6 +94,9 @@ type Event struct {
 	LeaseUntil    time.Time `json:"lease_until,omitzero"`
 	LastError     string    `json:"last_error,omitempty"`
 	DoneAt        time.Time `json:"done_at,omitzero"`
+
+	// Response is the answer body saved with the row (Vibe's), nil for none.
+	Response []byte `json:"-"`
 }
 
 // Outcome is what storing one delivery did.

@@ -12,14 +12,16 @@ type current struct {
 	reason           Reason
 	sha              string
 	event, jobStatus string
+	source           string
+	response         []byte
 }
 
 // readCurrent reads the row holding id; sql.ErrNoRows when there is none.
 func readCurrent(ctx context.Context, tx *sql.Tx, id string) (current, error) {
 	var cur current
 	var reason, event, jobStatus sql.NullString
-	err := tx.QueryRowContext(ctx, `SELECT status, reason, sha256, event, job_status FROM events WHERE id = ?`, id).
-		Scan(&cur.status, &reason, &cur.sha, &event, &jobStatus)
+	err := tx.QueryRowContext(ctx, `SELECT status, reason, sha256, event, job_status, source, response FROM events WHERE id = ?`, id).
+		Scan(&cur.status, &reason, &cur.sha, &event, &jobStatus, &cur.source, &cur.response)
 	cur.reason, cur.event, cur.jobStatus = Reason(reason.String), event.String, jobStatus.String
 	return cur, err
 }
@@ -43,6 +45,10 @@ const (
 func landOn(cur current, d Delivery) landing {
 	holdsJob := cur.status != StatusParked || cur.reason.byHandler()
 	switch {
+	case cur.source != d.source():
+		// A Sume job_id that reads "<source>/<key>": never merged into
+		// another source's row.
+		return landBeside
 	case !holdsJob && d.Status == StatusNew:
 		return landRevive
 	case cur.sha == d.SHA256,
@@ -61,10 +67,10 @@ func revive(ctx context.Context, tx *sql.Tx, d Delivery, n, lastSeen, now int64)
 		event = ?, job_status = ?, result_url = NULL, body = ?, size = ?, sha256 = ?,
 		delivery_ts = ?, deliveries = deliveries + ?, last_seen_at = max(last_seen_at, ?), updated_at = ?,
 		attempts = 0, next_attempt_at = 0, lease_owner = NULL, lease_until = NULL,
-		last_error = NULL, done_at = NULL
+		last_error = NULL, done_at = NULL, response = COALESCE(response, ?)
 		WHERE id = ?`,
 		nullable(d.Event), nullable(d.JobStatus), d.Body, len(d.Body), d.SHA256,
-		d.DeliveryTS, n, lastSeen, now, d.Key)
+		d.DeliveryTS, n, lastSeen, now, d.Response, d.Key)
 	if err != nil {
 		return fmt.Errorf("revive %s: %w", d.Key, err)
 	}

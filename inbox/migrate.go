@@ -18,6 +18,8 @@ var addedColumns = []struct{ name, def string }{
 	{"lease_until", "INTEGER CHECK ((lease_owner IS NULL) = (lease_until IS NULL))"},
 	{"last_error", "TEXT"},
 	{"done_at", "INTEGER"},
+	{"source", "TEXT NOT NULL DEFAULT 'sume' CHECK (source <> '')"},
+	{"response", "BLOB"},
 }
 
 // migrate adds the missing columns to an existing events table and applies

@@ -18,7 +18,14 @@ import (
 // one parked row, and returns its path.
 func oldDB(t *testing.T) string {
 	t.Helper()
-	schema, err := os.ReadFile(filepath.Join("testdata", "schema-v1.sql"))
+	return oldDBOf(t, "schema-v1.sql")
+}
+
+// oldDBOf makes a database from the fixture schema file, with one new and
+// one parked row, and returns its path.
+func oldDBOf(t *testing.T, fixture string) string {
+	t.Helper()
+	schema, err := os.ReadFile(filepath.Join("testdata", fixture))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,6 +73,19 @@ func columns(t *testing.T, path string) []string {
 	return out
 }
 
+// sameColumnsAsSchema checks that the events table at path has the
+// columns a database made from schema.sql has.
+func sameColumnsAsSchema(t *testing.T, path string) {
+	t.Helper()
+	fresh := filepath.Join(t.TempDir(), "fresh.db")
+	if err := inboxtest.MustOpenPath(t, fresh, inbox.Options{}).Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := columns(t, path), columns(t, fresh); !reflect.DeepEqual(got, want) {
+		t.Errorf("migrated columns:\n%s\nwant those of schema.sql:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
 // TestMigrate opens a database of the first version: it is read-only
 // refused with a clear error, then upgraded by a writing open to the same
 // columns schema.sql makes, its rows kept and queued.
@@ -81,13 +101,7 @@ func TestMigrate(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	fresh := filepath.Join(t.TempDir(), "fresh.db")
-	if err := inboxtest.MustOpenPath(t, fresh, inbox.Options{}).Close(); err != nil {
-		t.Fatal(err)
-	}
-	if got, want := columns(t, path), columns(t, fresh); !reflect.DeepEqual(got, want) {
-		t.Errorf("migrated columns:\n%s\nwant those of schema.sql:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
+	sameColumnsAsSchema(t, path)
 
 	// Opening again finds nothing to do; the schema adds the queue index.
 	s = inboxtest.MustOpenPath(t, path, inbox.Options{})
@@ -113,6 +127,29 @@ func TestMigrate(t *testing.T) {
 	if err == nil {
 		t.Error("a lease with an owner and no end was accepted")
 	}
+}
+
+// TestMigrateSources opens a database of the version before sources: its
+// rows become the default source's, with their ids unchanged, and it gains
+// the columns and the table schema.sql has.
+func TestMigrateSources(t *testing.T) {
+	path := oldDBOf(t, "schema-v2.sql")
+	ctx := context.Background()
+	s := inboxtest.MustOpenPath(t, path, inbox.Options{})
+	e, err := s.Get(ctx, "job_2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Source != inbox.DefaultSource || e.Response != nil || e.Reason != inbox.ReasonUnknownEvent {
+		t.Errorf("migrated row: source %q response %q reason %s, want sume, none, unknown_event", e.Source, e.Response, e.Reason)
+	}
+	if err := s.RecordSecretUses(ctx, []inbox.SecretUse{{Source: "sume", Fingerprint: "abcd", LastVerified: time.UnixMilli(7000)}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	sameColumnsAsSchema(t, path)
 }
 
 // TestQueryPlans checks that the store's queries read through the indexes

@@ -12,7 +12,7 @@ import (
 // eventColumns are the columns scanEvent reads, in its order.
 const eventColumns = `id, job_id, status, reason, event, job_status, result_url,
 	size, sha256, delivery_ts, received_at, deliveries, last_seen_at, updated_at,
-	attempts, next_attempt_at, lease_owner, lease_until, last_error, done_at`
+	attempts, next_attempt_at, lease_owner, lease_until, last_error, done_at, source, response`
 
 // Get returns the row with the given id, body included, or ErrNotFound.
 func (s *Store) Get(ctx context.Context, id string) (Event, error) {
@@ -29,6 +29,7 @@ func (s *Store) Get(ctx context.Context, id string) (Event, error) {
 
 // Filter selects rows for List. Zero fields do not filter.
 type Filter struct {
+	Source string
 	Status Status
 	Reason Reason
 	Since  time.Time // received at or after
@@ -45,6 +46,10 @@ const settled = "status <> 'new'"
 func (f Filter) where() (string, []any) {
 	var conds []string
 	var args []any
+	if f.Source != "" {
+		conds = append(conds, "source = ?")
+		args = append(args, f.Source)
+	}
 	if f.Status != "" {
 		conds = append(conds, "status = ?")
 		args = append(args, string(f.Status))
@@ -105,25 +110,32 @@ type Stats struct {
 	// now: on done rows, what it took to hand them on; on parked rows, what
 	// was tried before giving up.
 	Attempts map[Status]int64 `json:"attempts_by_status"`
-	Queue    Queue            `json:"queue"`
+	// BySource counts rows per source and status.
+	BySource map[string]map[Status]int64 `json:"by_source"`
+	Queue    Queue                       `json:"queue"`
 }
 
 // Stats reads the counts in one query, so they agree with each other, and
 // the queue at the store's clock in another.
 func (s *Store) Stats(ctx context.Context) (Stats, error) {
-	st := Stats{ByStatus: map[Status]int64{}, ByReason: map[Reason]int64{}, Attempts: map[Status]int64{}}
+	st := Stats{ByStatus: map[Status]int64{}, ByReason: map[Reason]int64{}, Attempts: map[Status]int64{},
+		BySource: map[string]map[Status]int64{}}
 	rows, err := s.read.QueryContext(ctx,
-		`SELECT status, COALESCE(reason, ''), count(*), sum(attempts) FROM events GROUP BY status, reason`)
+		`SELECT source, status, COALESCE(reason, ''), count(*), sum(attempts) FROM events GROUP BY source, status, reason`)
 	if err != nil {
 		return Stats{}, fmt.Errorf("stats: %w", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var status, reason string
+		var source, status, reason string
 		var n, attempts int64
-		if err := rows.Scan(&status, &reason, &n, &attempts); err != nil {
+		if err := rows.Scan(&source, &status, &reason, &n, &attempts); err != nil {
 			return Stats{}, fmt.Errorf("stats: %w", err)
 		}
+		if st.BySource[source] == nil {
+			st.BySource[source] = map[Status]int64{}
+		}
+		st.BySource[source][Status(status)] += n
 		st.ByStatus[Status(status)] += n
 		st.Attempts[Status(status)] += attempts
 		if reason != "" {
@@ -146,7 +158,7 @@ func scanEvent(scan func(...any) error, withBody bool) (Event, error) {
 	var leaseUntil, doneAt sql.NullInt64
 	dest := []any{&e.ID, &jobID, &e.Status, &reason, &event, &jobStatus, &resultURL,
 		&e.Size, &e.SHA256, &e.DeliveryTS, &received, &e.Deliveries, &lastSeen, &updated,
-		&e.Attempts, &nextAttempt, &leaseOwner, &leaseUntil, &lastError, &doneAt}
+		&e.Attempts, &nextAttempt, &leaseOwner, &leaseUntil, &lastError, &doneAt, &e.Source, &e.Response}
 	if withBody {
 		dest = append(dest, &e.Body)
 	}

@@ -117,7 +117,7 @@ type selectedRow struct {
 // selectColumns reads a selectedRow from events e, joined with its parked
 // job row j if it has one. The job row's size counts, conservatively, with
 // each of the job's rows: it may be classified along with them.
-const selectColumns = `SELECT e.id, COALESCE(e.job_id, e.id), e.size + COALESCE(j.size, 0), e.received_at, e.status
+const selectColumns = `SELECT e.id, COALESCE(e.job_id, e.id), e.size + COALESCE(j.size, 0), e.received_at, e.status, e.source
 	FROM events e LEFT JOIN events j ON j.id = e.job_id AND j.id != e.id AND j.status = 'parked'`
 
 // selectParked returns the selected parked rows, oldest first.
@@ -128,7 +128,7 @@ func (s *Store) selectParked(ctx context.Context, sel Selection) ([]selectedRow,
 	if sel.Reason == "" && !sel.All {
 		return nil, errors.New("no rows selected: name ids, a reason, or all")
 	}
-	q, args := selectColumns+` WHERE e.status = 'parked'`, []any{}
+	q, args := selectColumns+` WHERE e.status = 'parked' AND e.source = '`+DefaultSource+`'`, []any{}
 	if sel.Reason != "" {
 		q, args = q+` AND e.reason = ?`, append(args, string(sel.Reason))
 	}
@@ -140,8 +140,8 @@ func (s *Store) selectParked(ctx context.Context, sel Selection) ([]selectedRow,
 	var out []selectedRow
 	for rows.Next() {
 		var r selectedRow
-		var status string
-		if err := rows.Scan(&r.id, &r.job, &r.size, &r.receivedAt, &status); err != nil {
+		var status, source string
+		if err := rows.Scan(&r.id, &r.job, &r.size, &r.receivedAt, &status, &source); err != nil {
 			return nil, fmt.Errorf("select parked rows: %w", err)
 		}
 		out = append(out, r)
@@ -163,9 +163,9 @@ func (s *Store) selectIDs(ctx context.Context, ids []string) ([]selectedRow, err
 		}
 		seen[id] = true
 		var r selectedRow
-		var status string
+		var status, source string
 		err := s.read.QueryRowContext(ctx, selectColumns+` WHERE e.id = ?`, id).
-			Scan(&r.id, &r.job, &r.size, &r.receivedAt, &status)
+			Scan(&r.id, &r.job, &r.size, &r.receivedAt, &status, &source)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, fmt.Errorf("%s: %w", id, ErrNotFound)
 		}
@@ -174,6 +174,9 @@ func (s *Store) selectIDs(ctx context.Context, ids []string) ([]selectedRow, err
 		}
 		if Status(status) != StatusParked {
 			return nil, fmt.Errorf("%s is %s, not parked", id, status)
+		}
+		if source != DefaultSource {
+			return nil, fmt.Errorf("%s is a %s row: only %s rows are classified again", id, source, DefaultSource)
 		}
 		out = append(out, r)
 	}

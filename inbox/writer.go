@@ -13,6 +13,9 @@ type Result struct {
 	Outcome Outcome
 	ID      string // the row the delivery landed on
 	Reason  Reason // set when Outcome is OutcomeParked
+	// Response is the answer body saved on that row: the delivery's own on
+	// a new row, the first accepted delivery's on a repeat; nil for none.
+	Response []byte
 }
 
 type putRequest struct {
@@ -161,8 +164,8 @@ func runOp(ctx context.Context, tx *sql.Tx, op func(context.Context, *sql.Tx) er
 
 const insertSQL = `INSERT INTO events
 	(id, job_id, status, reason, event, job_status, result_url, body, size, sha256,
-	 delivery_ts, received_at, deliveries, last_seen_at, updated_at)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)
+	 delivery_ts, received_at, deliveries, last_seen_at, updated_at, source, response)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?)
 	ON CONFLICT(id) DO NOTHING`
 
 // put applies one delivery inside tx; ins is insertSQL prepared on tx. The
@@ -186,15 +189,20 @@ func put(ctx context.Context, tx *sql.Tx, ins *sql.Stmt, d Delivery, now int64) 
 		if err := revive(ctx, tx, d, 1, now, now); err != nil {
 			return Result{}, err
 		}
-		return Result{Outcome: OutcomeRevived, ID: d.Key}, nil
+		if cur.response == nil {
+			cur.response = d.Response
+		}
+		return Result{Outcome: OutcomeRevived, ID: d.Key, Response: cur.response}, nil
 	case landRepeat:
-		return repeat(ctx, tx, d.Key, 1, now)
+		res, err := repeat(ctx, tx, d.Key, 1, now)
+		res.Response = cur.response
+		return res, err
 	}
 
 	// The job's row holds something else: park this delivery beside it,
 	// keyed by its bytes, so it is never silently dropped.
 	beside := d
-	beside.Key = BodyKey(d.SHA256)
+	beside.Key = RowID(d.Source, BodyKey(d.SHA256))
 	if beside.Status != StatusParked {
 		beside = beside.park(ReasonConflict)
 	}
@@ -202,7 +210,10 @@ func put(ctx context.Context, tx *sql.Tx, ins *sql.Stmt, d Delivery, now int64) 
 		return Result{}, err
 	}
 	if !inserted {
-		return repeat(ctx, tx, beside.Key, 1, now)
+		// The same bytes again: their row's saved answer is the delivery's.
+		res, err := repeat(ctx, tx, beside.Key, 1, now)
+		res.Response = beside.Response
+		return res, err
 	}
 	return fresh(beside), nil
 }
@@ -211,7 +222,7 @@ func insert(ctx context.Context, ins *sql.Stmt, d Delivery, now int64) (bool, er
 	res, err := ins.ExecContext(ctx,
 		d.Key, nullable(d.JobID), string(d.Status), nullable(string(d.Reason)),
 		nullable(d.Event), nullable(d.JobStatus), nullable(d.ResultURL),
-		d.Body, len(d.Body), d.SHA256, d.DeliveryTS, now, now, now)
+		d.Body, len(d.Body), d.SHA256, d.DeliveryTS, now, now, now, d.source(), d.Response)
 	if err != nil {
 		return false, fmt.Errorf("insert %s: %w", d.Key, err)
 	}
@@ -237,11 +248,11 @@ func repeat(ctx context.Context, tx *sql.Tx, id string, n, lastSeen int64) (Resu
 func fresh(d Delivery) Result {
 	switch d.Status {
 	case StatusParked:
-		return Result{Outcome: OutcomeParked, ID: d.Key, Reason: d.Reason}
+		return Result{Outcome: OutcomeParked, ID: d.Key, Reason: d.Reason, Response: d.Response}
 	case StatusIgnored:
-		return Result{Outcome: OutcomeIgnored, ID: d.Key}
+		return Result{Outcome: OutcomeIgnored, ID: d.Key, Response: d.Response}
 	default:
-		return Result{Outcome: OutcomeStored, ID: d.Key}
+		return Result{Outcome: OutcomeStored, ID: d.Key, Response: d.Response}
 	}
 }
 

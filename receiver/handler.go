@@ -17,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"inbox/inbox"
+	"inbox/scheme"
 	"inbox/sume"
 )
 
@@ -32,13 +33,15 @@ const (
 	keyDuration = "duration"
 	keyAddr     = "addr"
 	keyServes   = "serves"
+	keySource   = "source"
 )
 
 // retryAfter is the Retry-After a 503 carries, in seconds.
 const retryAfter = "5"
 
-// challenge is the WWW-Authenticate every 401 carries. It is the same for
-// every cause: the answer must not tell a forger which check failed.
+// challenge is the WWW-Authenticate every 401 of the Sume source
+// carries (other sources name their scheme). It is the same for every
+// cause: the answer must not tell a forger which check failed.
 const challenge = `sume-v1 realm="webhooks"`
 
 // Outcomes of requests that stored nothing, beside inbox.Outcome's. Logs and
@@ -54,12 +57,25 @@ type Store interface {
 	Put(ctx context.Context, d inbox.Delivery) (inbox.Result, error)
 }
 
-// Config configures a Handler.
+// Config configures a Handler for one source.
 type Config struct {
+	// Source names the source (its rows, its log lines); "" is
+	// inbox.DefaultSource.
+	Source string
+	// Scheme verifies deliveries; nil is Sume's under Tolerance. A scheme
+	// that is a scheme.Identifier names each delivery's key and event;
+	// otherwise inbox.Classify reads the body as Sume's.
+	Scheme scheme.Scheme
 	// Secrets verify the signature; any one of them may match (rotation).
 	Secrets []string
+	// Keys are further secrets, as the scheme takes them, each with an
+	// optional expiry; they are tried after Secrets.
+	Keys []scheme.Secret
 	// Tolerance bounds the timestamp's distance from now, both directions.
 	Tolerance time.Duration
+	// Accepted is the status of a delivery that was stored or counted;
+	// 204 when zero.
+	Accepted int
 	// Rules classify verified bodies.
 	Rules inbox.Rules
 	// HardCap is the largest body read at all; above it the answer is 413.
@@ -78,22 +94,46 @@ type Config struct {
 
 // Handler answers webhook deliveries per the receiver contract.
 type Handler struct {
-	store    Store
-	cfg      Config
-	log      zerolog.Logger
-	inFlight atomic.Int64
+	store     Store
+	cfg       Config
+	keys      []scheme.Secret
+	challenge string
+	log       zerolog.Logger
+	inFlight  atomic.Int64
+	// verified holds, per key, when it last verified a delivery (Unix ms).
+	verified []atomic.Int64
 }
 
 // NewHandler returns a Handler. It fails when no secret is configured or a
 // configured secret is empty, so the process refuses to start.
 func NewHandler(store Store, cfg Config, log zerolog.Logger) (*Handler, error) {
-	if len(cfg.Secrets) == 0 {
+	if len(cfg.Secrets)+len(cfg.Keys) == 0 {
 		return nil, errors.New("no signing secret configured")
 	}
+	keys := make([]scheme.Secret, 0, len(cfg.Secrets)+len(cfg.Keys))
 	for _, s := range cfg.Secrets {
 		if strings.TrimSpace(s) == "" {
 			return nil, errors.New("a configured signing secret is empty")
 		}
+		keys = append(keys, scheme.Secret{Key: []byte(s)})
+	}
+	for _, k := range cfg.Keys {
+		if len(k.Key) == 0 {
+			return nil, errors.New("a configured signing secret is empty")
+		}
+		keys = append(keys, k)
+	}
+	if cfg.Source == "" {
+		cfg.Source = inbox.DefaultSource
+	}
+	if cfg.Scheme == nil {
+		cfg.Scheme = scheme.Sume{Tolerance: cfg.Tolerance}
+	}
+	if cfg.Accepted == 0 {
+		cfg.Accepted = http.StatusNoContent
+	}
+	if cfg.Accepted < 200 || cfg.Accepted > 299 {
+		return nil, fmt.Errorf("accepted status must be 2xx, got %d", cfg.Accepted)
 	}
 	if cfg.Tolerance <= 0 {
 		return nil, fmt.Errorf("tolerance must be positive, got %s", cfg.Tolerance)
@@ -107,7 +147,24 @@ func NewHandler(store Store, cfg Config, log zerolog.Logger) (*Handler, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Handler{store: store, cfg: cfg, log: log}, nil
+	ch := cfg.Scheme.Name() + ` realm="webhooks"`
+	if _, ok := cfg.Scheme.(scheme.Sume); ok {
+		ch = challenge
+	}
+	return &Handler{store: store, cfg: cfg, keys: keys, challenge: ch,
+		log: log.With().Str(keySource, cfg.Source).Logger(), verified: make([]atomic.Int64, len(keys))}, nil
+}
+
+// SecretUses returns, for each secret that verified a delivery since the
+// handler was made, when it last did. serve saves them in the store.
+func (h *Handler) SecretUses() []inbox.SecretUse {
+	var out []inbox.SecretUse
+	for i := range h.verified {
+		if ms := h.verified[i].Load(); ms != 0 {
+			out = append(out, inbox.SecretUse{Source: h.cfg.Source, Fingerprint: h.keys[i].Fingerprint(), LastVerified: time.UnixMilli(ms).UTC()})
+		}
+	}
+	return out
 }
 
 // Request failures that are not the signature's.
@@ -116,6 +173,7 @@ var (
 	errTooLarge   = errors.New("body above the hard cap")
 	errRead       = errors.New("read body")
 	errUnverified = errors.New("unverified")
+	errInvalid    = errors.New("invalid payload")
 	errStore      = errors.New("store")
 	errOverloaded = errors.New("too many requests in flight")
 )
@@ -135,19 +193,25 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h.cfg.MaxInFlight == 0 || n <= int64(h.cfg.MaxInFlight) {
 		d, res, size, err = h.receive(r)
 	}
-	a := answer(res, err)
+	a := answer(res, err, h.cfg.Accepted)
 	switch a.status {
 	case http.StatusMethodNotAllowed:
 		w.Header().Set("Allow", http.MethodPost)
 	case http.StatusUnauthorized:
-		w.Header().Set("WWW-Authenticate", challenge)
+		w.Header().Set("WWW-Authenticate", h.challenge)
 	case http.StatusServiceUnavailable:
 		w.Header().Set("Retry-After", retryAfter)
 	case http.StatusRequestEntityTooLarge:
 		// The rest of the body is not read; do not reuse the connection.
 		w.Header().Set("Connection", "close")
 	}
-	w.WriteHeader(a.status)
+	if err == nil && res.Response != nil {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(a.status)
+		w.Write(res.Response)
+	} else {
+		w.WriteHeader(a.status)
+	}
 	took := time.Since(start)
 	if h.cfg.OnAnswer != nil {
 		h.cfg.OnAnswer(a.outcome, a.reason, a.status, took)
@@ -186,12 +250,27 @@ func (h *Handler) receive(r *http.Request) (inbox.Delivery, inbox.Result, int64,
 		return inbox.Delivery{}, inbox.Result{}, r.ContentLength, err
 	}
 	size := int64(len(body))
-	ts, err := sume.Verify(singleValue(r.Header, sume.HeaderTimestamp), strings.Join(r.Header.Values(sume.HeaderSignature), ","),
-		body, h.cfg.Secrets, h.cfg.Tolerance, h.cfg.Now())
+	now := h.cfg.Now()
+	v, err := h.cfg.Scheme.Verify(r.Header, body, h.keys, now)
 	if err != nil {
 		return inbox.Delivery{}, inbox.Result{}, size, fmt.Errorf("%w: %w", errUnverified, err)
 	}
-	d := inbox.Classify(body, ts, h.cfg.Rules)
+	h.verified[v.Secret].Store(now.UnixMilli())
+	var d inbox.Delivery
+	if idf, ok := h.cfg.Scheme.(scheme.Identifier); ok {
+		id, err := idf.Identify(r.Header, body)
+		if err != nil {
+			return inbox.Delivery{}, inbox.Result{}, size, fmt.Errorf("%w: %w", errInvalid, err)
+		}
+		d = inbox.ClassifyKeyed(h.cfg.Source, id.Key, id.Event, body, v.TS, h.cfg.Rules)
+		d.Response = id.Response
+	} else {
+		d = inbox.Classify(body, v.TS, h.cfg.Rules)
+		d.Source = h.cfg.Source
+		if h.cfg.Source != inbox.DefaultSource {
+			d.Key = inbox.RowID(h.cfg.Source, d.Key)
+		}
+	}
 	res, err := h.store.Put(r.Context(), d)
 	if err != nil {
 		return d, inbox.Result{}, size, fmt.Errorf("%w: %w", errStore, err)
@@ -209,29 +288,33 @@ type verdict struct {
 
 // answer maps what receive returned to the answer. It is the one place
 // that chooses status codes.
-func answer(res inbox.Result, err error) verdict {
+func answer(res inbox.Result, err error, accepted int) verdict {
 	rejected := func(status int, cause string) verdict {
 		return verdict{status: status, outcome: OutcomeRejected, reason: cause}
 	}
 	switch {
 	case err == nil:
-		return verdict{status: http.StatusNoContent, outcome: string(res.Outcome), reason: string(res.Reason)}
+		return verdict{status: accepted, outcome: string(res.Outcome), reason: string(res.Reason)}
 	case errors.Is(err, errMethod):
 		return rejected(http.StatusMethodNotAllowed, "method")
 	case errors.Is(err, errTooLarge):
 		return rejected(http.StatusRequestEntityTooLarge, "request_too_large")
 	case errors.Is(err, errRead):
 		return rejected(http.StatusBadRequest, "unreadable_body")
-	case errors.Is(err, sume.ErrNoSignature):
+	case errors.Is(err, errInvalid):
+		return rejected(http.StatusBadRequest, "invalid_payload")
+	case errors.Is(err, sume.ErrNoSignature), errors.Is(err, scheme.ErrNoSignature):
 		return rejected(http.StatusUnauthorized, "no_signature")
-	case errors.Is(err, sume.ErrMalformedSignature):
+	case errors.Is(err, sume.ErrMalformedSignature), errors.Is(err, scheme.ErrMalformedSignature):
 		return rejected(http.StatusUnauthorized, "malformed_signature")
-	case errors.Is(err, sume.ErrBadTimestamp):
+	case errors.Is(err, sume.ErrBadTimestamp), errors.Is(err, scheme.ErrBadTimestamp):
 		return rejected(http.StatusUnauthorized, "bad_timestamp")
-	case errors.Is(err, sume.ErrStaleTimestamp):
+	case errors.Is(err, sume.ErrStaleTimestamp), errors.Is(err, scheme.ErrStaleTimestamp):
 		return rejected(http.StatusUnauthorized, "stale_timestamp")
-	case errors.Is(err, sume.ErrMismatch):
+	case errors.Is(err, sume.ErrMismatch), errors.Is(err, scheme.ErrMismatch):
 		return rejected(http.StatusUnauthorized, "mismatch")
+	case errors.Is(err, scheme.ErrCaller):
+		return rejected(http.StatusUnauthorized, "caller")
 	case errors.Is(err, errUnverified):
 		return rejected(http.StatusUnauthorized, "unverified")
 	case errors.Is(err, errOverloaded):
@@ -241,15 +324,6 @@ func answer(res inbox.Result, err error) verdict {
 	default:
 		return verdict{status: http.StatusInternalServerError, outcome: "error"}
 	}
-}
-
-// singleValue returns a header's value when it is sent exactly once, and ""
-// (which fails verification) when it is absent or repeated.
-func singleValue(h http.Header, name string) string {
-	if v := h.Values(name); len(v) == 1 {
-		return v[0]
-	}
-	return ""
 }
 
 // readBody reads at most limit bytes. A declared length above the limit is

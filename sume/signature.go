@@ -40,7 +40,7 @@ func Verify(timestamp, signature string, body []byte, secrets []string, toleranc
 	if err != nil {
 		return 0, err
 	}
-	ts, err := parseTimestamp(timestamp)
+	ts, err := ParseTimestamp(timestamp)
 	if err != nil {
 		return 0, err
 	}
@@ -96,7 +96,7 @@ func parseSignature(header string) ([][]byte, error) {
 		if !ok {
 			continue
 		}
-		if len(v) != 2*sha256.Size || !isLowerHex(v) {
+		if len(v) != 2*sha256.Size || !IsLowerHex(v) {
 			return nil, ErrMalformedSignature
 		}
 		mac, _ := hex.DecodeString(v) // cannot fail: checked above
@@ -108,7 +108,8 @@ func parseSignature(header string) ([][]byte, error) {
 	return macs, nil
 }
 
-func isLowerHex(s string) bool {
+// IsLowerHex reports whether s holds only the characters 0-9 and a-f.
+func IsLowerHex(s string) bool {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
@@ -118,9 +119,9 @@ func isLowerHex(s string) bool {
 	return true
 }
 
-// parseTimestamp accepts only the canonical decimal form: digits, no sign,
+// ParseTimestamp accepts only the canonical decimal form: digits, no sign,
 // no leading zero, no spaces, at most 18 digits so it cannot overflow.
-func parseTimestamp(s string) (int64, error) {
+func ParseTimestamp(s string) (int64, error) {
 	if s == "" || len(s) > 18 || (s[0] == '0' && len(s) > 1) {
 		return 0, ErrBadTimestamp
 	}

@@ -1,0 +1,218 @@
+package admin
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/BurntSushi/toml"
+	"github.com/urfave/cli/v2"
+
+	"inbox/inbox"
+	"inbox/scheme"
+)
+
+// Source is one configured source: where it is served, how it verifies,
+// how its deliveries are classified and what an accepted one is answered.
+type Source struct {
+	Name      string
+	Path      string
+	Scheme    scheme.Scheme
+	Keys      []scheme.Secret
+	Tolerance time.Duration
+	Rules     inbox.Rules
+	HardCap   int64 // requests above it get 413 and are not read
+	Accepted  int   // the status of a delivery stored or counted
+}
+
+// The configuration file's form: [[source]] tables.
+type fileConfig struct {
+	Source []fileSource `toml:"source"`
+}
+
+type fileSource struct {
+	Name       string       `toml:"name"`
+	Scheme     string       `toml:"scheme"`
+	Path       string       `toml:"path"`
+	Tolerance  string       `toml:"tolerance"`
+	Events     []string     `toml:"events"`
+	MaxBody    string       `toml:"max_body"`
+	MaxRequest string       `toml:"max_request"`
+	Status     int          `toml:"status"`
+	Secrets    []fileSecret `toml:"secret"`
+	HMAC       fileHMAC     `toml:"hmac"`
+}
+
+type fileSecret struct {
+	// Env names the environment variable holding the secret (preferred:
+	// the file then holds none); Value holds it in the file itself.
+	Env     string    `toml:"env"`
+	Value   string    `toml:"value"`
+	Expires time.Time `toml:"expires"`
+}
+
+type fileHMAC struct {
+	Header          string `toml:"header"`
+	Prefix          string `toml:"prefix"`
+	Encoding        string `toml:"encoding"`
+	TimestampHeader string `toml:"timestamp_header"`
+	KeyField        string `toml:"key_field"`
+	KeyHeader       string `toml:"key_header"`
+	KeyFrom         string `toml:"key_from"`
+	EventField      string `toml:"event_field"`
+	EventHeader     string `toml:"event_header"`
+}
+
+// ConfigFlag is --config, the sources file serve and sources read.
+func ConfigFlag() *cli.StringFlag {
+	return &cli.StringFlag{Name: "config", Usage: "TOML file of [[source]] tables; without it serve is the one Sume source its flags describe", EnvVars: []string{"INBOX_CONFIG"}}
+}
+
+// LoadSources reads the sources of a configuration file, taking secrets
+// named by env from getenv. It fails on an unreadable file, an unknown key
+// (a misspelt option must not be silently ignored), a missing or repeated
+// name or path, an unknown scheme, a source without a live secret, and a
+// secret that is empty or set twice; its errors never hold a secret.
+func LoadSources(path string, getenv func(string) string) ([]Source, error) {
+	var fc fileConfig
+	md, err := toml.DecodeFile(path, &fc)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	if und := md.Undecoded(); len(und) > 0 {
+		return nil, fmt.Errorf("config %s: unknown key %s", path, und[0])
+	}
+	if len(fc.Source) == 0 {
+		return nil, fmt.Errorf("config %s: no [[source]]", path)
+	}
+	var out []Source
+	names, paths := map[string]bool{}, map[string]bool{}
+	for i, fs := range fc.Source {
+		src, err := fs.source(getenv)
+		if err != nil {
+			return nil, fmt.Errorf("config %s: source %d (%s): %w", path, i+1, fs.Name, err)
+		}
+		if names[src.Name] || paths[src.Path] {
+			return nil, fmt.Errorf("config %s: source %s: name or path %s used twice", path, src.Name, src.Path)
+		}
+		names[src.Name], paths[src.Path] = true, true
+		out = append(out, src)
+	}
+	return out, nil
+}
+
+func (fs fileSource) source(getenv func(string) string) (Source, error) {
+	if !validName(fs.Name) {
+		return Source{}, errors.New("name must be 1 to 32 of a-z, 0-9, - and _")
+	}
+	src := Source{Name: fs.Name, Path: fs.Path, Tolerance: 5 * time.Minute, Accepted: fs.Status}
+	if src.Path == "" {
+		src.Path = "/webhooks/" + fs.Name
+	}
+	var err error
+	if fs.Tolerance != "" {
+		if src.Tolerance, err = time.ParseDuration(fs.Tolerance); err != nil || src.Tolerance <= 0 {
+			return Source{}, fmt.Errorf("tolerance %q: want a positive duration", fs.Tolerance)
+		}
+	}
+	src.Rules.Events = fs.Events
+	if src.Rules.MaxBody, err = parseSizeOr(fs.MaxBody, "1MiB"); err != nil {
+		return Source{}, fmt.Errorf("max_body: %w", err)
+	}
+	if src.HardCap, err = parseSizeOr(fs.MaxRequest, "4MiB"); err != nil {
+		return Source{}, fmt.Errorf("max_request: %w", err)
+	}
+	key := func(s string) ([]byte, error) { return []byte(s), nil }
+	switch fs.Scheme {
+	case "sume":
+		src.Scheme = scheme.Sume{Tolerance: src.Tolerance}
+		if len(src.Rules.Events) == 0 {
+			src.Rules.Events = []string{"job.completed", "job.failed", "job.canceled"}
+		}
+	case "vibe":
+		// Vibe's contract fixes the limit, the freshness and the answer.
+		src.Scheme, src.Tolerance = scheme.Vibe{}, scheme.VibeTolerance
+		src.HardCap, src.Rules.MaxBody = scheme.VibeMaxBody, 0
+		if fs.Status != 0 && fs.Status != http.StatusAccepted {
+			return Source{}, errors.New("vibe answers 202: leave status out")
+		}
+		src.Accepted = http.StatusAccepted
+	case "standard-webhooks":
+		src.Scheme, key = scheme.StandardWebhooks{Tolerance: src.Tolerance}, scheme.StandardKey
+	case "stripe":
+		src.Scheme = scheme.Stripe{Tolerance: src.Tolerance}
+	case "github":
+		src.Scheme = scheme.GitHub{}
+	case "hmac":
+		h := fs.HMAC
+		tol := time.Duration(0)
+		if h.TimestampHeader != "" {
+			tol = src.Tolerance
+		}
+		if src.Scheme, err = scheme.NewHMAC(scheme.HMACOptions{Header: h.Header, Prefix: h.Prefix, Encoding: h.Encoding,
+			TimestampHeader: h.TimestampHeader, Tolerance: tol, KeyField: h.KeyField, KeyHeader: h.KeyHeader,
+			KeyFrom: h.KeyFrom, EventField: h.EventField, EventHeader: h.EventHeader}); err != nil {
+			return Source{}, err
+		}
+	default:
+		return Source{}, fmt.Errorf("scheme %q: want sume, vibe, standard-webhooks, stripe, github or hmac", fs.Scheme)
+	}
+	if fs.Scheme != "hmac" && fs.HMAC != (fileHMAC{}) {
+		return Source{}, errors.New("[source.hmac] belongs to scheme hmac only")
+	}
+	if src.Accepted == 0 {
+		src.Accepted = http.StatusOK
+		if fs.Scheme == "sume" {
+			src.Accepted = http.StatusNoContent
+		}
+	}
+	if src.Accepted < 200 || src.Accepted > 299 {
+		return Source{}, fmt.Errorf("status %d: want 2xx", src.Accepted)
+	}
+	if src.HardCap < src.Rules.MaxBody {
+		return Source{}, errors.New("max_request must be at least max_body")
+	}
+	for j, fsec := range fs.Secrets {
+		raw := fsec.Value
+		if fsec.Env != "" {
+			if raw != "" {
+				return Source{}, fmt.Errorf("secret %d: set env or value, not both", j+1)
+			}
+			raw = getenv(fsec.Env)
+		}
+		if raw == "" {
+			return Source{}, fmt.Errorf("secret %d: empty (env %s unset?)", j+1, fsec.Env)
+		}
+		k, err := key(raw)
+		if err != nil {
+			return Source{}, fmt.Errorf("secret %d: %w", j+1, err)
+		}
+		src.Keys = append(src.Keys, scheme.Secret{Key: k, Expires: fsec.Expires})
+	}
+	if len(src.Keys) == 0 {
+		return Source{}, errors.New("no [[source.secret]]")
+	}
+	return src, nil
+}
+
+func parseSizeOr(s, def string) (int64, error) {
+	if s == "" {
+		s = def
+	}
+	return ParseSize(s)
+}
+
+// validName accepts source names that are safe in a path and a row id.
+func validName(s string) bool {
+	if s == "" || len(s) > 32 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' && c != '_' {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,78 @@
+package admin
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/urfave/cli/v2"
+)
+
+// sourceSecret is one line of inbox sources: a secret of a source.
+type sourceSecret struct {
+	Source       string    `json:"source"`
+	Path         string    `json:"path"`
+	Scheme       string    `json:"scheme"`
+	Secret       int       `json:"secret"`
+	Fingerprint  string    `json:"fingerprint"`
+	Expires      time.Time `json:"expires,omitzero"`
+	LastVerified time.Time `json:"last_verified_at,omitzero"`
+}
+
+func sourcesCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "sources",
+		Usage: "list the configured sources and when each secret last verified a delivery",
+		Description: `Lists each source of --config with its path and scheme, and per secret its
+position in the file, a fingerprint (the first 8 hex of the sha256 of its
+key; never the secret), its expiry and when it last verified a delivery, as
+serve records it (at most a minute late). A retired secret that has not
+verified anything since the rotation can be removed.
+
+Examples:
+   inbox sources --config /etc/inbox/inbox.toml --db /var/lib/inbox/inbox.db
+   inbox sources --config inbox.toml --json | jq 'select(.last_verified_at == null)'`,
+		Flags: []cli.Flag{DBFlag(), ConfigFlag(), jsonFlag()},
+		Action: func(c *cli.Context) error {
+			if c.String("config") == "" {
+				return fmt.Errorf("--config is required")
+			}
+			sources, err := LoadSources(c.String("config"), os.Getenv)
+			if err != nil {
+				return err
+			}
+			store, err := openRead(c)
+			if err != nil {
+				return err
+			}
+			defer store.Close()
+			uses, err := store.SecretUses(c.Context)
+			if err != nil {
+				return err
+			}
+			last := map[[2]string]time.Time{}
+			for _, u := range uses {
+				last[[2]string{u.Source, u.Fingerprint}] = u.LastVerified
+			}
+			var rows []sourceSecret
+			for _, src := range sources {
+				for i, k := range src.Keys {
+					fp := k.Fingerprint()
+					rows = append(rows, sourceSecret{Source: src.Name, Path: src.Path, Scheme: src.Scheme.Name(),
+						Secret: i + 1, Fingerprint: fp, Expires: k.Expires, LastVerified: last[[2]string{src.Name, fp}]})
+				}
+			}
+			return printRows(c, rows, "SOURCE\tPATH\tSCHEME\tSECRET\tFINGERPRINT\tEXPIRES\tLAST VERIFIED", func(r sourceSecret) string {
+				return fmt.Sprintf("%s\t%s\t%s\t%d\t%s\t%s\t%s", r.Source, r.Path, r.Scheme, r.Secret, r.Fingerprint,
+					timeOrDash(r.Expires), timeOrDash(r.LastVerified))
+			})
+		},
+	}
+}
+
+func timeOrDash(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return formatTime(t)
+}

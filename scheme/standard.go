@@ -1,0 +1,136 @@
+package scheme
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The Standard Webhooks headers (standardwebhooks.com).
+const (
+	HeaderWebhookID        = "webhook-id"
+	HeaderWebhookTimestamp = "webhook-timestamp"
+	HeaderWebhookSignature = "webhook-signature"
+)
+
+// standardSecretPrefix marks a Standard Webhooks secret: the rest is the
+// key in base64.
+const standardSecretPrefix = "whsec_"
+
+// StandardKey returns the signing key a secret names: the base64 after
+// "whsec_", or the secret's own bytes; nil for an empty secret. It fails
+// when the part after whsec_ is not base64.
+func StandardKey(secret string) ([]byte, error) {
+	if secret == "" {
+		return nil, nil
+	}
+	b64, ok := strings.CutPrefix(secret, standardSecretPrefix)
+	if !ok {
+		return []byte(secret), nil
+	}
+	key, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil || len(key) == 0 {
+		return nil, errors.New("secret: the part after whsec_ is not base64")
+	}
+	return key, nil
+}
+
+// SignStandard returns the Standard Webhooks signature header value for a
+// message: "v1," and the base64 HMAC-SHA256 of "<id>.<timestamp>.<body>".
+func SignStandard(key []byte, id string, timestamp int64, body []byte) string {
+	mac := hmacSHA256(key, fmt.Appendf(nil, "%s.%d.", id, timestamp), body)
+	return "v1," + base64.StdEncoding.EncodeToString(mac)
+}
+
+// StandardWebhooks is the Standard Webhooks scheme: webhook-id,
+// webhook-timestamp and webhook-signature each sent exactly once, the
+// signature a space-separated list of "<version>,<base64>" entries of
+// which the v1 ones are compared (other versions, such as the asymmetric
+// v1a, are skipped as the specification says), the timestamp within
+// Tolerance either way. Secret keys are StandardKey's.
+type StandardWebhooks struct {
+	Tolerance time.Duration
+}
+
+// Name returns "standard-webhooks".
+func (StandardWebhooks) Name() string { return "standard-webhooks" }
+
+// Verify checks the three headers' exact forms, freshness and the MAC.
+func (s StandardWebhooks) Verify(h http.Header, body []byte, secrets []Secret, now time.Time) (Verified, error) {
+	id, ok := single(h, HeaderWebhookID)
+	if !ok || id == "" {
+		return Verified{}, ErrMalformedSignature
+	}
+	header, ok := single(h, HeaderWebhookSignature)
+	if !ok || header == "" {
+		return Verified{}, ErrNoSignature
+	}
+	var macs [][]byte
+	for entry := range strings.SplitSeq(header, " ") {
+		version, b64, ok := strings.Cut(entry, ",")
+		if !ok || version == "" || b64 == "" {
+			return Verified{}, ErrMalformedSignature
+		}
+		if version != "v1" {
+			continue
+		}
+		mac, err := base64.StdEncoding.Strict().DecodeString(b64)
+		if err != nil || len(mac) != sha256.Size {
+			return Verified{}, ErrMalformedSignature
+		}
+		macs = append(macs, mac)
+	}
+	if len(macs) == 0 {
+		return Verified{}, ErrNoSignature
+	}
+	t, ok := single(h, HeaderWebhookTimestamp)
+	if !ok {
+		return Verified{}, ErrBadTimestamp
+	}
+	ts, err := parseTime(t)
+	if err != nil {
+		return Verified{}, err
+	}
+	if err := fresh(ts, s.Tolerance, now); err != nil {
+		return Verified{}, err
+	}
+	i, err := match(secrets, now, macs, func(key []byte) []byte {
+		return hmacSHA256(key, []byte(id), []byte{'.'}, []byte(t), []byte{'.'}, body)
+	})
+	if err != nil {
+		return Verified{}, err
+	}
+	return Verified{TS: ts, Secret: i}, nil
+}
+
+// Identify names the webhook-id as the key and the body's "type" as the
+// event.
+func (StandardWebhooks) Identify(h http.Header, body []byte) (Identity, error) {
+	id, _ := single(h, HeaderWebhookID)
+	return Identity{Key: id, Event: jsonField(body, "type")}, nil
+}
+
+// jsonField returns the string field name of a JSON object body, under
+// that exact name (decoding into a tagged struct would also take other
+// casings); "" when the body is no object or the field no string.
+func jsonField(body []byte, name string) string {
+	var doc map[string]json.RawMessage
+	if json.Unmarshal(body, &doc) != nil {
+		return ""
+	}
+	raw := doc[name]
+	var s string
+	if len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
+		return ""
+	}
+	return s
+}
+
+// formatTime is a timestamp's canonical decimal form.
+func formatTime(ts int64) string { return strconv.FormatInt(ts, 10) }
