@@ -139,7 +139,7 @@ func (fs fileSource) source(getenv func(string) string) (Source, error) {
 		}
 		src.Accepted = http.StatusAccepted
 	case "standard-webhooks":
-		src.Scheme, key = scheme.StandardWebhooks{Tolerance: src.Tolerance}, scheme.StandardKey
+		src.Scheme, key = scheme.StandardWebhooks{Tolerance: src.Tolerance}, scheme.StandardVerifyKey
 	case "stripe":
 		src.Scheme = scheme.Stripe{Tolerance: src.Tolerance}
 	case "github":
