@@ -231,7 +231,17 @@ func serveSources(c *cli.Context, rules inbox.Rules, maxRequest int64) ([]admin.
 		if err := sumeFlagsUnset(c); err != nil {
 			return nil, err
 		}
-		return admin.LoadSources(file, os.Getenv)
+		sources, err := admin.LoadSources(file, os.Getenv)
+		if err != nil {
+			return nil, err
+		}
+		now := time.Now()
+		for _, src := range sources {
+			if !slices.ContainsFunc(src.Keys, func(k scheme.Secret) bool { return k.Live(now) }) {
+				return nil, fmt.Errorf("config %s: source %s: every secret has expired: it could verify nothing", file, src.Name)
+			}
+		}
+		return sources, nil
 	}
 	secrets, err := admin.SplitList(c.StringSlice("secret"))
 	if err != nil {

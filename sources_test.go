@@ -175,3 +175,29 @@ env = "SUME_COM_WEBHOOK_SIGNING_SECRET"
 		}
 	}
 }
+
+// TestConfigRefusesExpiredSource checks that serve does not start with a
+// source whose every secret has expired: it would answer 401 to all.
+func TestConfigRefusesExpiredSource(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "inbox.toml")
+	err := os.WriteFile(cfg, []byte(`
+[[source]]
+name = "gh"
+scheme = "github"
+[[source.secret]]
+value = "retired"
+expires = 2020-01-01T00:00:00Z
+`), 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(dir, "never.db")
+	out, errOut, code := runCLI(t, nil, "serve", "--addr", "127.0.0.1:0", "--db", db, "--config", cfg)
+	if code == 0 || out != "" || !strings.Contains(errOut, "expired") || strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
+		t.Errorf("exit %d, stdout %q, stderr %q; want one line about the expired secrets", code, out, errOut)
+	}
+	if _, err := os.Stat(db); !os.IsNotExist(err) {
+		t.Errorf("the database was created (%v)", err)
+	}
+}

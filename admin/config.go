@@ -72,8 +72,10 @@ func ConfigFlag() *cli.StringFlag {
 // LoadSources reads the sources of a configuration file, taking secrets
 // named by env from getenv. It fails on an unreadable file, an unknown key
 // (a misspelt option must not be silently ignored), a missing or repeated
-// name or path, an unknown scheme, a source without a live secret, and a
-// secret that is empty or set twice; its errors never hold a secret.
+// name or path, an unknown scheme, a source without a secret, and a
+// secret that is empty, set twice or not in its scheme's form; its errors
+// never hold a secret. A source whose secrets have all expired loads (inbox
+// sources still lists it); serve refuses to start with it.
 func LoadSources(path string, getenv func(string) string) ([]Source, error) {
 	var fc fileConfig
 	md, err := toml.DecodeFile(path, &fc)
