@@ -228,7 +228,7 @@ func recordSecretUses(ctx context.Context, store *inbox.Store, handlers []*recei
 // source the flags describe, as serve has always served it.
 func serveSources(c *cli.Context, rules inbox.Rules, maxRequest int64) ([]admin.Source, error) {
 	if file := c.String("config"); file != "" {
-		if err := sumeFlagsUnset(c); err != nil {
+		if err := admin.ConfigExcludes(c, "secret", "path", "tolerance", "event", "max-body", "max-request"); err != nil {
 			return nil, err
 		}
 		sources, err := admin.LoadSources(file, os.Getenv)
@@ -257,32 +257,6 @@ func serveSources(c *cli.Context, rules inbox.Rules, maxRequest int64) ([]admin.
 	tol := c.Duration("tolerance")
 	return []admin.Source{{Name: inbox.DefaultSource, Path: c.String("path"), Scheme: scheme.Sume{Tolerance: tol},
 		Keys: keys, Tolerance: tol, Rules: rules, HardCap: maxRequest, Accepted: http.StatusNoContent}}, nil
-}
-
-// sumeFlagsUnset refuses, with --config, the flags that describe the one
-// Sume source without it: the file describes every source, so such a flag
-// would be silently ignored. Each is refused when given on the command line
-// or through its INBOX_* variable; SUME_COM_WEBHOOK_SIGNING_SECRET alone is
-// left alone, since a [[source.secret]] may name it (env = ...), so --secret
-// counts only when given on the command line.
-func sumeFlagsUnset(c *cli.Context) error {
-	for _, name := range []string{"secret", "path", "tolerance", "event", "max-body", "max-request"} {
-		if !c.IsSet(name) || (name == "secret" && !secretOnCommandLine(c)) {
-			continue
-		}
-		return fmt.Errorf("--%s (or its environment variable) describes the Sume source without --config; with --config %s, set it in the file's [[source]] instead", name, c.String("config"))
-	}
-	return nil
-}
-
-// secretOnCommandLine reports whether --secret was given on the command
-// line: a value given there replaces the environment variable's.
-func secretOnCommandLine(c *cli.Context) bool {
-	env, ok := os.LookupEnv("SUME_COM_WEBHOOK_SIGNING_SECRET")
-	if !ok {
-		return true // IsSet, and not through the variable
-	}
-	return !slices.Equal(c.StringSlice("secret"), strings.Split(env, ","))
 }
 
 // checkPath refuses a webhook path the mux cannot take as a plain path, or
