@@ -134,17 +134,13 @@ value = "It's a Secret to Everybody"
 // variable stays allowed, since the file may name it.
 func TestConfigRefusesSumeFlags(t *testing.T) {
 	dir := t.TempDir()
-	cfg := filepath.Join(dir, "inbox.toml")
-	err := os.WriteFile(cfg, []byte(`
+	cfg := writeConfig(t, dir, `
 [[source]]
 name = "sume"
 scheme = "sume"
 [[source.secret]]
 env = "SUME_COM_WEBHOOK_SIGNING_SECRET"
-`), 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
+`)
 	secretEnv := "SUME_COM_WEBHOOK_SIGNING_SECRET=" + e2eSecret
 	for _, tc := range []struct {
 		flag string
@@ -180,18 +176,14 @@ env = "SUME_COM_WEBHOOK_SIGNING_SECRET"
 // source whose every secret has expired: it would answer 401 to all.
 func TestConfigRefusesExpiredSource(t *testing.T) {
 	dir := t.TempDir()
-	cfg := filepath.Join(dir, "inbox.toml")
-	err := os.WriteFile(cfg, []byte(`
+	cfg := writeConfig(t, dir, `
 [[source]]
 name = "gh"
 scheme = "github"
 [[source.secret]]
 value = "retired"
 expires = 2020-01-01T00:00:00Z
-`), 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
+`)
 	db := filepath.Join(dir, "never.db")
 	out, errOut, code := runCLI(t, nil, "serve", "--addr", "127.0.0.1:0", "--db", db, "--config", cfg)
 	if code == 0 || out != "" || !strings.Contains(errOut, "expired") || strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
@@ -200,4 +192,14 @@ expires = 2020-01-01T00:00:00Z
 	if _, err := os.Stat(db); !os.IsNotExist(err) {
 		t.Errorf("the database was created (%v)", err)
 	}
+}
+
+// writeConfig writes text as dir/inbox.toml and returns its path.
+func writeConfig(t *testing.T, dir, text string) string {
+	t.Helper()
+	path := filepath.Join(dir, "inbox.toml")
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
