@@ -9,7 +9,9 @@ CREATE TABLE IF NOT EXISTS events (
   -- land on one row.
   id           TEXT    NOT NULL PRIMARY KEY,
   -- The job_id the body names, also on parked and conflict rows; NULL when
-  -- the body names none.
+  -- the body names none. For another source than 'sume' it is the row id
+  -- of the key ('<source>/<key>'), so a key's own row has job_id = id, as a
+  -- Sume job row does, and enters no partial index.
   job_id       TEXT,
   -- new: stored, waiting for the application (claimed or not, see lease_*);
   -- done: handed on; parked: never processable as received, or given up on
@@ -72,7 +74,7 @@ CREATE TABLE IF NOT EXISTS events (
 
 -- When each configured secret last verified a delivery, so an operator
 -- knows when a retired one can go. The secret is never stored: only the
--- first 8 bytes of its sha256, in hex. serve writes it at most once a minute
+-- first 4 bytes of its key's sha256, in hex (8 characters). serve writes it at most once a minute
 -- and on shutdown.
 CREATE TABLE IF NOT EXISTS secret_uses (
   source           TEXT    NOT NULL,

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -38,7 +39,9 @@ never be processed, and answers 204 only once the row is on disk. GET
 webhooks when it is not set. SIGTERM or SIGINT stops it gracefully; a
 second one at once. With a destination, it also hands the new rows on, as
 inbox dispatch does (without one, run inbox dispatch beside it, or nothing
-takes the rows).
+takes the rows). With --config, it serves every [[source]] of the file
+instead, and the flags that describe the one Sume source (--secret, --path,
+--tolerance, --event, --max-body, --max-request) are refused.
 
 ` + destinationHelp + `
 
@@ -47,7 +50,8 @@ Examples:
    SUME_COM_WEBHOOK_SIGNING_SECRET=old,new inbox serve --addr :8080 --db /var/lib/inbox/inbox.db
    inbox serve --admin-addr 127.0.0.1:8081 --max-in-flight 256
    inbox serve --event job.completed --event job.failed --max-body 2MiB
-   inbox serve --forward-url http://127.0.0.1:3000/jobs --workers 8`,
+   inbox serve --forward-url http://127.0.0.1:3000/jobs --workers 8
+   inbox serve --config /etc/inbox/inbox.toml --db /var/lib/inbox/inbox.db`,
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "addr", Value: "127.0.0.1:8080", Usage: "listen address", EnvVars: []string{"INBOX_ADDR"}},
 			&cli.StringFlag{Name: "admin-addr", Usage: "listen address for /healthz, /readyz and /metrics; empty: serve them on --addr", EnvVars: []string{"INBOX_ADMIN_ADDR"}},
@@ -227,7 +231,20 @@ func recordSecretUses(ctx context.Context, store *inbox.Store, handlers []*recei
 // source the flags describe, as serve has always served it.
 func serveSources(c *cli.Context, rules inbox.Rules, maxRequest int64) ([]admin.Source, error) {
 	if file := c.String("config"); file != "" {
-		return admin.LoadSources(file, os.Getenv)
+		if err := admin.ConfigExcludes(c, "secret", "path", "tolerance", "event", "max-body", "max-request"); err != nil {
+			return nil, err
+		}
+		sources, err := admin.LoadSources(file, os.Getenv)
+		if err != nil {
+			return nil, err
+		}
+		now := time.Now()
+		for _, src := range sources {
+			if !slices.ContainsFunc(src.Keys, func(k scheme.Secret) bool { return k.Live(now) }) {
+				return nil, fmt.Errorf("config %s: source %s: every secret has expired: it could verify nothing", file, src.Name)
+			}
+		}
+		return sources, nil
 	}
 	secrets, err := admin.SplitList(c.StringSlice("secret"))
 	if err != nil {

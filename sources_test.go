@@ -127,3 +127,79 @@ value = "It's a Secret to Everybody"
 		t.Error("sources shows a secret")
 	}
 }
+
+// TestConfigRefusesSumeFlags checks that serve with --config refuses the
+// flags that only describe the Sume source, rather than ignoring them, with
+// one line and before the database is created; the signing secret's
+// variable stays allowed, since the file may name it.
+func TestConfigRefusesSumeFlags(t *testing.T) {
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, `
+[[source]]
+name = "sume"
+scheme = "sume"
+[[source.secret]]
+env = "SUME_COM_WEBHOOK_SIGNING_SECRET"
+`)
+	secretEnv := "SUME_COM_WEBHOOK_SIGNING_SECRET=" + e2eSecret
+	for _, tc := range []struct {
+		flag string
+		env  []string
+		args []string
+	}{
+		{"--secret", []string{secretEnv}, []string{"--secret", "other"}},
+		{"--secret", nil, []string{"--secret", "other"}},
+		{"--path", []string{secretEnv}, []string{"--path", "/hooks"}},
+		{"--path", []string{secretEnv, "INBOX_PATH=/hooks"}, nil},
+		{"--tolerance", []string{secretEnv}, []string{"--tolerance", "1m"}},
+		{"--event", []string{secretEnv}, []string{"--event", "job.completed"}},
+		{"--event", []string{secretEnv, "INBOX_EVENTS=job.completed"}, nil},
+		{"--max-body", []string{secretEnv}, []string{"--max-body", "2MiB"}},
+		{"--max-request", []string{secretEnv}, []string{"--max-request", "8MiB"}},
+	} {
+		db := filepath.Join(dir, "never.db")
+		args := append([]string{"serve", "--addr", "127.0.0.1:0", "--db", db, "--config", cfg}, tc.args...)
+		out, errOut, code := runCLI(t, tc.env, args...)
+		if code == 0 {
+			t.Errorf("%v %v: exit 0", tc.env, tc.args)
+		}
+		if lines := strings.Count(strings.TrimSpace(errOut), "\n") + 1; lines != 1 || out != "" || !strings.Contains(errOut, tc.flag) {
+			t.Errorf("%v %v: want one line naming %s, got stdout %q stderr %q", tc.env, tc.args, tc.flag, out, errOut)
+		}
+		if _, err := os.Stat(db); !os.IsNotExist(err) {
+			t.Fatalf("%v %v: the database was created (%v)", tc.env, tc.args, err)
+		}
+	}
+}
+
+// TestConfigRefusesExpiredSource checks that serve does not start with a
+// source whose every secret has expired: it would answer 401 to all.
+func TestConfigRefusesExpiredSource(t *testing.T) {
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, `
+[[source]]
+name = "gh"
+scheme = "github"
+[[source.secret]]
+value = "retired"
+expires = 2020-01-01T00:00:00Z
+`)
+	db := filepath.Join(dir, "never.db")
+	out, errOut, code := runCLI(t, nil, "serve", "--addr", "127.0.0.1:0", "--db", db, "--config", cfg)
+	if code == 0 || out != "" || !strings.Contains(errOut, "expired") || strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
+		t.Errorf("exit %d, stdout %q, stderr %q; want one line about the expired secrets", code, out, errOut)
+	}
+	if _, err := os.Stat(db); !os.IsNotExist(err) {
+		t.Errorf("the database was created (%v)", err)
+	}
+}
+
+// writeConfig writes text as dir/inbox.toml and returns its path.
+func writeConfig(t *testing.T, dir, text string) string {
+	t.Helper()
+	path := filepath.Join(dir, "inbox.toml")
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}

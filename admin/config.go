@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/BurntSushi/toml"
@@ -70,10 +73,14 @@ func ConfigFlag() *cli.StringFlag {
 }
 
 // LoadSources reads the sources of a configuration file, taking secrets
-// named by env from getenv. It fails on an unreadable file, an unknown key
+// named by env from getenv. With getenv nil no secret is read (Keys stay
+// empty): for the commands that only classify, such as reprocess, which an
+// operator runs without the secrets. It fails on an unreadable file, an unknown key
 // (a misspelt option must not be silently ignored), a missing or repeated
-// name or path, an unknown scheme, a source without a live secret, and a
-// secret that is empty or set twice; its errors never hold a secret.
+// name or path, an unknown scheme, a source without a secret, and a
+// secret that is empty, set twice or not in its scheme's form; its errors
+// never hold a secret. A source whose secrets have all expired loads (inbox
+// sources still lists it); serve refuses to start with it.
 func LoadSources(path string, getenv func(string) string) ([]Source, error) {
 	var fc fileConfig
 	md, err := toml.DecodeFile(path, &fc)
@@ -139,7 +146,7 @@ func (fs fileSource) source(getenv func(string) string) (Source, error) {
 		}
 		src.Accepted = http.StatusAccepted
 	case "standard-webhooks":
-		src.Scheme, key = scheme.StandardWebhooks{Tolerance: src.Tolerance}, scheme.StandardKey
+		src.Scheme, key = scheme.StandardWebhooks{Tolerance: src.Tolerance}, scheme.StandardVerifyKey
 	case "stripe":
 		src.Scheme = scheme.Stripe{Tolerance: src.Tolerance}
 	case "github":
@@ -173,7 +180,13 @@ func (fs fileSource) source(getenv func(string) string) (Source, error) {
 	if src.HardCap < src.Rules.MaxBody {
 		return Source{}, errors.New("max_request must be at least max_body")
 	}
+	if len(fs.Secrets) == 0 {
+		return Source{}, errors.New("no [[source.secret]]")
+	}
 	for j, fsec := range fs.Secrets {
+		if getenv == nil {
+			break
+		}
 		raw := fsec.Value
 		if fsec.Env != "" {
 			if raw != "" {
@@ -190,10 +203,63 @@ func (fs fileSource) source(getenv func(string) string) (Source, error) {
 		}
 		src.Keys = append(src.Keys, scheme.Secret{Key: k, Expires: fsec.Expires})
 	}
-	if len(src.Keys) == 0 {
-		return Source{}, errors.New("no [[source.secret]]")
-	}
 	return src, nil
+}
+
+// ConfigExcludes refuses, when --config is given, the named flags that
+// describe the one Sume source without it: the file describes every
+// source, so such a flag would be silently ignored. Each is refused when
+// given on the command line or through its environment variable, except
+// SUME_COM_WEBHOOK_SIGNING_SECRET, which a [[source.secret]] may name (env =
+// ...): --secret counts only when given on the command line.
+func ConfigExcludes(c *cli.Context, names ...string) error {
+	file := c.String("config")
+	if file == "" {
+		return nil
+	}
+	for _, name := range names {
+		if !c.IsSet(name) || (name == "secret" && !secretOnCommandLine(c)) {
+			continue
+		}
+		return fmt.Errorf("--%s (or its environment variable) describes the Sume source without --config; with --config %s, set it in the file's [[source]] instead", name, file)
+	}
+	return nil
+}
+
+// secretOnCommandLine reports whether --secret was given on the command
+// line: a value given there replaces the environment variable's.
+func secretOnCommandLine(c *cli.Context) bool {
+	env, ok := os.LookupEnv("SUME_COM_WEBHOOK_SIGNING_SECRET")
+	if !ok {
+		return true // set, and not through the variable
+	}
+	return !slices.Equal(c.StringSlice("secret"), strings.Split(env, ","))
+}
+
+// SourceRules returns the classification rules of every source: those of
+// --config's sources, or without it the one Sume source's, from --event and
+// --max-body (which are refused together with --config).
+func SourceRules(c *cli.Context) (inbox.SourceRules, error) {
+	file := c.String("config")
+	if file == "" {
+		r, err := Rules(c)
+		if err != nil {
+			return nil, err
+		}
+		return inbox.SourceRules{inbox.DefaultSource: r}, nil
+	}
+	if err := ConfigExcludes(c, "event", "max-body"); err != nil {
+		return nil, err
+	}
+	sources, err := LoadSources(file, nil)
+	if err != nil {
+		return nil, err
+	}
+	sr := inbox.SourceRules{}
+	for _, src := range sources {
+		sr[src.Name] = src.Rules
+	}
+	return sr, nil
 }
 
 func parseSizeOr(s, def string) (int64, error) {

@@ -12,14 +12,17 @@ func listCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "list",
 		Usage: "list rows, newest first",
-		Description: `Lists the inbox's rows without their bodies.
+		Description: `Lists the inbox's rows without their bodies. A Sume row's id is its key
+(the job_id); another source's is <source>/<key>.
 
 Examples:
    inbox list
    inbox list --status parked
-   inbox list --status new --json | jq -r .id`,
+   inbox list --status new --json | jq -r .id
+   inbox list --source github --status parked`,
 		Flags: []cli.Flag{
 			DBFlag(),
+			sourceFlag("only rows of this source (sume, or a [[source]] name of --config)", "INBOX_LIST_SOURCE"),
 			&cli.StringFlag{Name: "status", Usage: "only rows with this status (new, done, parked, ignored)", EnvVars: []string{"INBOX_STATUS"}},
 			&cli.IntFlag{Name: "limit", Usage: "at most this many rows (0: all)", Value: 100, EnvVars: []string{"INBOX_LIMIT"}},
 			jsonFlag(),
@@ -29,12 +32,16 @@ Examples:
 			if status != "" && !status.Valid() {
 				return fmt.Errorf("unknown status %q: want new, done, parked or ignored", status)
 			}
+			source, err := sourceName(c)
+			if err != nil {
+				return err
+			}
 			store, err := openRead(c)
 			if err != nil {
 				return err
 			}
 			defer store.Close()
-			rows, err := store.List(c.Context, inbox.Filter{Status: status, Limit: c.Int("limit")})
+			rows, err := store.List(c.Context, inbox.Filter{Source: source, Status: status, Limit: c.Int("limit")})
 			if err != nil {
 				return err
 			}
@@ -52,4 +59,19 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// sourceFlag is --source, with an environment variable of each command's
+// own, as --reason has.
+func sourceFlag(usage, env string) *cli.StringFlag {
+	return &cli.StringFlag{Name: "source", Usage: usage, EnvVars: []string{env}}
+}
+
+// sourceName reads --source; "" when it is not set.
+func sourceName(c *cli.Context) (string, error) {
+	s := c.String("source")
+	if s != "" && !validName(s) {
+		return "", fmt.Errorf("--source %q: a source name is 1 to 32 of a-z, 0-9, - and _", s)
+	}
+	return s, nil
 }

@@ -27,7 +27,7 @@ Examples:
 			&cli.StringFlag{Name: "group-by", Usage: "reason: one line per reason", EnvVars: []string{"INBOX_GROUP_BY"}},
 			ageFlag("since", "", "only rows received within this long", "INBOX_SINCE"),
 			reasonFlag("only rows parked for this reason", "INBOX_PARKED_REASON"),
-			&cli.StringFlag{Name: "source", Usage: "only rows of this source", EnvVars: []string{"INBOX_PARKED_SOURCE"}},
+			sourceFlag("only rows of this source", "INBOX_PARKED_SOURCE"),
 			jsonFlag(),
 		},
 		Action: func(c *cli.Context) error {

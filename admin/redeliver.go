@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -25,7 +27,9 @@ func redeliverCommand(sleep func(context.Context, time.Duration) error) *cli.Com
 job's row, keyed by job_id. Needs an API key with the jobs:write scope, from
 SUME_API_KEY (prefer it to --api-key: flags show in ps); the key is never
 printed. Takes job ids, or --reason for the jobs of every parked row with
-that reason (not both).
+that reason (not both). Sume's jobs only: another source's row id
+(<source>/<key>) in the database is refused, and --reason passes other
+sources' rows over.
 429 and 5xx answers are retried up to --retries times, as Retry-After says.
 --api-url must be https, or http to a loopback host; redirects are never
 followed, so the key goes nowhere else.
@@ -55,6 +59,9 @@ Examples:
 			}
 			if (r != "") == (len(jobs) > 0) {
 				return errors.New("redeliver needs exactly one of: job ids or --reason")
+			}
+			if err := refuseOtherSources(c, jobs); err != nil {
+				return err
 			}
 			if r != "" {
 				if jobs, err = parkedJobs(c, r); err != nil {
@@ -128,15 +135,48 @@ func (r redeliverResult) line(dryRun bool) string {
 	}
 }
 
-// parkedJobs returns the job ids of the parked rows with reason r, each
-// once; rows that name no job are left out.
+// refuseOtherSources refuses an id that names another source's row
+// (<source>/<key>): Sume's API knows nothing of it. Only ids holding a "/"
+// can, and only those are looked up; a Sume job id may hold one too, so
+// without a readable database (redeliver never needed one for ids) the ids
+// are taken as Sume's.
+func refuseOtherSources(c *cli.Context, ids []string) error {
+	if !slices.ContainsFunc(ids, func(id string) bool { return strings.Contains(id, "/") }) {
+		return nil
+	}
+	store, err := openRead(c)
+	if err != nil {
+		return nil
+	}
+	defer store.Close()
+	for _, id := range ids {
+		if !strings.Contains(id, "/") {
+			continue
+		}
+		e, err := store.Get(c.Context, id)
+		if errors.Is(err, inbox.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if e.Source != inbox.DefaultSource {
+			return fmt.Errorf("%s is a row of source %s: redeliver asks Sume's API, so it takes Sume job ids only", id, e.Source)
+		}
+	}
+	return nil
+}
+
+// parkedJobs returns the job ids of the parked Sume rows with reason r,
+// each once; rows that name no job, and other sources' rows (Sume's API
+// knows nothing of them), are left out.
 func parkedJobs(c *cli.Context, r inbox.Reason) ([]string, error) {
 	store, err := openRead(c)
 	if err != nil {
 		return nil, err
 	}
 	defer store.Close()
-	rows, err := store.List(c.Context, inbox.Filter{Status: inbox.StatusParked, Reason: r})
+	rows, err := store.List(c.Context, inbox.Filter{Source: inbox.DefaultSource, Status: inbox.StatusParked, Reason: r})
 	if err != nil {
 		return nil, err
 	}

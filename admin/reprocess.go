@@ -21,7 +21,13 @@ func reprocessCommand() *cli.Command {
 		Description: `Runs the current classification (--event, --max-body: the same flags and
 defaults as serve) over the stored bodies of parked rows, with each row's
 recorded delivery timestamp; the signature is not checked again, it was
-checked on receipt. The rows of one job are taken together, oldest first,
+checked on receipt. Without --config only Sume rows are classified: other
+sources' ids are refused and their rows passed over. With --config (the
+file serve reads; its secrets are not read) the rows of every source in it
+are, each under its source's events and max_body, and --event and
+--max-body are refused: a Sume row's body is read again, another source's
+row keeps the key and event recorded on receipt (its id <source>/<key>,
+its event column), since its key may have come from a header. The rows of one job are taken together, oldest first,
 the job's own row first: a job row that is now storable becomes new where it
 is; a storable row beside it is folded into the job's new or done row when
 that holds the same event and status (its deliveries added, the parked row
@@ -36,9 +42,12 @@ Examples:
    inbox reprocess --reason unknown_event --event job.completed --event job.exploded --dry-run
    inbox reprocess --reason too_large --max-body 4MiB
    inbox reprocess job_1 job_2
+   inbox reprocess --config /etc/inbox/inbox.toml --reason handler_failed
+   inbox reprocess --config inbox.toml github/0b5c9d4e-1f2a-11ef-9f1b-2d3e4f5a6b7c
    inbox reprocess --all --json`,
 		Flags: []cli.Flag{
 			DBFlag(),
+			ConfigFlag(),
 			reasonFlag("reprocess every parked row with this reason", "INBOX_REPROCESS_REASON"),
 			&cli.BoolFlag{Name: "all", Usage: "reprocess every parked row", EnvVars: []string{"INBOX_REPROCESS_ALL"}},
 			dryRunFlag(),
@@ -60,7 +69,7 @@ Examples:
 			if n := btoi(len(sel.IDs) > 0) + btoi(sel.Reason != "") + btoi(sel.All); n != 1 {
 				return errors.New("reprocess needs exactly one of: row ids, --reason or --all")
 			}
-			rules, err := Rules(c)
+			rules, err := SourceRules(c)
 			if err != nil {
 				return err
 			}

@@ -1,13 +1,17 @@
 package admin
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"inbox/inbox"
+	"inbox/inbox/inboxtest"
 )
 
 // reprocessJSON runs reprocess --json and decodes its report.
@@ -401,5 +405,91 @@ func TestReprocessReportsCommittedBatches(t *testing.T) {
 	}
 	if r := mustGet(t, path, "job_100"); r.Status != inbox.StatusParked {
 		t.Errorf("job_100 = %+v, want parked: its batch was rolled back", r)
+	}
+}
+
+// TestReprocessEverySource brings back parked rows of sources other than
+// Sume with --config, from the key and event recorded on receipt (GitHub's
+// key came from a header), under the file's rules now; without --config
+// they stay Sume-only as before.
+func TestReprocessEverySource(t *testing.T) {
+	path := newDB(t)
+	now := time.Now()
+	s := inboxtest.MustOpenPath(t, path, inbox.Options{Now: func() time.Time { return now }})
+	push := inbox.Rules{Events: []string{"push"}}
+	vibe := inbox.ClassifyKeyed("vibe", "run_1", "scheduled_job.run", []byte(`{"runId":"run_1"}`), deliveryTS, inbox.Rules{})
+	vibe.Response = []byte(`{"accepted":true}`)
+	for _, d := range []inbox.Delivery{
+		inbox.ClassifyKeyed("gh", "d1", "ping", []byte(`{"zen":"x"}`), deliveryTS, push),                                                        // parked unknown_event
+		inbox.ClassifyKeyed("gh", "", "push", []byte(`{"ref":"main"}`), deliveryTS, push),                                                       // parked missing_key
+		inbox.ClassifyKeyed("gh", "d2", "push", []byte(`{"ref":"dev","pad":1}`), deliveryTS, inbox.Rules{Events: []string{"push"}, MaxBody: 4}), // too_large
+		vibe,
+	} {
+		if _, err := s.Put(context.Background(), d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	dispatched(t, path, now, map[string]inbox.Settlement{
+		"vibe/run_1": {Fate: inbox.FatePark, Reason: inbox.ReasonHandlerFailed, Error: "HTTP 500"},
+	})
+	before := snapshot(t, path)
+
+	// Without --config only Sume exists: the ids are refused, the
+	// selections pass the rows over.
+	if _, err := run(t, "reprocess", "--db", path, "vibe/run_1"); err == nil || !strings.Contains(err.Error(), "not configured") {
+		t.Errorf("vibe id without --config: %v", err)
+	}
+	if rep := reprocessJSON(t, path, "--all"); rep.Moved != 0 || len(rep.Parked) != 0 {
+		t.Errorf("--all without --config: %+v, want nothing", rep)
+	}
+	if after := snapshot(t, path); after != before {
+		t.Errorf("reprocess without --config changed other sources' rows")
+	}
+
+	cfg := filepath.Join(t.TempDir(), "inbox.toml")
+	err := os.WriteFile(cfg, []byte(`
+[[source]]
+name = "gh"
+scheme = "github"
+events = ["push", "ping"]
+max_body = "1KiB"
+[[source.secret]]
+env = "GH_SECRET_NOT_SET_HERE"
+
+[[source]]
+name = "vibe"
+scheme = "vibe"
+[[source.secret]]
+env = "VIBE_SECRET_NOT_SET_HERE"
+`), 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run(t, "reprocess", "--db", path, "--config", cfg, "--event", "push", "--all"); err == nil || !strings.Contains(err.Error(), "--event") {
+		t.Errorf("--event with --config: %v, want refused", err)
+	}
+	rep := reprocessJSON(t, path, "--config", cfg, "--reason", "unknown_event")
+	if rep.Moved != 1 {
+		t.Errorf("unknown_event: %+v, want 1 moved", rep)
+	}
+	if e := mustGet(t, path, "gh/d1"); e.Status != inbox.StatusNew || e.Event != "ping" || e.JobID != "gh/d1" {
+		t.Errorf("gh/d1 = %+v, want new ping", e)
+	}
+	rep = reprocessJSON(t, path, "--config", cfg, "vibe/run_1")
+	if rep.Moved != 1 {
+		t.Errorf("vibe/run_1: %+v, want 1 moved", rep)
+	}
+	if e := mustGet(t, path, "vibe/run_1"); e.Status != inbox.StatusNew || e.Attempts != 0 || e.LastError != "" || string(e.Response) != `{"accepted":true}` {
+		t.Errorf("vibe/run_1 = %+v, want new, no attempts, the saved answer kept", e)
+	}
+	rep = reprocessJSON(t, path, "--config", cfg, "--all")
+	if rep.Moved != 1 || rep.Parked[inbox.ReasonMissingKey] != 1 {
+		t.Errorf("--all: %+v, want the too_large row moved and missing_key kept", rep)
+	}
+	if e := mustGet(t, path, "gh/d2"); e.Status != inbox.StatusNew {
+		t.Errorf("gh/d2 = %+v, want new under max_body 1KiB", e)
 	}
 }

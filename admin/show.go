@@ -23,17 +23,21 @@ func showCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "show",
 		Usage:     "print one row and its body",
-		ArgsUsage: "ID",
+		ArgsUsage: "ID | --source NAME KEY",
 		Description: `Prints the row's fields, then its body: indented when it is JSON, as text
 when it is UTF-8 (control characters escaped, so a body cannot drive the
 terminal), as a hex dump otherwise. With --json, the fields and the body
-(as "body" when it is UTF-8, else base64 as "body_base64").
+(as "body" when it is UTF-8, else base64 as "body_base64"). A row is named
+by its id (a Sume row's is its key, another source's <source>/<key>), or
+by --source and its key.
 
 Examples:
    inbox show job_1
    inbox show sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08
-   inbox show --json job_1 | jq -r .body | jq .payload`,
-		Flags: []cli.Flag{DBFlag(), jsonFlag()},
+   inbox show --json job_1 | jq -r .body | jq .payload
+   inbox show vibe/run_1
+   inbox show --source vibe run_1`,
+		Flags: []cli.Flag{DBFlag(), sourceFlag("the source the key is of; the row is then <source>/<key>", "INBOX_SHOW_SOURCE"), jsonFlag()},
 		Action: func(c *cli.Context) error {
 			ids, err := args(c)
 			if err != nil {
@@ -41,6 +45,13 @@ Examples:
 			}
 			if len(ids) != 1 {
 				return errors.New("show takes one row id (see --help)")
+			}
+			source, err := sourceName(c)
+			if err != nil {
+				return err
+			}
+			if source != "" {
+				ids[0] = inbox.RowID(source, ids[0])
 			}
 			store, err := openRead(c)
 			if err != nil {
@@ -61,6 +72,7 @@ Examples:
 			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 			for _, f := range []struct{ name, value string }{
 				{"id", e.ID},
+				{"source", e.Source},
 				{"job_id", e.JobID},
 				{"status", string(e.Status)},
 				{"reason", string(e.Reason)},

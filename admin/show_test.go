@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"inbox/inbox"
+	"inbox/inbox/inboxtest"
 )
 
 func TestShow(t *testing.T) {
@@ -88,4 +90,61 @@ func TestShow(t *testing.T) {
 			t.Error("no id: no error")
 		}
 	})
+}
+
+// TestSourceAddressing names other sources' rows: list filters by
+// --source, show takes the row id or --source and the key, and redeliver,
+// which asks Sume's API, refuses them.
+func TestSourceAddressing(t *testing.T) {
+	path := newDB(t)
+	fill(t, path, time.Now(), completed("job_1"), exploded("job_2"))
+	s := inboxtest.MustOpenPath(t, path, inbox.Options{})
+	for _, d := range []inbox.Delivery{
+		inbox.ClassifyKeyed("vibe", "run_1", "scheduled_job.run", []byte(`{"runId":"run_1"}`), deliveryTS, inbox.Rules{}),
+		inbox.ClassifyKeyed("gh", "d1", "ping", []byte(`{}`), deliveryTS, inbox.Rules{Events: []string{"push"}}),
+	} {
+		if _, err := s.Put(context.Background(), d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	out, err := run(t, "list", "--db", path, "--source", "vibe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "vibe/run_1 ") || strings.Contains(out, "job_1") || strings.Contains(out, "gh/d1") {
+		t.Errorf("list --source vibe:\n%s", out)
+	}
+	out, err = run(t, "list", "--db", path, "--source", "sume")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "job_1 ") || strings.Contains(out, "vibe/") {
+		t.Errorf("list --source sume:\n%s", out)
+	}
+	if _, err := run(t, "list", "--db", path, "--source", "a/b"); err == nil {
+		t.Error("list --source a/b: accepted")
+	}
+	for _, args := range [][]string{{"vibe/run_1"}, {"--source", "vibe", "run_1"}} {
+		out, err := run(t, append([]string{"show", "--db", path}, args...)...)
+		if err != nil {
+			t.Fatalf("show %v: %v", args, err)
+		}
+		if !strings.Contains(out, "id            vibe/run_1\n") || !strings.Contains(out, "source        vibe\n") {
+			t.Errorf("show %v:\n%s", args, out)
+		}
+	}
+	_, err = run(t, "redeliver", "--db", path, "--api-key", "k", "--dry-run", "job_1", "gh/d1")
+	if err == nil || !strings.Contains(err.Error(), "gh/d1") || !strings.Contains(err.Error(), "Sume job ids only") {
+		t.Errorf("redeliver gh/d1: %v, want refused", err)
+	}
+	out, err = run(t, "redeliver", "--db", path, "--api-key", "k", "--dry-run", "--reason", "unknown_event")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out != "would redeliver job_2\n" {
+		t.Errorf("redeliver --reason unknown_event: %q, want the Sume job only", out)
+	}
 }

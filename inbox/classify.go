@@ -73,8 +73,8 @@ func RowID(source, key string) string {
 // the key and the event itself (every scheme but Sume's): a usable key and
 // an event in r.Events (any event when r.Events is empty) make a new row;
 // no usable key parks missing_key under the body's sha256, an event outside
-// the set parks unknown_event, a body above r.MaxBody parks too_large. It
-// never fails.
+// the set parks unknown_event, a body above r.MaxBody parks too_large. The
+// delivery's JobID is RowID(source, key), like its Key. It never fails.
 func ClassifyKeyed(source, key, event string, body []byte, deliveryTS int64, r Rules) Delivery {
 	sum := sha256.Sum256(body)
 	d := Delivery{Source: source, Body: body, SHA256: hex.EncodeToString(sum[:]), DeliveryTS: deliveryTS, Event: event}
@@ -82,8 +82,11 @@ func ClassifyKeyed(source, key, event string, body []byte, deliveryTS int64, r R
 	if !usableJobID(key) {
 		return d.park(ReasonMissingKey)
 	}
-	d.JobID = key
-	d.Key = RowID(source, key)
+	// The job is the key's row id, so the key's own row has job_id = id
+	// and enters no partial index, as a Sume job row, while a row parked
+	// beside it names it (events_beside_job, purge, reprocess).
+	d.JobID = RowID(source, key)
+	d.Key = d.JobID
 	switch {
 	case len(r.Events) > 0 && !slices.Contains(r.Events, event):
 		return d.park(ReasonUnknownEvent)

@@ -56,11 +56,12 @@ func WriteOpForTest(s *Store, op func(context.Context, *sql.Tx) error) error {
 // calls between after the rows were read and classified and before the
 // transaction that applies them.
 func ReprocessForTest(ctx context.Context, s *Store, sel Selection, rules Rules, between func()) (ReprocessReport, error) {
-	rows, err := s.selectParked(ctx, sel)
+	sr := SourceRules{DefaultSource: rules}
+	rows, err := s.selectParked(ctx, sel, sr)
 	if err != nil {
 		return ReprocessReport{}, err
 	}
-	plans, err := s.planJobs(ctx, groupJobs(rows), rules)
+	plans, err := s.planJobs(ctx, groupJobs(rows), sr)
 	if err != nil {
 		return ReprocessReport{}, err
 	}

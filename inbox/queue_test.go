@@ -190,7 +190,7 @@ func TestHandlerParked(t *testing.T) {
 		t.Fatalf("claimed a parked row: %v", ids(got))
 	}
 
-	rep, err := s.Reprocess(context.Background(), inbox.Selection{Reason: inbox.ReasonHandlerFailed}, rules, false)
+	rep, err := s.Reprocess(context.Background(), inbox.Selection{Reason: inbox.ReasonHandlerFailed}, inbox.SourceRules{inbox.DefaultSource: rules}, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // Bounds on one reprocess transaction, so the write lock is never held long
@@ -25,6 +26,24 @@ type Selection struct {
 	IDs    []string
 	Reason Reason
 	All    bool
+}
+
+// SourceRules are the classification rules of the sources Reprocess may
+// classify again, by source name. A DefaultSource row is classified by
+// Classify; another source's by ClassifyKeyed, from the key and the event
+// recorded with the row at receipt (a key may come from a header, which is
+// not stored), under that source's rules now. Rows of a source not named
+// here are refused by id and passed over by reason or all.
+type SourceRules map[string]Rules
+
+// names returns the sources, sorted.
+func (sr SourceRules) names() []string {
+	names := make([]string, 0, len(sr))
+	for n := range sr {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
 }
 
 // ReprocessReport counts each reprocessed row once, by where it ended.
@@ -59,7 +78,9 @@ func (r *ReprocessReport) add(b ReprocessReport) {
 }
 
 // Reprocess classifies the stored bodies of the selected parked rows again
-// under rules, with each row's recorded delivery timestamp, and applies the
+// under their source's rules, with each row's recorded delivery timestamp
+// (and, for a source other than DefaultSource, its recorded key and
+// event), and applies the
 // result the way a delivery would land, without ever dropping a body.
 //
 // The rows of one job are taken together, oldest first, and the job's own
@@ -81,14 +102,15 @@ func (r *ReprocessReport) add(b ReprocessReport) {
 // (every transaction rolled back) counts what a real run would.
 //
 // It fails, changing nothing, when the selection is empty, or an id names
-// no row or a row that is not parked. When a batch fails it is rolled back
+// no row, a row that is not parked, or a row of a source rules does not
+// name. When a batch fails it is rolled back
 // and the report counts the batches before it.
-func (s *Store) Reprocess(ctx context.Context, sel Selection, rules Rules, dryRun bool) (ReprocessReport, error) {
+func (s *Store) Reprocess(ctx context.Context, sel Selection, rules SourceRules, dryRun bool) (ReprocessReport, error) {
 	rep := ReprocessReport{Parked: map[Reason]int{}, DryRun: dryRun}
 	if s.write == nil {
 		return rep, errors.New("reprocess: store is read-only")
 	}
-	rows, err := s.selectParked(ctx, sel)
+	rows, err := s.selectParked(ctx, sel, rules)
 	if err != nil {
 		return rep, fmt.Errorf("reprocess: %w", err)
 	}
@@ -120,15 +142,24 @@ type selectedRow struct {
 const selectColumns = `SELECT e.id, COALESCE(e.job_id, e.id), e.size + COALESCE(j.size, 0), e.received_at, e.status, e.source
 	FROM events e LEFT JOIN events j ON j.id = e.job_id AND j.id != e.id AND j.status = 'parked'`
 
-// selectParked returns the selected parked rows, oldest first.
-func (s *Store) selectParked(ctx context.Context, sel Selection) ([]selectedRow, error) {
+// selectParked returns the selected parked rows of the sources of rules,
+// oldest first.
+func (s *Store) selectParked(ctx context.Context, sel Selection, rules SourceRules) ([]selectedRow, error) {
 	if len(sel.IDs) > 0 {
-		return s.selectIDs(ctx, sel.IDs)
+		return s.selectIDs(ctx, sel.IDs, rules)
 	}
 	if sel.Reason == "" && !sel.All {
 		return nil, errors.New("no rows selected: name ids, a reason, or all")
 	}
-	q, args := selectColumns+` WHERE e.status = 'parked' AND e.source = '`+DefaultSource+`'`, []any{}
+	names := rules.names()
+	if len(names) == 0 {
+		return nil, errors.New("no source to classify rows of")
+	}
+	q := selectColumns + ` WHERE e.status = 'parked' AND e.source IN (?` + strings.Repeat(", ?", len(names)-1) + `)`
+	args := make([]any, 0, len(names)+1)
+	for _, n := range names {
+		args = append(args, n)
+	}
 	if sel.Reason != "" {
 		q, args = q+` AND e.reason = ?`, append(args, string(sel.Reason))
 	}
@@ -154,7 +185,7 @@ func (s *Store) selectParked(ctx context.Context, sel Selection) ([]selectedRow,
 
 // selectIDs checks that every id names a parked row and returns them, each
 // once, oldest first: the order on the command line decides nothing.
-func (s *Store) selectIDs(ctx context.Context, ids []string) ([]selectedRow, error) {
+func (s *Store) selectIDs(ctx context.Context, ids []string, rules SourceRules) ([]selectedRow, error) {
 	seen := map[string]bool{}
 	var out []selectedRow
 	for _, id := range ids {
@@ -175,8 +206,8 @@ func (s *Store) selectIDs(ctx context.Context, ids []string) ([]selectedRow, err
 		if Status(status) != StatusParked {
 			return nil, fmt.Errorf("%s is %s, not parked", id, status)
 		}
-		if source != DefaultSource {
-			return nil, fmt.Errorf("%s is a %s row: only %s rows are classified again", id, source, DefaultSource)
+		if _, ok := rules[source]; !ok {
+			return nil, fmt.Errorf("%s is a row of source %s, which is not configured (give --config with its [[source]])", id, source)
 		}
 		out = append(out, r)
 	}
@@ -251,7 +282,7 @@ type jobPlan struct {
 // connections, so that no body is read while the write lock is held. A
 // job's own parked row comes along, even when not selected, if another of
 // its rows is now storable.
-func (s *Store) planJobs(ctx context.Context, jobs []jobRows, rules Rules) ([]jobPlan, error) {
+func (s *Store) planJobs(ctx context.Context, jobs []jobRows, rules SourceRules) ([]jobPlan, error) {
 	plans := make([]jobPlan, 0, len(jobs))
 	for _, j := range jobs {
 		p := jobPlan{job: j.job}
@@ -287,9 +318,9 @@ func (s *Store) planJobs(ctx context.Context, jobs []jobRows, rules Rules) ([]jo
 	return plans, nil
 }
 
-// readParked reads the parked row id and classifies its body again;
-// sql.ErrNoRows when it is not there or not parked.
-func (s *Store) readParked(ctx context.Context, id string, rules Rules) (planned, error) {
+// readParked reads the parked row id and classifies its body again under
+// its source's rules; sql.ErrNoRows when it is not there or not parked.
+func (s *Store) readParked(ctx context.Context, id string, rules SourceRules) (planned, error) {
 	row := s.read.QueryRowContext(ctx, `SELECT `+eventColumns+`, body FROM events WHERE id = ? AND status = 'parked'`, id)
 	e, err := scanEvent(row.Scan, true)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -298,9 +329,27 @@ func (s *Store) readParked(ctx context.Context, id string, rules Rules) (planned
 	if err != nil {
 		return planned{}, fmt.Errorf("read %s: %w", id, err)
 	}
-	d := Classify(e.Body, e.DeliveryTS, rules)
+	r, ok := rules[e.Source]
+	if !ok {
+		// A job row of an unconfigured source: left as it is.
+		return planned{}, sql.ErrNoRows
+	}
+	d := reclassify(e, r)
 	e.Body, d.Body = nil, nil
 	return planned{Event: e, d: d}, nil
+}
+
+// reclassify classifies the stored row e again under r: a DefaultSource
+// body is read again; another source's row keeps the key and the event
+// recorded at receipt (its job_id is the key's row id; none when the
+// delivery named no usable key), so only the event set and the body limit
+// decide anew.
+func reclassify(e Event, r Rules) Delivery {
+	if e.Source == DefaultSource {
+		return Classify(e.Body, e.DeliveryTS, r)
+	}
+	key := strings.TrimPrefix(e.JobID, e.Source+"/")
+	return ClassifyKeyed(e.Source, key, e.Event, e.Body, e.DeliveryTS, r)
 }
 
 // applyJobs applies plans in one IMMEDIATE transaction, rolled back when

@@ -54,7 +54,7 @@ func TestReprocessLeavesTheLockToDeliveries(t *testing.T) {
 	r := rules
 	r.MaxBody = 4 << 20
 	start := time.Now()
-	rep, err := admin.Reprocess(context.Background(), inbox.Selection{Reason: inbox.ReasonTooLarge}, r, false)
+	rep, err := admin.Reprocess(context.Background(), inbox.Selection{Reason: inbox.ReasonTooLarge}, inbox.SourceRules{inbox.DefaultSource: r}, false)
 	took := time.Since(start)
 	stop()
 	wg.Wait()

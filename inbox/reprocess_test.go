@@ -41,7 +41,7 @@ func TestReprocessBatches(t *testing.T) {
 	putAll(t, s, bodies)
 	r := rules
 	r.Events = append([]string{"job.exploded"}, r.Events...)
-	rep, err := s.Reprocess(context.Background(), inbox.Selection{Reason: inbox.ReasonUnknownEvent}, r, false)
+	rep, err := s.Reprocess(context.Background(), inbox.Selection{Reason: inbox.ReasonUnknownEvent}, inbox.SourceRules{inbox.DefaultSource: r}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func TestReprocessReadOnly(t *testing.T) {
 	path := t.TempDir() + "/inbox.db"
 	inboxtest.MustOpenPath(t, path, inbox.Options{})
 	ro := inboxtest.MustOpenPath(t, path, inbox.Options{ReadOnly: true})
-	if _, err := ro.Reprocess(context.Background(), inbox.Selection{All: true}, rules, true); err == nil {
+	if _, err := ro.Reprocess(context.Background(), inbox.Selection{All: true}, inbox.SourceRules{inbox.DefaultSource: rules}, true); err == nil {
 		t.Error("a read-only store reprocessed")
 	}
 }

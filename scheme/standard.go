@@ -25,7 +25,9 @@ const standardSecretPrefix = "whsec_"
 
 // StandardKey returns the signing key a secret names: the base64 after
 // "whsec_", or the secret's own bytes; nil for an empty secret. It fails
-// when the part after whsec_ is not base64.
+// when the part after whsec_ is not base64. The dispatcher signs forwarded
+// jobs with it, as its documentation says; verification takes
+// StandardVerifyKey's stricter form.
 func StandardKey(secret string) ([]byte, error) {
 	if secret == "" {
 		return nil, nil
@@ -41,6 +43,20 @@ func StandardKey(secret string) ([]byte, error) {
 	return key, nil
 }
 
+// StandardVerifyKey returns the key of a secret that verifies incoming
+// Standard Webhooks deliveries. The specification gives secrets as
+// "whsec_" and the base64 of the key, and that is the only form taken: a
+// secret without the prefix is refused rather than used as raw bytes (which
+// no sender following the specification would sign with). It fails on an
+// empty secret, a missing prefix, or a part after whsec_ that is not
+// base64; its errors never hold the secret.
+func StandardVerifyKey(secret string) ([]byte, error) {
+	if !strings.HasPrefix(secret, standardSecretPrefix) {
+		return nil, errors.New("a standard-webhooks secret must be whsec_ and the base64 of the key")
+	}
+	return StandardKey(secret)
+}
+
 // SignStandard returns the Standard Webhooks signature header value for a
 // message: "v1," and the base64 HMAC-SHA256 of "<id>.<timestamp>.<body>".
 func SignStandard(key []byte, id string, timestamp int64, body []byte) string {
@@ -53,7 +69,7 @@ func SignStandard(key []byte, id string, timestamp int64, body []byte) string {
 // signature a space-separated list of "<version>,<base64>" entries of
 // which the v1 ones are compared (other versions, such as the asymmetric
 // v1a, are skipped as the specification says), the timestamp within
-// Tolerance either way. Secret keys are StandardKey's.
+// Tolerance either way. Secret keys are StandardVerifyKey's.
 type StandardWebhooks struct {
 	Tolerance time.Duration
 }

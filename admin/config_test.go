@@ -1,0 +1,48 @@
+package admin
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// loadConfig writes text as a configuration file and loads it, with env as
+// the environment.
+func loadConfig(t *testing.T, text string, env map[string]string) ([]Source, error) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "inbox.toml")
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return LoadSources(path, func(k string) string { return env[k] })
+}
+
+// TestStandardWebhooksSecretForm checks that a standard-webhooks source
+// takes only the specification's whsec_<base64> secrets, and that the
+// refusal does not show the secret.
+func TestStandardWebhooksSecretForm(t *testing.T) {
+	const conf = `
+[[source]]
+name = "sw"
+scheme = "standard-webhooks"
+[[source.secret]]
+env = "SW_SECRET"
+`
+	for secret, ok := range map[string]bool{
+		"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw": true,
+		"MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw":       false, // raw: refused, not used as bytes
+		"whsec_not base64!":                      false,
+	} {
+		srcs, err := loadConfig(t, conf, map[string]string{"SW_SECRET": secret})
+		if ok && (err != nil || len(srcs) != 1 || len(srcs[0].Keys) != 1) {
+			t.Errorf("%s: %v", secret, err)
+		}
+		if !ok && err == nil {
+			t.Errorf("%s: accepted", secret)
+		}
+		if err != nil && strings.Contains(err.Error(), strings.TrimPrefix(secret, "whsec_")) {
+			t.Errorf("%s: error shows the secret: %v", secret, err)
+		}
+	}
+}
