@@ -178,7 +178,10 @@ Examples:
 				log.Info().Str("db", store.Path()).Str("source", src.Name).Str("scheme", src.Scheme.Name()).Str("path", src.Path).
 					Strs("events", src.Rules.Events).Bool("dispatch", d != nil).Msg("starting")
 			}
-			ctx, cancel := context.WithCancel(c.Context)
+			// The dispatcher and the recorder outlive the receiver's drain: they
+			// stop once Serve has returned, so the last requests' rows can still
+			// be handed on and their secret uses are saved.
+			ctx, cancel := context.WithCancel(context.WithoutCancel(c.Context))
 			defer cancel()
 			recorded := make(chan error, 1)
 			go func() { recorded <- recordSecretUses(ctx, store, handlers) }()
@@ -188,8 +191,8 @@ Examples:
 			} else {
 				dispatched <- nil
 			}
-			serveErr := receiver.Serve(ctx, lim, log, endpoints...)
-			cancel() // the dispatcher and the recorder stop with the receiver
+			serveErr := receiver.Serve(c.Context, lim, log, endpoints...)
+			cancel()
 			if err := errors.Join(serveErr, <-dispatched, <-recorded, store.Close()); err != nil {
 				return err
 			}

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"slices"
+	"strings"
 	"unicode"
 )
 
@@ -98,7 +99,10 @@ func ClassifyKeyed(source, key, event string, body []byte, deliveryTS int64, r R
 }
 
 // BodyKey is the row id for a body that cannot be keyed by a job_id.
-func BodyKey(sum string) string { return "sha256:" + sum }
+func BodyKey(sum string) string { return bodyKeyPrefix + sum }
+
+// bodyKeyPrefix starts the id of every row keyed by its body's hash.
+const bodyKeyPrefix = "sha256:"
 
 // Classify decides what a verified body is, following the receiver contract
 // in order: unparseable, test ping, missing job_id, unknown event, payload
@@ -173,7 +177,9 @@ func isNull(raw json.RawMessage) bool {
 }
 
 func usableJobID(id string) bool {
-	if id == "" || len(id) > maxJobIDLen {
+	// "sha256:" is where rows keyed by their body's hash live; a job taking
+	// such an id could land on, and revive, a row that is not its own.
+	if id == "" || len(id) > maxJobIDLen || strings.HasPrefix(id, bodyKeyPrefix) {
 		return false
 	}
 	for _, r := range id {

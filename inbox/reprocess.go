@@ -453,7 +453,7 @@ func (j *jobApply) apply(ctx context.Context, r planned) (bool, error) {
 		if ok, err := stillParked(ctx, j.tx, r); !ok || err != nil {
 			return ok, err
 		}
-		if err := moveAside(ctx, j.tx, j.id, j.own.SHA256); err != nil {
+		if err := moveAside(ctx, j.tx, j.id, j.own.Source, j.own.SHA256); err != nil {
 			return false, err
 		}
 		j.own, j.exists = nil, false
@@ -571,12 +571,13 @@ func foldRow(ctx context.Context, tx *sql.Tx, from, into, sha string) (bool, err
 	return true, nil
 }
 
-// moveAside re-keys the job's parked row by its body's sha256, so another
-// row can take the job's key without its body being lost. When a row with
-// that key exists it holds the same bytes, and the job row's deliveries are
-// counted on it instead.
-func moveAside(ctx context.Context, tx *sql.Tx, jobID, sha string) error {
-	key := BodyKey(sha)
+// moveAside re-keys the job's parked row by its body's sha256 within its
+// source, as put keys a row parked beside a job, so another row can take the
+// job's key without its body being lost. When a row with that key exists it
+// holds the same bytes, and the job row's deliveries are counted on it
+// instead.
+func moveAside(ctx context.Context, tx *sql.Tx, jobID, source, sha string) error {
+	key := RowID(source, BodyKey(sha))
 	if _, err := readCurrent(ctx, tx, key); err == nil {
 		if _, err := foldRow(ctx, tx, jobID, key, sha); err != nil {
 			return fmt.Errorf("fold %s into %s: %w", jobID, key, err)

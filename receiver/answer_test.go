@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -142,6 +143,10 @@ func TestInFlightBound(t *testing.T) {
 	}
 	if g := got(); len(g) != 1 || g[0] != (answered{"overloaded", "", 503}) {
 		t.Errorf("reported %v, want one overloaded 503", g)
+	}
+	// Contract row 1 holds under overload too.
+	if w := e.do(t, httptest.NewRequest(http.MethodGet, "/webhooks/sume", nil)); w.Code != http.StatusMethodNotAllowed {
+		t.Errorf("GET beyond the bound: status %d, want 405", w.Code)
 	}
 	close(store.release)
 	for range bound {

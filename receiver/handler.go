@@ -190,7 +190,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	err := errOverloaded
 	n := h.inFlight.Add(1)
 	defer h.inFlight.Add(-1)
-	if h.cfg.MaxInFlight == 0 || n <= int64(h.cfg.MaxInFlight) {
+	switch {
+	case r.Method != http.MethodPost:
+		// Contract row 1 holds under overload too.
+		err = errMethod
+	case h.cfg.MaxInFlight == 0 || n <= int64(h.cfg.MaxInFlight):
 		d, res, size, err = h.receive(r)
 	}
 	a := answer(res, err, h.cfg.Accepted)
@@ -326,6 +330,9 @@ func answer(res inbox.Result, err error, accepted int) verdict {
 	}
 }
 
+// preGrow bounds the buffer allocated for a body before its bytes arrive.
+const preGrow = 64 << 10
+
 // readBody reads at most limit bytes. A declared length above the limit is
 // refused before anything is read.
 func readBody(r io.Reader, declared, limit int64) ([]byte, error) {
@@ -334,7 +341,9 @@ func readBody(r io.Reader, declared, limit int64) ([]byte, error) {
 	}
 	var buf bytes.Buffer
 	if declared > 0 {
-		buf.Grow(int(declared) + 1) // +1: room to see EOF without growing
+		// Room for what is declared, up to preGrow: a client that declares
+		// megabytes and sends nothing must not make the server hold them.
+		buf.Grow(int(min(declared, preGrow)) + 1) // +1: room to see EOF without growing
 	}
 	n, err := buf.ReadFrom(io.LimitReader(r, limit+1))
 	if err != nil {

@@ -252,6 +252,7 @@ func TestStored(t *testing.T) {
 		{name: "9 truncated object", body: `{"job_id":"job_1"`, id: bodyKey(`{"job_id":"job_1"`), status: inbox.StatusParked, reason: inbox.ReasonUnparseable},
 		{name: "10 no job_id", body: `{"event":"job.completed"}`, id: bodyKey(`{"event":"job.completed"}`), status: inbox.StatusParked, reason: inbox.ReasonMissingJobID},
 		{name: "10 empty job_id", body: `{"event":"job.completed","job_id":""}`, id: bodyKey(`{"event":"job.completed","job_id":""}`), status: inbox.StatusParked, reason: inbox.ReasonMissingJobID},
+		{name: "10 job_id in the body-key namespace", body: `{"event":"job.completed","job_id":"sha256:00"}`, id: bodyKey(`{"event":"job.completed","job_id":"sha256:00"}`), status: inbox.StatusParked, reason: inbox.ReasonMissingJobID},
 		{name: "10 numeric job_id", body: `{"event":"job.completed","job_id":7}`, id: bodyKey(`{"event":"job.completed","job_id":7}`), status: inbox.StatusParked, reason: inbox.ReasonMissingJobID},
 		{name: "11 unknown event", body: `{"event":"job.exploded","job_id":"job_1"}`, id: "job_1", status: inbox.StatusParked, reason: inbox.ReasonUnknownEvent,
 			check: func(t *testing.T, ev inbox.Event) {
@@ -494,5 +495,17 @@ func TestNewHandlerRefusesEmptySecret(t *testing.T) {
 		if err == nil {
 			t.Errorf("secrets %q: no error", secrets)
 		}
+	}
+}
+
+// TestReadBodyAllocatesWhatArrives declares far more than it sends: the
+// buffer must follow the bytes, not the declared length.
+func TestReadBodyAllocatesWhatArrives(t *testing.T) {
+	b, err := readBody(strings.NewReader("x"), 4<<20, 8<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(b) != "x" || cap(b) > 2*preGrow {
+		t.Fatalf("read %q into a buffer of %d bytes, want at most %d", b, cap(b), 2*preGrow)
 	}
 }
