@@ -157,6 +157,9 @@ Examples:
 			logLevelFlag(),
 		}, dispatchFlags()...),
 		Action: func(c *cli.Context) error {
+			if err := admin.NoArgs(c); err != nil {
+				return err
+			}
 			log, err := newLogger(logOut, c.String("log-level"))
 			if err != nil {
 				return err

@@ -56,7 +56,7 @@ Examples:
 			&cli.StringFlag{Name: "addr", Value: "127.0.0.1:8080", Usage: "listen address", EnvVars: []string{"INBOX_ADDR"}},
 			&cli.StringFlag{Name: "admin-addr", Usage: "listen address for /healthz, /readyz and /metrics; empty: serve them on --addr", EnvVars: []string{"INBOX_ADMIN_ADDR"}},
 			admin.DBFlag(),
-			admin.ConfigFlag(),
+			admin.ConfigFlag("TOML file of [[source]] tables to serve, each at its own path; without it serve is the one Sume source --secret, --path, --tolerance, --event, --max-body and --max-request describe"),
 			&cli.StringSliceFlag{Name: "secret", Usage: "signing secret; repeat or comma-separate to accept several during a rotation (prefer the environment variable: flags show in ps)", EnvVars: []string{"SUME_COM_WEBHOOK_SIGNING_SECRET"}},
 			&cli.DurationFlag{Name: "tolerance", Value: 5 * time.Minute, Usage: "how far the signed timestamp may be from now, either way", EnvVars: []string{"INBOX_TOLERANCE"}},
 			admin.EventsFlag(),
@@ -70,6 +70,9 @@ Examples:
 			logLevelFlag(),
 		}, dispatchFlags()...),
 		Action: func(c *cli.Context) error {
+			if err := admin.NoArgs(c); err != nil {
+				return err
+			}
 			log, err := newLogger(logOut, c.String("log-level"))
 			if err != nil {
 				return err

@@ -132,15 +132,24 @@ func busyTimeoutFlag() *cli.DurationFlag {
 }
 
 // args returns the command's arguments. A flag after them is refused:
-// the flag parser stops at the first argument, so it would be taken for an
-// id.
+// the flag parser stops at the first argument, so it would be taken for
+// one.
 func args(c *cli.Context) ([]string, error) {
 	for _, a := range c.Args().Slice() {
 		if strings.HasPrefix(a, "-") {
-			return nil, fmt.Errorf("%s after the ids: flags go before them", a)
+			return nil, fmt.Errorf("%s after the arguments (%s): flags go before them", a, c.Command.ArgsUsage)
 		}
 	}
 	return c.Args().Slice(), nil
+}
+
+// NoArgs refuses any argument, for the commands that take none: a stray
+// word (a misplaced value, a flag after one) must not be silently ignored.
+func NoArgs(c *cli.Context) error {
+	if c.Args().Len() > 0 {
+		return fmt.Errorf("%s takes no arguments, got %q (flags go before their values: --flag value)", c.Command.Name, c.Args().First())
+	}
+	return nil
 }
 
 // openRead opens the inbox named by --db for reading; it never creates one.

@@ -47,8 +47,8 @@ Examples:
 			return broken(fmt.Errorf("%w (see --help)", err))
 		},
 		Action: func(c *cli.Context) error {
-			if c.Args().Len() > 0 {
-				return broken(fmt.Errorf("alert takes no arguments, got %q", c.Args().First()))
+			if err := NoArgs(c); err != nil {
+				return broken(err)
 			}
 			maxAge, err := age(c, "max-age")
 			if err != nil {

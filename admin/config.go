@@ -27,6 +27,16 @@ type Source struct {
 	Rules     inbox.Rules
 	HardCap   int64 // requests above it get 413 and are not read
 	Accepted  int   // the status of a delivery stored or counted
+	// Secrets are the file's [[source.secret]] tables in order, read or
+	// not; Keys holds those that were read.
+	Secrets []SecretEntry
+}
+
+// SecretEntry is one [[source.secret]] of a source.
+type SecretEntry struct {
+	Env     string // the variable it is read from; "" for value = ...
+	Expires time.Time
+	Key     []byte // nil when it was not read
 }
 
 // The configuration file's form: [[source]] tables.
@@ -67,9 +77,21 @@ type fileHMAC struct {
 	EventHeader     string `toml:"event_header"`
 }
 
-// ConfigFlag is --config, the sources file serve and sources read.
-func ConfigFlag() *cli.StringFlag {
-	return &cli.StringFlag{Name: "config", Usage: "TOML file of [[source]] tables; without it serve is the one Sume source its flags describe", EnvVars: []string{"INBOX_CONFIG"}}
+// ConfigFlag is --config, the sources file serve, reprocess and sources
+// read, with each command's own usage.
+func ConfigFlag(usage string) *cli.StringFlag {
+	return &cli.StringFlag{Name: "config", Usage: usage, EnvVars: []string{"INBOX_CONFIG"}}
+}
+
+// configKeys names, for each flag ConfigExcludes may refuse, what takes its
+// place in the file.
+var configKeys = map[string]string{
+	"secret":      "[[source.secret]]",
+	"path":        "path",
+	"tolerance":   "tolerance",
+	"event":       "events",
+	"max-body":    "max_body",
+	"max-request": "max_request",
 }
 
 // LoadSources reads the sources of a configuration file, taking secrets
@@ -78,10 +100,23 @@ func ConfigFlag() *cli.StringFlag {
 // operator runs without the secrets. It fails on an unreadable file, an unknown key
 // (a misspelt option must not be silently ignored), a missing or repeated
 // name or path, an unknown scheme, a source without a secret, and a
-// secret that is empty, set twice or not in its scheme's form; its errors
+// secret that is set twice, not in its scheme's form, or empty while not
+// expired (an expired one may be unset: it could verify nothing); its errors
 // never hold a secret. A source whose secrets have all expired loads (inbox
 // sources still lists it); serve refuses to start with it.
 func LoadSources(path string, getenv func(string) string) ([]Source, error) {
+	return loadSources(path, getenv, false)
+}
+
+// DescribeSources reads the sources of a configuration file as
+// LoadSources does, but a secret that is unset or not in its scheme's form
+// is left unread (its SecretEntry has no Key) rather than an error: for
+// inbox sources, which shows what it can without every secret.
+func DescribeSources(path string, getenv func(string) string) ([]Source, error) {
+	return loadSources(path, getenv, true)
+}
+
+func loadSources(path string, getenv func(string) string, lenient bool) ([]Source, error) {
 	var fc fileConfig
 	md, err := toml.DecodeFile(path, &fc)
 	if err != nil {
@@ -96,7 +131,7 @@ func LoadSources(path string, getenv func(string) string) ([]Source, error) {
 	var out []Source
 	names, paths := map[string]bool{}, map[string]bool{}
 	for i, fs := range fc.Source {
-		src, err := fs.source(getenv)
+		src, err := fs.source(getenv, lenient)
 		if err != nil {
 			return nil, fmt.Errorf("config %s: source %d (%s): %w", path, i+1, fs.Name, err)
 		}
@@ -109,7 +144,7 @@ func LoadSources(path string, getenv func(string) string) ([]Source, error) {
 	return out, nil
 }
 
-func (fs fileSource) source(getenv func(string) string) (Source, error) {
+func (fs fileSource) source(getenv func(string) string, lenient bool) (Source, error) {
 	if !validName(fs.Name) {
 		return Source{}, errors.New("name must be 1 to 32 of a-z, 0-9, - and _")
 	}
@@ -183,24 +218,35 @@ func (fs fileSource) source(getenv func(string) string) (Source, error) {
 	if len(fs.Secrets) == 0 {
 		return Source{}, errors.New("no [[source.secret]]")
 	}
+	now := time.Now()
 	for j, fsec := range fs.Secrets {
+		if fsec.Env != "" && fsec.Value != "" {
+			return Source{}, fmt.Errorf("secret %d: set env or value, not both", j+1)
+		}
+		entry := SecretEntry{Env: fsec.Env, Expires: fsec.Expires}
+		src.Secrets = append(src.Secrets, entry)
 		if getenv == nil {
-			break
+			continue
 		}
 		raw := fsec.Value
 		if fsec.Env != "" {
-			if raw != "" {
-				return Source{}, fmt.Errorf("secret %d: set env or value, not both", j+1)
-			}
 			raw = getenv(fsec.Env)
 		}
+		expired := !fsec.Expires.IsZero() && !now.Before(fsec.Expires)
 		if raw == "" {
+			if lenient || expired {
+				continue // it could verify nothing anyway
+			}
 			return Source{}, fmt.Errorf("secret %d: empty (env %s unset?)", j+1, fsec.Env)
 		}
 		k, err := key(raw)
 		if err != nil {
+			if lenient {
+				continue
+			}
 			return Source{}, fmt.Errorf("secret %d: %w", j+1, err)
 		}
+		src.Secrets[j].Key = k
 		src.Keys = append(src.Keys, scheme.Secret{Key: k, Expires: fsec.Expires})
 	}
 	return src, nil
@@ -221,9 +267,24 @@ func ConfigExcludes(c *cli.Context, names ...string) error {
 		if !c.IsSet(name) || (name == "secret" && !secretOnCommandLine(c)) {
 			continue
 		}
-		return fmt.Errorf("--%s (or its environment variable) describes the Sume source without --config; with --config %s, set it in the file's [[source]] instead", name, file)
+		flag := "--" + name
+		if env := flagEnv(c, name); env != "" {
+			flag += " (or " + env + ")"
+		}
+		return fmt.Errorf("%s conflicts with --config %s: the file sets each source's %s; drop the flag or the variable", flag, file, configKeys[name])
 	}
 	return nil
+}
+
+// flagEnv returns the environment variable of the command's flag name, or
+// "".
+func flagEnv(c *cli.Context, name string) string {
+	for _, f := range c.Command.Flags {
+		if df, ok := f.(cli.DocGenerationFlag); ok && slices.Contains(f.Names(), name) && len(df.GetEnvVars()) > 0 {
+			return df.GetEnvVars()[0]
+		}
+	}
+	return ""
 }
 
 // secretOnCommandLine reports whether --secret was given on the command

@@ -11,11 +11,17 @@ import (
 // the environment.
 func loadConfig(t *testing.T, text string, env map[string]string) ([]Source, error) {
 	t.Helper()
+	return LoadSources(writeTestFile(t, text), func(k string) string { return env[k] })
+}
+
+// writeTestFile writes text as a configuration file and returns its path.
+func writeTestFile(t *testing.T, text string) string {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "inbox.toml")
 	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return LoadSources(path, func(k string) string { return env[k] })
+	return path
 }
 
 // TestStandardWebhooksSecretForm checks that a standard-webhooks source

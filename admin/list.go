@@ -28,6 +28,9 @@ Examples:
 			jsonFlag(),
 		},
 		Action: func(c *cli.Context) error {
+			if err := NoArgs(c); err != nil {
+				return err
+			}
 			status := inbox.Status(c.String("status"))
 			if status != "" && !status.Valid() {
 				return fmt.Errorf("unknown status %q: want new, done, parked or ignored", status)

@@ -31,6 +31,9 @@ Examples:
 			jsonFlag(),
 		},
 		Action: func(c *cli.Context) error {
+			if err := NoArgs(c); err != nil {
+				return err
+			}
 			if g := c.String("group-by"); g != "" && g != "reason" {
 				return fmt.Errorf("--group-by %q: only reason is supported", g)
 			}

@@ -44,6 +44,9 @@ Examples:
 			jsonFlag(),
 		},
 		Action: func(c *cli.Context) error {
+			if err := NoArgs(c); err != nil {
+				return err
+			}
 			olderThan, err := age(c, "older-than")
 			if err != nil {
 				return err

@@ -47,7 +47,7 @@ Examples:
    inbox reprocess --all --json`,
 		Flags: []cli.Flag{
 			DBFlag(),
-			ConfigFlag(),
+			ConfigFlag("the TOML file of [[source]] tables serve reads: classify every source's rows under its own events and max_body (its secrets are not read); without it only Sume rows, under --event and --max-body"),
 			reasonFlag("reprocess every parked row with this reason", "INBOX_REPROCESS_REASON"),
 			&cli.BoolFlag{Name: "all", Usage: "reprocess every parked row", EnvVars: []string{"INBOX_REPROCESS_ALL"}},
 			dryRunFlag(),

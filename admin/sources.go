@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
+
+	"inbox/scheme"
 )
 
 // sourceSecret is one line of inbox sources: a secret of a source.
@@ -14,7 +16,8 @@ type sourceSecret struct {
 	Path         string    `json:"path"`
 	Scheme       string    `json:"scheme"`
 	Secret       int       `json:"secret"`
-	Fingerprint  string    `json:"fingerprint"`
+	Fingerprint  string    `json:"fingerprint,omitempty"`
+	State        string    `json:"state"`
 	Expires      time.Time `json:"expires,omitzero"`
 	LastVerified time.Time `json:"last_verified_at,omitzero"`
 }
@@ -24,20 +27,26 @@ func sourcesCommand() *cli.Command {
 		Name:  "sources",
 		Usage: "list the configured sources and when each secret last verified a delivery",
 		Description: `Lists each source of --config with its path and scheme, and per secret its
-position in the file, a fingerprint (the first 8 hex of the sha256 of its
-key; never the secret), its expiry and when it last verified a delivery, as
-serve records it (at most a minute late). A retired secret that has not
-verified anything since the rotation can be removed.
+position in the file, its state (live; expired; or unset when its variable
+is not in this environment), a fingerprint (the first 8 hex of the sha256 of
+its key; never the secret), its expiry and when it last verified a delivery,
+as serve records it (at most a minute late). It runs without the secrets:
+an unset one shows no fingerprint, and so no last use; run it with serve's
+environment to see them all. A retired secret that has not verified
+anything since the rotation can be removed.
 
 Examples:
    inbox sources --config /etc/inbox/inbox.toml --db /var/lib/inbox/inbox.db
    inbox sources --config inbox.toml --json | jq 'select(.last_verified_at == null)'`,
-		Flags: []cli.Flag{DBFlag(), ConfigFlag(), jsonFlag()},
+		Flags: []cli.Flag{DBFlag(), ConfigFlag("required: the TOML file of [[source]] tables serve reads"), jsonFlag()},
 		Action: func(c *cli.Context) error {
+			if err := NoArgs(c); err != nil {
+				return err
+			}
 			if c.String("config") == "" {
 				return fmt.Errorf("--config is required")
 			}
-			sources, err := LoadSources(c.String("config"), os.Getenv)
+			sources, err := DescribeSources(c.String("config"), os.Getenv)
 			if err != nil {
 				return err
 			}
@@ -54,17 +63,27 @@ Examples:
 			for _, u := range uses {
 				last[[2]string{u.Source, u.Fingerprint}] = u.LastVerified
 			}
+			now := time.Now()
 			var rows []sourceSecret
 			for _, src := range sources {
-				for i, k := range src.Keys {
-					fp := k.Fingerprint()
-					rows = append(rows, sourceSecret{Source: src.Name, Path: src.Path, Scheme: src.Scheme.Name(),
-						Secret: i + 1, Fingerprint: fp, Expires: k.Expires, LastVerified: last[[2]string{src.Name, fp}]})
+				for i, e := range src.Secrets {
+					r := sourceSecret{Source: src.Name, Path: src.Path, Scheme: src.Scheme.Name(),
+						Secret: i + 1, State: "live", Expires: e.Expires}
+					if e.Key != nil {
+						r.Fingerprint = scheme.Secret{Key: e.Key}.Fingerprint()
+						r.LastVerified = last[[2]string{src.Name, r.Fingerprint}]
+					} else {
+						r.State = "unset"
+					}
+					if !e.Expires.IsZero() && !now.Before(e.Expires) {
+						r.State = "expired"
+					}
+					rows = append(rows, r)
 				}
 			}
-			return printRows(c, rows, "SOURCE\tPATH\tSCHEME\tSECRET\tFINGERPRINT\tEXPIRES\tLAST VERIFIED", func(r sourceSecret) string {
-				return fmt.Sprintf("%s\t%s\t%s\t%d\t%s\t%s\t%s", r.Source, r.Path, r.Scheme, r.Secret, r.Fingerprint,
-					timeOrDash(r.Expires), timeOrDash(r.LastVerified))
+			return printRows(c, rows, "SOURCE\tPATH\tSCHEME\tSECRET\tSTATE\tFINGERPRINT\tEXPIRES\tLAST VERIFIED", func(r sourceSecret) string {
+				return fmt.Sprintf("%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s", r.Source, r.Path, r.Scheme, r.Secret, r.State,
+					dash(r.Fingerprint), timeOrDash(r.Expires), timeOrDash(r.LastVerified))
 			})
 		},
 	}

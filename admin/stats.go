@@ -28,6 +28,9 @@ Examples:
    inbox stats --json | jq .queue`,
 		Flags: []cli.Flag{DBFlag(), jsonFlag()},
 		Action: func(c *cli.Context) error {
+			if err := NoArgs(c); err != nil {
+				return err
+			}
 			store, err := openRead(c)
 			if err != nil {
 				return err

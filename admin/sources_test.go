@@ -1,0 +1,108 @@
+package admin
+
+import (
+	"strings"
+	"testing"
+)
+
+const sourcesConf = `
+[[source]]
+name = "sume"
+scheme = "sume"
+[[source.secret]]
+env = "TEST_SUME_SECRET"
+
+[[source]]
+name = "vibe"
+scheme = "vibe"
+[[source.secret]]
+env = "TEST_VIBE_SECRET"
+[[source.secret]]
+env = "TEST_VIBE_SECRET_PREVIOUS"
+expires = 2020-01-01T00:00:00Z
+`
+
+// TestSourcesWithoutSecrets checks that inbox sources runs without every
+// secret in the environment: a fingerprint only for a secret it can read,
+// "unset" for one it cannot, "expired" for one past its expiry.
+func TestSourcesWithoutSecrets(t *testing.T) {
+	db := newDB(t)
+	t.Setenv("TEST_VIBE_SECRET", "vjs_live")
+	cfg := writeTestFile(t, sourcesConf)
+	out, err := run(t, "sources", "--db", db, "--config", cfg)
+	if err != nil {
+		t.Fatalf("sources: %v", err)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 4 {
+		t.Fatalf("sources:\n%s\nwant a header and three secrets", out)
+	}
+	want := [][2]string{{"unset", "-"}, {"live", "3f4ccb3f"}, {"expired", "-"}}
+	for i, w := range want {
+		f := strings.Fields(lines[i+1])
+		if got := [2]string{f[4], f[5]}; got[0] != w[0] || (w[1] == "-") != (got[1] == "-") {
+			t.Errorf("line %q: state and fingerprint %v, want %v", lines[i+1], got, w)
+		}
+	}
+	if strings.Contains(out, "vjs_live") {
+		t.Error("sources shows a secret")
+	}
+}
+
+// TestExpiredSecretMayBeUnset checks that serve's loading accepts an
+// expired secret whose variable is unset (it could verify nothing) and
+// still refuses a live one.
+func TestExpiredSecretMayBeUnset(t *testing.T) {
+	srcs, err := loadConfig(t, sourcesConf, map[string]string{"TEST_SUME_SECRET": "s", "TEST_VIBE_SECRET": "vjs_live"})
+	if err != nil {
+		t.Fatalf("expired secret unset: %v", err)
+	}
+	if n := len(srcs[1].Keys); n != 1 {
+		t.Errorf("vibe keys: %d, want 1", n)
+	}
+	if _, err := loadConfig(t, sourcesConf, map[string]string{"TEST_SUME_SECRET": "s"}); err == nil || !strings.Contains(err.Error(), "TEST_VIBE_SECRET") {
+		t.Errorf("live secret unset: err = %v, want it named", err)
+	}
+}
+
+// TestConfigConflictMessage checks that a flag given with --config is
+// refused in a sentence that names the flag, its variable and the file's
+// key instead.
+func TestConfigConflictMessage(t *testing.T) {
+	db := newDB(t)
+	cfg := writeTestFile(t, sourcesConf)
+	_, err := run(t, "reprocess", "--db", db, "--config", cfg, "--event", "push", "--all")
+	want := "--event (or INBOX_EVENTS) conflicts with --config " + cfg + ": the file sets each source's events"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("err = %v, want %q", err, want)
+	}
+}
+
+// TestNoArgs checks that the commands that take no arguments refuse a
+// stray one rather than ignore it.
+func TestNoArgs(t *testing.T) {
+	db := newDB(t)
+	for _, args := range [][]string{
+		{"list", "--db", db, "parked"},
+		{"parked", "--db", db, "unknown_event"},
+		{"stats", "--db", db, "now"},
+		{"purge", "--db", db, "--older-than", "30d", "--dry-run", "x"},
+		{"send", "--secret", "s", "extra"},
+		{"sources", "--db", db, "--config", "x.toml", "extra"},
+	} {
+		_, err := run(t, args...)
+		if err == nil || !strings.Contains(err.Error(), args[0]+" takes no arguments") {
+			t.Errorf("%v: err = %v, want takes no arguments", args, err)
+		}
+	}
+}
+
+// TestBackupFlagAfterPath checks that a flag after backup's PATH is named
+// as such, not as an id.
+func TestBackupFlagAfterPath(t *testing.T) {
+	db := newDB(t)
+	_, err := run(t, "backup", "--db", db, t.TempDir()+"/copy.db", "--json")
+	if err == nil || !strings.Contains(err.Error(), "--json after the arguments (PATH)") {
+		t.Errorf("err = %v, want --json after the arguments (PATH)", err)
+	}
+}
