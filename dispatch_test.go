@@ -251,7 +251,7 @@ func TestDispatchCLIErrors(t *testing.T) {
 		{[]string{"dispatch", "--db", db, "--nats-url", "nats://127.0.0.1:1", "--nats-subject", "a.b"}, "connect to nats"},
 		{[]string{"dispatch", "--db", db, "--exec", "cat", "--retry-schedule", "soon"}, "--retry-schedule"},
 		{[]string{"dispatch", "--db", db, "--exec", "cat", "--timeout", "1m", "--lease", "1m"}, "twice the timeout"},
-		{[]string{"dispatch", "--db", db, "--forward-url", "localhost:3000"}, "absolute http"},
+		{[]string{"dispatch", "--db", db, "--forward-url", "localhost:3000"}, "http:// or https://"},
 		{[]string{"dispatch", "--db", missing, "--exec", "cat"}, "no inbox database"},
 		{[]string{"serve", "--db", db, "--secret", "s", "--exec", "cat", "--nats-url", "nats://x"}, "one destination only"},
 	} {

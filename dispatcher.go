@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"strings"
 	"time"
 
@@ -14,8 +16,10 @@ import (
 
 	"inbox/admin"
 	"inbox/dispatch"
+	"inbox/health"
 	"inbox/inbox"
 	"inbox/nats"
+	"inbox/receiver"
 )
 
 // connectTimeout bounds finding the NATS stream at start.
@@ -141,18 +145,22 @@ without a destination then). Several may run at once: each claims rows on a
 lease (--lease), so a row is held by one at a time, and a row whose
 dispatcher died is delivered again when its lease runs out. SIGTERM stops
 claiming, lets the attempts under way finish, gives back the rows not yet
-started, and exits 0.
+started, and exits 0. With --admin-addr it answers /healthz, /readyz and
+/metrics there (its inbox_dispatch_* counters; the queue's gauges are
+serve's).
 
 ` + destinationHelp + `
 
 Examples:
    inbox dispatch --forward-url http://127.0.0.1:3000/jobs
+   inbox dispatch --admin-addr 127.0.0.1:8082 --forward-url http://127.0.0.1:3000/jobs
    INBOX_FORWARD_SECRET=whsec_<base64 key> inbox dispatch --forward-url https://app.internal/jobs
    inbox dispatch --exec './handle-job.sh' --workers 8 --timeout 2m --lease 5m
    inbox dispatch --nats-url nats://127.0.0.1:4222 --nats-subject sume.jobs.terminal
    inbox dispatch --exec 'python3 handle.py' --retry-schedule 10s,1m,10m,1h`,
 		Flags: append([]cli.Flag{
 			admin.DBFlag(),
+			&cli.StringFlag{Name: "admin-addr", Usage: "listen address for /healthz, /readyz and /metrics (the inbox_dispatch_* counters); empty: none", EnvVars: []string{"INBOX_ADMIN_ADDR"}},
 			&cli.DurationFlag{Name: "busy-timeout", Value: inbox.DefaultBusyTimeout, Usage: "how long a write waits for serve's lock", EnvVars: []string{"INBOX_BUSY_TIMEOUT"}},
 			logLevelFlag(),
 		}, dispatchFlags()...),
@@ -164,6 +172,13 @@ Examples:
 			if err != nil {
 				return err
 			}
+			var aln net.Listener
+			if addr := c.String("admin-addr"); addr != "" {
+				if aln, err = net.Listen("tcp", addr); err != nil {
+					return err
+				}
+				defer aln.Close()
+			}
 			store, err := inbox.Open(c.Context, c.String("db"), inbox.Options{
 				Schema:      schema,
 				MustExist:   true,
@@ -173,18 +188,39 @@ Examples:
 				return err
 			}
 			defer store.Close()
-			// No metrics registry yet: nothing serves /metrics in this version.
-			d, closeDest, err := newDispatcher(c, store, log, nil)
+			reg := newRegistry()
+			d, closeDest, err := newDispatcher(c, store, log, reg)
 			if err != nil {
 				return err
 			}
 			defer closeDest()
 			log.Info().Str("db", store.Path()).Msg("starting")
-			if err := d.Run(c.Context); err != nil {
+			if err := runWithOps(c.Context, d, aln, store, reg, log); err != nil {
 				return err
 			}
 			closeDest()
 			return store.Close()
 		},
 	}
+}
+
+// runWithOps runs d until ctx is done and, when aln is not nil, answers the
+// probes and /metrics on it meanwhile. If that endpoint fails, the
+// dispatcher is stopped too.
+func runWithOps(ctx context.Context, d *dispatch.Dispatcher, aln net.Listener, store health.Pinger, reg *prometheus.Registry, log zerolog.Logger) error {
+	if aln == nil {
+		return d.Run(ctx)
+	}
+	ops := http.NewServeMux()
+	handleOps(ops, store, reg, log)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	dispatched := make(chan error, 1)
+	go func() {
+		dispatched <- d.Run(ctx)
+		cancel() // the dispatcher is done: stop answering probes
+	}()
+	served := receiver.Serve(ctx, receiver.DefaultLimits(), log, receiver.Endpoint{Name: "admin", Listener: aln, Handler: ops})
+	cancel()
+	return errors.Join(<-dispatched, served)
 }

@@ -106,6 +106,8 @@ func TestProbesAndMetrics(t *testing.T) {
 		`inbox_parked_rows{reason="unknown_event"}`:                           1,
 		`inbox_parked_rows{reason="unparseable"}`:                             1,
 		`inbox_parked_rows{reason="conflict"}`:                                0,
+		`inbox_queue_depth`:                                                   2, // without a destination too
+		`inbox_queue_in_flight`:                                               0,
 	}
 	metricstest.Expect(t, got, want)
 	if n := metricstest.Sum(got, "inbox_deliveries_total"); n != 9 {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
 
 	"inbox/admin"
@@ -106,8 +107,14 @@ Examples:
 				return fmt.Errorf("--max-in-flight must be at least 1, got %d", c.Int("max-in-flight"))
 			}
 
-			reg := prometheus.NewRegistry()
-			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+			// Bind first: a busy port must not leave a new, empty database
+			// behind.
+			ln, aln, err := listen(c.String("addr"), adminAddr)
+			if err != nil {
+				return err
+			}
+			defer closeAll(ln, aln)
+			reg := newRegistry()
 			m := metrics.New(reg)
 			store, err := inbox.Open(c.Context, c.String("db"), inbox.Options{
 				Schema:      schema,
@@ -160,21 +167,9 @@ Examples:
 			if adminAddr != "" {
 				ops = http.NewServeMux()
 			}
-			ops.Handle("GET /healthz", health.Live())
-			ops.Handle("GET /readyz", health.Ready(store, probeTimeout, log))
-			ops.Handle("GET /metrics", metrics.Handler(reg, log))
-
-			ln, err := net.Listen("tcp", c.String("addr"))
-			if err != nil {
-				return err
-			}
+			handleOps(ops, store, reg, log)
 			endpoints := []receiver.Endpoint{{Name: "webhooks", Listener: ln, Handler: web}}
-			if adminAddr != "" {
-				aln, err := net.Listen("tcp", adminAddr)
-				if err != nil {
-					ln.Close()
-					return err
-				}
+			if aln != nil {
 				endpoints = append(endpoints, receiver.Endpoint{Name: "admin", Listener: aln, Handler: ops})
 			}
 			for _, src := range sources {
@@ -202,6 +197,48 @@ Examples:
 			log.Info().Msg("stopped")
 			return nil
 		},
+	}
+}
+
+// newRegistry returns a registry with the Go runtime's and the process's
+// metrics.
+func newRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
+// handleOps adds the probes and /metrics to mux: /healthz while the process
+// serves, /readyz while store takes a write, /metrics what reg gathers.
+func handleOps(mux *http.ServeMux, store health.Pinger, reg prometheus.Gatherer, log zerolog.Logger) {
+	mux.Handle("GET /healthz", health.Live())
+	mux.Handle("GET /readyz", health.Ready(store, probeTimeout, log))
+	mux.Handle("GET /metrics", metrics.Handler(reg, log))
+}
+
+// listen binds addr and, when it is not empty, adminAddr (aln nil then). On
+// failure nothing stays bound.
+func listen(addr, adminAddr string) (ln, aln net.Listener, err error) {
+	if ln, err = net.Listen("tcp", addr); err != nil {
+		return nil, nil, err
+	}
+	if adminAddr == "" {
+		return ln, nil, nil
+	}
+	if aln, err = net.Listen("tcp", adminAddr); err != nil {
+		ln.Close()
+		return nil, nil, err
+	}
+	return ln, aln, nil
+}
+
+// closeAll closes the listeners that are not nil; Serve closes them too, so
+// this only matters on the way out before it.
+func closeAll(lns ...net.Listener) {
+	for _, ln := range lns {
+		if ln != nil {
+			ln.Close()
+		}
 	}
 }
 

@@ -151,7 +151,7 @@ func New(store Store, cfg Config, log zerolog.Logger) (*Dispatcher, error) {
 	if cfg.Owner == "" {
 		cfg.Owner = newOwner()
 	}
-	m, err := newMetrics(cfg.Registerer, store, cfg.Now)
+	m, err := newMetrics(cfg.Registerer)
 	if err != nil {
 		return nil, fmt.Errorf("dispatch: %w", err)
 	}

@@ -45,7 +45,7 @@ type Forward struct {
 func NewForward(rawURL, secret string, now func() time.Time) (*Forward, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("forward URL %q: want an absolute http or https URL", redact(rawURL))
+		return nil, fmt.Errorf("forward URL %q: want an absolute URL starting with http:// or https://", redact(rawURL))
 	}
 	key, err := scheme.StandardKey(secret)
 	if err != nil {
@@ -124,10 +124,21 @@ func quote(b []byte) string {
 	return ": " + s
 }
 
-// redact drops a password from a URL for an error message.
+// redact masks a password in a URL for an error message, also in one
+// url.Parse refuses or misreads, so the message shows what was typed.
 func redact(raw string) string {
-	if u, err := url.Parse(raw); err == nil {
+	if u, err := url.Parse(raw); err == nil && u.User != nil {
 		return u.Redacted()
 	}
-	return "(unparseable)"
+	// Unparseable, or "user:pw@host" taken for scheme "user": mask by hand.
+	prefix, rest := "", raw
+	if i := strings.Index(rest, "://"); i >= 0 {
+		prefix, rest = rest[:i+3], rest[i+3:]
+	}
+	if at := strings.LastIndex(rest, "@"); at >= 0 {
+		if user, _, ok := strings.Cut(rest[:at], ":"); ok {
+			rest = user + ":xxxxx" + rest[at:]
+		}
+	}
+	return prefix + rest
 }

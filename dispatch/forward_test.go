@@ -109,4 +109,14 @@ func TestNewForwardRefuses(t *testing.T) {
 	if _, err := dispatch.NewForward("http://user:hunter2@[::1", "", nil); err == nil || strings.Contains(err.Error(), "hunter2") {
 		t.Errorf("bad URL error %v", err)
 	}
+	// What was typed is shown, less a password, with what is missing.
+	for typed, shown := range map[string]string{
+		"127.0.0.1:3000/jobs":              `"127.0.0.1:3000/jobs"`,
+		"user:hunter2@127.0.0.1:3000/jobs": `"user:xxxxx@127.0.0.1:3000/jobs"`,
+	} {
+		_, err := dispatch.NewForward(typed, "", nil)
+		if err == nil || !strings.Contains(err.Error(), shown) || !strings.Contains(err.Error(), "http:// or https://") || strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("NewForward(%q): %v, want %s and the schemes", typed, err, shown)
+		}
+	}
 }

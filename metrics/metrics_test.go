@@ -188,6 +188,9 @@ func TestStoreGauges(t *testing.T) {
 		`inbox_parked_rows{reason="unparseable"}`:    1,
 		`inbox_parked_rows{reason="missing_job_id"}`: 0,
 		`inbox_oldest_parked_age_seconds`:            3600, // the unparseable row, received at now
+		`inbox_queue_depth`:                          1,
+		`inbox_queue_in_flight`:                      0,
+		`inbox_queue_oldest_age_seconds`:             3000, // job_1, received at now+10m
 	}
 	metricstest.Expect(t, got, want)
 }

@@ -13,16 +13,21 @@ import (
 type StoreReader interface {
 	CountByStatus(ctx context.Context) (map[inbox.Status]int64, error)
 	ParkedByReason(ctx context.Context, f inbox.Filter) ([]inbox.ReasonCount, error)
+	Queue(ctx context.Context, now time.Time) (inbox.Queue, error)
 }
 
 // StoreCollector reads the store at each scrape: rows per status, parked
-// rows per reason, and the age of the oldest parked row.
+// rows per reason, the age of the oldest parked row, and the queue of new
+// rows (depth, in flight, retrying, oldest waiting age), whichever process
+// dispatches them.
 type StoreCollector struct {
 	store   StoreReader
 	timeout time.Duration
 	now     func() time.Time
 
 	rows, parked, oldest *prometheus.Desc
+
+	depth, inFlight, retrying, oldestWaiting *prometheus.Desc
 }
 
 // NewStoreCollector returns a collector over s whose reads give up after
@@ -41,14 +46,18 @@ func NewStoreCollector(s StoreReader, timeout time.Duration, now func() time.Tim
 			[]string{"reason"}, nil),
 		oldest: prometheus.NewDesc(namespace+"_oldest_parked_age_seconds",
 			"Seconds since the oldest parked row was received; 0 when none is parked.", nil, nil),
+		depth:         prometheus.NewDesc(namespace+"_queue_depth", "New rows: stored and not yet taken by the application.", nil, nil),
+		inFlight:      prometheus.NewDesc(namespace+"_queue_in_flight", "New rows a dispatcher holds a running lease on.", nil, nil),
+		retrying:      prometheus.NewDesc(namespace+"_queue_retrying", "New rows that failed at least once and wait for their next attempt.", nil, nil),
+		oldestWaiting: prometheus.NewDesc(namespace+"_queue_oldest_age_seconds", "How long the oldest new row has waited since it was received; 0 when none.", nil, nil),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *StoreCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- c.rows
-	ch <- c.parked
-	ch <- c.oldest
+	for _, d := range []*prometheus.Desc{c.rows, c.parked, c.oldest, c.depth, c.inFlight, c.retrying, c.oldestWaiting} {
+		ch <- d
+	}
 }
 
 // Collect implements prometheus.Collector. When the store cannot be read in
@@ -85,4 +94,15 @@ func (c *StoreCollector) Collect(ch chan<- prometheus.Metric) {
 		age = max(c.now().Sub(oldest).Seconds(), 0)
 	}
 	ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, age)
+
+	now := c.now()
+	q, err := c.store.Queue(ctx, now)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(c.depth, err)
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(c.depth, prometheus.GaugeValue, float64(q.Depth))
+	ch <- prometheus.MustNewConstMetric(c.inFlight, prometheus.GaugeValue, float64(q.InFlight))
+	ch <- prometheus.MustNewConstMetric(c.retrying, prometheus.GaugeValue, float64(q.Retrying))
+	ch <- prometheus.MustNewConstMetric(c.oldestWaiting, prometheus.GaugeValue, q.Age(now).Seconds())
 }
