@@ -148,7 +148,7 @@ Examples:
 					Rules:       src.Rules,
 					HardCap:     src.HardCap,
 					MaxInFlight: c.Int("max-in-flight"),
-					OnAnswer:    m.Answered,
+					OnAnswer:    m.Answered(src.Name),
 				}, log)
 				if err != nil {
 					return fmt.Errorf("source %s: %w", src.Name, err)

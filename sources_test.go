@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"inbox/metrics/metricstest"
 	"inbox/scheme"
 )
 
@@ -97,6 +98,13 @@ value = "It's a Secret to Everybody"
 	if code := send(t, client, base+"/webhooks/gh", `{"event":"job.completed","job_id":"job_9"}`, e2eSecret); code != 401 {
 		t.Errorf("sume delivery on the github path: %d, want 401", code)
 	}
+
+	got := metricstest.Scrape(t, s.admin+"/metrics")
+	metricstest.Expect(t, got, map[string]float64{
+		`inbox_deliveries_total{outcome="stored",reason="",source="vibe"}`:         1,
+		`inbox_deliveries_total{outcome="rejected",reason="mismatch",source="gh"}`: 1,
+		`inbox_deliveries_total{outcome="stored",reason="",source="sume"}`:         1,
+	})
 
 	s.signal(syscall.SIGTERM) // saves the secret uses
 	<-s.done

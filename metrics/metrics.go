@@ -18,7 +18,7 @@ import (
 const namespace = "inbox"
 
 // Metrics counts deliveries and commits. Its methods fit the hooks of
-// receiver.Config (OnAnswer) and inbox.Options (OnCommit).
+// receiver.Config (OnAnswer, through Answered) and inbox.Options (OnCommit).
 type Metrics struct {
 	deliveries   *prometheus.CounterVec
 	duration     *prometheus.HistogramVec
@@ -34,8 +34,8 @@ func New(reg prometheus.Registerer) *Metrics {
 		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace,
 			Name:      "deliveries_total",
-			Help:      "Requests on the webhook path by outcome: stored, revived, duplicate, ignored, parked (reason: why), rejected (reason: the check that failed), store_error, overloaded.",
-		}, []string{"outcome", "reason"}),
+			Help:      "Requests on a source's webhook path by outcome: stored, revived, duplicate, ignored, parked (reason: why), rejected (reason: the check that failed), store_error, overloaded.",
+		}, []string{"source", "outcome", "reason"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: namespace,
 			Name:      "request_duration_seconds",
@@ -64,11 +64,13 @@ func New(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-// Answered counts one answered webhook request; it fits
-// receiver.Config.OnAnswer.
-func (m *Metrics) Answered(outcome, reason string, status int, took time.Duration) {
-	m.deliveries.WithLabelValues(outcome, reason).Inc()
-	m.duration.WithLabelValues(strconv.Itoa(status)).Observe(took.Seconds())
+// Answered returns what counts one answered webhook request of source; it
+// fits receiver.Config.OnAnswer.
+func (m *Metrics) Answered(source string) func(outcome, reason string, status int, took time.Duration) {
+	return func(outcome, reason string, status int, took time.Duration) {
+		m.deliveries.WithLabelValues(source, outcome, reason).Inc()
+		m.duration.WithLabelValues(strconv.Itoa(status)).Observe(took.Seconds())
+	}
 }
 
 // Committed records one group commit; it fits inbox.Options.OnCommit.

@@ -51,7 +51,7 @@ func TestMetricsAfterKnownTraffic(t *testing.T) {
 		Rules:     inbox.Rules{Events: []string{"job.completed"}, MaxBody: 1 << 10},
 		HardCap:   4 << 10,
 		Now:       func() time.Time { return now },
-		OnAnswer:  m.Answered,
+		OnAnswer:  m.Answered("sume"),
 	}
 	h, err := receiver.NewHandler(store, cfg, zerolog.Nop())
 	if err != nil {
@@ -118,26 +118,26 @@ func TestMetricsAfterKnownTraffic(t *testing.T) {
 
 	got = metricstest.Scrape(t, srv.URL+"/metrics")
 	want := map[string]float64{
-		`inbox_deliveries_total{outcome="stored",reason=""}`:               3, // job_1, job_2, job_held
-		`inbox_deliveries_total{outcome="duplicate",reason=""}`:            1,
-		`inbox_deliveries_total{outcome="parked",reason="unknown_event"}`:  1,
-		`inbox_deliveries_total{outcome="parked",reason="missing_job_id"}`: 1,
-		`inbox_deliveries_total{outcome="ignored",reason=""}`:              1,
-		`inbox_deliveries_total{outcome="rejected",reason="mismatch"}`:     2,
-		`inbox_deliveries_total{outcome="rejected",reason="method"}`:       1,
-		`inbox_deliveries_total{outcome="overloaded",reason=""}`:           1,
-		`inbox_deliveries_total{outcome="store_error",reason=""}`:          1,
-		`inbox_request_duration_seconds_count{code="204"}`:                 7,
-		`inbox_request_duration_seconds_count{code="401"}`:                 2,
-		`inbox_request_duration_seconds_count{code="405"}`:                 1,
-		`inbox_request_duration_seconds_count{code="503"}`:                 2,
-		`inbox_request_duration_seconds_bucket{code="401",le="10"}`:        2,
-		`inbox_commit_batch_size_count`:                                    7,
-		`inbox_commit_batch_size_sum`:                                      7,
-		`inbox_commit_batch_size_bucket{le="1"}`:                           7,
-		`inbox_commit_duration_seconds_count`:                              7,
-		`inbox_commit_errors_total`:                                        0,
-		`inbox_requests_in_flight`:                                         0,
+		`inbox_deliveries_total{outcome="stored",reason="",source="sume"}`:               3, // job_1, job_2, job_held
+		`inbox_deliveries_total{outcome="duplicate",reason="",source="sume"}`:            1,
+		`inbox_deliveries_total{outcome="parked",reason="unknown_event",source="sume"}`:  1,
+		`inbox_deliveries_total{outcome="parked",reason="missing_job_id",source="sume"}`: 1,
+		`inbox_deliveries_total{outcome="ignored",reason="",source="sume"}`:              1,
+		`inbox_deliveries_total{outcome="rejected",reason="mismatch",source="sume"}`:     2,
+		`inbox_deliveries_total{outcome="rejected",reason="method",source="sume"}`:       1,
+		`inbox_deliveries_total{outcome="overloaded",reason="",source="sume"}`:           1,
+		`inbox_deliveries_total{outcome="store_error",reason="",source="sume"}`:          1,
+		`inbox_request_duration_seconds_count{code="204"}`:                               7,
+		`inbox_request_duration_seconds_count{code="401"}`:                               2,
+		`inbox_request_duration_seconds_count{code="405"}`:                               1,
+		`inbox_request_duration_seconds_count{code="503"}`:                               2,
+		`inbox_request_duration_seconds_bucket{code="401",le="10"}`:                      2,
+		`inbox_commit_batch_size_count`:                                                  7,
+		`inbox_commit_batch_size_sum`:                                                    7,
+		`inbox_commit_batch_size_bucket{le="1"}`:                                         7,
+		`inbox_commit_duration_seconds_count`:                                            7,
+		`inbox_commit_errors_total`:                                                      0,
+		`inbox_requests_in_flight`:                                                       0,
 	}
 	metricstest.Expect(t, got, want)
 	if n := metricstest.Sum(got, "inbox_deliveries_total"); n != 12 {
