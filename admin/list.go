@@ -48,8 +48,8 @@ Examples:
 			if err != nil {
 				return err
 			}
-			return printRows(c, rows, "ID\tSTATUS\tREASON\tEVENT\tSIZE\tDELIVERIES\tRECEIVED", func(e inbox.Event) string {
-				return fmt.Sprintf("%s\t%s\t%s\t%s\t%d\t%d\t%s", e.ID, e.Status, dash(string(e.Reason)),
+			return printRows(c, rows, "ID\tSOURCE\tSTATUS\tREASON\tEVENT\tSIZE\tDELIVERIES\tRECEIVED", func(e inbox.Event) string {
+				return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s", e.ID, e.Source, e.Status, dash(string(e.Reason)),
 					dash(e.Event), e.Size, e.Deliveries, formatTime(e.ReceivedAt))
 			})
 		},

@@ -14,7 +14,7 @@ func parkedCommand() *cli.Command {
 		Name:  "parked",
 		Usage: "list parked rows, newest first, or count them per reason",
 		Description: `Lists the rows parked because they can never be processed as received:
-id, reason, event, size, received time and deliveries. With --group-by reason,
+id, source, reason, event, size, received time and deliveries. With --group-by reason,
 one line per reason with its count and the oldest and newest receipt.
 
 Examples:

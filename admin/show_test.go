@@ -117,6 +117,9 @@ func TestSourceAddressing(t *testing.T) {
 	if !strings.Contains(out, "vibe/run_1 ") || strings.Contains(out, "job_1") || strings.Contains(out, "gh/d1") {
 		t.Errorf("list --source vibe:\n%s", out)
 	}
+	if f := strings.Fields(strings.Split(out, "\n")[1]); len(f) < 2 || f[1] != "vibe" {
+		t.Errorf("list: no SOURCE column:\n%s", out)
+	}
 	out, err = run(t, "list", "--db", path, "--source", "sume")
 	if err != nil {
 		t.Fatal(err)

@@ -42,10 +42,15 @@ Examples:
 			}
 			w := c.App.Writer
 			if c.Bool("json") {
+				// The age rides in the queue object, so jq .queue has it.
+				type queue struct {
+					inbox.Queue
+					OldestAge float64 `json:"oldest_waiting_seconds"`
+				}
 				return json.NewEncoder(w).Encode(struct {
 					inbox.Stats
-					OldestAge float64 `json:"oldest_waiting_seconds"`
-				}{st, st.Queue.Age(time.Now()).Seconds()})
+					Queue queue `json:"queue"`
+				}{st, queue{st.Queue, st.Queue.Age(time.Now()).Seconds()}})
 			}
 			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "STATUS\tROWS\tATTEMPTS")

@@ -71,13 +71,13 @@ func TestStats(t *testing.T) {
 		Attempts map[string]int64 `json:"attempts_by_status"`
 		Queue    struct {
 			Depth, InFlight, Retrying int64
+			OldestAge                 float64 `json:"oldest_waiting_seconds"`
 		} `json:"queue"`
-		OldestAge float64 `json:"oldest_waiting_seconds"`
 	}
 	if err := json.Unmarshal([]byte(out), &got); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
-	if got.ByStatus["new"] != 2 || got.Attempts["parked"] != 1 || got.Queue.Depth != 2 || got.OldestAge < 90 || got.OldestAge > 120 {
+	if got.ByStatus["new"] != 2 || got.Attempts["parked"] != 1 || got.Queue.Depth != 2 || got.Queue.OldestAge < 90 || got.Queue.OldestAge > 120 {
 		t.Errorf("stats --json = %+v", got)
 	}
 }

@@ -30,12 +30,16 @@ type Limits struct {
 	// request.
 	IdleTimeout time.Duration
 	// MaxHeaderBytes bounds the request line and headers; above it the
-	// answer is 431.
+	// answer is 431. (net/http allows 4096 bytes more than its own
+	// MaxHeaderBytes; Serve takes them off.)
 	MaxHeaderBytes int
 	// ShutdownTimeout bounds how long requests in flight get to finish
 	// after the context is done.
 	ShutdownTimeout time.Duration
 }
+
+// headerSlack is what net/http reads beyond http.Server.MaxHeaderBytes.
+const headerSlack = 4096
 
 // DefaultLimits returns the limits serve uses unless told otherwise.
 func DefaultLimits() Limits {
@@ -73,7 +77,7 @@ func Serve(ctx context.Context, lim Limits, log zerolog.Logger, endpoints ...End
 			ReadTimeout:       lim.ReadTimeout,
 			WriteTimeout:      lim.WriteTimeout,
 			IdleTimeout:       lim.IdleTimeout,
-			MaxHeaderBytes:    lim.MaxHeaderBytes,
+			MaxHeaderBytes:    max(lim.MaxHeaderBytes-headerSlack, 1),
 			// Accept errors and handler panics; zerolog.Logger is a Writer.
 			ErrorLog: stdlog.New(log.With().Str(keyServes, ep.Name).Logger(), "", 0),
 		}
