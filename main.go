@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -59,15 +60,51 @@ func newApp(stdout, stderr io.Writer) *cli.App {
    inbox list --status parked
    inbox stats --json
    inbox backup --db /var/lib/inbox/inbox.db /var/lib/inbox/backup/inbox-$(date +%F).db`,
+		Version:              version(),
 		Writer:               stdout,
 		ErrWriter:            stderr,
-		HideHelpCommand:      true,
 		EnableBashCompletion: false,
+		// Without a command: the help; with a word that is none, an error
+		// (cli's own would print "No help topic" and exit 3).
+		Action: func(c *cli.Context) error {
+			if c.Args().Present() {
+				return fmt.Errorf("unknown command %q (see inbox --help)", c.Args().First())
+			}
+			return cli.ShowAppHelp(c)
+		},
 		// Errors are printed once, by main, as one line.
 		ExitErrHandler: func(*cli.Context, error) {},
 		OnUsageError:   usageError,
 		Commands:       commands,
 	}
+}
+
+// version describes this build from what the Go toolchain recorded: the
+// module's version, and the commit, its time and whether the tree was
+// modified when built from a checkout; "devel" when nothing was recorded.
+func version() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "devel"
+	}
+	v := info.Main.Version
+	if v == "" || v == "(devel)" {
+		v = "devel"
+	}
+	settings := map[string]string{}
+	for _, s := range info.Settings {
+		settings[s.Key] = s.Value
+	}
+	if rev := settings["vcs.revision"]; rev != "" {
+		v += " " + rev[:min(len(rev), 12)]
+		if t := settings["vcs.time"]; t != "" {
+			v += " " + t
+		}
+		if settings["vcs.modified"] == "true" {
+			v += " (modified)"
+		}
+	}
+	return v
 }
 
 // signalContext returns a context that the first SIGINT or SIGTERM cancels.

@@ -446,3 +446,26 @@ func TestAlertUsageErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestHelpVersionUnknown checks inbox help [command], --version, and that a
+// word that is no command is an error saying so.
+func TestHelpVersionUnknown(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"help"}, 0, "inbox serve"},
+		{[]string{"help", "serve"}, 0, "inbox serve - receive webhooks"},
+		{[]string{"--version"}, 0, "inbox version "},
+	} {
+		out, errOut, code := runCLI(t, nil, tt.args...)
+		if code != tt.code || !strings.Contains(out, tt.want) {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want %d and %q", tt.args, code, out, errOut, tt.code, tt.want)
+		}
+	}
+	out, errOut, code := runCLI(t, nil, "bogus")
+	if want := "inbox: unknown command \"bogus\" (see inbox --help)\n"; code == 0 || out != "" || errOut != want {
+		t.Errorf("bogus: exit %d, stdout %q, stderr %q; want non-zero and %q", code, out, errOut, want)
+	}
+}
