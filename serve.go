@@ -10,6 +10,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -90,6 +91,11 @@ Examples:
 			sources, err := serveSources(c, rules, maxRequest)
 			if err != nil {
 				return err
+			}
+			if file := c.String("config"); file != "" && valueSecrets(sources) {
+				if who := readableByOthers(file); who != "" {
+					log.Warn().Str("config", file).Msg("the config holds secrets (value = ...) and is readable by " + who + ": chmod 0600 it, or use env = ...")
+				}
 			}
 			for _, src := range sources {
 				if err := checkPath(src.Path, adminAddr == ""); err != nil {
@@ -303,6 +309,36 @@ func serveSources(c *cli.Context, rules inbox.Rules, maxRequest int64) ([]admin.
 	tol := c.Duration("tolerance")
 	return []admin.Source{{Name: inbox.DefaultSource, Path: c.String("path"), Scheme: scheme.Sume{Tolerance: tol},
 		Keys: keys, Tolerance: tol, Rules: rules, HardCap: maxRequest, Accepted: http.StatusNoContent}}, nil
+}
+
+// valueSecrets reports whether any source has a secret written in the file
+// itself (value = ...) rather than named by env.
+func valueSecrets(sources []admin.Source) bool {
+	for _, src := range sources {
+		for _, e := range src.Secrets {
+			if e.Env == "" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// readableByOthers says who besides this process's user and group can read
+// file ("others", "its group"), or "" when nobody else (or it cannot tell).
+func readableByOthers(file string) string {
+	fi, err := os.Stat(file)
+	if err != nil {
+		return ""
+	}
+	perm := fi.Mode().Perm()
+	if perm&0o004 != 0 {
+		return "others"
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && perm&0o040 != 0 && int(st.Gid) != os.Getgid() {
+		return "its group"
+	}
+	return ""
 }
 
 // checkPath refuses a webhook path the mux cannot take as a plain path, or

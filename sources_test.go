@@ -211,3 +211,26 @@ func writeConfig(t *testing.T, dir, text string) string {
 	}
 	return path
 }
+
+// TestConfigValueSecretsReadable checks that serve warns, and still starts,
+// when a config holding secrets (value = ...) is readable by others.
+func TestConfigValueSecretsReadable(t *testing.T) {
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, `
+[[source]]
+name = "gh"
+scheme = "github"
+[[source.secret]]
+value = "It's a Secret to Everybody"
+`)
+	if err := os.Chmod(cfg, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t, filepath.Join(dir, "inbox.db"), "--config", cfg)
+	if !strings.Contains(s.logs.String(), "readable by others") {
+		t.Errorf("no warning about the readable config:\n%s", s.logs)
+	}
+	if strings.Contains(s.logs.String(), "Everybody") {
+		t.Error("the log shows the secret")
+	}
+}
