@@ -35,7 +35,7 @@ any mistake in its flags, arguments or INBOX_ALERT_* variables.
 Examples:
    inbox alert --max-age 24h
    inbox alert --max-age 1h --min-count 10 --reason unknown_event
-   */15 * * * * INBOX_DB=/var/lib/inbox/inbox.db /usr/local/bin/inbox alert --max-age 24h`,
+   */15 * * * * inbox /usr/local/bin/inbox alert --db /var/lib/inbox/inbox.db --max-age 24h   (/etc/cron.d: as user inbox)`,
 		Flags: []cli.Flag{
 			DBFlag(),
 			ageFlag("max-age", "24h", "parked rows received longer ago than this count", "INBOX_ALERT_MAX_AGE"),
