@@ -10,6 +10,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -66,7 +67,7 @@ Examples:
 			&cli.StringFlag{Name: "max-request", Value: "4MiB", Usage: "hard cap: larger requests get 413 and are not read", EnvVars: []string{"INBOX_MAX_REQUEST"}},
 			&cli.StringFlag{Name: "path", Value: "/webhooks/sume", Usage: "the webhook path", EnvVars: []string{"INBOX_PATH"}},
 			&cli.DurationFlag{Name: "busy-timeout", Value: inbox.DefaultBusyTimeout, Usage: "how long a write waits for another process's lock before the answer is 503", EnvVars: []string{"INBOX_BUSY_TIMEOUT"}},
-			&cli.IntFlag{Name: "max-in-flight", Value: 512, Usage: "webhook requests handled at once; beyond it the answer is 503 with Retry-After", EnvVars: []string{"INBOX_MAX_IN_FLIGHT"}},
+			&cli.IntFlag{Name: "max-in-flight", Value: 512, Usage: "webhook requests handled at once, all sources together; beyond it the answer is 503 with Retry-After", EnvVars: []string{"INBOX_MAX_IN_FLIGHT"}},
 			&cli.DurationFlag{Name: "read-header-timeout", Value: def.ReadHeaderTimeout, Usage: "a client that has not sent its headers by then is disconnected", EnvVars: []string{"INBOX_READ_HEADER_TIMEOUT"}},
 			&cli.DurationFlag{Name: "read-timeout", Value: def.ReadTimeout, Usage: "a request not wholly read by then, body included, is given up; answers are written within a second more", EnvVars: []string{"INBOX_READ_TIMEOUT"}},
 			logLevelFlag(),
@@ -144,6 +145,8 @@ Examples:
 			}
 			web := http.NewServeMux()
 			var handlers []*receiver.Handler
+			// One count for every source: --max-in-flight bounds the process.
+			inFlight := new(atomic.Int64)
 			for _, src := range sources {
 				h, err := receiver.NewHandler(store, receiver.Config{
 					Source:      src.Name,
@@ -154,6 +157,7 @@ Examples:
 					Rules:       src.Rules,
 					HardCap:     src.HardCap,
 					MaxInFlight: c.Int("max-in-flight"),
+					InFlight:    inFlight,
 					OnAnswer:    m.Answered(src.Name),
 				}, log)
 				if err != nil {
@@ -162,13 +166,7 @@ Examples:
 				handlers = append(handlers, h)
 				web.Handle(src.Path, h)
 			}
-			metrics.InFlight(reg, func() int {
-				n := 0
-				for _, h := range handlers {
-					n += h.InFlight()
-				}
-				return n
-			})
+			metrics.InFlight(reg, func() int { return int(inFlight.Load()) })
 			ops := web
 			if adminAddr != "" {
 				ops = http.NewServeMux()

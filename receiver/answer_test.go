@@ -8,8 +8,11 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/rs/zerolog"
 
 	"inbox/inbox"
 )
@@ -160,5 +163,54 @@ func TestInFlightBound(t *testing.T) {
 	go func() { <-store.entered }()
 	if w := e.post(t, completed); w.Code != http.StatusNoContent {
 		t.Errorf("after the bound freed: status %d, want 204", w.Code)
+	}
+}
+
+// TestInFlightSharedAcrossSources gives two handlers one count, as serve
+// does for its sources: a request held by one fills the bound for the other.
+func TestInFlightSharedAcrossSources(t *testing.T) {
+	shared := new(atomic.Int64)
+	store := blockingStore{entered: make(chan struct{}), release: make(chan struct{})}
+	var handlers []*Handler
+	for range 2 {
+		h, err := NewHandler(store, Config{
+			Secrets:     []string{testSecret},
+			Tolerance:   5 * time.Minute,
+			Rules:       inbox.Rules{Events: []string{"job.completed"}, MaxBody: testMaxBody},
+			HardCap:     testHardCap,
+			MaxInFlight: 1,
+			InFlight:    shared,
+			Now:         func() time.Time { return testNow },
+		}, zerolog.Nop())
+		if err != nil {
+			t.Fatal(err)
+		}
+		handlers = append(handlers, h)
+	}
+	serve := func(h *Handler) int {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, signedRequest(completed, testNow, testSecret))
+		return w.Code
+	}
+	held := make(chan int, 1)
+	go func() { held <- serve(handlers[0]) }()
+	<-store.entered
+	second := make(chan int, 1)
+	go func() { second <- serve(handlers[1]) }()
+	select {
+	case code := <-second:
+		if code != http.StatusServiceUnavailable {
+			t.Errorf("second source while the first holds the bound: status %d, want 503", code)
+		}
+	case <-store.entered:
+		close(store.release)
+		t.Fatal("the second source's request reached the store: the bound is not shared")
+	}
+	if n := handlers[1].InFlight(); n != 1 {
+		t.Errorf("in flight seen by the second source = %d, want 1", n)
+	}
+	close(store.release)
+	if code := <-held; code != http.StatusNoContent {
+		t.Errorf("held request: status %d, want 204", code)
 	}
 }

@@ -83,6 +83,10 @@ type Config struct {
 	// MaxInFlight bounds the requests handled at once; beyond it the answer
 	// is 503 with Retry-After at once, rather than a pile-up. Zero: no bound.
 	MaxInFlight int
+	// InFlight, when set, is the count MaxInFlight bounds, shared by every
+	// handler given the same one, so that several sources together stay
+	// within the bound; nil: the handler counts its own requests.
+	InFlight *atomic.Int64
 	// OnAnswer, when set, is called once per request after the answer is
 	// written: the outcome (an inbox.Outcome or one of the Outcome constants
 	// here), its reason (a parked reason or a rejection's cause, else ""),
@@ -99,7 +103,7 @@ type Handler struct {
 	keys      []scheme.Secret
 	challenge string
 	log       zerolog.Logger
-	inFlight  atomic.Int64
+	inFlight  *atomic.Int64
 	// verified holds, per key, when it last verified a delivery (Unix ms).
 	verified []atomic.Int64
 }
@@ -147,11 +151,14 @@ func NewHandler(store Store, cfg Config, log zerolog.Logger) (*Handler, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.InFlight == nil {
+		cfg.InFlight = new(atomic.Int64)
+	}
 	ch := cfg.Scheme.Name() + ` realm="webhooks"`
 	if _, ok := cfg.Scheme.(scheme.Sume); ok {
 		ch = challenge
 	}
-	return &Handler{store: store, cfg: cfg, keys: keys, challenge: ch,
+	return &Handler{store: store, cfg: cfg, keys: keys, challenge: ch, inFlight: cfg.InFlight,
 		log: log.With().Str(keySource, cfg.Source).Logger(), verified: make([]atomic.Int64, len(keys))}, nil
 }
 
@@ -178,7 +185,8 @@ var (
 	errOverloaded = errors.New("too many requests in flight")
 )
 
-// InFlight returns how many requests are being handled now.
+// InFlight returns how many requests are being handled now, by every
+// handler sharing its count.
 func (h *Handler) InFlight() int { return int(h.inFlight.Load()) }
 
 // ServeHTTP handles one delivery and logs one line about it.
