@@ -120,7 +120,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	}
 	if !opts.ReadOnly {
 		// Preparing once saves the writer a parse of the INSERT per row,
-		// which profiles showed was half of its cost.
+		// which profiles showed was half the cost of each insert.
 		if s.insert, err = s.write.PrepareContext(ctx, insertSQL); err != nil {
 			s.closeDBs()
 			return nil, fmt.Errorf("open store: prepare insert: %w", err)
