@@ -160,7 +160,7 @@ Examples:
    inbox dispatch --exec 'python3 handle.py' --retry-schedule 10s,1m,10m,1h`,
 		Flags: append([]cli.Flag{
 			admin.DBFlag(),
-			&cli.StringFlag{Name: "admin-addr", Usage: "listen address for /healthz, /readyz and /metrics (the inbox_dispatch_* counters); empty: none", EnvVars: []string{"INBOX_ADMIN_ADDR"}},
+			&cli.StringFlag{Name: "admin-addr", Usage: "listen address for /healthz, /readyz and /metrics (the inbox_dispatch_* counters); empty: none", EnvVars: []string{"INBOX_DISPATCH_ADMIN_ADDR"}},
 			&cli.DurationFlag{Name: "busy-timeout", Value: inbox.DefaultBusyTimeout, Usage: "how long a write waits for serve's lock", EnvVars: []string{"INBOX_BUSY_TIMEOUT"}},
 			logLevelFlag(),
 		}, dispatchFlags()...),
@@ -175,7 +175,7 @@ Examples:
 			var aln net.Listener
 			if addr := c.String("admin-addr"); addr != "" {
 				if aln, err = net.Listen("tcp", addr); err != nil {
-					return err
+					return fmt.Errorf("--admin-addr: %w", err)
 				}
 				defer aln.Close()
 			}

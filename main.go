@@ -88,9 +88,12 @@ func version() string {
 		return "devel"
 	}
 	v := info.Main.Version
-	if v == "" || v == "(devel)" {
-		v = "devel"
+	if v != "" && v != "(devel)" {
+		// A module version (a pseudo-version from a checkout included)
+		// already names the commit and its time.
+		return v
 	}
+	v = "devel"
 	settings := map[string]string{}
 	for _, s := range info.Settings {
 		settings[s.Key] = s.Value

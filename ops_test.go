@@ -46,6 +46,26 @@ func TestDispatchAdminAddr(t *testing.T) {
 	}
 }
 
+// TestDispatchBesideServe runs dispatch in serve's environment, whose
+// INBOX_ADMIN_ADDR names a port serve holds: dispatch must not take it up.
+func TestDispatchBesideServe(t *testing.T) {
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	t.Setenv("INBOX_ADMIN_ADDR", held.Addr().String())
+	db := fillDB(t, 1)
+	d := startDispatch(t, "--db", db, "--exec", "cat >/dev/null")
+	waitFor(t, "dispatching", func() bool { return strings.Contains(d.logs.String(), `"dispatching"`) })
+	select {
+	case <-d.done:
+		t.Fatalf("dispatch exited beside serve's admin port:\n%s", d.logs)
+	case <-time.After(300 * time.Millisecond):
+	}
+	d.kill(syscall.SIGTERM)
+}
+
 // TestServeBusyPort checks that serve binds before it opens the store: a
 // busy port is exit 1, and no database is left behind.
 func TestServeBusyPort(t *testing.T) {

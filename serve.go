@@ -224,14 +224,14 @@ func handleOps(mux *http.ServeMux, store health.Pinger, reg prometheus.Gatherer,
 // failure nothing stays bound.
 func listen(addr, adminAddr string) (ln, aln net.Listener, err error) {
 	if ln, err = net.Listen("tcp", addr); err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("--addr: %w", err)
 	}
 	if adminAddr == "" {
 		return ln, nil, nil
 	}
 	if aln, err = net.Listen("tcp", adminAddr); err != nil {
 		ln.Close()
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("--admin-addr: %w", err)
 	}
 	return ln, aln, nil
 }

@@ -267,6 +267,10 @@ func ConfigExcludes(c *cli.Context, names ...string) error {
 		if !c.IsSet(name) || (name == "secret" && !secretOnCommandLine(c)) {
 			continue
 		}
+		if name == "secret" {
+			// The variable stays allowed: a config secret may name it.
+			return fmt.Errorf("--secret conflicts with --config %s: the file sets each source's %s; drop the flag (a source may still read SUME_COM_WEBHOOK_SIGNING_SECRET through env =)", file, configKeys[name])
+		}
 		flag := "--" + name
 		if env := flagEnv(c, name); env != "" {
 			flag += " (or " + env + ")"

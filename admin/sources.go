@@ -37,7 +37,7 @@ anything since the rotation can be removed.
 
 Examples:
    inbox sources --config /etc/inbox/inbox.toml --db /var/lib/inbox/inbox.db
-   inbox sources --config inbox.toml --json | jq 'select(.last_verified_at == null)'`,
+   inbox sources --config inbox.toml --json | jq 'select(.state == "live" and .last_verified_at == null)'`,
 		Flags: []cli.Flag{DBFlag(), ConfigFlag("required: the TOML file of [[source]] tables serve reads"), jsonFlag()},
 		Action: func(c *cli.Context) error {
 			if err := NoArgs(c); err != nil {

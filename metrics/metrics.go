@@ -67,6 +67,11 @@ func New(reg prometheus.Registerer) *Metrics {
 // Answered returns what counts one answered webhook request of source; it
 // fits receiver.Config.OnAnswer.
 func (m *Metrics) Answered(source string) func(outcome, reason string, status int, took time.Duration) {
+	// The series alerts watch with increase() exist from the start, at 0, so
+	// that their first increment after a restart is seen.
+	for _, outcome := range []string{"store_error", "overloaded"} {
+		m.deliveries.WithLabelValues(source, outcome, "")
+	}
 	return func(outcome, reason string, status int, took time.Duration) {
 		m.deliveries.WithLabelValues(source, outcome, reason).Inc()
 		m.duration.WithLabelValues(strconv.Itoa(status)).Observe(took.Seconds())
