@@ -37,6 +37,7 @@ type SecretEntry struct {
 	Env     string // the variable it is read from; "" for value = ...
 	Expires time.Time
 	Key     []byte // nil when it was not read
+	Invalid bool   // it was read but is not in its scheme's form
 }
 
 // The configuration file's form: [[source]] tables.
@@ -242,6 +243,7 @@ func (fs fileSource) source(getenv func(string) string, lenient bool) (Source, e
 		k, err := key(raw)
 		if err != nil {
 			if lenient {
+				src.Secrets[j].Invalid = true
 				continue
 			}
 			return Source{}, fmt.Errorf("secret %d: %w", j+1, err)

@@ -27,7 +27,8 @@ func sourcesCommand() *cli.Command {
 		Name:  "sources",
 		Usage: "list the configured sources and when each secret last verified a delivery",
 		Description: `Lists each source of --config with its path and scheme, and per secret its
-position in the file, its state (live; expired; or unset when its variable
+position in the file, its state (live; expired; invalid when its value is
+not in its scheme's form; or unset when its variable
 is not in this environment), a fingerprint (the first 8 hex of the sha256 of
 its key; never the secret), its expiry and when it last verified a delivery,
 as serve records it (at most a minute late). It runs without the secrets:
@@ -72,6 +73,8 @@ Examples:
 					if e.Key != nil {
 						r.Fingerprint = scheme.Secret{Key: e.Key}.Fingerprint()
 						r.LastVerified = last[[2]string{src.Name, r.Fingerprint}]
+					} else if e.Invalid {
+						r.State = "invalid"
 					} else {
 						r.State = "unset"
 					}

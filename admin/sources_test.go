@@ -107,3 +107,25 @@ func TestBackupFlagAfterPath(t *testing.T) {
 		t.Errorf("err = %v, want --json after the arguments (PATH)", err)
 	}
 }
+
+// TestSourcesInvalidSecret shows a secret that is set but not in its
+// scheme's form as invalid, not as unset.
+func TestSourcesInvalidSecret(t *testing.T) {
+	db := newDB(t)
+	t.Setenv("TEST_SW_SECRET", "not-whsec")
+	cfg := writeTestFile(t, `
+[[source]]
+name = "sw"
+scheme = "standard-webhooks"
+[[source.secret]]
+env = "TEST_SW_SECRET"
+`)
+	out, err := run(t, "sources", "--db", db, "--config", cfg)
+	if err != nil {
+		t.Fatalf("sources: %v", err)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 2 || strings.Fields(lines[1])[4] != "invalid" {
+		t.Fatalf("sources:\n%s\nwant the secret shown invalid", out)
+	}
+}
