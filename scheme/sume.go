@@ -16,30 +16,19 @@ type Sume struct {
 // Name returns "sume".
 func (Sume) Name() string { return "sume" }
 
-// Verify checks a Sume delivery with sume.Verify, one live secret at a time
-// so the matching one is known, and returns sume's errors.
+// Verify checks a Sume delivery: sume.Check for the header's form and the
+// timestamp's freshness, then the MACs against every live secret, as every
+// scheme does. It returns sume's errors.
 func (s Sume) Verify(h http.Header, body []byte, secrets []Secret, now time.Time) (Verified, error) {
 	ts, _ := single(h, sume.HeaderTimestamp)
 	sig := strings.Join(h.Values(sume.HeaderSignature), ",")
-	found := Verified{Secret: -1}
-	var first error
-	for i, sec := range secrets {
-		if !sec.Live(now) {
-			continue
-		}
-		at, err := sume.Verify(ts, sig, body, []string{string(sec.Key)}, s.Tolerance, now)
-		switch {
-		case err == nil && found.Secret < 0:
-			found = Verified{TS: at, Secret: i}
-		case err != nil && first == nil:
-			first = err
-		}
+	at, macs, err := sume.Check(ts, sig, s.Tolerance, now)
+	if err != nil {
+		return Verified{}, err
 	}
-	if found.Secret >= 0 {
-		return found, nil
+	i, err := match(secrets, now, macs, func(key []byte) []byte { return sume.Sign(string(key), ts, body) })
+	if err != nil {
+		return Verified{}, sume.ErrMismatch
 	}
-	if first == nil {
-		first = sume.ErrMismatch // every secret expired
-	}
-	return Verified{}, first
+	return Verified{TS: at, Secret: i}, nil
 }
