@@ -54,7 +54,7 @@ Examples:
 			}
 			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "STATUS\tROWS\tATTEMPTS")
-			for _, s := range inbox.Statuses {
+			for _, s := range inbox.Statuses() {
 				fmt.Fprintf(tw, "%s\t%d\t%d\n", s, st.ByStatus[s], st.Attempts[s])
 			}
 			q := st.Queue

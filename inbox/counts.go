@@ -10,8 +10,8 @@ import (
 // the rows, so it is cheap enough to run at every metrics scrape. It fails
 // only when the database cannot be read.
 func (s *Store) CountByStatus(ctx context.Context) (map[Status]int64, error) {
-	counts := make(map[Status]int64, len(Statuses))
-	for _, st := range Statuses {
+	counts := make(map[Status]int64, len(Statuses()))
+	for _, st := range Statuses() {
 		counts[st] = 0
 	}
 	rows, err := s.read.QueryContext(ctx, `SELECT status, count(*) FROM events GROUP BY status`)

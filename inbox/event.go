@@ -19,11 +19,14 @@ const (
 	StatusIgnored Status = "ignored" // a test ping, kept visible but never handed on
 )
 
-// Statuses lists every status, in the order tables show them.
-var Statuses = []Status{StatusNew, StatusDone, StatusParked, StatusIgnored}
+// Statuses returns every status, in the order tables show them. The slice
+// is the caller's to change.
+func Statuses() []Status {
+	return []Status{StatusNew, StatusDone, StatusParked, StatusIgnored}
+}
 
 // Valid reports whether s is one of Statuses.
-func (s Status) Valid() bool { return slices.Contains(Statuses, s) }
+func (s Status) Valid() bool { return slices.Contains(Statuses(), s) }
 
 // Reason says why a row is parked. Operators group by it.
 type Reason string

@@ -75,7 +75,7 @@ func (c *StoreCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.NewInvalidMetric(c.parked, err)
 		return
 	}
-	for _, st := range inbox.Statuses {
+	for _, st := range inbox.Statuses() {
 		ch <- prometheus.MustNewConstMetric(c.rows, prometheus.GaugeValue, float64(counts[st]), string(st))
 	}
 	byReason := map[inbox.Reason]int64{}
