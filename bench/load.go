@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -32,11 +33,15 @@ type load struct {
 	secret      string
 	runID       string // makes job ids unique to this run and receiver
 	randomIDs   bool   // job ids in random order rather than ascending per sender
+	repeats     repeatSchedule
 	conns       int
 	bodySize    int
 	warmup      time.Duration
 	duration    time.Duration
 	maxRequests int64
+	// meter reads the CPU time used so far; the load reads it as the
+	// warmup ends and again once every sender has stopped.
+	meter func() cpuReading
 }
 
 // loadResult is what a load run saw. Only answers to requests started after
@@ -52,6 +57,9 @@ type loadResult struct {
 	transportErrs int64
 	firstErr      error
 	dials         int64 // connections opened; conns when keep-alive works
+	repeats       int64 // repeats sent
+	cpu           cpuWindow
+	cpuErr        error // why cpu is unknown
 }
 
 func (r loadResult) errors() int64 {
@@ -80,6 +88,8 @@ type worker struct {
 	transportErrs int64
 	firstErr      error
 	lastDone      time.Time
+	repeats       int64
+	inCPUWindow   int64 // 204s that arrived after the CPU window opened
 }
 
 // run sends until the warmup and duration have passed, maxRequests have
@@ -91,18 +101,43 @@ func (l load) run(ctx context.Context) loadResult {
 	budget.Store(l.maxRequests)
 	seed := rand.Uint64()
 
+	// The CPU window opens with a reading as the warmup ends; answers count
+	// toward it only once the reading is taken, so none is counted whose
+	// CPU time could fall before it.
+	var cpuOpen atomic.Bool
+	var from cpuReading
+	opened := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(opened)
+		t := time.NewTimer(time.Until(measureFrom))
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-stopped:
+			return
+		case <-ctx.Done():
+			return
+		}
+		from = l.meter()
+		cpuOpen.Store(true)
+	}()
+
 	workers := make([]*worker, l.conns)
 	var wg sync.WaitGroup
 	for i := range workers {
 		w := &worker{id: i, hist: newHistogram(), statuses: map[int]int64{}}
 		workers[i] = w
 		wg.Go(func() {
-			w.loop(ctx, l, measureFrom, stopAt, &budget, &dials, rand.New(rand.NewPCG(seed, uint64(i))))
+			w.loop(ctx, l, measureFrom, stopAt, &budget, &dials, &cpuOpen, rand.New(rand.NewPCG(seed, uint64(i))))
 		})
 	}
 	wg.Wait()
+	close(stopped)
+	<-opened
 
 	res := loadResult{hist: newHistogram(), statuses: map[int]int64{}, dials: dials.Load()}
+	var inCPUWindow int64
 	var last time.Time
 	for _, w := range workers {
 		res.hist.merge(w.hist)
@@ -110,6 +145,8 @@ func (l load) run(ctx context.Context) loadResult {
 		res.ackedNew += w.ackedNew
 		res.sent += w.sent
 		res.transportErrs += w.transportErrs
+		res.repeats += w.repeats
+		inCPUWindow += w.inCPUWindow
 		for code, n := range w.statuses {
 			res.statuses[code] += n
 		}
@@ -123,10 +160,15 @@ func (l load) run(ctx context.Context) loadResult {
 	if res.delivered > 0 {
 		res.measured = last.Sub(measureFrom)
 	}
+	if cpuOpen.Load() {
+		res.cpu, res.cpuErr = cpuBetween(from, l.meter(), inCPUWindow)
+	} else {
+		res.cpuErr = errors.New("the load ended before the warmup did")
+	}
 	return res
 }
 
-func (w *worker) loop(ctx context.Context, l load, measureFrom, stopAt time.Time, budget, dials *atomic.Int64, rng *rand.Rand) {
+func (w *worker) loop(ctx context.Context, l load, measureFrom, stopAt time.Time, budget, dials *atomic.Int64, cpuOpen *atomic.Bool, rng *rand.Rand) {
 	// A transport per worker holding at most one connection: each worker is
 	// one sender on one keep-alive connection, as the provider's senders are.
 	dialer := &net.Dialer{Timeout: 5 * time.Second}
@@ -148,12 +190,13 @@ func (w *worker) loop(ctx context.Context, l load, measureFrom, stopAt time.Time
 		if !start.Before(stopAt) || ctx.Err() != nil || budget.Add(-1) < 0 {
 			return
 		}
-		// One in ten is a repeat: the same bytes as an earlier delivery,
-		// signed afresh, as the provider re-signs each retry.
+		// A repeat is the same bytes as an earlier delivery, signed afresh,
+		// as the provider re-signs each retry.
 		var body []byte
-		repeat := seq%10 == 9 && len(recent) > 0
+		repeat := l.repeats.at(seq) && len(recent) > 0
 		if repeat {
 			body = recent[rng.IntN(len(recent))]
+			w.repeats++
 		} else {
 			body = l.body(w.id, fresh, rng)
 			if len(recent) < recentBodies {
@@ -188,6 +231,9 @@ func (w *worker) loop(ctx context.Context, l load, measureFrom, stopAt time.Time
 		}
 		if !repeat {
 			w.ackedNew++
+		}
+		if cpuOpen.Load() {
+			w.inCPUWindow++
 		}
 		if !start.Before(measureFrom) {
 			w.hist.add(done.Sub(start))

@@ -3,12 +3,15 @@
 // commit-each, which commits every request in a transaction of its own. It
 // starts each receiver as its own process on a fresh database, one after
 // another, drives signed deliveries at it over keep-alive connections, and
-// prints deliveries/s, p50 and p99 latency and RSS for each, and the ratios.
-// docs/benchmarks.md says what it measures and records runs.
+// prints deliveries/s, p50 and p99 latency, RSS and CPU time per delivery
+// for each, and the ratios. docs/benchmarks.md says what it measures and
+// records runs.
 //
 //	go run ./bench
 //	go run ./bench -duration 60s -conns 32
 //	go run ./bench -only inbox -duration 5s
+//	go run ./bench -pin -rounds 3
+//	go run ./bench -repeat 0.5 -rounds 3
 package main
 
 import (
@@ -52,6 +55,13 @@ func main() {
 
 const nameInbox = "inbox"
 
+// nameInboxAllNew is inbox run again in each round with no repeats, when
+// -repeat is given, to set its rate at that share against its all-new rate.
+const nameInboxAllNew = "inbox-all-new"
+
+// defaultRepeat is the share of repeats in the load unless -repeat says.
+const defaultRepeat = 0.1
+
 // receiverNames lists the receivers in the default order.
 func receiverNames() []string { return []string{nameInbox, storeNothing, commitEach} }
 
@@ -70,6 +80,10 @@ type config struct {
 	rounds      int
 	receivers   []string
 	verbose     bool
+	repeat      float64 // share of deliveries that repeat a job already sent
+	allNew      bool    // also run inbox with no repeats (-repeat given)
+	pin         bool
+	pins        pinning // where -pin runs each side, once chosen
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
@@ -87,12 +101,20 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&only, "only", "", "run one receiver: inbox, store-nothing or commit-each")
 	fs.StringVar(&order, "order", strings.Join(receiverNames(), ","), "receivers to run, one after another, comma-separated")
 	fs.BoolVar(&cfg.verbose, "v", false, "also print every RSS sample")
+	fs.Float64Var(&cfg.repeat, "repeat", defaultRepeat, "share of deliveries that repeat a job already sent, like a provider's retry storm (e.g. -repeat 0.5);\n"+
+		"given, inbox also runs with every delivery new in each round, and its rate is reported against that")
+	fs.BoolVar(&cfg.pin, "pin", false, "pin each receiver to one CPU and the load generator to another (needs two CPUs, Linux):\n"+
+		"the fair way to compare CPU per delivery on a small machine")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), `Usage: go run ./bench [flags]
 
 Builds inbox, then runs it and two reference receivers (store-nothing,
 commit-each) one after another on fresh temporary databases, drives signed
-deliveries at each from 127.0.0.1, and prints throughput, latency and RSS.
+deliveries at each from 127.0.0.1, and prints throughput, latency, RSS and
+the CPU time each receiver and the load generator use per delivery.
+
+  go run ./bench -pin -rounds 3        each receiver on one CPU, the load on another
+  go run ./bench -repeat 0.5 -rounds 3 one delivery in two a repeat, against all new
 
 Flags:`)
 		fs.PrintDefaults()
@@ -116,7 +138,14 @@ Flags:`)
 		return config{}, fmt.Errorf("-rounds %d: want 1 to 100", cfg.rounds)
 	case cfg.maxRequests < 1:
 		return config{}, fmt.Errorf("-max-requests %d: want at least 1", cfg.maxRequests)
+	case !(cfg.repeat >= 0 && cfg.repeat < 1):
+		return config{}, fmt.Errorf("-repeat %v: want at least 0 and less than 1 (a share of deliveries)", cfg.repeat)
 	}
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "repeat" && cfg.repeat > 0 {
+			cfg.allNew = true
+		}
+	})
 	if only != "" {
 		order = only
 	}
@@ -141,7 +170,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	// Nothing may hang: the whole run has a deadline that covers the build
 	// and, for each receiver, starting, the load, and stopping.
 	perReceiver := cfg.warmup + cfg.duration + startTimeout + stopTimeout + requestTimeout + 30*time.Second
-	deadline := buildTimeout + time.Duration(cfg.rounds*len(cfg.receivers))*perReceiver
+	deadline := buildTimeout + time.Duration(cfg.rounds*runsPerRound(cfg))*perReceiver
 	ctx, cancel := context.WithTimeout(ctx, deadline)
 	defer cancel()
 
@@ -158,17 +187,28 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if cfg.randomIDs {
 		ids = "in random order"
 	}
-	fmt.Fprintf(stdout, "load:    %d keep-alive connections, %d-byte bodies, job ids %s, 1 in 10 a repeat;\n         %s warmup, then %s measured, per receiver\n",
-		cfg.conns, cfg.bodySize, ids, cfg.warmup, cfg.duration)
+	fmt.Fprintf(stdout, "load:    %d keep-alive connections, %d-byte bodies, job ids %s, %s;\n         %s warmup, then %s measured, per receiver\n",
+		cfg.conns, cfg.bodySize, ids, describeRepeat(cfg), cfg.warmup, cfg.duration)
 	if cfg.rounds > 1 {
 		fmt.Fprintf(stdout, "         %d rounds, each running every receiver once, in order\n", cfg.rounds)
 	}
-	fmt.Fprintln(stdout)
 
-	specs, err := receiverSpecs(ctx, cfg.receivers, dir, stderr)
+	specs, err := receiverSpecs(ctx, cfg, dir, stderr)
 	if err != nil {
 		return err
 	}
+	// Pinned after the build, which would otherwise inherit one CPU.
+	if cfg.pin {
+		if cfg.pins, err = choosePins(); err != nil {
+			return err
+		}
+		if err := pinSelf(cfg.pins.load); err != nil {
+			return fmt.Errorf("-pin: %w", err)
+		}
+		fmt.Fprintf(stdout, "pin:     each receiver on CPU %d, the load generator on CPU %d (GOMAXPROCS 1 on each side)\n",
+			cfg.pins.receiver, cfg.pins.load)
+	}
+	fmt.Fprintln(stdout)
 	secret, err := randomHex(16)
 	if err != nil {
 		return err
@@ -197,21 +237,41 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
+// runsPerRound counts the receiver runs in a round: inbox-all-new is one
+// more.
+func runsPerRound(cfg config) int {
+	if cfg.allNew && slices.Contains(cfg.receivers, nameInbox) {
+		return len(cfg.receivers) + 1
+	}
+	return len(cfg.receivers)
+}
+
+// describeRepeat says what share of the load repeats a job.
+func describeRepeat(cfg config) string {
+	s := fmt.Sprintf("%g%% repeats", 100*cfg.repeat)
+	if runsPerRound(cfg) > len(cfg.receivers) {
+		s += " (" + nameInboxAllNew + ": none)"
+	}
+	return s
+}
+
 // receiverSpec says how to start one receiver.
 type receiverSpec struct {
-	name  string
-	argv  func(addr, db string) []string
-	table string // where it keeps one row per job; "" when it stores nothing
+	name   string
+	argv   func(addr, db string) []string
+	table  string  // where it keeps one row per job; "" when it stores nothing
+	repeat float64 // share of its deliveries that are repeats
 }
 
 // receiverSpecs builds inbox when it is to run, and describes each receiver.
-func receiverSpecs(ctx context.Context, names []string, dir string, stderr io.Writer) ([]receiverSpec, error) {
+// With cfg.allNew, inbox-all-new runs right after inbox, closest in time.
+func receiverSpecs(ctx context.Context, cfg config, dir string, stderr io.Writer) ([]receiverSpec, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("find the bench binary: %w", err)
 	}
 	var specs []receiverSpec
-	for _, name := range names {
+	for _, name := range cfg.receivers {
 		switch name {
 		case nameInbox:
 			fmt.Fprintln(stderr, "bench: building inbox")
@@ -219,16 +279,20 @@ func receiverSpecs(ctx context.Context, names []string, dir string, stderr io.Wr
 			if err != nil {
 				return nil, err
 			}
-			specs = append(specs, receiverSpec{name: name, table: "events", argv: func(addr, db string) []string {
+			argv := func(addr, db string) []string {
 				// warn: a log line per request would measure the log's I/O.
 				return []string{bin, "serve", "--addr", addr, "--db", db, "--log-level", "warn"}
-			}})
+			}
+			specs = append(specs, receiverSpec{name: name, table: "events", argv: argv, repeat: cfg.repeat})
+			if cfg.allNew {
+				specs = append(specs, receiverSpec{name: nameInboxAllNew, table: "events", argv: argv})
+			}
 		case storeNothing:
-			specs = append(specs, receiverSpec{name: name, argv: func(addr, db string) []string {
+			specs = append(specs, receiverSpec{name: name, repeat: cfg.repeat, argv: func(addr, db string) []string {
 				return []string{self, referenceArg, storeNothing, addr, db}
 			}})
 		case commitEach:
-			specs = append(specs, receiverSpec{name: name, table: "deliveries", argv: func(addr, db string) []string {
+			specs = append(specs, receiverSpec{name: name, table: "deliveries", repeat: cfg.repeat, argv: func(addr, db string) []string {
 				return []string{self, referenceArg, commitEach, addr, db}
 			}})
 		}
@@ -287,6 +351,9 @@ type result struct {
 	samples []rssSample // once a second from the start of the load, and one at its end
 	peak    int64       // VmHWM at the end of the load; 0 when unknown
 	rows    int64       // rows stored after the run; -1 when it stores nothing
+	// With -pin, the CPUs the receiver's and the bench's threads were
+	// allowed on as the load ended, read back from the kernel.
+	pinnedTo, loadPinnedTo []int
 }
 
 // measure starts one receiver on a fresh database, loads it, and stops it.
@@ -298,11 +365,22 @@ func measure(ctx context.Context, spec receiverSpec, cfg config, secret string, 
 	}
 	db := filepath.Join(dir, spec.name+".db")
 	defer removeDB(db)
-	c, err := startChild(spec.name, spec.argv(addr, db), env)
+	cpu := -1
+	if cfg.pin {
+		cpu = cfg.pins.receiver
+	}
+	c, err := startChild(spec.name, spec.argv(addr, db), env, cpu)
 	if err != nil {
 		return result{}, err
 	}
 	defer c.stop()
+	if cfg.pin {
+		// A thread the runtime made while the fork's thread was narrowed
+		// would carry load onto the receiver's CPU.
+		if err := pinThreads(os.Getpid(), cfg.pins.load); err != nil {
+			return result{}, fmt.Errorf("-pin: %w", err)
+		}
+	}
 	if err := c.waitListening(ctx, addr); err != nil {
 		return result{}, err
 	}
@@ -322,6 +400,7 @@ func measure(ctx context.Context, spec receiverSpec, cfg config, secret string, 
 		}
 	}()
 	pid := c.cmd.Process.Pid
+	meter := newCPUMeter(pid)
 	start := time.Now()
 	sampled := make(chan []rssSample, 1)
 	sctx, stopSampling := context.WithCancel(lctx)
@@ -332,11 +411,13 @@ func measure(ctx context.Context, spec receiverSpec, cfg config, secret string, 
 		secret:      secret,
 		runID:       runID,
 		randomIDs:   cfg.randomIDs,
+		repeats:     newRepeatSchedule(spec.repeat),
 		conns:       cfg.conns,
 		bodySize:    cfg.bodySize,
 		warmup:      cfg.warmup,
 		duration:    cfg.duration,
 		maxRequests: cfg.maxRequests,
+		meter:       meter.read,
 	}.run(lctx)
 	stopSampling()
 	res := result{name: spec.name, load: lr, warmup: cfg.warmup, samples: <-sampled, rows: -1}
@@ -354,6 +435,20 @@ func measure(ctx context.Context, spec receiverSpec, cfg config, secret string, 
 	if m, err := readMemory(pid); err == nil {
 		res.peak = m.peak
 		res.samples = append(res.samples, rssSample{at: time.Since(start), rss: m.rss})
+	}
+	if cfg.pin {
+		// Read back rather than assumed: what the kernel holds the
+		// threads to is what was measured.
+		if res.pinnedTo, err = allowedCPUs(pid); err != nil {
+			return result{}, fmt.Errorf("-pin: %w", err)
+		}
+		if res.loadPinnedTo, err = allowedCPUs(os.Getpid()); err != nil {
+			return result{}, fmt.Errorf("-pin: %w", err)
+		}
+		if !slices.Equal(res.pinnedTo, []int{cfg.pins.receiver}) || !slices.Equal(res.loadPinnedTo, []int{cfg.pins.load}) {
+			return result{}, fmt.Errorf("-pin: %s ran on CPUs %s and the load generator on %s, want %d and %d",
+				spec.name, formatCPUs(res.pinnedTo), formatCPUs(res.loadPinnedTo), cfg.pins.receiver, cfg.pins.load)
+		}
 	}
 	c.stop()
 	if spec.table != "" {

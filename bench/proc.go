@@ -31,15 +31,20 @@ type child struct {
 	err  error         // how it exited; read only after done
 }
 
-// startChild starts argv with env and keeps the end of its output.
-func startChild(name string, argv, env []string) (*child, error) {
+// startChild starts argv with env and keeps the end of its output. With
+// cpu at 0 or more the process runs on that CPU alone.
+func startChild(name string, argv, env []string, cpu int) (*child, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = env
 	c := &child{name: name, cmd: cmd, out: &tail{max: 16 << 10}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = c.out, c.out
 	// If the bench itself is killed, its receivers must not outlive it.
 	cmd.SysProcAttr = dieWithParent()
-	if err := cmd.Start(); err != nil {
+	start := cmd.Start
+	if cpu >= 0 {
+		start = func() error { return startOnCPU(cmd, cpu) }
+	}
+	if err := start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
 	go func() {

@@ -44,6 +44,8 @@ func report(w io.Writer, cfg config, results []result) {
 			fmt.Fprintf(w, "%s errors: %s\n", r.label(cfg), describeErrors(r.load))
 		}
 	}
+	fmt.Fprintln(w)
+	reportCPU(w, cfg, results)
 	if cfg.verbose {
 		for _, r := range results {
 			fmt.Fprintf(w, "%s RSS each second (MiB):", r.label(cfg))
@@ -54,6 +56,58 @@ func report(w io.Writer, cfg config, results []result) {
 		}
 	}
 	reportTargets(w, cfg, results)
+}
+
+// reportCPU prints the CPU time each receiver and the load generator used
+// per delivery over the measured window, and where they ran.
+func reportCPU(w io.Writer, cfg config, results []result) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	head := "receiver\tCPU/delivery\tload CPU/delivery\treceiver CPU\tload CPU\tdeliveries\tran on\tload ran on"
+	if cfg.pin {
+		head += "\tpinned to\tload pinned to"
+	}
+	fmt.Fprintln(tw, head)
+	for _, r := range results {
+		c := r.load.cpu
+		if r.load.cpuErr != nil {
+			fmt.Fprintf(tw, "%s\tn/a\tn/a\tn/a\tn/a\t-\t?\t?", r.label(cfg))
+		} else {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f cores\t%.2f cores\t%d\t%s\t%s", r.label(cfg),
+				perDeliveryText(c.receiver, c.delivered), perDeliveryText(c.load, c.delivered),
+				cores(c.receiver, c.wall), cores(c.load, c.wall), c.delivered, formatCPUs(c.receiverOn), formatCPUs(c.loadOn))
+		}
+		if cfg.pin {
+			fmt.Fprintf(tw, "\t%s\t%s", formatCPUs(r.pinnedTo), formatCPUs(r.loadPinnedTo))
+		}
+		fmt.Fprintln(tw)
+	}
+	tw.Flush()
+	fmt.Fprintln(w, "\nCPU/delivery: the receiver process's utime+stime (/proc/<pid>/stat) from the end of the warmup")
+	fmt.Fprintln(w, "until every sender stopped, over the 204s answered in that time; load CPU/delivery: the bench's own")
+	fmt.Fprintln(w, "(getrusage) over the same time. cores: CPU time over wall time. ran on: the CPUs that the threads")
+	fmt.Fprintln(w, "which used CPU in that time were last on at its end.")
+	for _, r := range results {
+		if r.load.cpuErr != nil {
+			fmt.Fprintf(w, "%s CPU time not measured: %v\n", r.label(cfg), r.load.cpuErr)
+		}
+	}
+}
+
+// cpuPerDelivery is a run's receiver CPU time per delivery; false when it
+// was not measured or nothing was delivered.
+func (r result) cpuPerDelivery() (time.Duration, bool) {
+	if r.load.cpuErr != nil {
+		return 0, false
+	}
+	return perDelivery(r.load.cpu.receiver, r.load.cpu.delivered)
+}
+
+func perDeliveryText(cpu time.Duration, delivered int64) string {
+	d, ok := perDelivery(cpu, delivered)
+	if !ok {
+		return "-"
+	}
+	return us(d)
 }
 
 // reportTargets judges inbox against the targets. Ratios compare runs of
@@ -68,6 +122,7 @@ func reportTargets(w io.Writer, cfg config, results []result) {
 		byRound[r.round][r.name] = r
 	}
 	var vsStoreNothing, vsCommitEach, p99s []float64
+	var cpuUS, cpuVsStoreNothing, vsAllNew, allNewP99s []float64
 	var peak int64
 	var errs int64
 	var worst result
@@ -83,11 +138,21 @@ func reportTargets(w io.Writer, cfg config, results []result) {
 		if ce, ok := byRound[round][commitEach]; ok && ce.load.rate() > 0 {
 			vsCommitEach = append(vsCommitEach, in.load.rate()/ce.load.rate())
 		}
-		p99 := math.Inf(1) // nothing delivered: no latency can meet the target
-		if in.load.hist.n > 0 {
-			p99 = float64(in.load.hist.quantile(0.99)) / float64(time.Millisecond)
+		if c, ok := in.cpuPerDelivery(); ok {
+			cpuUS = append(cpuUS, float64(c)/float64(time.Microsecond))
+			if sn, ok := byRound[round][storeNothing]; ok {
+				if snc, ok := sn.cpuPerDelivery(); ok && snc > 0 {
+					cpuVsStoreNothing = append(cpuVsStoreNothing, float64(c)/float64(snc))
+				}
+			}
 		}
-		p99s = append(p99s, p99)
+		if an, ok := byRound[round][nameInboxAllNew]; ok {
+			if an.load.rate() > 0 {
+				vsAllNew = append(vsAllNew, in.load.rate()/an.load.rate())
+			}
+			allNewP99s = append(allNewP99s, p99ms(an.load.hist))
+		}
+		p99s = append(p99s, p99ms(in.load.hist))
 		peak = max(peak, in.peak)
 		errs += in.load.errors()
 		if first := in.firstRSS(); first > 0 {
@@ -121,10 +186,31 @@ func reportTargets(w io.Writer, cfg config, results []result) {
 			mib(worst.firstRSS()), mib(worst.lastRSS()), 100*worstGrowth, 100*targetRSSGrowth, verdict(worstGrowth <= targetRSSGrowth))
 	}
 	fmt.Fprintf(tw, "errors\t%d\t0\t%s\n", errs, verdict(errs == 0))
+	if len(cpuUS) > 0 {
+		fmt.Fprintf(tw, "CPU/delivery\t%s\t-\t\n", spread(cpuUS, "%.1f µs"))
+	}
+	if len(cpuVsStoreNothing) > 0 {
+		fmt.Fprintf(tw, "CPU/delivery vs store-nothing\t%s\t-\t\n", spread(cpuVsStoreNothing, "%.2fx"))
+	}
+	if len(vsAllNew) > 0 {
+		fmt.Fprintf(tw, "at %g%% repeats vs all new\t%s\t-\t\n", 100*cfg.repeat, spread(vsAllNew, "%.2f"))
+	}
+	if len(allNewP99s) > 0 {
+		fmt.Fprintf(tw, "p99 all new\t%s\t-\t\n", spread(allNewP99s, "%.2f ms"))
+	}
 	tw.Flush()
 	if len(p99s) > 1 {
 		fmt.Fprintln(w, "(ratios and p99: median over rounds, range in brackets; peak RSS and RSS growth: the worst round)")
 	}
+}
+
+// p99ms is the p99 latency in milliseconds; +Inf when nothing was
+// delivered, so that no latency target can be met.
+func p99ms(h *histogram) float64 {
+	if h.n == 0 {
+		return math.Inf(1)
+	}
+	return float64(h.quantile(0.99)) / float64(time.Millisecond)
 }
 
 // label names a run in the table.

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"io"
+	"strings"
+	"testing"
+)
+
+func TestParseFlagsRepeat(t *testing.T) {
+	for _, tc := range []struct {
+		args    []string
+		repeat  float64
+		allNew  bool
+		wantErr string
+	}{
+		{args: nil, repeat: 0.1}, // the usual mix, no extra run
+		{args: []string{"-repeat", "0.5"}, repeat: 0.5, allNew: true},
+		{args: []string{"-repeat=0.1"}, repeat: 0.1, allNew: true}, // given: compared with all new
+		{args: []string{"-repeat", "0"}, repeat: 0},                // all new already
+		{args: []string{"-repeat", "1"}, wantErr: "-repeat 1"},
+		{args: []string{"-repeat", "-0.1"}, wantErr: "-repeat -0.1"},
+		{args: []string{"-repeat", "NaN"}, wantErr: "-repeat NaN"},
+		{args: []string{"-repeat", "half"}, wantErr: "invalid value"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			cfg, err := parseFlags(tc.args, io.Discard)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err %v, want one with %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.repeat != tc.repeat || cfg.allNew != tc.allNew {
+				t.Errorf("repeat %v, allNew %v, want %v, %v", cfg.repeat, cfg.allNew, tc.repeat, tc.allNew)
+			}
+		})
+	}
+}
+
+func TestParseFlagsPin(t *testing.T) {
+	cfg, err := parseFlags([]string{"-pin"}, io.Discard)
+	if err != nil || !cfg.pin {
+		t.Errorf("-pin: pin %v, err %v", cfg.pin, err)
+	}
+	if cfg, _ := parseFlags(nil, io.Discard); cfg.pin {
+		t.Error("pinned without -pin")
+	}
+}
+
+// TestReceiverSpecsAllNew: with -repeat, inbox-all-new runs right after
+// inbox, with no repeats; the others run at the share given.
+func TestReceiverSpecsAllNew(t *testing.T) {
+	cfg, err := parseFlags([]string{"-repeat", "0.5", "-order", "store-nothing,commit-each"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	specs, err := receiverSpecs(t.Context(), cfg, t.TempDir(), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, s := range specs {
+		got = append(got, s.name)
+		if s.repeat != 0.5 {
+			t.Errorf("%s at %v repeats, want 0.5", s.name, s.repeat)
+		}
+	}
+	// Without inbox there is nothing to run all new.
+	if strings.Join(got, ",") != "store-nothing,commit-each" || runsPerRound(cfg) != 2 {
+		t.Errorf("runs %v, %d a round, want store-nothing,commit-each", got, runsPerRound(cfg))
+	}
+	cfg.receivers = []string{storeNothing, nameInbox}
+	if n := runsPerRound(cfg); n != 3 {
+		t.Errorf("with inbox, %d runs a round, want 3 (inbox-all-new too)", n)
+	}
+}

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// fakeRun is a run that delivered n in 1 s of measurement at a latency of
+// lat, its receiver using cpu over the window.
+func fakeRun(name string, round int, n int64, lat, cpu time.Duration) result {
+	h := newHistogram()
+	for range n {
+		h.add(lat)
+	}
+	return result{name: name, round: round, rows: -1, load: loadResult{
+		hist: h, measured: time.Second, delivered: n, dials: 32,
+		cpu: cpuWindow{wall: time.Second, receiver: cpu, load: cpu / 4, delivered: n, receiverOn: []int{0}, loadOn: []int{1}},
+	}}
+}
+
+func TestReportCPUAndRepeats(t *testing.T) {
+	cfg := config{conns: 32, rounds: 3, repeat: 0.5, allNew: true}
+	var results []result
+	// inbox: 125, 100, 150 µs a delivery against store-nothing's 25 µs:
+	// 5x, 4x, 6x, median 5x. At 0.5 repeats against all new: 0.8, 0.9,
+	// 0.7, median 0.8.
+	for i, c := range []struct {
+		inbox, allNew int64
+		inboxCPU      time.Duration
+	}{
+		{8000, 10000, time.Second},
+		{9000, 10000, 900 * time.Millisecond},
+		{7000, 10000, 1050 * time.Millisecond},
+	} {
+		round := i + 1
+		results = append(results,
+			fakeRun(nameInbox, round, c.inbox, 2*time.Millisecond, c.inboxCPU),
+			fakeRun(nameInboxAllNew, round, c.allNew, 3*time.Millisecond, time.Second),
+			fakeRun(storeNothing, round, 40000, time.Millisecond, time.Second))
+	}
+	var out bytes.Buffer
+	report(&out, cfg, results)
+	t.Log("\n" + out.String())
+	for _, want := range []string{
+		`inbox #1 +125\.0 µs +31\.2 µs +1\.00 cores +0\.25 cores +8000 +0 +1`,
+		`store-nothing #2 +25\.0 µs`,
+		`CPU/delivery +125\.0 µs \[100\.0 µs to 150\.0 µs\]`,
+		`CPU/delivery vs store-nothing +5\.00x \[4\.00x to 6\.00x\]`,
+		`at 50% repeats vs all new +0\.80 \[0\.70 to 0\.90\]`,
+		`p99 all new +3\.\d\d ms`,
+		`vs store-nothing +0\.20 \[0\.17 to 0\.23\]`,
+	} {
+		if !regexp.MustCompile(want).MatchString(out.String()) {
+			t.Errorf("no line matching %q", want)
+		}
+	}
+
+	// A run whose CPU was not measured shows n/a and why, and drops out
+	// of the ratio rather than counting as free.
+	noWindow := errors.New("no window")
+	results[0].load.cpuErr = noWindow
+	out.Reset()
+	report(&out, cfg, results)
+	if !strings.Contains(out.String(), "inbox #1 CPU time not measured: "+noWindow.Error()) {
+		t.Errorf("no note of the unmeasured run:\n%s", out.String())
+	}
+	if !regexp.MustCompile(`CPU/delivery vs store-nothing +5\.00x \[4\.00x to 6\.00x\]`).MatchString(out.String()) {
+		t.Errorf("ratio with one round unmeasured: want the median of 4x and 6x:\n%s", out.String())
+	}
+}
