@@ -348,7 +348,7 @@ func TestOperateWhileServing(t *testing.T) {
 	if out := run(0, "reprocess", "--db", db, "--reason", "too_large", "--max-body", "4MiB"); !strings.HasPrefix(out, fmt.Sprintf("moved to new: %d\n", big)) {
 		t.Errorf("reprocess too_large:\n%s", out)
 	}
-	run(0, "purge", "--db", db, "--older-than", "1d")
+	run(0, "purge", "--db", db, "--older-than", "7d")
 	time.Sleep(100 * time.Millisecond)
 	stop()
 	<-sending

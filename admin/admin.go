@@ -166,9 +166,11 @@ func openWrite(c *cli.Context) (*inbox.Store, error) {
 	})
 }
 
-// printRows prints vals as JSON lines with --json, else as an aligned table:
-// head, then line(v) for each value (cells separated by tabs).
-func printRows[T any](c *cli.Context, vals []T, head string, line func(T) string) error {
+// printRows prints vals as JSON lines with --json, exactly as stored, else
+// as an aligned table: head (cells separated by tabs), then the cells of
+// each value, each through cell, so no stored text can drive the terminal
+// or widen the table without bound.
+func printRows[T any](c *cli.Context, vals []T, head string, cells func(T) []string) error {
 	w := c.App.Writer
 	if c.Bool("json") {
 		return printJSONLines(w, vals)
@@ -176,9 +178,17 @@ func printRows[T any](c *cli.Context, vals []T, head string, line func(T) string
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, head)
 	for _, v := range vals {
-		fmt.Fprintln(tw, line(v))
+		fmt.Fprintln(tw, tableLine(cells(v)...))
 	}
 	return tw.Flush()
+}
+
+// tableLine joins cells with tabs for a tabwriter, each through cell.
+func tableLine(cells ...string) string {
+	for i, s := range cells {
+		cells[i] = cell(s)
+	}
+	return strings.Join(cells, "\t")
 }
 
 // printJSONLines writes each value as one line of JSON.

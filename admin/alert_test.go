@@ -1,8 +1,11 @@
 package admin
 
 import (
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -68,5 +71,82 @@ func TestAlertCannotRead(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "missing.db")); err == nil {
 		t.Error("alert created the missing database")
+	}
+}
+
+// everyHourDB holds rows received a month ago and parked in the middle of
+// each of the hours back from now that hours lists (several in one hour
+// when it is listed several times), and a new row parked nowhere.
+func everyHourDB(t *testing.T, hours ...int) string {
+	t.Helper()
+	path := newDB(t)
+	now := time.Now()
+	var bodies []string
+	for i := range hours {
+		bodies = append(bodies, exploded(fmt.Sprintf("job_%d", i)))
+	}
+	fill(t, path, now.Add(-30*24*time.Hour), append(bodies, completed("job_new"))...)
+	for i, h := range hours {
+		parkAt(t, path, fmt.Sprintf("job_%d", i), now.Add(-time.Duration(h)*time.Hour-30*time.Minute))
+	}
+	return path
+}
+
+func hoursUpTo(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}
+
+// TestAlertParkedEveryHour alerts when rows were parked in every hour of
+// the window, by when they were parked, and stays silent when one hour
+// had none, or fewer than --min-count.
+func TestAlertParkedEveryHour(t *testing.T) {
+	day := everyHourDB(t, hoursUpTo(24)...)
+	gap := everyHourDB(t, slices.Delete(hoursUpTo(26), 10, 11)...)
+	twice := everyHourDB(t, append(hoursUpTo(25), hoursUpTo(25)...)...)
+	for _, tt := range []struct {
+		db   string
+		args []string
+		code int
+		line string
+	}{
+		{day, []string{"--parked-every-hour", "24h"}, 1, "rows were parked in every hour of the last 24h: 24 rows, 1 to 1 an hour (inbox parked --per-hour)\n"},
+		{day, []string{"--parked-every-hour", "1d"}, 1, "rows were parked in every hour of the last 24h: 24 rows, 1 to 1 an hour (inbox parked --per-hour)\n"},
+		{day, []string{"--parked-every-hour", "12h", "--reason", "unknown_event"}, 1, "unknown_event rows were parked in every hour of the last 12h: 12 rows, 1 to 1 an hour (inbox parked --per-hour)\n"},
+		{day, []string{"--parked-every-hour", "25h"}, 0, ""},
+		{day, []string{"--parked-every-hour", "24h", "--min-count", "2"}, 0, ""},
+		{day, []string{"--parked-every-hour", "24h", "--reason", "handler_failed"}, 0, ""},
+		{gap, []string{"--parked-every-hour", "24h"}, 0, ""},
+		{gap, []string{"--parked-every-hour", "10h"}, 1, "rows were parked in every hour of the last 10h: 10 rows, 1 to 1 an hour (inbox parked --per-hour)\n"},
+		{twice, []string{"--parked-every-hour", "24h", "--min-count", "2"}, 1, "rows were parked in every hour of the last 24h: 48 rows, 2 to 2 an hour (inbox parked --per-hour)\n"},
+	} {
+		out, err := run(t, append([]string{"alert", "--db", tt.db}, tt.args...)...)
+		if code := exitCode(err); code != tt.code || out != tt.line || (err != nil && err.Error() != "") {
+			t.Errorf("%v: exit %d (%v), printed %q; want %d and %q", tt.args, code, err, out, tt.code, tt.line)
+		}
+	}
+
+	out, err := run(t, "alert", "--db", day, "--parked-every-hour", "24h", "--json")
+	if exitCode(err) != 1 {
+		t.Fatalf("--json: exit %d", exitCode(err))
+	}
+	var got everyHour
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Hours != 24 || got.Rows != 24 || got.Fewest != 1 || got.Most != 1 || len(got.PerHour) != 24 {
+		t.Errorf("--json = %s", out)
+	}
+
+	for _, args := range [][]string{{"--parked-every-hour", "90m"}, {"--parked-every-hour", "0h"}, {"--parked-every-hour", "30m"},
+		{"--parked-every-hour", "32d"}, {"--parked-every-hour", "soon"}, {"--parked-every-hour", ""},
+		{"--parked-every-hour", "24h", "--max-age", "1h"}} {
+		out, err := run(t, append([]string{"alert", "--db", day}, args...)...)
+		if exitCode(err) != 2 || out != "" || err.Error() == "" {
+			t.Errorf("%v: exit %d (%v), printed %q; want 2 with an error", args, exitCode(err), err, out)
+		}
 	}
 }

@@ -2,6 +2,8 @@ package admin
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -12,19 +14,23 @@ func listCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "list",
 		Usage: "list rows, newest first",
-		Description: `Lists the inbox's rows without their bodies. A Sume row's id is its key
-(the job_id); another source's is <source>/<key>.
+		Description: `Lists the inbox's rows without their bodies, at most --limit (100; 0 for
+all): when there are more, it says so on stderr ("100 of 2,345 rows; --limit
+0 for all"), so a script's stdout holds rows only. A Sume row's id is its key
+(the job_id); another source's is <source>/<key>. The table escapes control
+and bidi characters and cuts a field longer than 72 characters with "…";
+--json holds every field whole.
 
 Examples:
    inbox list
    inbox list --status parked
-   inbox list --status new --json | jq -r .id
+   inbox list --status new --limit 0 --json | jq -r .id
    inbox list --source github --status parked`,
 		Flags: []cli.Flag{
 			DBFlag(),
 			sourceFlag("only rows of this source (sume, or a [[source]] name of --config)", "INBOX_LIST_SOURCE"),
 			&cli.StringFlag{Name: "status", Usage: "only rows with this status (new, done, parked, ignored)", EnvVars: []string{"INBOX_STATUS"}},
-			&cli.IntFlag{Name: "limit", Usage: "at most this many rows (0: all)", Value: 100, EnvVars: []string{"INBOX_LIMIT"}},
+			&cli.IntFlag{Name: "limit", Usage: "at most this many rows, newest first; 0 for all (--limit 0)", Value: 100, EnvVars: []string{"INBOX_LIMIT"}},
 			jsonFlag(),
 		},
 		Action: func(c *cli.Context) error {
@@ -39,19 +45,39 @@ Examples:
 			if err != nil {
 				return err
 			}
+			limit := c.Int("limit")
+			if limit < 0 {
+				return fmt.Errorf("--limit %d: want 0 (all rows) or more", limit)
+			}
 			store, err := openRead(c)
 			if err != nil {
 				return err
 			}
 			defer store.Close()
-			rows, err := store.List(c.Context, inbox.Filter{Source: source, Status: status, Limit: c.Int("limit")})
+			f := inbox.Filter{Source: source, Status: status, Limit: limit}
+			rows, err := store.List(c.Context, f)
 			if err != nil {
 				return err
 			}
-			return printRows(c, rows, "ID\tSOURCE\tSTATUS\tREASON\tEVENT\tSIZE\tDELIVERIES\tRECEIVED", func(e inbox.Event) string {
-				return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s", e.ID, e.Source, e.Status, dash(string(e.Reason)),
-					dash(e.Event), e.Size, e.Deliveries, formatTime(e.ReceivedAt))
-			})
+			if err := printRows(c, rows, "ID\tSOURCE\tSTATUS\tREASON\tEVENT\tSIZE\tDELIVERIES\tRECEIVED", func(e inbox.Event) []string {
+				return []string{e.ID, e.Source, string(e.Status), dash(string(e.Reason)), dash(e.Event),
+					strconv.FormatInt(e.Size, 10), strconv.FormatInt(e.Deliveries, 10), formatTime(e.ReceivedAt)}
+			}); err != nil {
+				return err
+			}
+			if limit == 0 || len(rows) < limit {
+				return nil
+			}
+			// Counted after the rows were read: rows stored meanwhile only
+			// make the total larger, never smaller than what was printed.
+			total, err := store.Count(c.Context, f)
+			if err != nil {
+				return err
+			}
+			if total > int64(len(rows)) {
+				fmt.Fprintf(c.App.ErrWriter, "%s of %s rows; --limit 0 for all\n", thousands(int64(len(rows))), thousands(total))
+			}
+			return nil
 		},
 	}
 }
@@ -77,4 +103,22 @@ func sourceName(c *cli.Context) (string, error) {
 		return "", fmt.Errorf("--source %q: a source name is 1 to 32 of a-z, 0-9, - and _", s)
 	}
 	return s, nil
+}
+
+// thousands prints n with commas between groups of three digits: 2,345.
+func thousands(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, d := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(d)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
 }

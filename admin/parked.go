@@ -1,7 +1,11 @@
 package admin
 
 import (
+	"errors"
 	"fmt"
+	"strconv"
+	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -16,16 +20,25 @@ func parkedCommand() *cli.Command {
 		Description: `Lists the rows parked because they can never be processed as received:
 id, source, reason, event, size, received time and deliveries. With --group-by reason,
 one line per reason with its count and the oldest and newest receipt.
+With --per-hour, a chart of how many rows were parked in each hour (UTC) of
+the last --since (48h unless given; at most 31d), by when they were parked:
+on receipt, or when the dispatcher gave up on them. Rows should not keep
+arriving here: "inbox alert --parked-every-hour 24h" mails when they did in
+every hour for a day. The table escapes control and bidi characters and cuts
+a field longer than 72 characters with "…"; --json holds every field whole.
 
 Examples:
    inbox parked
    inbox parked --group-by reason
+   inbox parked --per-hour
+   inbox parked --per-hour --since 24h --reason handler_failed --json
    inbox parked --reason unknown_event --since 24h
    inbox parked --json | jq -r .id`,
 		Flags: []cli.Flag{
 			DBFlag(),
 			&cli.StringFlag{Name: "group-by", Usage: "reason: one line per reason", EnvVars: []string{"INBOX_GROUP_BY"}},
-			ageFlag("since", "", "only rows received within this long", "INBOX_SINCE"),
+			&cli.BoolFlag{Name: "per-hour", Usage: "chart the rows parked in each hour of the last --since (48h unless given)", EnvVars: []string{"INBOX_PER_HOUR"}},
+			ageFlag("since", "", "only rows received within this long; with --per-hour, how many hours the chart covers", "INBOX_SINCE"),
 			reasonFlag("only rows parked for this reason", "INBOX_PARKED_REASON"),
 			sourceFlag("only rows of this source", "INBOX_PARKED_SOURCE"),
 			jsonFlag(),
@@ -45,7 +58,14 @@ Examples:
 			if err != nil {
 				return err
 			}
-			f := inbox.Filter{Status: inbox.StatusParked, Reason: r, Source: c.String("source")}
+			source, err := sourceName(c)
+			if err != nil {
+				return err
+			}
+			f := inbox.Filter{Status: inbox.StatusParked, Reason: r, Source: source}
+			if c.Bool("per-hour") {
+				return parkedPerHour(c, f, since)
+			}
 			if since > 0 {
 				f.Since = time.Now().Add(-since)
 			}
@@ -59,18 +79,84 @@ Examples:
 				if err != nil {
 					return err
 				}
-				return printRows(c, groups, "REASON\tCOUNT\tOLDEST\tNEWEST", func(g inbox.ReasonCount) string {
-					return fmt.Sprintf("%s\t%d\t%s\t%s", g.Reason, g.Count, formatTime(g.Oldest), formatTime(g.Newest))
+				return printRows(c, groups, "REASON\tCOUNT\tOLDEST\tNEWEST", func(g inbox.ReasonCount) []string {
+					return []string{string(g.Reason), strconv.FormatInt(g.Count, 10), formatTime(g.Oldest), formatTime(g.Newest)}
 				})
 			}
 			rows, err := store.List(c.Context, f)
 			if err != nil {
 				return err
 			}
-			return printRows(c, rows, "ID\tSOURCE\tREASON\tEVENT\tSIZE\tRECEIVED\tDELIVERIES", func(e inbox.Event) string {
-				return fmt.Sprintf("%s\t%s\t%s\t%s\t%d\t%s\t%d", e.ID, e.Source, e.Reason, dash(e.Event), e.Size,
-					formatTime(e.ReceivedAt), e.Deliveries)
+			return printRows(c, rows, "ID\tSOURCE\tREASON\tEVENT\tSIZE\tRECEIVED\tDELIVERIES", func(e inbox.Event) []string {
+				return []string{e.ID, e.Source, string(e.Reason), dash(e.Event), strconv.FormatInt(e.Size, 10),
+					formatTime(e.ReceivedAt), strconv.FormatInt(e.Deliveries, 10)}
 			})
 		},
 	}
+}
+
+// chartHours and maxChartHours bound parked --per-hour: two days unless
+// --since says otherwise, a month at most.
+const (
+	chartHours    = 48
+	maxChartHours = 31 * 24
+)
+
+// barWidth is the longest bar of the per-hour chart.
+const barWidth = 50
+
+// parkedPerHour prints the rows f selects parked in each clock hour (UTC)
+// of the last since (chartHours when 0), the current hour last.
+func parkedPerHour(c *cli.Context, f inbox.Filter, since time.Duration) error {
+	if c.String("group-by") != "" {
+		return errors.New("--per-hour and --group-by: choose one")
+	}
+	hours := chartHours
+	if since > 0 {
+		hours = int((since + time.Hour - 1) / time.Hour)
+	}
+	if hours > maxChartHours {
+		return fmt.Errorf("--since %s with --per-hour: at most %dd (%d hours)", formatDuration(since), maxChartHours/24, maxChartHours)
+	}
+	store, err := openRead(c)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	end := time.Now().UTC().Truncate(time.Hour).Add(time.Hour)
+	counts, err := store.ParkedPerHour(c.Context, f, end, hours)
+	if err != nil {
+		return err
+	}
+	w := c.App.Writer
+	if c.Bool("json") {
+		return printJSONLines(w, counts)
+	}
+	var total, most int64
+	busy := 0
+	for _, h := range counts {
+		total += h.Count
+		most = max(most, h.Count)
+		if h.Count > 0 {
+			busy++
+		}
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "HOUR (UTC)\tPARKED\t")
+	for i, h := range counts {
+		bar := ""
+		if h.Count > 0 {
+			bar = strings.Repeat("#", int(max(1, h.Count*barWidth/most)))
+		}
+		label := h.Start.Format("2006-01-02T15:04Z")
+		if i == len(counts)-1 {
+			label += " (so far)"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\n", label, h.Count, bar)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s parked in the last %d hours; rows in %d of them\n", thousands(total), hours, busy)
+	return err
 }

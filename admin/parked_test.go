@@ -2,6 +2,7 @@ package admin
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -133,6 +134,111 @@ func TestParkedRows(t *testing.T) {
 	for _, args := range [][]string{{"--reason", "lost"}, {"--group-by", "event"}, {"--since", "-1h"}} {
 		if _, err := run(t, append([]string{"parked", "--db", path}, args...)...); err == nil {
 			t.Errorf("%v: no error", args)
+		}
+	}
+}
+
+// parkAt sets when the row id was parked, as the dispatcher or the
+// receiver records it.
+func parkAt(t *testing.T, path, id string, at time.Time) {
+	t.Helper()
+	res, err := openTestWriter(t, path).Exec(`UPDATE events SET updated_at = ? WHERE id = ? AND status = 'parked'`, at.UnixMilli(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		t.Fatalf("park %s: no parked row", id)
+	}
+}
+
+// inOneHour runs check with the current clock hour until the hour did not
+// change while it ran (once more at most), then reports its problems: the
+// chart's buckets are clock hours.
+func inOneHour(t *testing.T, check func(hour time.Time) []string) {
+	t.Helper()
+	for try := 0; ; try++ {
+		hour := time.Now().UTC().Truncate(time.Hour)
+		problems := check(hour)
+		if time.Now().UTC().Truncate(time.Hour).Equal(hour) || try == 1 {
+			for _, p := range problems {
+				t.Error(p)
+			}
+			return
+		}
+	}
+}
+
+// TestParkedPerHour charts the rows parked per clock hour, by when they
+// were parked (a row the dispatcher parked today was received days ago).
+func TestParkedPerHour(t *testing.T) {
+	inOneHour(t, func(hour time.Time) (problems []string) {
+		bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+		path := newDB(t)
+		longAgo := time.Now().Add(-72 * time.Hour)
+		fill(t, path, longAgo, exploded("job_h2"), exploded("job_h1a"), exploded("job_h1b"), exploded("job_h1c"),
+			exploded("job_now"), exploded("job_49h"), completed("job_failed"), completed("job_new"))
+		if _, err := openTestWriter(t, path).Exec(`UPDATE events SET status = 'parked', reason = 'handler_failed' WHERE id = 'job_failed'`); err != nil {
+			t.Fatal(err)
+		}
+		for id, at := range map[string]time.Time{"job_h2": hour.Add(-90 * time.Minute), "job_h1a": hour.Add(-30 * time.Minute),
+			"job_h1b": hour.Add(-time.Millisecond), "job_h1c": hour.Add(-time.Hour), "job_failed": hour.Add(-59 * time.Minute),
+			"job_now": hour, "job_49h": hour.Add(-48 * time.Hour)} {
+			parkAt(t, path, id, at)
+		}
+
+		perHour := func(args ...string) []inbox.HourCount {
+			out, err := run(t, append([]string{"parked", "--db", path, "--per-hour", "--json"}, args...)...)
+			if err != nil {
+				t.Fatalf("parked --per-hour %v: %v", args, err)
+			}
+			return jsonLines[inbox.HourCount](t, out)
+		}
+		check := func(what string, got []inbox.HourCount, hours int, want map[int]int64) {
+			if len(got) != hours {
+				bad("%s: %d hours, want %d", what, len(got), hours)
+				return
+			}
+			for i, h := range got {
+				ago := hours - 1 - i
+				if !h.Start.Equal(hour.Add(-time.Duration(ago)*time.Hour)) || h.Count != want[ago] {
+					bad("%s: hour %d ago = %+v, want %s with %d", what, ago, h, hour.Add(-time.Duration(ago)*time.Hour), want[ago])
+				}
+			}
+		}
+		check("default", perHour(), 48, map[int]int64{0: 1, 1: 4, 2: 1})
+		check("--since 24h", perHour("--since", "24h"), 24, map[int]int64{0: 1, 1: 4, 2: 1})
+		check("--since 3d", perHour("--since", "3d"), 72, map[int]int64{0: 1, 1: 4, 2: 1, 48: 1})
+		check("--reason handler_failed", perHour("--reason", "handler_failed"), 48, map[int]int64{1: 1})
+		check("--source gh", perHour("--source", "gh"), 48, nil)
+
+		out, err := run(t, "parked", "--db", path, "--per-hour")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+		if len(lines) != 50 || !strings.HasPrefix(lines[0], "HOUR (UTC)") {
+			bad("chart:\n%s", out)
+			return
+		}
+		for ago, want := range map[int]string{0: hour.Format("2006-01-02T15:04Z") + " (so far)  1       " + strings.Repeat("#", 12),
+			1: hour.Add(-time.Hour).Format("2006-01-02T15:04Z") + "           4       " + strings.Repeat("#", 50),
+			3: hour.Add(-3*time.Hour).Format("2006-01-02T15:04Z") + "           0"} {
+			if got := strings.TrimRight(lines[48-ago], " "); got != want {
+				bad("chart line %d hours ago = %q, want %q", ago, got, want)
+			}
+		}
+		if want := "6 parked in the last 48 hours; rows in 3 of them"; lines[49] != want {
+			bad("chart summary %q, want %q", lines[49], want)
+		}
+		return problems
+	})
+}
+
+func TestParkedPerHourErrors(t *testing.T) {
+	path := newDB(t)
+	for _, args := range [][]string{{"--group-by", "reason"}, {"--since", "32d"}, {"--reason", "lost"}, {"--source", "a/b"}} {
+		if _, err := run(t, append([]string{"parked", "--db", path, "--per-hour"}, args...)...); err == nil {
+			t.Errorf("--per-hour %v: accepted", args)
 		}
 	}
 }

@@ -2,8 +2,9 @@ package admin
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"text/tabwriter"
 	"time"
 
@@ -12,33 +13,36 @@ import (
 	"inbox/inbox"
 )
 
-// minRetention is the shortest --older-than purge takes: anything shorter
-// would delete rows the provider is still retrying.
-const minRetention = time.Hour
-
 func purgeCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "purge",
 		Usage: "delete done and ignored rows not delivered for longer than the retention",
 		Description: `Deletes done and ignored rows last delivered more than --older-than ago
-(at least 1h), and parked ones too with --include-parked; never new rows, which
-the application still has to take. Retention counts from a row's last
-delivery (last_seen_at): a row is what makes the next delivery of its job a
-counted repeat rather than a new job, so keep rows well beyond the provider's
-retry window and any redelivery you may ask for (30 days or more). A done row
-is kept while a parked row of its job stays (with --include-parked, parked
-rows past retention go first, and the done rows they kept with them): were it
-gone, reprocessing that parked row would hand the job on again as new.
-Prints the rows deleted per status, and the done rows kept.
+(90d unless given; at least 7d), parked ones too with --include-parked, and
+parked ones of each --reason; never new rows (waiting or in flight), which
+the application still has to take, and never the rows the dispatcher
+parked (handler_failed, handler_rejected: work the application never
+finished) unless --reason names them. Retention counts from a row's last
+delivery (last_seen_at): a row is the acceptance record that makes the next
+delivery of its job a counted repeat rather than new work, so it is kept
+as long as the platform keeps a run's history (90 days by default, at
+least 7, beyond Vibe's 96-hour delivery lifetime and Sume's 10 attempts)
+and any redelivery you may ask for. A done row is kept while a parked row of
+its job stays (parked rows past retention go first, and the done rows they
+kept with them): were it gone, reprocessing that parked row would hand the
+job on again as new. Prints the rows deleted per status (parked ones per
+reason), and the rows kept.
 
 Examples:
-   inbox purge --older-than 30d --dry-run
+   inbox purge --dry-run
    inbox purge --older-than 30d
-   inbox purge --older-than 90d --include-parked --json`,
+   inbox purge --include-parked --json
+   inbox purge --older-than 180d --reason handler_rejected --dry-run`,
 		Flags: []cli.Flag{
 			DBFlag(),
-			ageFlag("older-than", "", "required: delete rows last delivered longer ago than this, at least 1h", "INBOX_PURGE_OLDER_THAN"),
-			&cli.BoolFlag{Name: "include-parked", Usage: "delete old parked rows too", EnvVars: []string{"INBOX_PURGE_INCLUDE_PARKED"}},
+			&cli.StringFlag{Name: "older-than", Value: "90d", Usage: "delete rows last delivered longer ago than this, at least 7d (30d, 180d, 240h)", EnvVars: []string{"INBOX_PURGE_OLDER_THAN"}},
+			&cli.BoolFlag{Name: "include-parked", Usage: "delete old rows parked on receipt too (not the dispatcher's: name those with --reason)", EnvVars: []string{"INBOX_PURGE_INCLUDE_PARKED"}},
+			&cli.StringSliceFlag{Name: "reason", Usage: "delete old parked rows with this reason too; repeat for several (--reason handler_failed)", EnvVars: []string{"INBOX_PURGE_REASON"}},
 			dryRunFlag(),
 			busyTimeoutFlag(),
 			jsonFlag(),
@@ -51,16 +55,28 @@ Examples:
 			if err != nil {
 				return err
 			}
-			if olderThan <= 0 {
-				return errors.New("purge needs --older-than, a retention such as 30d")
+			if olderThan < inbox.MinRetention {
+				return fmt.Errorf("--older-than %s: the retention must be at least %dd, beyond the providers' delivery lifetimes (see --help)",
+					formatDuration(olderThan), inbox.MinRetention/(24*time.Hour))
 			}
-			if olderThan < minRetention {
-				return fmt.Errorf("--older-than %s: the retention must be at least %s", formatDuration(olderThan), formatDuration(minRetention))
-			}
-			before := time.Now().Add(-olderThan)
-			statuses := []inbox.Status{inbox.StatusDone, inbox.StatusIgnored}
+			var reasons, named []inbox.Reason
 			if c.Bool("include-parked") {
-				statuses = append(statuses, inbox.StatusParked)
+				reasons = inbox.ReceiptReasons()
+			}
+			for _, name := range c.StringSlice("reason") {
+				r := inbox.Reason(name)
+				if !r.Valid() {
+					return fmt.Errorf("unknown reason %q: want one of %s", r, joinReasons())
+				}
+				named = append(named, r)
+				if !slices.Contains(reasons, r) {
+					reasons = append(reasons, r)
+				}
+			}
+			sel := inbox.PurgeSelection{
+				Before:   time.Now().Add(-olderThan),
+				Statuses: []inbox.Status{inbox.StatusDone, inbox.StatusIgnored},
+				Reasons:  reasons,
 			}
 			open, count := openWrite, (*inbox.Store).Purge
 			if c.Bool("dry-run") {
@@ -71,7 +87,7 @@ Examples:
 				return err
 			}
 			defer store.Close()
-			rep, err := count(store, c.Context, before, statuses)
+			rep, err := count(store, c.Context, sel)
 			if err != nil {
 				return err
 			}
@@ -88,16 +104,28 @@ Examples:
 			}
 			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, head)
-			for _, st := range statuses {
-				fmt.Fprintf(tw, "%s\t%d\n", st, rep.Deleted[st])
+			for _, st := range sel.Statuses {
+				fmt.Fprintln(tw, tableLine(string(st), strconv.FormatInt(rep.Deleted[st], 10)))
+			}
+			if len(reasons) > 0 {
+				fmt.Fprintln(tw, tableLine(string(inbox.StatusParked), strconv.FormatInt(rep.Deleted[inbox.StatusParked], 10)))
+			}
+			// Per reason: those named, and those --include-parked found.
+			for _, r := range reasons {
+				if n := rep.DeletedParked[r]; n > 0 || slices.Contains(named, r) {
+					fmt.Fprintln(tw, tableLine("  "+string(r), strconv.FormatInt(n, 10)))
+				}
 			}
 			if err := tw.Flush(); err != nil {
 				return err
 			}
 			if rep.KeptDone > 0 {
-				_, err = fmt.Fprintf(w, "done rows kept while parked rows of their job stay: %d\n", rep.KeptDone)
+				fmt.Fprintf(w, "done rows kept while parked rows of their job stay: %d\n", rep.KeptDone)
 			}
-			return err
+			if rep.KeptUnfinished > 0 {
+				fmt.Fprintf(w, "rows kept as unfinished work (new, or parked by the dispatcher and not named with --reason): %d\n", rep.KeptUnfinished)
+			}
+			return nil
 		},
 	}
 }

@@ -54,7 +54,8 @@ func TestPurge(t *testing.T) {
 	if after := snapshot(t, path); after != before {
 		t.Fatalf("dry run changed the table")
 	}
-	if want := "STATUS   WOULD DELETE\ndone     1\nignored  1\n"; out != want {
+	if want := "STATUS   WOULD DELETE\ndone     1\nignored  1\n" +
+		"rows kept as unfinished work (new, or parked by the dispatcher and not named with --reason): 1\n"; out != want {
 		t.Errorf("dry run output:\n%s\nwant\n%s", out, want)
 	}
 
@@ -85,7 +86,7 @@ func TestPurge(t *testing.T) {
 
 	before = snapshot(t, path)
 	out, err = run(t, "purge", "--db", path, "--older-than", "30d", "--include-parked", "--dry-run")
-	if err != nil || !strings.Contains(out, "parked   1") || snapshot(t, path) != before {
+	if err != nil || !strings.Contains(out, "\nparked         1\n  unparseable  1\n") || strings.Contains(out, "unknown_event") || snapshot(t, path) != before {
 		t.Errorf("--include-parked --dry-run: %v\n%s", err, out)
 	}
 	if _, err := run(t, "purge", "--db", path, "--older-than", "30d", "--include-parked"); err != nil {
@@ -97,17 +98,113 @@ func TestPurge(t *testing.T) {
 	}
 }
 
+// TestPurgeNeedsRetention: a retention under 7 days is refused, in one
+// line that says the floor, and changes nothing.
 func TestPurgeNeedsRetention(t *testing.T) {
 	path := purgeDB(t)
 	before := snapshot(t, path)
-	for _, args := range [][]string{nil, {"--older-than", "0s"}, {"--older-than", "-3d"}, {"--dry-run"},
-		{"--older-than", "30m"}, {"--older-than", "59m"}} {
-		if _, err := run(t, append([]string{"purge", "--db", path}, args...)...); err == nil {
+	for _, args := range [][]string{{"--older-than", "0s"}, {"--older-than", "-3d"}, {"--older-than", "30m"},
+		{"--older-than", "1h"}, {"--older-than", "1d"}, {"--older-than", "6d"}, {"--older-than", "167h59m"},
+		{"--older-than", "6d", "--dry-run"}, {"--older-than", ""}, {"--older-than", "soon"}} {
+		_, err := run(t, append([]string{"purge", "--db", path}, args...)...)
+		if err == nil {
 			t.Errorf("%v: no error", args)
+			continue
 		}
+		if msg := err.Error(); strings.Contains(msg, "\n") || (args[1] != "-3d" && args[1] != "soon" && !strings.Contains(msg, "at least 7d")) {
+			t.Errorf("%v: error %q, want one line naming the 7d floor", args, msg)
+		}
+	}
+	t.Setenv("INBOX_PURGE_OLDER_THAN", "2d")
+	if _, err := run(t, "purge", "--db", path); err == nil || !strings.Contains(err.Error(), "at least 7d") {
+		t.Errorf("INBOX_PURGE_OLDER_THAN=2d: err = %v, want refused", err)
 	}
 	if snapshot(t, path) != before {
 		t.Error("a refused purge changed the table")
+	}
+	if _, err := run(t, "purge", "--db", path, "--older-than", "7d", "--dry-run"); err != nil {
+		t.Errorf("--older-than 7d: %v, want accepted", err)
+	}
+}
+
+// TestPurgeDefaultRetention: without --older-than, purge keeps 90 days.
+func TestPurgeDefaultRetention(t *testing.T) {
+	path := newDB(t)
+	fill(t, path, time.Now().Add(-91*24*time.Hour), completed("job_91d"), `{"event":"webhook.test","request_id":"req_91d"}`)
+	fill(t, path, time.Now().Add(-89*24*time.Hour), completed("job_89d"), `{"event":"webhook.test","request_id":"req_89d"}`)
+	if _, err := openTestWriter(t, path).Exec(`UPDATE events SET status = 'done' WHERE status = 'new'`); err != nil {
+		t.Fatal(err)
+	}
+	dry, _ := purgeJSON(t, path, "--dry-run")
+	rep, _ := purgeJSON(t, path)
+	want := inbox.PurgeReport{Deleted: map[inbox.Status]int64{inbox.StatusDone: 1, inbox.StatusIgnored: 1}, DeletedParked: map[inbox.Reason]int64{}}
+	sameJSON(t, "purge --dry-run", dry, want)
+	sameJSON(t, "purge", rep, want)
+	left := ids(t, path)
+	wantLeft := map[inbox.Status][]string{inbox.StatusDone: {"job_89d"}, inbox.StatusIgnored: {inbox.BodyKey(sha(`{"event":"webhook.test","request_id":"req_89d"}`))}}
+	if mustJSON(t, left) != mustJSON(t, wantLeft) {
+		t.Errorf("left %v, want %v", left, wantLeft)
+	}
+}
+
+// TestPurgeSparesUnfinishedWork: --include-parked deletes what was parked
+// on receipt, never the rows the dispatcher parked (work the application
+// never finished) until --reason names them, and never new rows, waiting
+// or in flight, however old.
+func TestPurgeSparesUnfinishedWork(t *testing.T) {
+	path := newDB(t)
+	old := time.Now().Add(-100 * 24 * time.Hour)
+	fill(t, path, old, completed("job_failed"), completed("job_rejected"), completed("job_waiting"), completed("job_flight"),
+		exploded("job_poison"), "not json")
+	db := openTestWriter(t, path)
+	for _, q := range []string{
+		`UPDATE events SET status = 'parked', reason = 'handler_failed', attempts = 8 WHERE id = 'job_failed'`,
+		`UPDATE events SET status = 'parked', reason = 'handler_rejected', attempts = 1 WHERE id = 'job_rejected'`,
+		`UPDATE events SET attempts = 1, lease_owner = 'host:1:x', lease_until = 1, next_attempt_at = 1 WHERE id = 'job_flight'`,
+	} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	status := func() map[string]string {
+		out := map[string]string{}
+		s := openReadOnly(t, path)
+		rows, err := s.List(t.Context(), inbox.Filter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rows {
+			out[r.ID] = string(r.Status) + " " + string(r.Reason)
+		}
+		s.Close()
+		return out
+	}
+
+	rep, _ := purgeJSON(t, path, "--include-parked", "--older-than", "7d")
+	if rep.Deleted[inbox.StatusParked] != 2 || rep.DeletedParked[inbox.ReasonUnknownEvent] != 1 || rep.DeletedParked[inbox.ReasonUnparseable] != 1 ||
+		rep.DeletedParked[inbox.ReasonHandlerFailed] != 0 || rep.KeptUnfinished != 4 {
+		t.Errorf("--include-parked: %+v, want the two poison rows deleted and 4 kept", rep)
+	}
+	want := map[string]string{"job_failed": "parked handler_failed", "job_rejected": "parked handler_rejected",
+		"job_waiting": "new ", "job_flight": "new "}
+	sameJSON(t, "left after --include-parked", status(), want)
+	out, err := run(t, "purge", "--db", path, "--include-parked", "--dry-run")
+	if err != nil || !strings.Contains(out, "rows kept as unfinished work (new, or parked by the dispatcher and not named with --reason): 4\n") {
+		t.Errorf("purge --include-parked --dry-run: %v\n%s", err, out)
+	}
+
+	out, err = run(t, "purge", "--db", path, "--reason", "handler_failed", "--dry-run")
+	if err != nil || !strings.Contains(out, "\nparked            1\n  handler_failed  1\n") {
+		t.Errorf("purge --reason handler_failed --dry-run: %v\n%s", err, out)
+	}
+	rep, _ = purgeJSON(t, path, "--reason", "handler_failed")
+	if rep.DeletedParked[inbox.ReasonHandlerFailed] != 1 || rep.KeptUnfinished != 3 {
+		t.Errorf("--reason handler_failed: %+v, want it deleted and 3 kept", rep)
+	}
+	delete(want, "job_failed")
+	sameJSON(t, "left after --reason handler_failed", status(), want)
+	if _, err := run(t, "purge", "--db", path, "--reason", "lost"); err == nil {
+		t.Error("--reason lost: accepted")
 	}
 }
 
@@ -175,7 +272,12 @@ func TestPurgeKeepsDoneRowsWithParkedBeside(t *testing.T) {
 
 	dry, _ = purgeJSON(t, path, "--older-than", "30d", "--include-parked", "--dry-run")
 	rep, _ = purgeJSON(t, path, "--older-than", "30d", "--include-parked")
-	want = inbox.PurgeReport{Deleted: map[inbox.Status]int64{inbox.StatusDone: 1, inbox.StatusIgnored: 0, inbox.StatusParked: 1}, KeptDone: 1}
+	want = inbox.PurgeReport{Deleted: map[inbox.Status]int64{inbox.StatusDone: 1, inbox.StatusIgnored: 0, inbox.StatusParked: 1},
+		DeletedParked: map[inbox.Reason]int64{}, KeptDone: 1}
+	for _, r := range inbox.ReceiptReasons() {
+		want.DeletedParked[r] = 0
+	}
+	want.DeletedParked[inbox.ReasonConflict] = 1
 	sameJSON(t, "purge --include-parked", rep, want)
 	sameJSON(t, "purge --include-parked --dry-run", dry, want)
 	left := ids(t, path)

@@ -124,14 +124,16 @@ type redeliverResult struct {
 	Error string `json:"error,omitempty"`
 }
 
+// line is the result for a terminal: the job id (from a body, through
+// parked rows) and the API's error escaped and cut as table cells are.
 func (r redeliverResult) line(dryRun bool) string {
 	switch {
 	case dryRun:
-		return "would redeliver " + r.JobID
+		return "would redeliver " + cell(r.JobID)
 	case r.OK:
-		return "redelivered " + r.JobID
+		return "redelivered " + cell(r.JobID)
 	default:
-		return fmt.Sprintf("failed %s: %s", r.JobID, r.Error)
+		return fmt.Sprintf("failed %s: %s", cell(r.JobID), escapeControls(r.Error, ""))
 	}
 }
 

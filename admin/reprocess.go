@@ -116,7 +116,7 @@ func printReprocess(c *cli.Context, rep inbox.ReprocessReport) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "STILL PARKED\tROWS")
 	for _, r := range reasons {
-		fmt.Fprintf(tw, "%s\t%d\n", r, rep.Parked[r])
+		fmt.Fprintf(tw, "%s\t%d\n", cell(string(r)), rep.Parked[r])
 	}
 	return tw.Flush()
 }

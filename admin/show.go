@@ -11,7 +11,6 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
@@ -157,24 +156,4 @@ func writeBody(w io.Writer, body []byte) error {
 	}
 	_, err := io.WriteString(w, text)
 	return err
-}
-
-// escapeControls replaces every rune a terminal could act on (escape
-// sequences, carriage returns, bidi overrides) with a Go-style escape,
-// except those in keep.
-func escapeControls(s, keep string) string {
-	var b strings.Builder
-	for _, r := range s {
-		switch {
-		case unicode.IsPrint(r) || strings.ContainsRune(keep, r):
-			b.WriteRune(r)
-		case r < utf8.RuneSelf:
-			fmt.Fprintf(&b, `\x%02x`, r)
-		case r <= 0xFFFF:
-			fmt.Fprintf(&b, `\u%04x`, r)
-		default:
-			fmt.Fprintf(&b, `\U%08x`, r)
-		}
-	}
-	return b.String()
 }

@@ -1,12 +1,14 @@
 package admin
 
 import (
-	"fmt"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"inbox/inbox"
 	"inbox/scheme"
 )
 
@@ -27,7 +29,9 @@ func sourcesCommand() *cli.Command {
 		Name:  "sources",
 		Usage: "list the configured sources and when each secret last verified a delivery",
 		Description: `Lists each source of --config with its path and scheme, and per secret its
-position in the file, its state (live; expired; invalid when its value is
+position in the file (without --config: the one Sume source serve runs
+without it, its secrets read from SUME_COM_WEBHOOK_SIGNING_SECRET as serve
+reads them, comma-separated, and its path from INBOX_PATH), its state (live; expired; invalid when its value is
 not in its scheme's form; or unset when its variable
 is not in this environment), a fingerprint (the first 8 hex of the sha256 of
 its key; never the secret), its expiry and when it last verified a delivery,
@@ -37,19 +41,20 @@ environment to see them all. A retired secret that has not verified
 anything since the rotation can be removed.
 
 Examples:
+   SUME_COM_WEBHOOK_SIGNING_SECRET=whsec_new,whsec_old inbox sources --db /var/lib/inbox/inbox.db
    inbox sources --config /etc/inbox/inbox.toml --db /var/lib/inbox/inbox.db
    inbox sources --config inbox.toml --json | jq 'select(.state == "live" and .last_verified_at == null)'`,
-		Flags: []cli.Flag{DBFlag(), ConfigFlag("required: the TOML file of [[source]] tables serve reads"), jsonFlag()},
+		Flags: []cli.Flag{DBFlag(), ConfigFlag("the TOML file of [[source]] tables serve reads; without it, the Sume source of SUME_COM_WEBHOOK_SIGNING_SECRET"), jsonFlag()},
 		Action: func(c *cli.Context) error {
 			if err := NoArgs(c); err != nil {
 				return err
 			}
-			if c.String("config") == "" {
-				return fmt.Errorf("--config is required")
-			}
-			sources, err := DescribeSources(c.String("config"), os.Getenv)
-			if err != nil {
-				return err
+			sources := []Source{envSumeSource(os.Getenv)}
+			if file := c.String("config"); file != "" {
+				var err error
+				if sources, err = DescribeSources(file, os.Getenv); err != nil {
+					return err
+				}
 			}
 			store, err := openRead(c)
 			if err != nil {
@@ -84,12 +89,43 @@ Examples:
 					rows = append(rows, r)
 				}
 			}
-			return printRows(c, rows, "SOURCE\tPATH\tSCHEME\tSECRET\tSTATE\tFINGERPRINT\tEXPIRES\tLAST VERIFIED", func(r sourceSecret) string {
-				return fmt.Sprintf("%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s", r.Source, r.Path, r.Scheme, r.Secret, r.State,
-					dash(r.Fingerprint), timeOrDash(r.Expires), timeOrDash(r.LastVerified))
+			return printRows(c, rows, "SOURCE\tPATH\tSCHEME\tSECRET\tSTATE\tFINGERPRINT\tEXPIRES\tLAST VERIFIED", func(r sourceSecret) []string {
+				return []string{r.Source, r.Path, r.Scheme, strconv.Itoa(r.Secret), r.State,
+					dash(r.Fingerprint), timeOrDash(r.Expires), timeOrDash(r.LastVerified)}
 			})
 		},
 	}
+}
+
+// sumeSecretEnv is the variable serve reads the Sume source's secrets
+// from when it runs without --config.
+const sumeSecretEnv = "SUME_COM_WEBHOOK_SIGNING_SECRET"
+
+// envSumeSource describes the one Sume source serve runs without --config:
+// its path from INBOX_PATH (serve's --path), its secrets from
+// SUME_COM_WEBHOOK_SIGNING_SECRET split at commas and trimmed, as serve's
+// flag reads them. An empty one among them, which serve refuses, is
+// invalid; with the variable unset there is one secret, unset.
+func envSumeSource(getenv func(string) string) Source {
+	src := Source{Name: inbox.DefaultSource, Path: getenv("INBOX_PATH"), Scheme: scheme.Sume{}}
+	if src.Path == "" {
+		src.Path = "/webhooks/" + inbox.DefaultSource
+	}
+	val := getenv(sumeSecretEnv)
+	if val == "" {
+		src.Secrets = []SecretEntry{{Env: sumeSecretEnv}}
+		return src
+	}
+	for _, v := range strings.Split(val, ",") {
+		e := SecretEntry{Env: sumeSecretEnv}
+		if v = strings.TrimSpace(v); v == "" {
+			e.Invalid = true
+		} else {
+			e.Key = []byte(v)
+		}
+		src.Secrets = append(src.Secrets, e)
+	}
+	return src
 }
 
 func timeOrDash(t time.Time) string {

@@ -1,8 +1,14 @@
 package admin
 
 import (
+	"os"
 	"strings"
 	"testing"
+	"time"
+
+	"inbox/inbox"
+	"inbox/inbox/inboxtest"
+	"inbox/scheme"
 )
 
 const sourcesConf = `
@@ -127,5 +133,77 @@ env = "TEST_SW_SECRET"
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if len(lines) != 2 || strings.Fields(lines[1])[4] != "invalid" {
 		t.Fatalf("sources:\n%s\nwant the secret shown invalid", out)
+	}
+}
+
+// TestSourcesWithoutConfig: without --config, sources lists the one Sume
+// source serve runs without it, each secret of
+// SUME_COM_WEBHOOK_SIGNING_SECRET as serve splits it, and when each last
+// verified a delivery.
+func TestSourcesWithoutConfig(t *testing.T) {
+	db := newDB(t)
+	verified := time.Now().Add(-time.Hour).Truncate(time.Second)
+	s := inboxtest.MustOpenPath(t, db, inbox.Options{})
+	if err := s.RecordSecretUses(t.Context(), []inbox.SecretUse{
+		{Source: "sume", Fingerprint: scheme.Secret{Key: []byte("whsec_old")}.Fingerprint(), LastVerified: verified},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		env   string
+		set   bool
+		lines [][]string // source, path, scheme, position, state, fingerprint set, last verified
+	}{
+		{"whsec_new, whsec_old", true, [][]string{{"sume", "/webhooks/sume", "sume", "1", "live", "fp", "-"},
+			{"sume", "/webhooks/sume", "sume", "2", "live", "fp", formatTime(verified)}}},
+		{"whsec_old", true, [][]string{{"sume", "/webhooks/sume", "sume", "1", "live", "fp", formatTime(verified)}}},
+		{"whsec_new,,whsec_old", true, [][]string{{"sume", "/webhooks/sume", "sume", "1", "live", "fp", "-"},
+			{"sume", "/webhooks/sume", "sume", "2", "invalid", "-", "-"}, {"sume", "/webhooks/sume", "sume", "3", "live", "fp", formatTime(verified)}}},
+		{"", false, [][]string{{"sume", "/webhooks/sume", "sume", "1", "unset", "-", "-"}}},
+	} {
+		if tt.set {
+			t.Setenv("SUME_COM_WEBHOOK_SIGNING_SECRET", tt.env)
+		} else {
+			os.Unsetenv("SUME_COM_WEBHOOK_SIGNING_SECRET")
+		}
+		out, err := run(t, "sources", "--db", db)
+		if err != nil {
+			t.Fatalf("%q: sources: %v", tt.env, err)
+		}
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if len(lines) != len(tt.lines)+1 || !strings.HasPrefix(lines[0], "SOURCE") {
+			t.Errorf("%q:\n%s\nwant a header and %d secrets", tt.env, out, len(tt.lines))
+			continue
+		}
+		for i, want := range tt.lines {
+			f := strings.Fields(lines[i+1])
+			if len(f) != 8 {
+				t.Errorf("%q: line %q", tt.env, lines[i+1])
+				continue
+			}
+			if f[5] != "-" && len(f[5]) == 8 {
+				f[5] = "fp"
+			}
+			got := append(f[:6:6], f[7])
+			if strings.Join(got, " ") != strings.Join(want, " ") {
+				t.Errorf("%q: line %q, want %v", tt.env, lines[i+1], want)
+			}
+		}
+		if strings.Contains(out, "whsec_") {
+			t.Errorf("%q: sources shows a secret:\n%s", tt.env, out)
+		}
+	}
+	t.Setenv("SUME_COM_WEBHOOK_SIGNING_SECRET", "whsec_old")
+	t.Setenv("INBOX_PATH", "/hooks/sume")
+	out, err := run(t, "sources", "--db", db, "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := jsonLines[sourceSecret](t, out)
+	if len(rows) != 1 || rows[0].Path != "/hooks/sume" || !rows[0].LastVerified.Equal(verified) || rows[0].State != "live" {
+		t.Errorf("sources --json = %s", out)
 	}
 }

@@ -76,7 +76,7 @@ Examples:
 				slices.Sort(sources)
 				for _, s := range sources {
 					n := st.BySource[s]
-					fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\n", s, n[inbox.StatusNew], n[inbox.StatusDone], n[inbox.StatusParked], n[inbox.StatusIgnored])
+					fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\n", cell(s), n[inbox.StatusNew], n[inbox.StatusDone], n[inbox.StatusParked], n[inbox.StatusIgnored])
 				}
 			}
 			if len(st.ByReason) > 0 {
@@ -87,7 +87,7 @@ Examples:
 				}
 				slices.Sort(reasons)
 				for _, r := range reasons {
-					fmt.Fprintf(tw, "%s\t%d\n", r, st.ByReason[r])
+					fmt.Fprintf(tw, "%s\t%d\n", cell(string(r)), st.ByReason[r])
 				}
 			}
 			return tw.Flush()

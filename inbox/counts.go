@@ -32,3 +32,14 @@ func (s *Store) CountByStatus(ctx context.Context) (map[Status]int64, error) {
 	}
 	return counts, nil
 }
+
+// Count counts the rows f selects, f.Limit aside: what List would return
+// without a limit. It fails only when the database cannot be read.
+func (s *Store) Count(ctx context.Context, f Filter) (int64, error) {
+	where, args := f.where()
+	var n int64
+	if err := s.read.QueryRowContext(ctx, `SELECT count(*) FROM events`+where, args...).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count rows: %w", err)
+	}
+	return n, nil
+}

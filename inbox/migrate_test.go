@@ -176,7 +176,7 @@ func TestQueryPlans(t *testing.T) {
 			ORDER BY next_attempt_at, received_at LIMIT 10`, nil, "events_queue"},
 		{"list parked", `SELECT id FROM events` + parked + ` ORDER BY received_at DESC, id`, parkedArgs, "events_settled_received"},
 		{"purge", `SELECT rowid FROM events WHERE ` + inbox.PurgeWhereForTest, []any{"done", 5}, "events_settled_last_seen"},
-		{"beside rows", `SELECT 1 FROM events WHERE ` + inbox.BesideRemainsForTest, []any{true, 5}, "events_beside_job"},
+		{"beside rows", `SELECT 1 FROM events WHERE ` + inbox.BesideRemainsForTest, []any{`["conflict"]`, 5}, "events_beside_job"},
 	}
 	for _, tt := range tests {
 		rows, err := db.Query(`EXPLAIN QUERY PLAN `+tt.query, tt.args...)

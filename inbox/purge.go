@@ -2,10 +2,27 @@ package inbox
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"time"
+)
+
+// Retention bounds. A row is the acceptance record of its delivery: while
+// it stays, a later delivery of the same job or run is a counted repeat,
+// not new work. So it is kept at least as long as a delivery of it may
+// still arrive and as long as the platform keeps the run's history: Vibe
+// delivers a run's attempts for up to 96 hours and keeps history 90 days
+// by default, at least 7 days; Sume makes up to 10 attempts, and a
+// redelivery may be asked for days later.
+const (
+	// MinRetention is the shortest retention a purge takes: more than the
+	// 96-hour delivery lifetime, and the platform's shortest history
+	// retention.
+	MinRetention = 7 * 24 * time.Hour
+	// DefaultRetention is the platform's default history retention.
+	DefaultRetention = 90 * 24 * time.Hour
 )
 
 // purgeBatch bounds how many rows one purge transaction deletes, so the
@@ -18,67 +35,136 @@ const purgeBatch = 1000
 // what makes the next one a counted repeat.
 const purgeWhere = settled + ` AND status = ? AND last_seen_at < ?`
 
+// parkedWhere narrows purgeWhere to parked rows with one of the reasons of
+// a JSON array.
+const parkedWhere = ` AND reason IN (SELECT value FROM json_each(?))`
+
 // besideRemains holds for a done row while a parked row of its job is
-// there and is not itself being purged (the first argument says whether
-// parked rows are, the second is the cutoff). Such a done row is kept: were
-// it gone, reprocessing the parked row would hand the job to the
+// there and is not itself being purged (the first argument is the JSON
+// array of the reasons purged, the second the cutoff). Such a done row is
+// kept: were it gone, reprocessing the parked row would hand the job to the
 // application again as new.
 const besideRemains = `EXISTS (SELECT 1 FROM events b WHERE b.job_id = events.id AND b.job_id <> b.id
-	AND b.status = 'parked' AND NOT (? AND b.last_seen_at < ?))`
+	AND b.status = 'parked' AND NOT (b.reason IN (SELECT value FROM json_each(?)) AND b.last_seen_at < ?))`
+
+// unfinishedQuery counts the rows past a cutoff whose work is unfinished,
+// which a purge keeps whatever it is asked: new rows (waiting, retrying or
+// in flight), and rows the dispatcher parked unless their reason is in
+// the JSON array of the last argument. Two counts, so each reads an index.
+const unfinishedQuery = `SELECT (SELECT count(*) FROM events WHERE status = 'new' AND last_seen_at < ?)
+	+ (SELECT count(*) FROM events WHERE ` + purgeWhere + `
+		AND reason IN ('handler_failed', 'handler_rejected') AND reason NOT IN (SELECT value FROM json_each(?)))`
+
+// PurgeSelection says which rows a purge deletes: those last delivered
+// before Before with one of Statuses (done, ignored), and the parked ones
+// with one of Reasons.
+type PurgeSelection struct {
+	Before   time.Time
+	Statuses []Status
+	Reasons  []Reason
+}
+
+// ReceiptReasons returns the reasons a delivery is parked with on receipt:
+// bodies that can never be processed as received. The dispatcher's
+// (handler_failed, handler_rejected) are left out: those rows hold work
+// the application never finished.
+func ReceiptReasons() []Reason {
+	return slices.DeleteFunc(Reasons(), Reason.byHandler)
+}
 
 // PurgeReport is what Purge deleted, or Purgeable would delete.
 type PurgeReport struct {
 	// Deleted counts the rows deleted per status.
 	Deleted map[Status]int64 `json:"deleted"`
+	// DeletedParked counts the parked rows deleted per reason.
+	DeletedParked map[Reason]int64 `json:"deleted_parked,omitempty"`
 	// KeptDone counts the done rows past retention that were kept because
 	// a parked row of their job stays.
 	KeptDone int64 `json:"kept_done"`
+	// KeptUnfinished counts the rows past retention kept because their
+	// work is unfinished: new rows, and rows the dispatcher parked whose
+	// reason was not selected.
+	KeptUnfinished int64 `json:"kept_unfinished"`
 }
 
-// Purgeable counts, per status, the rows Purge would delete, and the done
-// rows it would keep. It fails when statuses holds StatusNew or the
-// database cannot be read.
-func (s *Store) Purgeable(ctx context.Context, before time.Time, statuses []Status) (PurgeReport, error) {
-	rep := PurgeReport{Deleted: map[Status]int64{}}
-	if err := checkPurgeable(statuses); err != nil {
+// Purgeable counts, per status, the rows Purge would delete, and the rows
+// it would keep. It fails as Purge does on a selection it refuses, and
+// when the database cannot be read.
+func (s *Store) Purgeable(ctx context.Context, sel PurgeSelection) (PurgeReport, error) {
+	rep := newPurgeReport(sel)
+	reasons, err := s.checkPurge(sel)
+	if err != nil {
 		return rep, err
 	}
-	parkedToo := slices.Contains(statuses, StatusParked)
-	for _, st := range statuses {
-		where, args := purgeFilter(st, before, parkedToo)
+	for _, st := range sel.Statuses {
+		where, args := purgeFilter(st, sel.Before, reasons)
 		var n int64
 		if err := s.read.QueryRowContext(ctx, `SELECT count(*) FROM events WHERE `+where, args...).Scan(&n); err != nil {
 			return rep, fmt.Errorf("count %s rows to purge: %w", st, err)
 		}
 		rep.Deleted[st] = n
 	}
-	var err error
-	rep.KeptDone, err = s.keptDone(ctx, before, statuses)
-	return rep, err
+	if len(sel.Reasons) > 0 {
+		where, args := purgeFilter(StatusParked, sel.Before, reasons)
+		rows, err := s.read.QueryContext(ctx, `SELECT reason, count(*) FROM events WHERE `+where+` GROUP BY reason`, args...)
+		if err != nil {
+			return rep, fmt.Errorf("count parked rows to purge: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var r Reason
+			var n int64
+			if err := rows.Scan(&r, &n); err != nil {
+				return rep, fmt.Errorf("count parked rows to purge: %w", err)
+			}
+			rep.DeletedParked[r] = n
+			rep.Deleted[StatusParked] += n
+		}
+		if err := rows.Err(); err != nil {
+			return rep, fmt.Errorf("count parked rows to purge: %w", err)
+		}
+	}
+	return rep, s.kept(ctx, sel, reasons, &rep)
 }
 
-// Purge deletes the rows with the given statuses last seen before before,
-// in IMMEDIATE transactions of purgeBatch rows. A done row stays while a
-// parked row of its job stays (with StatusParked, parked rows past
-// retention go first, and then the done rows they kept). It refuses
-// StatusNew (those rows are still owed to the application); on an error,
-// the report says what earlier transactions deleted.
-func (s *Store) Purge(ctx context.Context, before time.Time, statuses []Status) (PurgeReport, error) {
-	rep := PurgeReport{Deleted: map[Status]int64{}}
-	if err := checkPurgeable(statuses); err != nil {
+// Purge deletes the rows sel selects, in IMMEDIATE transactions of
+// purgeBatch rows. A done row stays while a parked row of its job stays
+// (parked rows past retention go first, and then the done rows they kept).
+// It refuses a Before later than MinRetention ago, StatusNew and
+// StatusParked in Statuses (new rows are still owed to the application;
+// parked rows are chosen by reason), and unknown statuses or reasons; on an
+// error, the report says what earlier transactions deleted.
+func (s *Store) Purge(ctx context.Context, sel PurgeSelection) (PurgeReport, error) {
+	rep := newPurgeReport(sel)
+	reasons, err := s.checkPurge(sel)
+	if err != nil {
 		return rep, err
 	}
 	if s.write == nil {
 		return rep, errors.New("purge: store is read-only")
 	}
-	parkedToo := slices.Contains(statuses, StatusParked)
 	// Parked rows before done rows: a done row goes only once the parked
 	// rows beside it have gone.
-	for _, st := range []Status{StatusParked, StatusIgnored, StatusDone} {
-		if !slices.Contains(statuses, st) {
+	for _, r := range sel.Reasons {
+		where, args := purgeFilter(StatusParked, sel.Before, reasons)
+		where, args = where+` AND reason = ?`, append(args, string(r))
+		for {
+			n, err := s.purgeTx(ctx, where, args)
+			rep.DeletedParked[r] += n
+			rep.Deleted[StatusParked] += n
+			if err != nil {
+				return rep, fmt.Errorf("purge parked %s rows: %w", r, err)
+			}
+			if n < purgeBatch {
+				break
+			}
+		}
+	}
+	for _, st := range []Status{StatusIgnored, StatusDone} {
+		if !slices.Contains(sel.Statuses, st) {
 			continue
 		}
-		where, args := purgeFilter(st, before, parkedToo)
+		where, args := purgeFilter(st, sel.Before, reasons)
 		for {
 			n, err := s.purgeTx(ctx, where, args)
 			rep.Deleted[st] += n
@@ -90,33 +176,53 @@ func (s *Store) Purge(ctx context.Context, before time.Time, statuses []Status) 
 			}
 		}
 	}
-	var err error
-	rep.KeptDone, err = s.keptDone(ctx, before, statuses)
-	return rep, err
+	return rep, s.kept(ctx, sel, reasons, &rep)
+}
+
+func newPurgeReport(sel PurgeSelection) PurgeReport {
+	rep := PurgeReport{Deleted: map[Status]int64{}, DeletedParked: map[Reason]int64{}}
+	for _, st := range sel.Statuses {
+		rep.Deleted[st] = 0
+	}
+	if len(sel.Reasons) > 0 {
+		rep.Deleted[StatusParked] = 0
+	}
+	for _, r := range sel.Reasons {
+		rep.DeletedParked[r] = 0
+	}
+	return rep
 }
 
 // purgeFilter is the WHERE clause, and its arguments, of the rows of
-// status st that a purge deletes.
-func purgeFilter(st Status, before time.Time, parkedToo bool) (string, []any) {
+// status st that a purge deletes; reasons is the JSON array of the parked
+// reasons it deletes.
+func purgeFilter(st Status, before time.Time, reasons string) (string, []any) {
 	where, args := purgeWhere, []any{string(st), millis(before)}
-	if st == StatusDone {
-		where, args = where+` AND NOT `+besideRemains, append(args, parkedToo, millis(before))
+	switch st {
+	case StatusParked:
+		where, args = where+parkedWhere, append(args, reasons)
+	case StatusDone:
+		where, args = where+` AND NOT `+besideRemains, append(args, reasons, millis(before))
 	}
 	return where, args
 }
 
-// keptDone counts the done rows past retention that a purge keeps.
-func (s *Store) keptDone(ctx context.Context, before time.Time, statuses []Status) (int64, error) {
-	if !slices.Contains(statuses, StatusDone) {
-		return 0, nil
+// kept counts the done rows past retention that a purge keeps beside
+// parked rows, and the rows past retention it keeps as unfinished work.
+func (s *Store) kept(ctx context.Context, sel PurgeSelection, reasons string, rep *PurgeReport) error {
+	if slices.Contains(sel.Statuses, StatusDone) {
+		err := s.read.QueryRowContext(ctx, `SELECT count(*) FROM events WHERE `+purgeWhere+` AND `+besideRemains,
+			string(StatusDone), millis(sel.Before), reasons, millis(sel.Before)).Scan(&rep.KeptDone)
+		if err != nil {
+			return fmt.Errorf("count kept done rows: %w", err)
+		}
 	}
-	var n int64
-	err := s.read.QueryRowContext(ctx, `SELECT count(*) FROM events WHERE `+purgeWhere+` AND `+besideRemains,
-		string(StatusDone), millis(before), slices.Contains(statuses, StatusParked), millis(before)).Scan(&n)
+	err := s.read.QueryRowContext(ctx, unfinishedQuery, millis(sel.Before),
+		string(StatusParked), millis(sel.Before), reasons).Scan(&rep.KeptUnfinished)
 	if err != nil {
-		return 0, fmt.Errorf("count kept done rows: %w", err)
+		return fmt.Errorf("count kept unfinished rows: %w", err)
 	}
-	return n, nil
+	return nil
 }
 
 // purgeTx deletes up to purgeBatch rows matching where in one IMMEDIATE
@@ -142,14 +248,29 @@ func (s *Store) purgeTx(ctx context.Context, where string, args []any) (int64, e
 	return n, nil
 }
 
-func checkPurgeable(statuses []Status) error {
-	if slices.Contains(statuses, StatusNew) {
-		return errors.New("purge: new rows are never purged")
+// checkPurge refuses a selection a purge must never run, and returns its
+// reasons as the JSON array the queries take.
+func (s *Store) checkPurge(sel PurgeSelection) (string, error) {
+	if floor := s.now().Add(-MinRetention); sel.Before.After(floor) {
+		return "", fmt.Errorf("purge: a retention under %dd would delete rows whose deliveries may still arrive", MinRetention/(24*time.Hour))
 	}
-	for _, st := range statuses {
-		if !st.Valid() {
-			return fmt.Errorf("purge: unknown status %q", st)
+	for _, st := range sel.Statuses {
+		switch {
+		case st == StatusNew:
+			return "", errors.New("purge: new rows are never purged")
+		case st == StatusParked:
+			return "", errors.New("purge: parked rows are chosen by reason")
+		case !st.Valid():
+			return "", fmt.Errorf("purge: unknown status %q", st)
 		}
 	}
-	return nil
+	names := make([]string, len(sel.Reasons))
+	for i, r := range sel.Reasons {
+		if !r.Valid() {
+			return "", fmt.Errorf("purge: unknown reason %q", r)
+		}
+		names[i] = string(r)
+	}
+	b, err := json.Marshal(names)
+	return string(b), err
 }

@@ -1,0 +1,71 @@
+package admin
+
+import (
+	"fmt"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// maxCell is how many characters a table cell shows, escapes counted as
+// printed: a sha256: row id (71) fits whole; a longer field (a 10 KB event
+// name) is cut, and --json or show has it whole.
+const maxCell = 72
+
+// cutMark ends a cell that was cut.
+const cutMark = "…"
+
+// escapeControls returns s with every rune a terminal could act on replaced
+// by a Go-style escape, except those in keep: C0 and C1 controls and DEL
+// (escape sequences, carriage returns, backspaces), format characters such
+// as the bidi overrides and isolates (U+202A..U+202E, U+2066..U+2069) and
+// marks (U+200E, U+200F), line and paragraph separators, unassigned and
+// private-use code points, and each byte of invalid UTF-8 (as \xNN, so
+// bytes that decode to nothing are shown rather than replaced).
+func escapeControls(s, keep string) string {
+	var b strings.Builder
+	for s != "" {
+		piece, n := escapeRune(s, keep)
+		b.WriteString(piece)
+		s = s[n:]
+	}
+	return b.String()
+}
+
+// escapeRune returns the first rune of s as it is printed, and its length
+// in s.
+func escapeRune(s, keep string) (string, int) {
+	r, n := utf8.DecodeRuneInString(s)
+	switch {
+	case r == utf8.RuneError && n <= 1:
+		return fmt.Sprintf(`\x%02x`, s[0]), 1
+	case unicode.IsPrint(r) || strings.ContainsRune(keep, r):
+		return s[:n], n
+	case r < utf8.RuneSelf:
+		return fmt.Sprintf(`\x%02x`, r), n
+	case r <= 0xFFFF:
+		return fmt.Sprintf(`\u%04x`, r), n
+	default:
+		return fmt.Sprintf(`\U%08x`, r), n
+	}
+}
+
+// cell is s as a table shows it: escaped as escapeControls does (a tab
+// too, which would split the cell), and when that is longer than maxCell
+// characters, cut to maxCell-1 and ended with cutMark. An escape is never
+// cut in two.
+func cell(s string) string {
+	if esc := escapeControls(s, ""); utf8.RuneCountInString(esc) <= maxCell {
+		return esc
+	}
+	var b strings.Builder
+	for width := 0; s != ""; {
+		piece, n := escapeRune(s, "")
+		if width += utf8.RuneCountInString(piece); width > maxCell-1 {
+			break
+		}
+		b.WriteString(piece)
+		s = s[n:]
+	}
+	return b.String() + cutMark
+}
