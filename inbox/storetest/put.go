@@ -55,6 +55,37 @@ func runPut(t *testing.T, o opener) {
 		}
 	})
 
+	t.Run("any bytes in the fields read out of a delivery", func(t *testing.T) {
+		// A NUL, or bytes that are not UTF-8, in the event, the status or
+		// a header's event name: stored, the body kept exactly, and a repeat
+		// in other bytes still counted on the row.
+		e := o.fresh(t)
+		nul := `{"event":"job.completed","job_id":"job_nul","status":"COMP\u0000LETED"}`
+		if res := e.put(classify(nul)); res.Outcome != inbox.OutcomeStored {
+			t.Fatalf("NUL in the status: %+v, want stored", res)
+		}
+		if res := e.put(classify(`{"job_id":"job_nul", "event":"job.completed","status":"COMP\u0000LETED"}`)); res.Outcome != inbox.OutcomeDuplicate {
+			t.Errorf("its repeat in other bytes: %+v, want duplicate", res)
+		}
+		odd := `{"event":"job.\u0000x","job_id":"job_odd"}`
+		if res := e.put(classify(odd)); res.Outcome != inbox.OutcomeParked || res.Reason != inbox.ReasonUnknownEvent {
+			t.Errorf("NUL in the event: %+v, want parked unknown_event", res)
+		}
+		header := inbox.ClassifyKeyed("gh", "d9", "pu\xffsh\x00", []byte("{\"a\":\"\xff\"}"), deliveryTS, inbox.Rules{})
+		if res := e.put(header); res.Outcome != inbox.OutcomeStored {
+			t.Fatalf("bad bytes in a header's event: %+v, want stored", res)
+		}
+		again := inbox.ClassifyKeyed("gh", "d9", "pu\xffsh\x00", []byte(`{"a":2}`), deliveryTS, inbox.Rules{})
+		if res := e.put(again); res.Outcome != inbox.OutcomeDuplicate {
+			t.Errorf("its repeat: %+v, want duplicate", res)
+		}
+		for id, body := range map[string]string{"job_nul": nul, "job_odd": odd, "gh/d9": "{\"a\":\"\xff\"}"} {
+			if r := e.get(id); string(r.Body) != body || r.Deliveries != map[bool]int64{true: 2, false: 1}[id != "job_odd"] {
+				t.Errorf("%s = %+v, body %q, want %q", id, r, r.Body, body)
+			}
+		}
+	})
+
 	t.Run("repeat counted", func(t *testing.T) {
 		e := o.fresh(t)
 		e.put(job("job_1"))

@@ -1,0 +1,16 @@
+package postgres_test
+
+import (
+	"testing"
+
+	"inbox/inbox/storetest"
+	"inbox/postgres"
+)
+
+// TestStoreContract runs the store suite against PostgreSQL, each test in
+// a schema of its own.
+func TestStoreContract(t *testing.T) {
+	storetest.Run(t, func(t *testing.T, opts storetest.Options) storetest.Store {
+		return mustOpen(t, testURL(t), postgres.Options{Now: opts.Now})
+	})
+}
