@@ -100,10 +100,11 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if cfg.ConnConfig.ConnectTimeout <= 0 || cfg.ConnConfig.ConnectTimeout > opts.BusyTimeout {
 		cfg.ConnConfig.ConnectTimeout = opts.BusyTimeout
 	}
-	ms := strconv.FormatInt(opts.BusyTimeout.Milliseconds(), 10)
+	// Server-side bounds too, a little inside the client's deadline: the
+	// server then ends a statement or a lock wait itself, the session
+	// stays usable, and a statement never runs on after the client gave up.
+	ms := strconv.FormatInt(max(opts.BusyTimeout*4/5, time.Millisecond).Milliseconds(), 10)
 	params := cfg.ConnConfig.RuntimeParams
-	// Server-side bounds too: a client deadline alone leaves a statement
-	// running on the server after the client gave up.
 	params["statement_timeout"] = ms
 	params["lock_timeout"] = ms
 	// A replica that dies inside a transaction must not hold its rows for
@@ -225,15 +226,38 @@ func retryable(err error) bool {
 	return errors.As(err, &pgErr) && (pgErr.Code == "40P01" || pgErr.Code == "40001")
 }
 
-// inTx runs fn in a transaction, again (up to maxAttempts) when it fails
-// in a way retryable says a new attempt can cure, while ctx lasts.
+// inTx runs fn in a transaction, and runs it again (up to maxAttempts,
+// while ctx lasts) when it failed before COMMIT in a way a new attempt can
+// cure: a deadlock, a serialization failure, errRetry, or a connection
+// that broke (a restarted server, a terminated backend), which the pool
+// then replaces. A failed COMMIT is never run again: it may have committed.
 func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	for attempt := 1; ; attempt++ {
-		err := pgx.BeginFunc(ctx, s.pool, fn)
-		if err == nil || !retryable(err) || attempt == maxAttempts || ctx.Err() != nil {
+		again, err := s.tryTx(ctx, fn)
+		if err == nil || !again || attempt == maxAttempts || ctx.Err() != nil {
 			return err
 		}
 	}
+}
+
+// tryTx runs fn in one transaction; again reports whether a new attempt
+// may succeed where this one failed.
+func (s *Store) tryTx(ctx context.Context, fn func(tx pgx.Tx) error) (again bool, err error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		// Nothing was done: connecting failed, or BEGIN met a broken
+		// connection, which the pool has dropped.
+		return true, err
+	}
+	if err := fn(tx); err != nil {
+		broken := tx.Conn().IsClosed()
+		tx.Rollback(ctx) // bounded by ctx; on a broken connection it returns at once
+		return retryable(err) || broken, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return retryable(err), err
+	}
+	return false, nil
 }
 
 // pgText makes s storable in a text column, which refuses NUL and bytes
