@@ -103,13 +103,14 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	// Server-side bounds too, a little inside the client's deadline: the
 	// server then ends a statement or a lock wait itself, the session
 	// stays usable, and a statement never runs on after the client gave up.
-	ms := strconv.FormatInt(max(opts.BusyTimeout*4/5, time.Millisecond).Milliseconds(), 10)
+	// A lock wait ends first, so it is reported as one.
+	ms := func(d time.Duration) string { return strconv.FormatInt(max(d.Milliseconds(), 1), 10) }
 	params := cfg.ConnConfig.RuntimeParams
-	params["statement_timeout"] = ms
-	params["lock_timeout"] = ms
+	params["statement_timeout"] = ms(opts.BusyTimeout * 9 / 10)
+	params["lock_timeout"] = ms(opts.BusyTimeout * 4 / 5)
 	// A replica that dies inside a transaction must not hold its rows for
 	// long: its lease on them is its lease_until, not its session.
-	params["idle_in_transaction_session_timeout"] = strconv.FormatInt(max(opts.BusyTimeout, 10*time.Second).Milliseconds(), 10)
+	params["idle_in_transaction_session_timeout"] = ms(max(opts.BusyTimeout, 10*time.Second))
 	if opts.ReadOnly {
 		params["default_transaction_read_only"] = "on"
 	}
