@@ -61,8 +61,14 @@ func (s *Store) Put(ctx context.Context, d inbox.Delivery) (inbox.Result, error)
 	}
 }
 
+// maxBatchBytes bounds the bodies one group commit carries, so a burst of
+// large bodies makes several inserts the server takes in well under the
+// busy timeout rather than one it may not.
+const maxBatchBytes = 16 << 20
+
 // runWriter takes the first waiting delivery, adds whatever else is
-// already waiting (up to maxBatch, without waiting for more), and commits
+// already waiting (up to maxBatch and maxBatchBytes, without waiting for
+// more), and commits
 // them as one transaction, until Close.
 func (s *Store) runWriter() {
 	defer s.stopped.Done()
@@ -74,11 +80,13 @@ func (s *Store) runWriter() {
 		case <-s.closing:
 			return
 		}
+		size := len(batch[0].d.Body)
 	fill:
-		for len(batch) < s.maxBatch {
+		for len(batch) < s.maxBatch && size < maxBatchBytes {
 			select {
 			case req := <-s.reqs:
 				batch = append(batch, req)
+				size += len(req.d.Body)
 			default:
 				break fill
 			}
