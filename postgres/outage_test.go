@@ -204,8 +204,8 @@ func TestPutWhileDatabaseDown(t *testing.T) {
 }
 
 // TestPutWhileDatabaseStalls keeps the store's connections open and
-// answers nothing, the way a partitioned network does: Put, Settle, Get
-// and Ping fail within the bound rather than hang.
+// answers nothing, the way a partitioned network does: Put, Settle, the
+// reads, Purge and Ping fail within the bound rather than hang.
 func TestPutWhileDatabaseStalls(t *testing.T) {
 	p, dsn := proxied(t)
 	s := mustOpen(t, dsn, postgres.Options{BusyTimeout: busy})
@@ -224,7 +224,13 @@ func TestPutWhileDatabaseStalls(t *testing.T) {
 			_, _, err := s.Settle(ctx, "a", nil, inbox.Claim{Now: time.Now(), Until: time.Now().Add(time.Minute), Max: 1})
 			return err
 		},
-		"get":  func() error { _, err := s.Get(ctx, "job_1"); return err },
+		"get":   func() error { _, err := s.Get(ctx, "job_1"); return err },
+		"list":  func() error { _, err := s.List(ctx, inbox.Filter{}); return err },
+		"stats": func() error { _, err := s.Stats(ctx); return err },
+		"purge": func() error {
+			_, err := s.Purge(ctx, time.Now(), []inbox.Status{inbox.StatusDone})
+			return err
+		},
 		"ping": func() error { return s.Ping(ctx) },
 	} {
 		start := time.Now()

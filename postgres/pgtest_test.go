@@ -18,13 +18,7 @@ import (
 // without it the test skips, unless INBOX_REQUIRE_POSTGRES=1, when it fails.
 func testURL(tb testing.TB) string {
 	tb.Helper()
-	base := os.Getenv("INBOX_TEST_DATABASE_URL")
-	if base == "" {
-		if os.Getenv("INBOX_REQUIRE_POSTGRES") == "1" {
-			tb.Fatal("INBOX_REQUIRE_POSTGRES=1 but INBOX_TEST_DATABASE_URL is not set")
-		}
-		tb.Skip("no PostgreSQL: run with INBOX_TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
-	}
+	base := databaseURL(tb)
 	u, err := url.Parse(base)
 	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
 		tb.Fatal("INBOX_TEST_DATABASE_URL is not a postgres:// URL")
@@ -38,6 +32,20 @@ func testURL(tb testing.TB) string {
 	q.Set("search_path", schema)
 	u.RawQuery = q.Encode()
 	return u.String()
+}
+
+// databaseURL returns INBOX_TEST_DATABASE_URL, or skips the test (fails it
+// with INBOX_REQUIRE_POSTGRES=1) when it is not set.
+func databaseURL(tb testing.TB) string {
+	tb.Helper()
+	base := os.Getenv("INBOX_TEST_DATABASE_URL")
+	if base == "" {
+		if os.Getenv("INBOX_REQUIRE_POSTGRES") == "1" {
+			tb.Fatal("INBOX_REQUIRE_POSTGRES=1 but INBOX_TEST_DATABASE_URL is not set")
+		}
+		tb.Skip("no PostgreSQL: run with INBOX_TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
+	}
+	return base
 }
 
 // exec runs one statement on a connection of its own.

@@ -40,7 +40,10 @@ func (s *Store) Purgeable(ctx context.Context, before time.Time, statuses []inbo
 	for _, st := range statuses {
 		w, args := purgeFilter(st, before, parkedToo)
 		var n int64
-		if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM events WHERE `+w, args...).Scan(&n); err != nil {
+		qctx, cancel := context.WithTimeout(ctx, s.busy)
+		err := s.pool.QueryRow(qctx, `SELECT count(*) FROM events WHERE `+w, args...).Scan(&n)
+		cancel()
+		if err != nil {
 			return rep, fmt.Errorf("count %s rows to purge: %w", st, err)
 		}
 		rep.Deleted[st] = n
@@ -71,8 +74,10 @@ func (s *Store) Purge(ctx context.Context, before time.Time, statuses []inbox.St
 		}
 		w, args := purgeFilter(st, before, parkedToo)
 		for {
-			tag, err := s.pool.Exec(ctx, fmt.Sprintf(`DELETE FROM events WHERE id IN
+			dctx, cancel := context.WithTimeout(ctx, s.busy)
+			tag, err := s.pool.Exec(dctx, fmt.Sprintf(`DELETE FROM events WHERE id IN
 				(SELECT id FROM events WHERE %s LIMIT %d)`, w, purgeBatch), args...)
+			cancel()
 			n := tag.RowsAffected()
 			rep.Deleted[st] += n
 			if err != nil {
@@ -100,6 +105,8 @@ func purgeFilter(st inbox.Status, before time.Time, parkedToo bool) (string, []a
 
 // keptDone counts the done rows past retention that a purge keeps.
 func (s *Store) keptDone(ctx context.Context, before time.Time, statuses []inbox.Status) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.busy)
+	defer cancel()
 	if !slices.Contains(statuses, inbox.StatusDone) {
 		return 0, nil
 	}

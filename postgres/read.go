@@ -64,6 +64,8 @@ func where(f inbox.Filter) (string, []any) {
 
 // List returns rows without their bodies, newest first.
 func (s *Store) List(ctx context.Context, f inbox.Filter) ([]inbox.Event, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.busy)
+	defer cancel()
 	w, args := where(f)
 	q := `SELECT ` + eventColumns + ` FROM events` + w + ` ORDER BY received_at DESC, id`
 	if f.Limit > 0 {
@@ -84,6 +86,8 @@ func (s *Store) List(ctx context.Context, f inbox.Filter) ([]inbox.Event, error)
 // attempts recorded on rows, and the queue of new rows, at the store's
 // clock.
 func (s *Store) Stats(ctx context.Context) (inbox.Stats, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.busy)
+	defer cancel()
 	st := inbox.Stats{ByStatus: map[inbox.Status]int64{}, ByReason: map[inbox.Reason]int64{},
 		Attempts: map[inbox.Status]int64{}, BySource: map[string]map[inbox.Status]int64{}}
 	rows, err := s.pool.Query(ctx, `SELECT source, status, coalesce(reason, ''), count(*), sum(attempts)
@@ -120,6 +124,8 @@ func (s *Store) Stats(ctx context.Context) (inbox.Stats, error) {
 // CountByStatus counts the rows of each status, every status included
 // (zero when it has none). It fails only when the database cannot be read.
 func (s *Store) CountByStatus(ctx context.Context) (map[inbox.Status]int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.busy)
+	defer cancel()
 	counts := make(map[inbox.Status]int64, len(inbox.Statuses()))
 	for _, st := range inbox.Statuses() {
 		counts[st] = 0
@@ -147,6 +153,8 @@ func (s *Store) CountByStatus(ctx context.Context) (map[inbox.Status]int64, erro
 // reason, most rows first. f.Status and f.Limit are ignored. It fails only
 // when the database cannot be read.
 func (s *Store) ParkedByReason(ctx context.Context, f inbox.Filter) ([]inbox.ReasonCount, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.busy)
+	defer cancel()
 	f.Status = inbox.StatusParked
 	w, args := where(f)
 	rows, err := s.pool.Query(ctx, `SELECT reason, count(*), min(received_at), max(received_at)

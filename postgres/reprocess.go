@@ -26,7 +26,8 @@ const (
 // would land, without ever dropping a body, as the SQLite store's
 // Reprocess does (read its documentation for the rules).
 //
-// Bodies are read and classified outside any transaction; each batch of
+// Every statement is bounded by the busy timeout, each batch's transaction
+// too. Bodies are read and classified outside any transaction; each batch of
 // whole jobs is then applied in one transaction that locks the job's row
 // and skips any row that changed meanwhile (another replica's delivery, a
 // purge), counting it as changed. A dry run rolls every batch back.
@@ -80,6 +81,8 @@ const selectColumns = `SELECT e.id, coalesce(e.job_id, e.id), e.size + coalesce(
 // selectParked returns the selected parked rows of the sources of rules,
 // oldest first.
 func (s *Store) selectParked(ctx context.Context, sel inbox.Selection, rules inbox.SourceRules) ([]selectedRow, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.busy)
+	defer cancel()
 	if len(sel.IDs) > 0 {
 		return s.selectIDs(ctx, sel.IDs, rules)
 	}
@@ -125,8 +128,10 @@ func (s *Store) selectIDs(ctx context.Context, ids []string, rules inbox.SourceR
 		seen[id] = true
 		var r selectedRow
 		var status, source string
-		err := s.pool.QueryRow(ctx, selectColumns+` WHERE e.id = $1`, id).
+		qctx, cancel := context.WithTimeout(ctx, s.busy)
+		err := s.pool.QueryRow(qctx, selectColumns+` WHERE e.id = $1`, id).
 			Scan(&r.id, &r.job, &r.size, &r.receivedAt, &status, &source)
+		cancel()
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil, fmt.Errorf("%s: %w", id, inbox.ErrNotFound)
 		}
@@ -254,6 +259,8 @@ func (s *Store) planJobs(ctx context.Context, jobs []jobRows, rules inbox.Source
 // readParked reads the parked row id and classifies its body again under
 // its source's rules; errGone when it is not there or not parked.
 func (s *Store) readParked(ctx context.Context, id string, rules inbox.SourceRules) (planned, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.busy)
+	defer cancel()
 	row := s.pool.QueryRow(ctx, `SELECT `+eventColumns+`, body FROM events WHERE id = $1 AND status = 'parked'`, id)
 	e, err := scanEvent(row.Scan, true)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -280,6 +287,8 @@ var errDryRun = errors.New("dry run")
 // meanwhile (a unique violation) makes it run again: every statement
 // checks the row it changes, so a new run skips what changed.
 func (s *Store) applyJobs(ctx context.Context, plans []jobPlan, dryRun bool) (inbox.ReprocessReport, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.busy)
+	defer cancel()
 	var rep inbox.ReprocessReport
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		rep = inbox.ReprocessReport{Parked: map[inbox.Reason]int{}}

@@ -58,6 +58,8 @@ func (s *Store) RecordSecretUses(ctx context.Context, uses []inbox.SecretUse) er
 
 // SecretUses returns every recorded secret use, by source and fingerprint.
 func (s *Store) SecretUses(ctx context.Context) ([]inbox.SecretUse, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.busy)
+	defer cancel()
 	rows, err := s.pool.Query(ctx, `SELECT source, fingerprint, last_verified_at FROM secret_uses ORDER BY source, fingerprint`)
 	if err != nil {
 		return nil, fmt.Errorf("secret uses: %w", err)
