@@ -1,0 +1,160 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"inbox/inbox"
+)
+
+func runRead(t *testing.T, o opener) {
+	ctx := context.Background()
+
+	t.Run("get a missing row", func(t *testing.T) {
+		e := o.fresh(t)
+		if _, err := e.s.Get(ctx, "job_404"); !errors.Is(err, inbox.ErrNotFound) {
+			t.Errorf("get a missing row: %v, want ErrNotFound", err)
+		}
+	})
+
+	// filled holds, a minute apart: job_1 new, not json parked
+	// unparseable, a test ping ignored, job_x parked unknown_event, gh/d1
+	// new, job_2 new.
+	filled := func(t *testing.T) *env {
+		e := o.fresh(t)
+		for _, d := range []inbox.Delivery{
+			job("job_1"), classify(`not json`), classify(`{"event":"webhook.test"}`),
+			classify(`{"event":"job.exploded","job_id":"job_x"}`),
+			inbox.ClassifyKeyed("gh", "d1", "push", []byte(`{}`), 1, inbox.Rules{}), job("job_2"),
+		} {
+			e.put(d)
+			e.clock.Add(time.Minute)
+		}
+		e.put(job("job_1"))
+		return e
+	}
+	list := func(t *testing.T, e *env, f inbox.Filter) []string {
+		t.Helper()
+		rows, err := e.s.List(ctx, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, r := range rows {
+			if r.Body != nil {
+				t.Errorf("list returned the body of %s", r.ID)
+			}
+			out = append(out, r.ID)
+		}
+		return out
+	}
+
+	t.Run("list", func(t *testing.T) {
+		e := filled(t)
+		unparseable := inbox.BodyKey(sha(`not json`))
+		for _, tt := range []struct {
+			name string
+			f    inbox.Filter
+			want []string
+		}{
+			{"everything, newest first", inbox.Filter{}, []string{"job_2", "gh/d1", "job_x", inbox.BodyKey(sha(`{"event":"webhook.test"}`)), unparseable, "job_1"}},
+			{"limit", inbox.Filter{Limit: 2}, []string{"job_2", "gh/d1"}},
+			{"status", inbox.Filter{Status: inbox.StatusNew}, []string{"job_2", "gh/d1", "job_1"}},
+			{"reason", inbox.Filter{Reason: inbox.ReasonUnparseable}, []string{unparseable}},
+			{"parked", inbox.Filter{Status: inbox.StatusParked}, []string{"job_x", unparseable}},
+			{"source", inbox.Filter{Source: "gh"}, []string{"gh/d1"}},
+			{"since and before", inbox.Filter{Since: t0.Add(time.Minute), Before: t0.Add(3 * time.Minute)},
+				[]string{inbox.BodyKey(sha(`{"event":"webhook.test"}`)), unparseable}},
+		} {
+			if got := list(t, e, tt.f); !slices.Equal(got, tt.want) {
+				t.Errorf("%s: got %v, want %v", tt.name, got, tt.want)
+			}
+		}
+	})
+
+	t.Run("counts", func(t *testing.T) {
+		e := filled(t)
+		got, err := e.s.CountByStatus(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[inbox.Status]int64{inbox.StatusNew: 3, inbox.StatusDone: 0, inbox.StatusParked: 2, inbox.StatusIgnored: 1}
+		if len(got) != len(want) {
+			t.Fatalf("got %v, want %v", got, want)
+		}
+		for st, n := range want {
+			if got[st] != n {
+				t.Errorf("%s: got %d, want %d", st, got[st], n)
+			}
+		}
+		st := e.stats()
+		if st.ByStatus[inbox.StatusNew] != 3 || st.ByStatus[inbox.StatusParked] != 2 || st.ByStatus[inbox.StatusIgnored] != 1 {
+			t.Errorf("stats by status %v", st.ByStatus)
+		}
+		if st.ByReason[inbox.ReasonUnparseable] != 1 || st.ByReason[inbox.ReasonUnknownEvent] != 1 || len(st.ByReason) != 2 {
+			t.Errorf("stats by reason %v", st.ByReason)
+		}
+		if st.BySource["gh"][inbox.StatusNew] != 1 || st.BySource["sume"][inbox.StatusNew] != 2 {
+			t.Errorf("stats by source %v", st.BySource)
+		}
+		if st.Queue.Depth != 3 || !st.Queue.Oldest.Equal(t0) {
+			t.Errorf("stats queue %+v", st.Queue)
+		}
+	})
+
+	t.Run("parked by reason", func(t *testing.T) {
+		e := filled(t)
+		e.put(classify(`[1]`))
+		got, err := e.s.ParkedByReason(ctx, inbox.Filter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		end := t0.Add(6 * time.Minute)
+		want := []inbox.ReasonCount{
+			{Reason: inbox.ReasonUnparseable, Count: 2, Oldest: t0.Add(time.Minute), Newest: end},
+			{Reason: inbox.ReasonUnknownEvent, Count: 1, Oldest: t0.Add(3 * time.Minute), Newest: t0.Add(3 * time.Minute)},
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("got %+v, want %+v", got, want)
+		}
+		got, err = e.s.ParkedByReason(ctx, inbox.Filter{Since: t0.Add(2 * time.Minute), Status: inbox.StatusNew, Limit: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 2 || got[0].Count != 1 || got[1].Count != 1 {
+			t.Errorf("since t0+2m: %+v, want one of each", got)
+		}
+	})
+
+	t.Run("secret uses", func(t *testing.T) {
+		e := o.fresh(t)
+		if got, err := e.s.SecretUses(ctx); err != nil || len(got) != 0 {
+			t.Errorf("none recorded: %v %v", got, err)
+		}
+		at := func(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
+		use := func(source, fp string, t time.Time) inbox.SecretUse {
+			return inbox.SecretUse{Source: source, Fingerprint: fp, LastVerified: t}
+		}
+		if err := e.s.RecordSecretUses(ctx, []inbox.SecretUse{use("vibe", "aa", at(2000)), use("vibe", "bb", at(1000)), use("gh", "cc", at(5))}); err != nil {
+			t.Fatal(err)
+		}
+		// An older time never replaces a newer one.
+		if err := e.s.RecordSecretUses(ctx, []inbox.SecretUse{use("vibe", "aa", at(1500)), use("vibe", "bb", at(3000))}); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.s.RecordSecretUses(ctx, nil); err != nil {
+			t.Fatal(err)
+		}
+		got, err := e.s.SecretUses(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []inbox.SecretUse{use("gh", "cc", at(5)), use("vibe", "aa", at(2000)), use("vibe", "bb", at(3000))}
+		if !slices.Equal(got, want) {
+			t.Errorf("got %v, want %v", got, want)
+		}
+	})
+}

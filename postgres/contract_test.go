@@ -1,0 +1,17 @@
+package postgres_test
+
+import (
+	"testing"
+
+	"inbox/inbox/storetest"
+	"inbox/postgres"
+)
+
+// TestStoreContract runs the store suite against PostgreSQL, each test in
+// a schema of its own.
+func TestStoreContract(t *testing.T) {
+	databaseURL(t)
+	storetest.Run(t, func(t *testing.T, opts storetest.Options) storetest.Store {
+		return mustOpen(t, testURL(t), postgres.Options{Now: opts.Now})
+	})
+}

@@ -1,0 +1,202 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"inbox/inbox"
+)
+
+// eventColumns are the columns scanEvent reads, in its order.
+const eventColumns = `id, coalesce(job_id, ''), status, coalesce(reason, ''), coalesce(event, ''),
+	coalesce(job_status, ''), coalesce(result_url, ''), size, sha256, delivery_ts, received_at,
+	deliveries, last_seen_at, updated_at, attempts, next_attempt_at, coalesce(lease_owner, ''),
+	lease_until, coalesce(last_error, ''), done_at, source, response`
+
+// Get returns the row with the given id, body included, or ErrNotFound.
+func (s *Store) Get(ctx context.Context, id string) (inbox.Event, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.busy)
+	defer cancel()
+	row := s.pool.QueryRow(ctx, `SELECT `+eventColumns+`, body FROM events WHERE id = $1`, id)
+	e, err := scanEvent(row.Scan, true)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return inbox.Event{}, fmt.Errorf("get %s: %w", id, inbox.ErrNotFound)
+	}
+	if err != nil {
+		return inbox.Event{}, fmt.Errorf("get %s: %w", id, err)
+	}
+	return e, nil
+}
+
+// where returns f as a WHERE clause ("" when it selects every row) and its
+// arguments, numbered from $1.
+func where(f inbox.Filter) (string, []any) {
+	var conds []string
+	var args []any
+	add := func(cond string, arg any) {
+		args = append(args, arg)
+		conds = append(conds, fmt.Sprintf(cond, len(args)))
+	}
+	if f.Source != "" {
+		add("source = $%d", f.Source)
+	}
+	if f.Status != "" {
+		add("status = $%d", string(f.Status))
+	}
+	if f.Reason != "" {
+		add("reason = $%d", string(f.Reason))
+	}
+	if !f.Since.IsZero() {
+		add("received_at >= $%d", f.Since.UnixMilli())
+	}
+	if !f.Before.IsZero() {
+		add("received_at < $%d", f.Before.UnixMilli())
+	}
+	if len(conds) == 0 {
+		return "", nil
+	}
+	return ` WHERE ` + strings.Join(conds, " AND "), args
+}
+
+// List returns rows without their bodies, newest first.
+func (s *Store) List(ctx context.Context, f inbox.Filter) ([]inbox.Event, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.busy)
+	defer cancel()
+	w, args := where(f)
+	q := `SELECT ` + eventColumns + ` FROM events` + w + ` ORDER BY received_at DESC, id`
+	if f.Limit > 0 {
+		q += fmt.Sprintf(` LIMIT %d`, f.Limit)
+	}
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (inbox.Event, error) { return scanEvent(r.Scan, false) })
+	if err != nil {
+		return nil, fmt.Errorf("list: %w", err)
+	}
+	return out, nil
+}
+
+// Stats counts rows per status and parked rows per reason, the delivery
+// attempts recorded on rows, and the queue of new rows, at the store's
+// clock.
+func (s *Store) Stats(ctx context.Context) (inbox.Stats, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.busy)
+	defer cancel()
+	st := inbox.Stats{ByStatus: map[inbox.Status]int64{}, ByReason: map[inbox.Reason]int64{},
+		Attempts: map[inbox.Status]int64{}, BySource: map[string]map[inbox.Status]int64{}}
+	rows, err := s.pool.Query(ctx, `SELECT source, status, coalesce(reason, ''), count(*), sum(attempts)
+		FROM events GROUP BY source, status, reason`)
+	if err != nil {
+		return inbox.Stats{}, fmt.Errorf("stats: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var source, status, reason string
+		var n, attempts int64
+		if err := rows.Scan(&source, &status, &reason, &n, &attempts); err != nil {
+			return inbox.Stats{}, fmt.Errorf("stats: %w", err)
+		}
+		if st.BySource[source] == nil {
+			st.BySource[source] = map[inbox.Status]int64{}
+		}
+		st.BySource[source][inbox.Status(status)] += n
+		st.ByStatus[inbox.Status(status)] += n
+		st.Attempts[inbox.Status(status)] += attempts
+		if reason != "" {
+			st.ByReason[inbox.Reason(reason)] += n
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return inbox.Stats{}, fmt.Errorf("stats: %w", err)
+	}
+	if st.Queue, err = s.Queue(ctx, s.localNow()); err != nil {
+		return inbox.Stats{}, fmt.Errorf("stats: %w", err)
+	}
+	return st, nil
+}
+
+// CountByStatus counts the rows of each status, every status included
+// (zero when it has none). It fails only when the database cannot be read.
+func (s *Store) CountByStatus(ctx context.Context) (map[inbox.Status]int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.busy)
+	defer cancel()
+	counts := make(map[inbox.Status]int64, len(inbox.Statuses()))
+	for _, st := range inbox.Statuses() {
+		counts[st] = 0
+	}
+	rows, err := s.pool.Query(ctx, `SELECT status, count(*) FROM events GROUP BY status`)
+	if err != nil {
+		return nil, fmt.Errorf("count rows: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var st string
+		var n int64
+		if err := rows.Scan(&st, &n); err != nil {
+			return nil, fmt.Errorf("count rows: %w", err)
+		}
+		counts[inbox.Status(st)] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("count rows: %w", err)
+	}
+	return counts, nil
+}
+
+// ParkedByReason counts the parked rows that f selects, one ReasonCount per
+// reason, most rows first. f.Status and f.Limit are ignored. It fails only
+// when the database cannot be read.
+func (s *Store) ParkedByReason(ctx context.Context, f inbox.Filter) ([]inbox.ReasonCount, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.busy)
+	defer cancel()
+	f.Status = inbox.StatusParked
+	w, args := where(f)
+	rows, err := s.pool.Query(ctx, `SELECT reason, count(*), min(received_at), max(received_at)
+		FROM events`+w+` GROUP BY reason ORDER BY count(*) DESC, reason`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("count parked rows: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (inbox.ReasonCount, error) {
+		var rc inbox.ReasonCount
+		var oldest, newest int64
+		err := r.Scan(&rc.Reason, &rc.Count, &oldest, &newest)
+		rc.Oldest, rc.Newest = fromMillis(oldest), fromMillis(newest)
+		return rc, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("count parked rows: %w", err)
+	}
+	return out, nil
+}
+
+func scanEvent(scan func(...any) error, withBody bool) (inbox.Event, error) {
+	var e inbox.Event
+	var received, lastSeen, updated, nextAttempt int64
+	var leaseUntil, doneAt *int64
+	dest := []any{&e.ID, &e.JobID, &e.Status, &e.Reason, &e.Event, &e.JobStatus, &e.ResultURL,
+		&e.Size, &e.SHA256, &e.DeliveryTS, &received, &e.Deliveries, &lastSeen, &updated,
+		&e.Attempts, &nextAttempt, &e.LeaseOwner, &leaseUntil, &e.LastError, &doneAt, &e.Source, &e.Response}
+	if withBody {
+		dest = append(dest, &e.Body)
+	}
+	if err := scan(dest...); err != nil {
+		return inbox.Event{}, err
+	}
+	e.ReceivedAt, e.LastSeenAt, e.UpdatedAt = fromMillis(received), fromMillis(lastSeen), fromMillis(updated)
+	if nextAttempt != 0 {
+		e.NextAttemptAt = fromMillis(nextAttempt)
+	}
+	if leaseUntil != nil {
+		e.LeaseUntil = fromMillis(*leaseUntil)
+	}
+	if doneAt != nil {
+		e.DoneAt = fromMillis(*doneAt)
+	}
+	return e, nil
+}

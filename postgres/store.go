@@ -1,0 +1,282 @@
+// Package postgres is the shared inbox store: every replica of serve and
+// dispatch on one PostgreSQL database, so any replica can take any
+// delivery, a repeat that lands on another replica is still one row, and
+// dispatchers on several machines claim rows without handing one out
+// twice. It has the method set of the SQLite store (inbox.Store) over
+// inbox's domain types, and applies the same landing rules (inbox.Land).
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"inbox/inbox"
+)
+
+// Defaults for Options fields left zero.
+const (
+	DefaultBusyTimeout = inbox.DefaultBusyTimeout
+	DefaultMaxBatch    = inbox.DefaultMaxBatch
+	DefaultMaxConns    = 8
+)
+
+// Options configure Open.
+type Options struct {
+	// ReadOnly opens sessions that refuse writes (default_transaction_read_only)
+	// and applies no migration: Put, and any write, fails, and so does Open
+	// when the database's schema is not this build's.
+	ReadOnly bool
+	// BusyTimeout bounds every operation: connecting, waiting for a row
+	// another session holds (lock_timeout), one statement
+	// (statement_timeout), and a Put from its call to its commit. Past it
+	// the operation fails (and the receiver answers 503).
+	BusyTimeout time.Duration
+	// MaxBatch bounds how many deliveries one group commit carries.
+	MaxBatch int
+	// MaxConns bounds the connection pool; DefaultMaxConns when zero.
+	MaxConns int
+	// Now, when set, is the store's clock in place of the database's
+	// (tests). Left nil, every time the store stamps, every lease and every
+	// due time is the database's now(), so the clocks of the machines the
+	// replicas run on never shorten a lease.
+	Now func() time.Time
+	// OnCommit, when set, is called by the writer after each group commit
+	// with the number of deliveries it carried, how long it took and its
+	// error. It runs on the writer goroutine, so it must return at once.
+	OnCommit func(n int, took time.Duration, err error)
+}
+
+// Store is the PostgreSQL inbox. Deliveries (Put) go through one writer
+// goroutine per process, which commits those waiting together in one
+// transaction; every other operation runs in its own transaction on the
+// pool. Rows held by another replica's transaction are waited for up to
+// the busy timeout.
+type Store struct {
+	pool     *pgxpool.Pool
+	now      func() time.Time // nil: the database's clock
+	busy     time.Duration
+	maxBatch int
+	readOnly bool
+	onCommit func(n int, took time.Duration, err error)
+
+	reqs      chan *putRequest
+	closing   chan struct{}
+	stopped   sync.WaitGroup
+	closeOnce sync.Once
+}
+
+// Open connects to the database at url (a postgres:// URL or a key=value
+// connection string; its search_path chooses the schema), applies the
+// migrations it lacks (or, read-only, checks that none is lacking) and
+// starts the writer. It fails when the URL does not parse, the database
+// cannot be reached within the busy timeout, a migration fails, or a
+// read-only store finds an older schema.
+func Open(ctx context.Context, url string, opts Options) (*Store, error) {
+	if opts.BusyTimeout <= 0 {
+		opts.BusyTimeout = DefaultBusyTimeout
+	}
+	if opts.MaxBatch <= 0 {
+		opts.MaxBatch = DefaultMaxBatch
+	}
+	if opts.MaxConns <= 0 {
+		opts.MaxConns = DefaultMaxConns
+	}
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		// pgx's error names the URL, password included: say only what failed.
+		return nil, errors.New("open store: the PostgreSQL connection string does not parse")
+	}
+	cfg.MaxConns = int32(opts.MaxConns)
+	if cfg.ConnConfig.ConnectTimeout <= 0 || cfg.ConnConfig.ConnectTimeout > opts.BusyTimeout {
+		cfg.ConnConfig.ConnectTimeout = opts.BusyTimeout
+	}
+	// Server-side bounds too, a little inside the client's deadline: the
+	// server then ends a statement or a lock wait itself, the session
+	// stays usable, and a statement never runs on after the client gave up.
+	// A lock wait ends first, so it is reported as one.
+	ms := func(d time.Duration) string { return strconv.FormatInt(max(d.Milliseconds(), 1), 10) }
+	params := cfg.ConnConfig.RuntimeParams
+	params["statement_timeout"] = ms(opts.BusyTimeout * 9 / 10)
+	params["lock_timeout"] = ms(opts.BusyTimeout * 4 / 5)
+	// A replica that dies inside a transaction must not hold its rows for
+	// long: its lease on them is its lease_until, not its session.
+	params["idle_in_transaction_session_timeout"] = ms(max(opts.BusyTimeout, 10*time.Second))
+	if opts.ReadOnly {
+		params["default_transaction_read_only"] = "on"
+	}
+	if params["application_name"] == "" {
+		params["application_name"] = "inbox"
+	}
+
+	octx, cancel := context.WithTimeout(ctx, 2*opts.BusyTimeout)
+	defer cancel()
+	pool, err := pgxpool.NewWithConfig(octx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	if err := pool.Ping(octx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	if opts.ReadOnly {
+		err = checkVersion(octx, pool)
+	} else {
+		err = migrate(octx, pool)
+	}
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	s := &Store{pool: pool, now: opts.Now, busy: opts.BusyTimeout, maxBatch: opts.MaxBatch,
+		readOnly: opts.ReadOnly, onCommit: opts.OnCommit, closing: make(chan struct{})}
+	if !opts.ReadOnly {
+		s.reqs = make(chan *putRequest)
+		s.stopped.Add(1)
+		go s.runWriter()
+	}
+	return s, nil
+}
+
+// Close stops the writer after the batch it is committing, fails
+// deliveries that were not yet taken with ErrClosed, and closes the pool.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		close(s.closing)
+		s.stopped.Wait()
+		s.pool.Close()
+	})
+	return nil
+}
+
+// Ping reports whether the store can take a write: it begins a transaction
+// and asks whether it may write.
+func (s *Store) Ping(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, s.busy)
+	defer cancel()
+	var readOnly string
+	if err := s.pool.QueryRow(ctx, `SHOW transaction_read_only`).Scan(&readOnly); err != nil {
+		return fmt.Errorf("ping store: %w", err)
+	}
+	if readOnly != "off" && !s.readOnly {
+		return errors.New("ping store: the database takes no writes (a standby?)")
+	}
+	return nil
+}
+
+// Backup is not the store's to do on PostgreSQL: it always fails, saying
+// to use pg_dump.
+func (s *Store) Backup(ctx context.Context, path string) (int64, error) {
+	return 0, errors.New("backup: the store is PostgreSQL: use pg_dump (or the database's own backups) instead")
+}
+
+// dbNow is the database's clock in Unix milliseconds: the start of the
+// current transaction.
+const dbNow = `floor(extract(epoch FROM now()) * 1000)::bigint`
+
+// clockArg is the store's clock for a query that reads
+// coalesce($n::bigint, dbNow): nil for the database's own.
+func (s *Store) clockArg() any {
+	if s.now == nil {
+		return nil
+	}
+	return s.now().UnixMilli()
+}
+
+// txNow reads the store's clock inside tx, in Unix milliseconds.
+func (s *Store) txNow(ctx context.Context, tx pgx.Tx) (int64, error) {
+	var now int64
+	if err := tx.QueryRow(ctx, `SELECT coalesce($1::bigint, `+dbNow+`)`, s.clockArg()).Scan(&now); err != nil {
+		return 0, fmt.Errorf("read the clock: %w", err)
+	}
+	return now, nil
+}
+
+// localNow is this process's clock: the injected one when set.
+func (s *Store) localNow() time.Time {
+	if s.now != nil {
+		return s.now()
+	}
+	return time.Now()
+}
+
+// errRetry marks a transaction that met a row another one changed under
+// it (deleted between being found and being locked): it is run again.
+var errRetry = errors.New("a row changed under the transaction")
+
+// maxAttempts bounds how often a transaction that deadlocked, failed to
+// serialize or met errRetry is run again.
+const maxAttempts = 4
+
+// retryable reports whether err is worth running the transaction again
+// for: a deadlock, a serialization failure, or errRetry.
+func retryable(err error) bool {
+	if errors.Is(err, errRetry) {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "40P01" || pgErr.Code == "40001")
+}
+
+// inTx runs fn in a transaction, and runs it again (up to maxAttempts,
+// while ctx lasts) when it failed before COMMIT in a way a new attempt can
+// cure: a deadlock, a serialization failure, errRetry, or a connection
+// that broke (a restarted server, a terminated backend), which the pool
+// then replaces. A failed COMMIT is never run again: it may have committed.
+func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	for attempt := 1; ; attempt++ {
+		again, err := s.tryTx(ctx, fn)
+		if err == nil || !again || attempt == maxAttempts || ctx.Err() != nil {
+			return err
+		}
+	}
+}
+
+// tryTx runs fn in one transaction; again reports whether a new attempt
+// may succeed where this one failed.
+func (s *Store) tryTx(ctx context.Context, fn func(tx pgx.Tx) error) (again bool, err error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		// Nothing was done: connecting failed, or BEGIN met a broken
+		// connection, which the pool has dropped.
+		return true, err
+	}
+	if err := fn(tx); err != nil {
+		broken := tx.Conn().IsClosed()
+		tx.Rollback(ctx) // bounded by ctx; on a broken connection it returns at once
+		return retryable(err) || broken, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return retryable(err), err
+	}
+	return false, nil
+}
+
+// pgText makes s storable in a text column, which refuses NUL and bytes
+// that are not UTF-8: each such byte becomes U+FFFD. The body, bytea, is
+// kept byte for byte; this touches only what was read out of it.
+func pgText(s string) string {
+	if utf8.ValidString(s) && !strings.ContainsRune(s, 0) {
+		return s
+	}
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
+}
+
+// nullable maps "" to SQL NULL.
+func nullable(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+func fromMillis(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
