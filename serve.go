@@ -72,7 +72,7 @@ Examples:
 			&cli.StringFlag{Name: "max-request", Value: "4MiB", Usage: "hard cap: larger requests get 413 and are not read", EnvVars: []string{"INBOX_MAX_REQUEST"}},
 			&cli.StringFlag{Name: "path", Value: "/webhooks/sume", Usage: "the webhook path", EnvVars: []string{"INBOX_PATH"}},
 			&cli.DurationFlag{Name: "busy-timeout", Value: inbox.DefaultBusyTimeout, Usage: "how long a write waits for another process's lock before the answer is 503", EnvVars: []string{"INBOX_BUSY_TIMEOUT"}},
-			&cli.IntFlag{Name: "max-in-flight", Value: 512, Usage: "webhook requests handled at once, all sources together; beyond it the answer is 503 with Retry-After", EnvVars: []string{"INBOX_MAX_IN_FLIGHT"}},
+			&cli.IntFlag{Name: "max-in-flight", Value: 512, Usage: "webhook requests verified and stored at once, all sources together (a body still arriving takes no place); beyond it the answer is 503 with Retry-After", EnvVars: []string{"INBOX_MAX_IN_FLIGHT"}},
 			&cli.DurationFlag{Name: "read-header-timeout", Value: def.ReadHeaderTimeout, Usage: "a client that has not sent its headers by then is disconnected", EnvVars: []string{"INBOX_READ_HEADER_TIMEOUT"}},
 			&cli.DurationFlag{Name: "read-timeout", Value: def.ReadTimeout, Usage: "a request not wholly read by then, body included, is given up; answers are written within a second more", EnvVars: []string{"INBOX_READ_TIMEOUT"}},
 			&cli.DurationFlag{Name: "body-timeout", Value: defaultBodyTimeout, Usage: "a body not in this long after its headers, plus a second per 64 KiB received, is given up (408) and holds no place in --max-in-flight meanwhile", EnvVars: []string{"INBOX_BODY_TIMEOUT"}},
