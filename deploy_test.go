@@ -87,6 +87,9 @@ func TestDeployConfigStarts(t *testing.T) {
 		}
 		env = append(env, k+"="+commented[k])
 	}
+	// The operator puts Vibe's secret in place of the placeholder: serve
+	// checks its form (vjs_ and 43 base64url characters).
+	env = append(env, "VIBE_JOB_SIGNING_SECRET=vjs_"+strings.Repeat("A", 43))
 	abs, err := filepath.Abs("deploy/inbox.toml")
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -12,9 +14,12 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"inbox/metrics/metricstest"
 )
 
 // TestSlowClients opens 1,000 connections that trickle their headers a
@@ -130,34 +135,252 @@ func TestSlowClients(t *testing.T) {
 	}
 }
 
-// TestInFlightLimit holds --max-in-flight requests half-way through their
-// bodies on the real binary: the next delivery gets 503 with Retry-After at
-// once, and once they finish deliveries get 204 again.
+// TestInFlightLimit fills --max-in-flight on the real binary with
+// deliveries the store holds (another process holds the write lock): the
+// next delivery gets 503 with Retry-After at once, and once the lock is
+// released the held ones get 204. Two requests half-way through their
+// bodies meanwhile take no place in the bound: a body still arriving is
+// not work in flight.
 func TestInFlightLimit(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "inbox.db")
-	srv := startServer(t, db, "--max-in-flight", "2")
+	// A body timeout as long as the read timeout: the held bodies below must
+	// outlast the test, not be cut as stalled.
+	srv := startServer(t, db, "--max-in-flight", "2", "--busy-timeout", "3s", "--body-timeout", "8s")
 	a := holdRequest(t, srv, job("job_a"), 1)
 	b := holdRequest(t, srv, job("job_b"), 2)
 
+	holder, err := sql.Open("sqlite", db+"?_txlock=immediate&_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	lock, err := holder.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Rollback()
+	codes := make(chan int, 2)
+	for _, id := range []string{"job_c", "job_d"} {
+		go func() { codes <- send(t, &http.Client{Timeout: 10 * time.Second}, srv.url, job(id), e2eSecret) }()
+	}
+	waitFor(t, "two deliveries held by the lock beside the two bodies", func() bool {
+		return metricstest.Scrape(t, srv.admin+"/metrics")["inbox_requests_in_flight"] == 4
+	})
+
 	start := time.Now()
-	resp, body := roundTrip(t, srv.url, rawRequest("POST", "/webhooks/sume", signedHeaders(job("job_c"), time.Now(), e2eSecret), job("job_c")))
+	resp, body := roundTrip(t, srv.url, rawRequest("POST", "/webhooks/sume", signedHeaders(job("job_e"), time.Now(), e2eSecret), job("job_e")))
 	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || body != "" {
 		t.Fatalf("beyond the bound: %d, Retry-After %q, body %q; want 503 with Retry-After and no body", resp.StatusCode, resp.Header.Get("Retry-After"), body)
 	}
 	if took := time.Since(start); took > time.Second {
 		t.Errorf("the 503 took %v: it waited instead of answering at once", took)
 	}
-	for _, h := range []*heldRequest{a, b} {
-		if resp := h.finish(t); resp.StatusCode != http.StatusNoContent {
-			t.Errorf("held request: %d, want 204", resp.StatusCode)
+	lock.Rollback()
+	for range 2 {
+		if code := <-codes; code != http.StatusNoContent {
+			t.Errorf("delivery held by the lock: %d, want 204", code)
 		}
 	}
-	if code := send(t, http.DefaultClient, srv.url, job("job_c"), e2eSecret); code != http.StatusNoContent {
-		t.Errorf("after the held requests finished: %d, want 204", code)
+	for _, h := range []*heldRequest{a, b} {
+		if resp := h.finish(t); resp.StatusCode != http.StatusNoContent {
+			t.Errorf("held body: %d, want 204", resp.StatusCode)
+		}
+	}
+	if code := send(t, http.DefaultClient, srv.url, job("job_e"), e2eSecret); code != http.StatusNoContent {
+		t.Errorf("after the bound freed: %d, want 204", code)
 	}
 	rows := readRows(t, db)
-	if len(rows) != 3 || rows["job_a"].Body != job("job_a") || rows["job_c"].Deliveries != 1 {
-		t.Errorf("rows = %v, want job_a, job_b and job_c once", rows)
+	if len(rows) != 5 || rows["job_a"].Body != job("job_a") || rows["job_e"].Deliveries != 1 {
+		t.Errorf("rows = %v, want job_a to job_e once each", rows)
+	}
+}
+
+// trickle is one way a client can send its body slowly: the header lines
+// after the request line, and what it sends of the body at each tick.
+type trickle struct {
+	name    string
+	headers string
+	tick    time.Duration
+	chunk   string // "" sends nothing after the headers
+}
+
+// TestSlowBodies sends 1,000 unsigned clients at the real binary that send
+// whole headers and then their bodies slowly, in four ways (a byte a
+// second; nothing; a byte every 100 ms of a 3 MiB Content-Length; chunks
+// of one byte a second), each reconnecting as soon as it is cut off, while
+// a steady stream of valid deliveries goes on. The slow bodies must not
+// take the --max-in-flight places (512 by default, fewer than the
+// tricklers) the valid ones need: at least 99% of those get 204. And each
+// slow body is cut off after --body-timeout (2 s by default), well before
+// the read timeout (8 s), with 408.
+func TestSlowBodies(t *testing.T) {
+	const (
+		tricklers   = 1000
+		bodyTimeout = 2 * time.Second // the default
+		readTimeout = 8 * time.Second // the default
+		window      = 8 * time.Second // of valid deliveries: past a read timeout
+		// A trickler is cut bodyTimeout after its headers; slack for a small,
+		// shared machine handling 1,000 connections.
+		cutBound = bodyTimeout + 2*time.Second
+	)
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	if lim.Cur < lim.Max {
+		// Go raises the soft limit to the hard one at start already; this is
+		// for a runtime that does not.
+		lim.Cur = lim.Max
+		syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim)
+	}
+	if need := uint64(tricklers + 500); lim.Cur < need {
+		t.Skipf("open files limited to %d (ulimit -Hn), need %d for %d connections", lim.Cur, need, tricklers)
+	}
+	db := filepath.Join(t.TempDir(), "inbox.db")
+	srv := startServer(t, db)
+	u, _ := url.Parse(srv.url)
+
+	head := "POST /webhooks/sume HTTP/1.1\r\nHost: inbox.test\r\nContent-Type: application/json\r\n"
+	kinds := []trickle{
+		{"a byte a second", head + "Content-Length: 200\r\n\r\n", time.Second, "{"},
+		{"headers, then nothing", head + "Content-Length: 200\r\n\r\n", time.Second, ""},
+		{"3 MiB declared, a byte every 100 ms", head + "Content-Length: 3145728\r\n\r\n", 100 * time.Millisecond, " "},
+		{"chunked, a byte a second", head + "Transfer-Encoding: chunked\r\n\r\n", time.Second, "1\r\n \r\n"},
+	}
+
+	type cut struct {
+		kind  int
+		lived time.Duration
+		got   string // the status line, or "" when closed without one
+	}
+	var (
+		mu   sync.Mutex
+		cuts []cut
+	)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wg sync.WaitGroup
+	dials := make(chan struct{}, 50) // dial at most 50 at once
+	for i := range tricklers {
+		k := kinds[i%len(kinds)]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				dials <- struct{}{}
+				c, err := net.DialTimeout("tcp", u.Host, 5*time.Second)
+				<-dials
+				if err != nil {
+					time.Sleep(100 * time.Millisecond)
+					continue
+				}
+				if _, err := io.WriteString(c, k.headers); err != nil {
+					c.Close()
+					continue
+				}
+				start := time.Now()
+				closed := make(chan struct{})
+				go func() {
+					defer close(closed)
+					tick := time.NewTicker(k.tick)
+					defer tick.Stop()
+					for {
+						select {
+						case <-ctx.Done():
+							c.Close()
+							return
+						case <-tick.C:
+							if k.chunk != "" {
+								c.Write([]byte(k.chunk)) // fails once the server has closed
+							}
+						}
+					}
+				}()
+				c.SetReadDeadline(start.Add(readTimeout + 2*time.Second))
+				line, _ := bufio.NewReader(c).ReadString('\n') // the status line, or EOF or a reset at the cut
+				lived := time.Since(start)
+				c.Close()
+				if ctx.Err() != nil {
+					<-closed
+					return // the test ended it, not the server
+				}
+				mu.Lock()
+				cuts = append(cuts, cut{kind: i % len(kinds), lived: lived, got: strings.TrimSpace(line)})
+				mu.Unlock()
+				// The writer stops at its next tick, or at the end.
+			}
+		}()
+	}
+
+	// The valid stream: two senders, one delivery after another.
+	time.Sleep(200 * time.Millisecond) // the first tricklers are in
+	var ok, other atomic.Int64
+	others := map[int]int{}
+	var omu sync.Mutex
+	var senders sync.WaitGroup
+	deadline := time.Now().Add(window)
+	for s := range 2 {
+		senders.Add(1)
+		go func() {
+			defer senders.Done()
+			client := &http.Client{Timeout: 5 * time.Second}
+			for i := 0; time.Now().Before(deadline); i++ {
+				code := send(t, client, srv.url, job(fmt.Sprintf("job_valid_%d_%d", s, i)), e2eSecret)
+				if code == http.StatusNoContent {
+					ok.Add(1)
+					continue
+				}
+				other.Add(1)
+				omu.Lock()
+				others[code]++
+				omu.Unlock()
+			}
+		}()
+	}
+	senders.Wait()
+	got := metricstest.Scrape(t, srv.admin+"/metrics")
+	cancel()
+	wg.Wait()
+
+	sent := ok.Load() + other.Load()
+	share := 100 * float64(ok.Load()) / float64(max(sent, 1))
+	t.Logf("valid deliveries beside %d trickling bodies: %d of %d got 204 (%.2f%%), others %v", tricklers, ok.Load(), sent, share, others)
+	if share < 99 || ok.Load() < 50 {
+		t.Errorf("%.2f%% of %d valid deliveries got 204; want at least 99%% (and 50)", share, sent)
+	}
+	if n := got[`inbox_deliveries_total{outcome="rejected",reason="slow_body",source="sume"}`]; n < tricklers {
+		t.Errorf("slow bodies counted: %v, want at least %d", n, tricklers)
+	}
+
+	perKind := make([]struct {
+		n, answered    int
+		short, longest time.Duration
+	}, len(kinds))
+	for i := range perKind {
+		perKind[i].short = time.Hour
+	}
+	for _, c := range cuts {
+		k := &perKind[c.kind]
+		k.n++
+		k.short, k.longest = min(k.short, c.lived), max(k.longest, c.lived)
+		switch {
+		case c.got == "HTTP/1.1 408 Request Timeout":
+			k.answered++
+		case c.got != "":
+			t.Errorf("%s: the server answered %q, want 408 or a close", kinds[c.kind].name, c.got)
+		}
+	}
+	for i, k := range perKind {
+		t.Logf("%s: cut %d times after %v to %v (%d answered 408)", kinds[i].name, k.n, k.short.Round(time.Millisecond), k.longest.Round(time.Millisecond), k.answered)
+		if k.n < tricklers/len(kinds) {
+			t.Errorf("%s: cut %d times, want each of its %d clients cut at least once", kinds[i].name, k.n, tricklers/len(kinds))
+		}
+		if k.longest > cutBound {
+			t.Errorf("%s: a body was held %v, want cut within %v (the body timeout, not the %v read timeout)", kinds[i].name, k.longest, cutBound, readTimeout)
+		}
+		if k.short < bodyTimeout-100*time.Millisecond {
+			t.Errorf("%s: a body was cut after %v, before the body timeout: not by it", kinds[i].name, k.short)
+		}
 	}
 }
 
@@ -195,6 +418,9 @@ func TestServeRefusesBadLimits(t *testing.T) {
 		{[]string{"--max-in-flight", "0"}, "--max-in-flight"},
 		{[]string{"--read-header-timeout", "0s"}, "--read-header-timeout"},
 		{[]string{"--read-header-timeout", "5s", "--read-timeout", "2s"}, "--read-timeout"},
+		{[]string{"--body-timeout", "0s"}, "--body-timeout"},
+		{[]string{"--body-timeout", "9s"}, "--body-timeout"},
+		{[]string{"--read-header-timeout", "1s", "--read-timeout", "3s", "--body-timeout", "5s"}, "--body-timeout"},
 		{[]string{"--path", "/metrics"}, "--admin-addr"},
 		{[]string{"--path", "/a {b}"}, "--path"},
 	} {

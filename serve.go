@@ -31,6 +31,10 @@ import (
 // probeTimeout bounds a readiness probe's and a scrape's reads of the store.
 const probeTimeout = 2 * time.Second
 
+// defaultBodyTimeout is --body-timeout's default: a real delivery's few KiB
+// arrive with the headers, so a body still missing after this stalled.
+const defaultBodyTimeout = 2 * time.Second
+
 func serveCommand(logOut io.Writer) *cli.Command {
 	def := receiver.DefaultLimits()
 	return &cli.Command{
@@ -52,6 +56,7 @@ Examples:
    SUME_COM_WEBHOOK_SIGNING_SECRET=whsec_current inbox serve
    SUME_COM_WEBHOOK_SIGNING_SECRET=old,new inbox serve --addr :8080 --db /var/lib/inbox/inbox.db
    inbox serve --admin-addr 127.0.0.1:8081 --max-in-flight 256
+   inbox serve --body-timeout 1s --read-timeout 8s
    inbox serve --event job.completed --event job.failed --max-body 2MiB
    inbox serve --forward-url http://127.0.0.1:3000/jobs --workers 8
    inbox serve --config /etc/inbox/inbox.toml --db /var/lib/inbox/inbox.db`,
@@ -67,9 +72,10 @@ Examples:
 			&cli.StringFlag{Name: "max-request", Value: "4MiB", Usage: "hard cap: larger requests get 413 and are not read", EnvVars: []string{"INBOX_MAX_REQUEST"}},
 			&cli.StringFlag{Name: "path", Value: "/webhooks/sume", Usage: "the webhook path", EnvVars: []string{"INBOX_PATH"}},
 			&cli.DurationFlag{Name: "busy-timeout", Value: inbox.DefaultBusyTimeout, Usage: "how long a write waits for another process's lock before the answer is 503", EnvVars: []string{"INBOX_BUSY_TIMEOUT"}},
-			&cli.IntFlag{Name: "max-in-flight", Value: 512, Usage: "webhook requests handled at once, all sources together; beyond it the answer is 503 with Retry-After", EnvVars: []string{"INBOX_MAX_IN_FLIGHT"}},
+			&cli.IntFlag{Name: "max-in-flight", Value: 512, Usage: "webhook requests verified and stored at once, all sources together (a body still arriving takes no place); beyond it the answer is 503 with Retry-After", EnvVars: []string{"INBOX_MAX_IN_FLIGHT"}},
 			&cli.DurationFlag{Name: "read-header-timeout", Value: def.ReadHeaderTimeout, Usage: "a client that has not sent its headers by then is disconnected", EnvVars: []string{"INBOX_READ_HEADER_TIMEOUT"}},
 			&cli.DurationFlag{Name: "read-timeout", Value: def.ReadTimeout, Usage: "a request not wholly read by then, body included, is given up; answers are written within a second more", EnvVars: []string{"INBOX_READ_TIMEOUT"}},
+			&cli.DurationFlag{Name: "body-timeout", Value: defaultBodyTimeout, Usage: "a body not in this long after its headers, plus a second per 64 KiB received, is given up (408) and holds no place in --max-in-flight meanwhile", EnvVars: []string{"INBOX_BODY_TIMEOUT"}},
 			logLevelFlag(),
 		}, dispatchFlags()...),
 		Action: func(c *cli.Context) error {
@@ -110,6 +116,9 @@ Examples:
 			if lim.ReadHeaderTimeout <= 0 || lim.ReadTimeout < lim.ReadHeaderTimeout {
 				return fmt.Errorf("--read-header-timeout %s and --read-timeout %s: want 0 < header timeout <= read timeout", lim.ReadHeaderTimeout, lim.ReadTimeout)
 			}
+			if bt := c.Duration("body-timeout"); bt <= 0 || bt > lim.ReadTimeout {
+				return fmt.Errorf("--body-timeout %s: want 0 < body timeout <= --read-timeout %s", bt, lim.ReadTimeout)
+			}
 			if c.Int("max-in-flight") < 1 {
 				return fmt.Errorf("--max-in-flight must be at least 1, got %d", c.Int("max-in-flight"))
 			}
@@ -146,7 +155,7 @@ Examples:
 			web := http.NewServeMux()
 			var handlers []*receiver.Handler
 			// One count for every source: --max-in-flight bounds the process.
-			inFlight := new(atomic.Int64)
+			inFlight, receiving := new(atomic.Int64), new(atomic.Int64)
 			for _, src := range sources {
 				h, err := receiver.NewHandler(store, receiver.Config{
 					Source:      src.Name,
@@ -158,7 +167,10 @@ Examples:
 					HardCap:     src.HardCap,
 					MaxInFlight: c.Int("max-in-flight"),
 					InFlight:    inFlight,
+					Receiving:   receiving,
+					BodyTimeout: c.Duration("body-timeout"),
 					OnAnswer:    m.Answered(src.Name),
+					OnSkew:      m.Skewed(src.Name),
 				}, log)
 				if err != nil {
 					return fmt.Errorf("source %s: %w", src.Name, err)
@@ -166,7 +178,7 @@ Examples:
 				handlers = append(handlers, h)
 				web.Handle(src.Path, h)
 			}
-			metrics.InFlight(reg, func() int { return int(inFlight.Load()) })
+			metrics.InFlight(reg, func() int { return int(inFlight.Load() + receiving.Load()) })
 			ops := web
 			if adminAddr != "" {
 				ops = http.NewServeMux()

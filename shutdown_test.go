@@ -73,7 +73,9 @@ func stopWithRequestInFlight(t *testing.T, srv *server, held *heldRequest) {
 // no request was cut after its commit.
 func TestShutdownUnderLoad(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "inbox.db")
-	srv := startServer(t, db)
+	// The held body waits out the load below: give it the whole read
+	// timeout, not the body timeout a stalled body gets.
+	srv := startServer(t, db, "--body-timeout", "8s")
 	held := holdRequest(t, srv, job("job_held"), 1)
 
 	l, stopLoad := startLoad(t, srv, "shutdown", 200)

@@ -54,6 +54,7 @@ type fileSource struct {
 	MaxBody    string       `toml:"max_body"`
 	MaxRequest string       `toml:"max_request"`
 	Status     int          `toml:"status"`
+	JobIDs     []string     `toml:"job_ids"`
 	Secrets    []fileSecret `toml:"secret"`
 	HMAC       fileHMAC     `toml:"hmac"`
 }
@@ -175,12 +176,18 @@ func (fs fileSource) source(getenv func(string) string, lenient bool) (Source, e
 		}
 	case "vibe":
 		// Vibe's contract fixes the limit, the freshness and the answer.
-		src.Scheme, src.Tolerance = scheme.Vibe{}, scheme.VibeTolerance
+		for _, id := range fs.JobIDs {
+			if id == "" {
+				return Source{}, errors.New("job_ids: an empty jobId")
+			}
+		}
+		src.Scheme, src.Tolerance = scheme.Vibe{JobIDs: fs.JobIDs}, scheme.VibeTolerance
 		src.HardCap, src.Rules.MaxBody = scheme.VibeMaxBody, 0
 		if fs.Status != 0 && fs.Status != http.StatusAccepted {
 			return Source{}, errors.New("vibe answers 202: leave status out")
 		}
 		src.Accepted = http.StatusAccepted
+		key = scheme.VibeKey
 	case "standard-webhooks":
 		src.Scheme, key = scheme.StandardWebhooks{Tolerance: src.Tolerance}, scheme.StandardVerifyKey
 	case "stripe":
@@ -203,6 +210,9 @@ func (fs fileSource) source(getenv func(string) string, lenient bool) (Source, e
 	}
 	if fs.Scheme != "hmac" && fs.HMAC != (fileHMAC{}) {
 		return Source{}, errors.New("[source.hmac] belongs to scheme hmac only")
+	}
+	if fs.Scheme != "vibe" && fs.JobIDs != nil {
+		return Source{}, errors.New("job_ids belongs to scheme vibe only")
 	}
 	if src.Accepted == 0 {
 		src.Accepted = http.StatusOK
@@ -246,7 +256,10 @@ func (fs fileSource) source(getenv func(string) string, lenient bool) (Source, e
 				src.Secrets[j].Invalid = true
 				continue
 			}
-			return Source{}, fmt.Errorf("secret %d: %w", j+1, err)
+			if fsec.Env != "" {
+				return Source{}, fmt.Errorf("secret %d: %s: %w", j+1, fsec.Env, err)
+			}
+			return Source{}, fmt.Errorf("secret %d (value in the file): %w", j+1, err)
 		}
 		src.Secrets[j].Key = k
 		src.Keys = append(src.Keys, scheme.Secret{Key: k, Expires: fsec.Expires})

@@ -3,8 +3,11 @@ package admin
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"inbox/scheme"
 )
 
 // loadConfig writes text as a configuration file and loads it, with env as
@@ -49,6 +52,79 @@ env = "SW_SECRET"
 		}
 		if err != nil && strings.Contains(err.Error(), strings.TrimPrefix(secret, "whsec_")) {
 			t.Errorf("%s: error shows the secret: %v", secret, err)
+		}
+	}
+}
+
+// TestVibeSecretForm checks that a vibe source takes only secrets of Vibe's
+// form (vjs_ and 43 base64url characters), and that the refusal names the
+// variable to fix without showing the secret.
+func TestVibeSecretForm(t *testing.T) {
+	const conf = `
+[[source]]
+name = "vibe"
+scheme = "vibe"
+[[source.secret]]
+env = "VIBE_JOB_SIGNING_SECRET"
+`
+	for secret, ok := range map[string]bool{
+		liveVibeSecret:                             true,
+		"vjs_replace-with-your-vibe-secret":        false, // the shipped placeholder
+		liveVibeSecret[:46]:                        false,
+		liveVibeSecret + "x":                       false,
+		strings.TrimPrefix(liveVibeSecret, "vjs_"): false,
+	} {
+		srcs, err := loadConfig(t, conf, map[string]string{"VIBE_JOB_SIGNING_SECRET": secret})
+		if ok && (err != nil || len(srcs[0].Keys) != 1 || string(srcs[0].Keys[0].Key) != secret) {
+			t.Errorf("%s: %v; want the whole secret as the key", secret, err)
+		}
+		if ok {
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), "VIBE_JOB_SIGNING_SECRET") || !strings.Contains(err.Error(), "vjs_") {
+			t.Errorf("%s: err = %v; want a refusal naming VIBE_JOB_SIGNING_SECRET and the form", secret, err)
+		} else if strings.Contains(err.Error(), secret) {
+			t.Errorf("%s: error shows the secret: %v", secret, err)
+		}
+	}
+	// A secret written in the file is named by its place instead.
+	_, err := loadConfig(t, "[[source]]\nname = \"vibe\"\nscheme = \"vibe\"\n[[source.secret]]\nvalue = \"vjs_short\"\n", nil)
+	if err == nil || !strings.Contains(err.Error(), "secret 1 (value in the file)") || strings.Contains(err.Error(), "vjs_short") {
+		t.Errorf("value in the file: err = %v", err)
+	}
+	// inbox sources shows it as invalid rather than failing.
+	srcs, err := DescribeSources(writeTestFile(t, conf), func(string) string { return "vjs_short" })
+	if err != nil || !srcs[0].Secrets[0].Invalid {
+		t.Errorf("DescribeSources: %+v, %v; want the secret invalid", srcs, err)
+	}
+}
+
+// TestVibeJobIDs checks the vibe source's job_ids: the expected jobIds
+// reach the scheme, an empty one is refused, and the key belongs to vibe
+// alone.
+func TestVibeJobIDs(t *testing.T) {
+	env := map[string]string{"V": liveVibeSecret, "G": "gh-secret"}
+	srcs, err := loadConfig(t, `
+[[source]]
+name = "vibe"
+scheme = "vibe"
+job_ids = ["job_digest", "job_report"]
+[[source.secret]]
+env = "V"
+`, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, ok := srcs[0].Scheme.(scheme.Vibe)
+	if !ok || !slices.Equal(v.JobIDs, []string{"job_digest", "job_report"}) {
+		t.Errorf("scheme = %#v, want vibe expecting job_digest and job_report", srcs[0].Scheme)
+	}
+	for conf, want := range map[string]string{
+		"[[source]]\nname = \"vibe\"\nscheme = \"vibe\"\njob_ids = [\"job_1\", \"\"]\n[[source.secret]]\nenv = \"V\"\n": "empty jobId",
+		"[[source]]\nname = \"gh\"\nscheme = \"github\"\njob_ids = [\"job_1\"]\n[[source.secret]]\nenv = \"G\"\n":       "job_ids belongs to scheme vibe only",
+	} {
+		if _, err := loadConfig(t, conf, env); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("err = %v, want %q", err, want)
 		}
 	}
 }

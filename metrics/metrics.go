@@ -25,6 +25,7 @@ type Metrics struct {
 	batchSize    prometheus.Histogram
 	commitTime   prometheus.Histogram
 	commitErrors prometheus.Counter
+	skew         *prometheus.HistogramVec
 }
 
 // New registers the delivery and commit metrics on reg. It panics if reg
@@ -60,7 +61,13 @@ func New(reg prometheus.Registerer) *Metrics {
 			Help:      "Group commits that failed; each of their deliveries was answered 503.",
 		}),
 	}
-	reg.MustRegister(m.deliveries, m.duration, m.batchSize, m.commitTime, m.commitErrors)
+	m.skew = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: namespace,
+		Name:      "clock_skew_seconds",
+		Help:      "Per verified delivery whose scheme signs a timestamp, seconds from that timestamp to its receipt: the delivery's delay plus how far the sender's clock is behind this host's (negative: ahead). Timestamps are whole seconds, so it reads up to a second high.",
+		Buckets:   []float64{-300, -120, -60, -30, -10, -5, -2, -1, 0, 1, 2, 5, 10, 30, 60, 120, 300},
+	}, []string{"source"})
+	reg.MustRegister(m.deliveries, m.duration, m.batchSize, m.commitTime, m.commitErrors, m.skew)
 	return m
 }
 
@@ -76,6 +83,13 @@ func (m *Metrics) Answered(source string) func(outcome, reason string, status in
 		m.deliveries.WithLabelValues(source, outcome, reason).Inc()
 		m.duration.WithLabelValues(strconv.Itoa(status)).Observe(took.Seconds())
 	}
+}
+
+// Skewed returns what records how far past its signed timestamp a verified
+// delivery of source arrived; it fits receiver.Config.OnSkew.
+func (m *Metrics) Skewed(source string) func(skew time.Duration) {
+	h := m.skew.WithLabelValues(source) // exists from the start, empty
+	return func(skew time.Duration) { h.Observe(skew.Seconds()) }
 }
 
 // Committed records one group commit; it fits inbox.Options.OnCommit.

@@ -4,11 +4,9 @@
 package receiver
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -80,13 +78,28 @@ type Config struct {
 	Rules inbox.Rules
 	// HardCap is the largest body read at all; above it the answer is 413.
 	HardCap int64
-	// MaxInFlight bounds the requests handled at once; beyond it the answer
-	// is 503 with Retry-After at once, rather than a pile-up. Zero: no bound.
+	// MaxInFlight bounds the requests verified and stored at once: those
+	// whose body has arrived. Beyond it the answer is 503 with Retry-After
+	// at once, rather than a pile-up. A request whose body is still arriving
+	// holds no place in it (BodyTimeout bounds those), so slow or stalled
+	// bodies cannot crowd out deliveries. Zero: no bound.
 	MaxInFlight int
 	// InFlight, when set, is the count MaxInFlight bounds, shared by every
 	// handler given the same one, so that several sources together stay
 	// within the bound; nil: the handler counts its own requests.
 	InFlight *atomic.Int64
+	// Receiving, when set, counts the requests whose body is arriving,
+	// shared as InFlight is; nil: the handler counts its own.
+	Receiving *atomic.Int64
+	// BodyTimeout is how long a body may take after the headers, plus a
+	// second for every MinBodyRate bytes received, within the server's read
+	// timeout; a body that falls behind is answered 408 and nothing of it is
+	// stored. Zero: only the server's read timeout bounds it.
+	BodyTimeout time.Duration
+	// OnSkew, when set, is called for each verified delivery whose scheme
+	// signs a timestamp, with how far the time of receipt is past it:
+	// the delivery's delay plus how far the sender's clock is behind ours.
+	OnSkew func(skew time.Duration)
 	// OnAnswer, when set, is called once per request after the answer is
 	// written: the outcome (an inbox.Outcome or one of the Outcome constants
 	// here), its reason (a parked reason or a rejection's cause, else ""),
@@ -104,6 +117,7 @@ type Handler struct {
 	challenge string
 	log       zerolog.Logger
 	inFlight  *atomic.Int64
+	receiving *atomic.Int64
 	// verified holds, per key, when it last verified a delivery (Unix ms).
 	verified []atomic.Int64
 }
@@ -148,17 +162,23 @@ func NewHandler(store Store, cfg Config, log zerolog.Logger) (*Handler, error) {
 	if cfg.MaxInFlight < 0 {
 		return nil, fmt.Errorf("requests in flight must not be negative, got %d", cfg.MaxInFlight)
 	}
+	if cfg.BodyTimeout < 0 {
+		return nil, fmt.Errorf("body timeout must not be negative, got %s", cfg.BodyTimeout)
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
 	if cfg.InFlight == nil {
 		cfg.InFlight = new(atomic.Int64)
 	}
+	if cfg.Receiving == nil {
+		cfg.Receiving = new(atomic.Int64)
+	}
 	ch := cfg.Scheme.Name() + ` realm="webhooks"`
 	if _, ok := cfg.Scheme.(scheme.Sume); ok {
 		ch = challenge
 	}
-	return &Handler{store: store, cfg: cfg, keys: keys, challenge: ch, inFlight: cfg.InFlight,
+	return &Handler{store: store, cfg: cfg, keys: keys, challenge: ch, inFlight: cfg.InFlight, receiving: cfg.Receiving,
 		log: log.With().Str(keySource, cfg.Source).Logger(), verified: make([]atomic.Int64, len(keys))}, nil
 }
 
@@ -179,15 +199,20 @@ var (
 	errMethod     = errors.New("method not allowed")
 	errTooLarge   = errors.New("body above the hard cap")
 	errRead       = errors.New("read body")
+	errSlowBody   = errors.New("body arrived too slowly")
 	errUnverified = errors.New("unverified")
 	errInvalid    = errors.New("invalid payload")
 	errStore      = errors.New("store")
 	errOverloaded = errors.New("too many requests in flight")
 )
 
-// InFlight returns how many requests are being handled now, by every
-// handler sharing its count.
+// InFlight returns how many requests whose body has arrived are being
+// handled now, by every handler sharing its count: what MaxInFlight bounds.
 func (h *Handler) InFlight() int { return int(h.inFlight.Load()) }
+
+// Receiving returns how many requests are receiving their body now, by
+// every handler sharing the count.
+func (h *Handler) Receiving() int { return int(h.receiving.Load()) }
 
 // ServeHTTP handles one delivery and logs one line about it.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -195,15 +220,31 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var d inbox.Delivery
 	var res inbox.Result
 	var size int64
-	err := errOverloaded
-	n := h.inFlight.Add(1)
-	defer h.inFlight.Add(-1)
+	var err error
 	switch {
 	case r.Method != http.MethodPost:
 		// Contract row 1 holds under overload too.
 		err = errMethod
-	case h.cfg.MaxInFlight == 0 || n <= int64(h.cfg.MaxInFlight):
-		d, res, size, err = h.receive(r)
+	case h.full():
+		// The bound is taken already: answer at once, body unread.
+		err = errOverloaded
+	default:
+		var body []byte
+		h.receiving.Add(1)
+		body, err = readBody(w, r, h.cfg.HardCap, h.cfg.BodyTimeout)
+		h.receiving.Add(-1)
+		size = int64(len(body))
+		if err != nil {
+			size = r.ContentLength
+			break
+		}
+		n := h.inFlight.Add(1)
+		defer h.inFlight.Add(-1)
+		if h.cfg.MaxInFlight > 0 && n > int64(h.cfg.MaxInFlight) {
+			err = errOverloaded
+			break
+		}
+		d, res, err = h.receive(r, body)
 	}
 	a := answer(res, err, h.cfg.Accepted)
 	switch a.status {
@@ -213,7 +254,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("WWW-Authenticate", h.challenge)
 	case http.StatusServiceUnavailable:
 		w.Header().Set("Retry-After", retryAfter)
-	case http.StatusRequestEntityTooLarge:
+	case http.StatusRequestEntityTooLarge, http.StatusRequestTimeout:
 		// The rest of the body is not read; do not reuse the connection.
 		w.Header().Set("Connection", "close")
 	}
@@ -251,28 +292,30 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ev.Msg("delivery")
 }
 
-// receive runs the contract's checks in order and stores what passes them.
-// It returns the delivery as classified, once it is verified.
-func (h *Handler) receive(r *http.Request) (inbox.Delivery, inbox.Result, int64, error) {
-	if r.Method != http.MethodPost {
-		return inbox.Delivery{}, inbox.Result{}, 0, errMethod
-	}
-	body, err := readBody(r.Body, r.ContentLength, h.cfg.HardCap)
-	if err != nil {
-		return inbox.Delivery{}, inbox.Result{}, r.ContentLength, err
-	}
-	size := int64(len(body))
+// full reports whether MaxInFlight requests are already being verified
+// and stored.
+func (h *Handler) full() bool {
+	return h.cfg.MaxInFlight > 0 && h.inFlight.Load() >= int64(h.cfg.MaxInFlight)
+}
+
+// receive runs the contract's checks past the body's, in order, and stores
+// what passes them. It returns the delivery as classified, once it is
+// verified.
+func (h *Handler) receive(r *http.Request, body []byte) (inbox.Delivery, inbox.Result, error) {
 	now := h.cfg.Now()
 	v, err := h.cfg.Scheme.Verify(r.Header, body, h.keys, now)
 	if err != nil {
-		return inbox.Delivery{}, inbox.Result{}, size, fmt.Errorf("%w: %w", errUnverified, err)
+		return inbox.Delivery{}, inbox.Result{}, fmt.Errorf("%w: %w", errUnverified, err)
 	}
 	h.verified[v.Secret].Store(now.UnixMilli())
+	if v.Signed && h.cfg.OnSkew != nil {
+		h.cfg.OnSkew(now.Sub(time.Unix(v.TS, 0)))
+	}
 	var d inbox.Delivery
 	if idf, ok := h.cfg.Scheme.(scheme.Identifier); ok {
 		id, err := idf.Identify(r.Header, body)
 		if err != nil {
-			return inbox.Delivery{}, inbox.Result{}, size, fmt.Errorf("%w: %w", errInvalid, err)
+			return inbox.Delivery{}, inbox.Result{}, fmt.Errorf("%w: %w", errInvalid, err)
 		}
 		d = inbox.ClassifyKeyed(h.cfg.Source, id.Key, id.Event, body, v.TS, h.cfg.Rules)
 		d.Response = id.Response
@@ -285,9 +328,9 @@ func (h *Handler) receive(r *http.Request) (inbox.Delivery, inbox.Result, int64,
 	}
 	res, err := h.store.Put(r.Context(), d)
 	if err != nil {
-		return d, inbox.Result{}, size, fmt.Errorf("%w: %w", errStore, err)
+		return d, inbox.Result{}, fmt.Errorf("%w: %w", errStore, err)
 	}
-	return d, res, size, nil
+	return d, res, nil
 }
 
 // verdict is how a request is answered: the status code, and for logs and
@@ -313,6 +356,8 @@ func answer(res inbox.Result, err error, accepted int) verdict {
 		return rejected(http.StatusRequestEntityTooLarge, "request_too_large")
 	case errors.Is(err, errRead):
 		return rejected(http.StatusBadRequest, "unreadable_body")
+	case errors.Is(err, errSlowBody):
+		return rejected(http.StatusRequestTimeout, "slow_body")
 	case errors.Is(err, errInvalid):
 		return rejected(http.StatusBadRequest, "invalid_payload")
 	case errors.Is(err, sume.ErrNoSignature), errors.Is(err, scheme.ErrNoSignature):
@@ -336,29 +381,4 @@ func answer(res inbox.Result, err error, accepted int) verdict {
 	default:
 		return verdict{status: http.StatusInternalServerError, outcome: "error"}
 	}
-}
-
-// preGrow bounds the buffer allocated for a body before its bytes arrive.
-const preGrow = 64 << 10
-
-// readBody reads at most limit bytes. A declared length above the limit is
-// refused before anything is read.
-func readBody(r io.Reader, declared, limit int64) ([]byte, error) {
-	if declared > limit {
-		return nil, errTooLarge
-	}
-	var buf bytes.Buffer
-	if declared > 0 {
-		// Room for what is declared, up to preGrow: a client that declares
-		// megabytes and sends nothing must not make the server hold them.
-		buf.Grow(int(min(declared, preGrow)) + 1) // +1: room to see EOF without growing
-	}
-	n, err := buf.ReadFrom(io.LimitReader(r, limit+1))
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", errRead, err)
-	}
-	if n > limit {
-		return nil, errTooLarge
-	}
-	return buf.Bytes(), nil
 }

@@ -7,6 +7,7 @@ import (
 	stdlog "log"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -21,7 +22,8 @@ type Limits struct {
 	ReadHeaderTimeout time.Duration
 	// ReadTimeout is how long a client has to send the whole request, body
 	// included: a body that stalls, or is shorter than its Content-Length,
-	// is given up and nothing of it is stored.
+	// is given up and nothing of it is stored. (A stalling body is given up
+	// much sooner, after the handler's Config.BodyTimeout.)
 	ReadTimeout time.Duration
 	// WriteTimeout bounds the time from the end of the headers to the end
 	// of the answer.
@@ -72,7 +74,9 @@ func Serve(ctx context.Context, lim Limits, log zerolog.Logger, endpoints ...End
 	servers := make([]*http.Server, len(endpoints))
 	for i, ep := range endpoints {
 		srv := &http.Server{
-			Handler:           ep.Handler,
+			Handler: ep.Handler,
+			// Handlers find each request's connection, to pace its body.
+			ConnContext:       withConn,
 			ReadHeaderTimeout: lim.ReadHeaderTimeout,
 			ReadTimeout:       lim.ReadTimeout,
 			WriteTimeout:      lim.WriteTimeout,
@@ -83,7 +87,7 @@ func Serve(ctx context.Context, lim Limits, log zerolog.Logger, endpoints ...End
 		}
 		servers[i] = srv
 		go func() {
-			err := srv.Serve(ep.Listener)
+			err := srv.Serve(deadlineListener{ep.Listener})
 			if !errors.Is(err, http.ErrServerClosed) {
 				err = fmt.Errorf("serve %s on %s: %w", ep.Name, ep.Listener.Addr(), err)
 			}
@@ -116,4 +120,81 @@ func Serve(ctx context.Context, lim Limits, log zerolog.Logger, endpoints ...End
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// deadlineListener hands out connections that remember their read
+// deadline.
+type deadlineListener struct{ net.Listener }
+
+// Accept wraps the next connection in a deadlineConn.
+func (l deadlineListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &deadlineConn{Conn: c}, nil
+}
+
+// deadlineConn is a connection that remembers the read deadline last set
+// on it. net/http sets the deadline of the whole request (ReadTimeout from
+// its first byte) before it calls the handler; the handler reads it here,
+// so that pacing a body tightens that deadline and never extends it, and
+// gives it back once the body is in.
+type deadlineConn struct {
+	net.Conn
+	mu   sync.Mutex
+	read time.Time
+}
+
+func (c *deadlineConn) SetDeadline(t time.Time) error {
+	c.mu.Lock()
+	c.read = t
+	c.mu.Unlock()
+	return c.Conn.SetDeadline(t)
+}
+
+func (c *deadlineConn) SetReadDeadline(t time.Time) error {
+	c.mu.Lock()
+	c.read = t
+	c.mu.Unlock()
+	return c.Conn.SetReadDeadline(t)
+}
+
+// readDeadline is the read deadline last set; zero: none.
+func (c *deadlineConn) readDeadline() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.read
+}
+
+// CloseWrite half-closes a TCP connection, as net/http does before closing
+// one whose request it did not read whole, so the client reads the answer
+// rather than a reset.
+func (c *deadlineConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
+type connKey struct{}
+
+// withConn is http.Server's ConnContext: it keeps a deadlineConn in the
+// context of its requests.
+func withConn(ctx context.Context, c net.Conn) context.Context {
+	if dc, ok := c.(*deadlineConn); ok {
+		return context.WithValue(ctx, connKey{}, dc)
+	}
+	return ctx
+}
+
+// requestDeadline returns the read deadline net/http set for r's whole
+// request, and ok false when r did not come through Serve (then it is not
+// known).
+func requestDeadline(r *http.Request) (time.Time, bool) {
+	dc, ok := r.Context().Value(connKey{}).(*deadlineConn)
+	if !ok {
+		return time.Time{}, false
+	}
+	return dc.readDeadline(), true
 }

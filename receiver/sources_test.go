@@ -160,3 +160,37 @@ func TestKeyedSources(t *testing.T) {
 		}
 	}
 }
+
+// TestSkewReported checks that OnSkew hears, per verified delivery whose
+// scheme signs a timestamp, how far its receipt is past that timestamp,
+// and hears nothing of a delivery that failed verification or of a scheme
+// that signs no time (GitHub).
+func TestSkewReported(t *testing.T) {
+	store := inboxtest.MustOpen(t, inbox.Options{})
+	var skews []time.Duration
+	record := func(d time.Duration) { skews = append(skews, d) }
+	sumeH := sourceHandler(t, store, Config{Secrets: []string{testSecret}, Rules: inbox.Rules{Events: []string{"job.completed"}}, OnSkew: record})
+	ghH := sourceHandler(t, store, Config{Source: "gh", Scheme: scheme.GitHub{}, Secrets: []string{testSecret}, Accepted: 200, OnSkew: record})
+	for _, tt := range []struct {
+		r    *http.Request
+		want int
+	}{
+		{signedRequest(strings.Replace(completed, "job_1", "job_late", 1), testNow.Add(-90*time.Second), testSecret), 204},
+		{signedRequest(strings.Replace(completed, "job_1", "job_early", 1), testNow.Add(40*time.Second), testSecret), 204},
+		{signedRequest(completed, testNow.Add(-90*time.Second), "forged"), 401},
+		{signedRequest(completed, testNow.Add(-10*time.Minute), testSecret), 401},
+	} {
+		if w := serve(sumeH, tt.r); w.Code != tt.want {
+			t.Fatalf("sume: %d, want %d", w.Code, tt.want)
+		}
+	}
+	r := httptest.NewRequest(http.MethodPost, "/webhooks/gh", strings.NewReader(`{}`))
+	r.Header.Set(scheme.HeaderGitHubSignature, scheme.SignGitHub(testSecret, []byte(`{}`)))
+	r.Header.Set(scheme.HeaderGitHubDelivery, "d-1")
+	if w := serve(ghH, r); w.Code != 200 {
+		t.Fatalf("github: %d, want 200", w.Code)
+	}
+	if want := []time.Duration{90 * time.Second, -40 * time.Second}; len(skews) != 2 || skews[0] != want[0] || skews[1] != want[1] {
+		t.Errorf("skews = %v, want %v: the verified Sume deliveries only", skews, want)
+	}
+}

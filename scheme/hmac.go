@@ -109,7 +109,7 @@ func (s *HMAC) Verify(h http.Header, body []byte, secrets []Secret, now time.Tim
 	if err != nil {
 		return Verified{}, err
 	}
-	return Verified{TS: ts, Secret: i}, nil
+	return Verified{TS: ts, Signed: s.opts.TimestampHeader != "", Secret: i}, nil
 }
 
 // Sign returns the signature header value for body (at ts, when a

@@ -57,6 +57,10 @@ type Verified struct {
 	// TS is the signed timestamp in Unix seconds; for a scheme that signs
 	// none (GitHub), the time of receipt.
 	TS int64
+	// Signed says TS is a timestamp the sender signed, not the time of
+	// receipt: how far it is from the receiver's clock says how far the
+	// two clocks (and the delivery's delay) are apart.
+	Signed bool
 	// Secret is the index of the first secret that matched.
 	Secret int
 }

@@ -12,12 +12,47 @@ import (
 	"time"
 )
 
-// The Standard Webhooks headers (standardwebhooks.com).
+// The Standard Webhooks headers (standardwebhooks.com), and the names
+// Svix sends the same headers under: webhook-* is Svix's white-label
+// option, and Svix's own verifier takes either set.
 const (
 	HeaderWebhookID        = "webhook-id"
 	HeaderWebhookTimestamp = "webhook-timestamp"
 	HeaderWebhookSignature = "webhook-signature"
+
+	HeaderSvixID        = "svix-id"
+	HeaderSvixTimestamp = "svix-timestamp"
+	HeaderSvixSignature = "svix-signature"
 )
+
+// headerSet names the three headers of one Standard Webhooks delivery.
+type headerSet struct{ id, timestamp, signature string }
+
+var (
+	webhookHeaders = headerSet{HeaderWebhookID, HeaderWebhookTimestamp, HeaderWebhookSignature}
+	svixHeaders    = headerSet{HeaderSvixID, HeaderSvixTimestamp, HeaderSvixSignature}
+)
+
+// sentIn reports whether h carries any header of the set.
+func (s headerSet) sentIn(h http.Header) bool {
+	return len(h.Values(s.id))+len(h.Values(s.timestamp))+len(h.Values(s.signature)) > 0
+}
+
+// standardHeaders returns the set of names a delivery uses: svix-* when it
+// sends any of those, else webhook-*. A delivery that sends headers of both
+// sets is refused: which id and timestamp the MAC covers would depend on
+// the verifier's preference, and a relay could add one set beside the
+// other.
+func standardHeaders(h http.Header) (headerSet, error) {
+	svix, webhook := svixHeaders.sentIn(h), webhookHeaders.sentIn(h)
+	switch {
+	case svix && webhook:
+		return headerSet{}, fmt.Errorf("%w: both webhook-* and svix-* headers sent", ErrMalformedSignature)
+	case svix:
+		return svixHeaders, nil
+	}
+	return webhookHeaders, nil
+}
 
 // standardSecretPrefix marks a Standard Webhooks secret: the rest is the
 // key in base64.
@@ -65,7 +100,8 @@ func SignStandard(key []byte, id string, timestamp int64, body []byte) string {
 }
 
 // StandardWebhooks is the Standard Webhooks scheme: webhook-id,
-// webhook-timestamp and webhook-signature each sent exactly once, the
+// webhook-timestamp and webhook-signature (or svix-id, svix-timestamp and
+// svix-signature, as Svix names them; one set only) each sent exactly once, the
 // signature a space-separated list of "<version>,<base64>" entries of
 // which the v1 ones are compared (other versions, such as the asymmetric
 // v1a, are skipped as the specification says), the timestamp within
@@ -79,11 +115,15 @@ func (StandardWebhooks) Name() string { return "standard-webhooks" }
 
 // Verify checks the three headers' exact forms, freshness and the MAC.
 func (s StandardWebhooks) Verify(h http.Header, body []byte, secrets []Secret, now time.Time) (Verified, error) {
-	id, ok := single(h, HeaderWebhookID)
+	names, err := standardHeaders(h)
+	if err != nil {
+		return Verified{}, err
+	}
+	id, ok := single(h, names.id)
 	if !ok || id == "" {
 		return Verified{}, ErrMalformedSignature
 	}
-	header, ok := single(h, HeaderWebhookSignature)
+	header, ok := single(h, names.signature)
 	if !ok || header == "" {
 		return Verified{}, ErrNoSignature
 	}
@@ -105,7 +145,7 @@ func (s StandardWebhooks) Verify(h http.Header, body []byte, secrets []Secret, n
 	if len(macs) == 0 {
 		return Verified{}, ErrNoSignature
 	}
-	t, ok := single(h, HeaderWebhookTimestamp)
+	t, ok := single(h, names.timestamp)
 	if !ok {
 		return Verified{}, ErrBadTimestamp
 	}
@@ -122,13 +162,17 @@ func (s StandardWebhooks) Verify(h http.Header, body []byte, secrets []Secret, n
 	if err != nil {
 		return Verified{}, err
 	}
-	return Verified{TS: ts, Secret: i}, nil
+	return Verified{TS: ts, Signed: true, Secret: i}, nil
 }
 
-// Identify names the webhook-id as the key and the body's "type" as the
-// event.
+// Identify names the webhook-id (or svix-id) as the key and the body's
+// "type" as the event.
 func (StandardWebhooks) Identify(h http.Header, body []byte) (Identity, error) {
-	id, _ := single(h, HeaderWebhookID)
+	names, err := standardHeaders(h)
+	if err != nil {
+		return Identity{Event: jsonField(body, "type")}, nil
+	}
+	id, _ := single(h, names.id)
 	return Identity{Key: id, Event: jsonField(body, "type")}, nil
 }
 

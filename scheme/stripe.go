@@ -10,9 +10,10 @@ import (
 const HeaderStripeSignature = "Stripe-Signature"
 
 // Stripe is Stripe's scheme: one Stripe-Signature header of comma-separated
-// entries, exactly one t=<canonical integer> and at least one
-// v1=<64 lowercase hex> (several during a secret roll); v0 entries (test
-// mode's) are skipped and any other entry rejects the header. The MAC is an
+// <scheme>=<value> entries, exactly one t=<canonical integer> and at least
+// one v1=<64 lowercase hex> (several during a secret roll), every one of
+// them compared. Entries of any other scheme (v0, test mode's, or a v2 yet
+// to come) are skipped, as Stripe's documentation says to do. The MAC is an
 // HMAC-SHA256 of "<t>.<body>" keyed by the whole whsec_ secret, and t must
 // be within Tolerance either way.
 type Stripe struct {
@@ -33,7 +34,7 @@ func (s Stripe) Verify(h http.Header, body []byte, secrets []Secret, now time.Ti
 	var macs [][]byte
 	for entry := range strings.SplitSeq(header, ",") {
 		k, v, ok := strings.Cut(entry, "=")
-		if !ok {
+		if !ok || !schemeName(k) {
 			return Verified{}, ErrMalformedSignature
 		}
 		switch k {
@@ -52,9 +53,8 @@ func (s Stripe) Verify(h http.Header, body []byte, secrets []Secret, now time.Ti
 				return Verified{}, ErrMalformedSignature
 			}
 			macs = append(macs, mac)
-		case "v0":
 		default:
-			return Verified{}, ErrMalformedSignature
+			// Another scheme: not ours to check, and no reason to refuse.
 		}
 	}
 	if len(macs) == 0 {
@@ -72,7 +72,19 @@ func (s Stripe) Verify(h http.Header, body []byte, secrets []Secret, now time.Ti
 	if err != nil {
 		return Verified{}, err
 	}
-	return Verified{TS: ts, Secret: i}, nil
+	return Verified{TS: ts, Signed: true, Secret: i}, nil
+}
+
+// schemeName reports whether k can name an entry of Stripe-Signature:
+// lowercase letters and digits, as t, v0 and v1 are. A space or an empty
+// name is a malformed header, not another scheme.
+func schemeName(k string) bool {
+	for i := 0; i < len(k); i++ {
+		if c := k[i]; (c < 'a' || c > 'z') && (c < '0' || c > '9') {
+			return false
+		}
+	}
+	return k != ""
 }
 
 // SignStripe returns a Stripe-Signature header value for body at ts, one v1

@@ -30,5 +30,5 @@ func (s Sume) Verify(h http.Header, body []byte, secrets []Secret, now time.Time
 	if err != nil {
 		return Verified{}, sume.ErrMismatch
 	}
-	return Verified{TS: at, Secret: i}, nil
+	return Verified{TS: at, Signed: true, Secret: i}, nil
 }

@@ -1,8 +1,13 @@
 package scheme
 
 import (
+	"bytes"
+	"encoding/base64"
 	"encoding/json"
+	"errors"
+	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -34,6 +39,9 @@ const vibeResponse = `{"accepted":true}`
 // the UTF-8 bytes of the whole vjs_ secret.
 type Vibe struct {
 	Tolerance time.Duration // VibeTolerance when zero
+	// JobIDs, when not empty, are the only jobIds the source expects: a run
+	// of any other job is an invalid payload (400), never stored.
+	JobIDs []string
 }
 
 // Name returns "vibe".
@@ -77,7 +85,7 @@ func (v Vibe) Verify(h http.Header, body []byte, secrets []Secret, now time.Time
 	if err != nil {
 		return Verified{}, err
 	}
-	return Verified{TS: ts, Secret: i}, nil
+	return Verified{TS: ts, Signed: true, Secret: i}, nil
 }
 
 // SignVibe returns the Vibe-Signature header value for body at ts under
@@ -87,15 +95,24 @@ func SignVibe(secret string, ts int64, body []byte) string {
 	return "t=" + t + ",v1=" + hexString(hmacSHA256([]byte(secret), []byte(t), []byte{'.'}, body))
 }
 
-// Identify checks the run's payload against Vibe's schema: a UTF-8 JSON
-// object with type, jobId, runId and scheduledFor strings (jobId and runId
-// not empty), attempt an integer 1 to 4, late a boolean and trigger
-// schedule or manual, each under its exact name. The key is runId, the
-// event type; the response is Vibe's 202 body. Anything else is
+// vibeType is the only run type Vibe sends.
+const vibeType = "scheduled_job.run"
+
+// vibeTimeLayout is scheduledFor's form: UTC ISO-8601 with milliseconds,
+// as JavaScript's toISOString writes it (the Z is checked apart).
+const vibeTimeLayout = "2006-01-02T15:04:05.000"
+
+// Identify checks the run's payload against Vibe's schema before anything
+// is stored, as the contract asks: a UTF-8 JSON object, each field under
+// its exact name and at most once, type "scheduled_job.run", jobId and runId
+// non-empty strings (jobId one of JobIDs when the source lists them),
+// scheduledFor a UTC time as "2006-01-02T15:04:05.000Z", attempt an integer
+// 1 to 4, late a boolean and trigger schedule or manual. The key is runId,
+// the event type; the response is Vibe's 202 body. Anything else is
 // ErrInvalidPayload.
-func (Vibe) Identify(_ http.Header, body []byte) (Identity, error) {
-	var doc map[string]json.RawMessage
-	if !utf8.Valid(body) || json.Unmarshal(body, &doc) != nil || doc == nil {
+func (v Vibe) Identify(_ http.Header, body []byte) (Identity, error) {
+	doc, ok := jsonObject(body)
+	if !ok || !utf8.Valid(body) {
 		return Identity{}, ErrInvalidPayload
 	}
 	var typ, jobID, runID, scheduledFor, trigger string
@@ -108,9 +125,72 @@ func (Vibe) Identify(_ http.Header, body []byte) (Identity, error) {
 	}
 	attempt, err := strconv.Atoi(string(doc["attempt"]))
 	late := string(doc["late"])
-	if jobID == "" || runID == "" || err != nil || attempt < 1 || attempt > 4 ||
-		(late != "true" && late != "false") || (trigger != "schedule" && trigger != "manual") {
+	if typ != vibeType || jobID == "" || runID == "" || err != nil || attempt < 1 || attempt > 4 ||
+		(late != "true" && late != "false") || (trigger != "schedule" && trigger != "manual") ||
+		!vibeTime(scheduledFor) || (len(v.JobIDs) > 0 && !slices.Contains(v.JobIDs, jobID)) {
 		return Identity{}, ErrInvalidPayload
 	}
 	return Identity{Key: runID, Event: typ, Response: []byte(vibeResponse)}, nil
+}
+
+// vibeTime reports whether s is a UTC time in exactly the form
+// "2006-01-02T15:04:05.000Z", and a real one (no 24:00, no 31 April).
+func vibeTime(s string) bool {
+	local, ok := strings.CutSuffix(s, "Z")
+	if !ok {
+		return false
+	}
+	t, err := time.Parse(vibeTimeLayout, local)
+	return err == nil && t.Format(vibeTimeLayout) == local
+}
+
+// jsonObject decodes a JSON object's members, each raw, and ok false for
+// anything that is not one object: other JSON, trailing data, or a member
+// name sent twice (which of the two a reader takes differs between
+// parsers).
+func jsonObject(body []byte) (map[string]json.RawMessage, bool) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil, false
+	}
+	doc := map[string]json.RawMessage{}
+	for dec.More() {
+		tok, err := dec.Token()
+		name, isName := tok.(string)
+		if err != nil || !isName {
+			return nil, false
+		}
+		var raw json.RawMessage
+		if _, dup := doc[name]; dup || dec.Decode(&raw) != nil {
+			return nil, false
+		}
+		doc[name] = raw
+	}
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('}') {
+		return nil, false
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, false
+	}
+	return doc, true
+}
+
+// vibeSecretPrefix begins every Vibe signing secret.
+const vibeSecretPrefix = "vjs_"
+
+// VibeKey returns the HMAC key of a Vibe signing secret: the UTF-8 bytes of
+// the whole string, prefix included, as Vibe signs with it. It fails unless
+// the secret has Vibe's form, vjs_ and 43 unpadded base64url characters
+// (32 random bytes): anything else is a placeholder, a truncated paste or
+// another provider's secret, which would verify nothing. Its errors never
+// hold the secret.
+func VibeKey(secret string) ([]byte, error) {
+	b64, ok := strings.CutPrefix(secret, vibeSecretPrefix)
+	if !ok || len(secret) != 47 {
+		return nil, errors.New("not a Vibe secret: want vjs_ and 43 base64url characters (47 in all)")
+	}
+	if raw, err := base64.RawURLEncoding.Strict().DecodeString(b64); err != nil || len(raw) != 32 {
+		return nil, errors.New("not a Vibe secret: the part after vjs_ is not 43 unpadded base64url characters")
+	}
+	return []byte(secret), nil
 }
