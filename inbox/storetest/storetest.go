@@ -29,8 +29,10 @@ type Store interface {
 	Stats(ctx context.Context) (inbox.Stats, error)
 	CountByStatus(ctx context.Context) (map[inbox.Status]int64, error)
 	ParkedByReason(ctx context.Context, f inbox.Filter) ([]inbox.ReasonCount, error)
-	Purgeable(ctx context.Context, before time.Time, statuses []inbox.Status) (inbox.PurgeReport, error)
-	Purge(ctx context.Context, before time.Time, statuses []inbox.Status) (inbox.PurgeReport, error)
+	Count(ctx context.Context, f inbox.Filter) (int64, error)
+	ParkedPerHour(ctx context.Context, f inbox.Filter, end time.Time, hours int) ([]inbox.HourCount, error)
+	Purgeable(ctx context.Context, sel inbox.PurgeSelection) (inbox.PurgeReport, error)
+	Purge(ctx context.Context, sel inbox.PurgeSelection) (inbox.PurgeReport, error)
 	Reprocess(ctx context.Context, sel inbox.Selection, rules inbox.SourceRules, dryRun bool) (inbox.ReprocessReport, error)
 	RecordSecretUses(ctx context.Context, uses []inbox.SecretUse) error
 	SecretUses(ctx context.Context) ([]inbox.SecretUse, error)
@@ -62,6 +64,7 @@ func Run(t *testing.T, open func(t *testing.T, opts Options) Store) {
 	t.Run("queue", func(t *testing.T) { runQueue(t, o) })
 	t.Run("purge", func(t *testing.T) { runPurge(t, o) })
 	t.Run("read", func(t *testing.T) { runRead(t, o) })
+	t.Run("count", func(t *testing.T) { runCount(t, o) })
 	t.Run("reprocess", func(t *testing.T) { runReprocess(t, o) })
 }
 
