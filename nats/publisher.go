@@ -18,10 +18,16 @@ import (
 	"inbox/inbox"
 )
 
-// Headers of a published job, besides Nats-Msg-Id (the job id).
+// Headers of a published job, besides Nats-Msg-Id (the row id, unique
+// across sources, so the stream never drops one source's job as another's
+// duplicate).
 const (
-	HeaderEvent   = "Inbox-Event"   // the event name
-	HeaderAttempt = "Inbox-Attempt" // the attempt number, from 1
+	HeaderEvent          = "Inbox-Event"     // the event name
+	HeaderAttempt        = "Inbox-Attempt"   // the attempt number, from 1
+	HeaderSource         = "Inbox-Source"    // the configured source the row came through
+	HeaderKey            = "Inbox-Key"       // the provider's own key of the row
+	HeaderRowID          = "Inbox-Row-Id"    // the row's id
+	HeaderIdempotencyKey = "Idempotency-Key" // the provider's key, as over HTTP
 )
 
 // connectTimeout bounds the first connection.
@@ -84,8 +90,13 @@ func (p *Publisher) Stream() string { return p.stream }
 func (p *Publisher) Publish(ctx context.Context, j inbox.Job) (*jetstream.PubAck, error) {
 	msg := natsgo.NewMsg(p.subject)
 	msg.Data = j.Body
+	source, key := j.Origin()
 	msg.Header.Set(HeaderEvent, j.Event)
 	msg.Header.Set(HeaderAttempt, strconv.Itoa(j.Attempt))
+	msg.Header.Set(HeaderSource, source)
+	msg.Header.Set(HeaderKey, key)
+	msg.Header.Set(HeaderIdempotencyKey, key)
+	msg.Header.Set(HeaderRowID, j.ID)
 	ack, err := p.js.PublishMsg(ctx, msg, jetstream.WithMsgID(j.ID))
 	if err != nil {
 		return nil, fmt.Errorf("publish to %s: %w", p.subject, err)

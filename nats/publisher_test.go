@@ -174,6 +174,9 @@ func TestDispatchToStream(t *testing.T) {
 	if err != nil || len(lost) != 1 {
 		t.Fatal(lost, err)
 	}
+	if lost, err = store.Start(context.Background(), "dead", lost, now, now.Add(time.Second)); err != nil || len(lost) != 1 {
+		t.Fatal(lost, err)
+	}
 	if _, err := p.Publish(context.Background(), lost[0]); err != nil {
 		t.Fatal(err)
 	}
@@ -237,5 +240,32 @@ func TestServerDown(t *testing.T) {
 	defer cancel()
 	if err := p.Deliver(ctx, inbox.Job{ID: "job_1", Body: body("job_1"), Attempt: 1}); err == nil || dispatch.Rejected(err) {
 		t.Errorf("err = %v, want a retried failure", err)
+	}
+}
+
+// TestPublishKeys publishes a Vibe row: the message names its source, the
+// provider's own key (the runId) as Inbox-Key and Idempotency-Key, and the
+// row id; Nats-Msg-Id stays the row id, unique across sources, so the
+// stream never drops one source's job as another's repeat.
+func TestPublishKeys(t *testing.T) {
+	s := runServer(t)
+	st := addStream(t, s)
+	p := connect(t, s)
+	job := inbox.Job{ID: "vibe/run_1", Source: "vibe", Key: "run_1", Event: "scheduled_job.run", Body: body("run_1"), Attempt: 1}
+	ack, err := p.Publish(context.Background(), job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := st.GetMsg(context.Background(), ack.Sequence)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for h, want := range map[string]string{
+		natsgo.MsgIdHdr: "vibe/run_1", nats.HeaderRowID: "vibe/run_1", nats.HeaderSource: "vibe",
+		nats.HeaderKey: "run_1", nats.HeaderIdempotencyKey: "run_1", nats.HeaderAttempt: "1",
+	} {
+		if got := msg.Header.Get(h); got != want {
+			t.Errorf("%s = %q, want %q", h, got, want)
+		}
 	}
 }
