@@ -15,6 +15,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"inbox/admin"
+	"inbox/deploy"
 	"inbox/dispatch"
 	"inbox/health"
 	"inbox/inbox"
@@ -95,6 +96,8 @@ func newDispatcher(c *cli.Context, store dispatch.Store, log zerolog.Logger, reg
 		return nil, nil, errors.New("--forward-secret needs --forward-url")
 	case (c.String("nats-url") == "") != (c.String("nats-subject") == ""):
 		return nil, nil, errors.New("--nats-url and --nats-subject go together")
+	case deploy.Placeholder(c.String("forward-secret")):
+		return nil, nil, errors.New("INBOX_FORWARD_SECRET (or --forward-secret) holds the placeholder of the shipped inbox.env: make a secret with inbox secret")
 	}
 	schedule, err := dispatch.ParseSchedule(c.String("retry-schedule"))
 	if err != nil {

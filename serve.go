@@ -20,6 +20,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"inbox/admin"
+	"inbox/deploy"
 	"inbox/dispatch"
 	"inbox/health"
 	"inbox/inbox"
@@ -299,6 +300,9 @@ func serveSources(c *cli.Context, rules inbox.Rules, maxRequest int64) ([]admin.
 	}
 	if len(secrets) == 0 {
 		return nil, errors.New("no signing secret: set SUME_COM_WEBHOOK_SIGNING_SECRET (or --secret), or give --config")
+	}
+	if slices.ContainsFunc(secrets, deploy.Placeholder) {
+		return nil, errors.New("SUME_COM_WEBHOOK_SIGNING_SECRET (or --secret) holds the placeholder of the shipped inbox.env: set it to the signing secret from Sume's dashboard")
 	}
 	keys := make([]scheme.Secret, len(secrets))
 	for i, s := range secrets {
