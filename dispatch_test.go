@@ -253,14 +253,20 @@ func TestDispatchCLIErrors(t *testing.T) {
 		{[]string{"dispatch", "--db", db, "--forward-url", "http://127.0.0.1:1/", "--exec", "cat"}, "one destination only"},
 		{[]string{"dispatch", "--db", db, "--exec", "cat", "--forward-secret", "s"}, "--forward-secret needs --forward-url"},
 		{[]string{"dispatch", "--db", db, "--nats-url", "nats://127.0.0.1:1"}, "go together"},
-		{[]string{"dispatch", "--db", db, "--nats-url", "nats://127.0.0.1:1", "--nats-subject", "a.b"}, "connect to nats"},
+		// A server that cannot be reached does not stop it (TestDispatchNATSOutage); a URL no server could take does.
+		{[]string{"dispatch", "--db", db, "--nats-url", "http://user:hunter2@127.0.0.1:4222", "--nats-subject", "a.b"}, "nats URL"},
+		{[]string{"dispatch", "--db", db, "--nats-url", "nats://127.0.0.1:4222", "--nats-subject", "a.>"}, "literal subject"},
 		{[]string{"dispatch", "--db", db, "--exec", "cat", "--retry-schedule", "soon"}, "--retry-schedule"},
 		{[]string{"dispatch", "--db", db, "--exec", "cat", "--timeout", "1m", "--lease", "1m"}, "twice the timeout"},
 		{[]string{"dispatch", "--db", db, "--forward-url", "localhost:3000"}, "http:// or https://"},
 		{[]string{"dispatch", "--db", missing, "--exec", "cat"}, "no inbox database"},
+		// serve binds before it builds the dispatcher: never the default port.
 		{[]string{"serve", "--addr", "127.0.0.1:0", "--db", db, "--secret", "s", "--exec", "cat", "--nats-url", "nats://x"}, "one destination only"},
 	} {
 		out, errOut, code := runCLI(t, nil, tt.args...)
+		if strings.Contains(errOut, "hunter2") {
+			t.Errorf("%v: the error shows the password: %q", tt.args, errOut)
+		}
 		if code == 0 || out != "" || strings.Count(strings.TrimSpace(errOut), "\n") != 0 || !strings.Contains(errOut, tt.want) {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want one line with %q", tt.args, code, out, errOut, tt.want)
 		}

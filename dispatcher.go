@@ -16,6 +16,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"inbox/admin"
+	"inbox/deploy"
 	"inbox/dispatch"
 	"inbox/health"
 	"inbox/inbox"
@@ -23,7 +24,7 @@ import (
 	"inbox/receiver"
 )
 
-// connectTimeout bounds finding the NATS stream at start.
+// connectTimeout bounds looking up the NATS stream at start.
 const connectTimeout = 10 * time.Second
 
 // destinationHelp is the part of serve's and dispatch's help about handing
@@ -52,6 +53,11 @@ bare key for sume: what inbox show takes):
                     publish to JetStream with Nats-Msg-Id: <row id>,
                     Idempotency-Key: <key> and the Inbox-* headers above, and
                     wait for the stream's ack; a stream must cover the subject.
+                    A broker that is down never stops the start: it is
+                    connected in the background, publishes fail at once
+                    meanwhile (nothing is buffered for later) and are
+                    retried; /readyz and inbox_nats_connected say how it
+                    stands.
 An attempt is counted when it starts (Inbox-Attempt, from 1). One running
 past --slow-after goes on beside the workers (at most --max-slow at once),
 so rows that hang at the destination do not hold the workers for --timeout.
@@ -66,7 +72,7 @@ application's writes and external effects on the source and the key.`
 func dispatchFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "forward-url", Usage: "POST each new row to this URL", EnvVars: []string{"INBOX_FORWARD_URL"}},
-		&cli.StringFlag{Name: "forward-secret", Usage: "sign forwarded rows with this Standard Webhooks secret (whsec_<base64>, or raw); prefer the environment variable", EnvVars: []string{"INBOX_FORWARD_SECRET"}},
+		&cli.StringFlag{Name: "forward-secret", Usage: "sign forwarded rows with this Standard Webhooks secret, whsec_<base64 of the key> (inbox secret makes one); prefer the environment variable", EnvVars: []string{"INBOX_FORWARD_SECRET"}},
 		&cli.StringFlag{Name: "exec", Usage: "run this shell command for each new row, the body on stdin; exit 65 means never retry", EnvVars: []string{"INBOX_EXEC"}},
 		&cli.StringFlag{Name: "nats-url", Usage: "publish each new row to NATS JetStream at this URL", EnvVars: []string{"INBOX_NATS_URL"}},
 		&cli.StringFlag{Name: "nats-subject", Usage: "the subject to publish to; a JetStream stream must cover it", EnvVars: []string{"INBOX_NATS_SUBJECT"}},
@@ -90,10 +96,15 @@ func destinationSet(c *cli.Context) bool {
 }
 
 // newDispatcher builds the dispatcher the flags describe, on store. The
-// returned close releases the destination once the dispatcher has run. It
-// fails when not exactly one destination is set, a flag is out of range, or
-// the destination cannot be reached (no stream covers the NATS subject).
-func newDispatcher(c *cli.Context, store dispatch.Store, log zerolog.Logger, reg prometheus.Registerer) (*dispatch.Dispatcher, func(), error) {
+// returned close releases the destination once the dispatcher has run; the
+// dependencies are what /readyz shows of the destination (the NATS
+// connection). It fails when not exactly one destination is set or a flag
+// is out of range. A NATS server that cannot be reached never stops it:
+// the connection is made in the background. alone is inbox dispatch, whose
+// only work is the hand-off: a server that answers that no stream covers
+// the subject stops it, and the connection gates its readiness; inside
+// serve that is only logged and shown, since webhooks never wait on it.
+func newDispatcher(c *cli.Context, store dispatch.Store, log zerolog.Logger, reg prometheus.Registerer, alone bool) (*dispatch.Dispatcher, func(), []health.Dependency, error) {
 	var chosen []string
 	for _, name := range []string{"forward-url", "exec", "nats-url"} {
 		if c.String(name) != "" {
@@ -102,20 +113,23 @@ func newDispatcher(c *cli.Context, store dispatch.Store, log zerolog.Logger, reg
 	}
 	switch {
 	case len(chosen) == 0:
-		return nil, nil, errors.New("no destination: set one of --forward-url, --exec or --nats-url")
+		return nil, nil, nil, errors.New("no destination: set one of --forward-url, --exec or --nats-url")
 	case len(chosen) > 1:
-		return nil, nil, fmt.Errorf("one destination only, got %s", strings.Join(chosen, " and "))
+		return nil, nil, nil, fmt.Errorf("one destination only, got %s", strings.Join(chosen, " and "))
 	case c.String("forward-secret") != "" && c.String("forward-url") == "":
-		return nil, nil, errors.New("--forward-secret needs --forward-url")
+		return nil, nil, nil, errors.New("--forward-secret needs --forward-url")
 	case (c.String("nats-url") == "") != (c.String("nats-subject") == ""):
-		return nil, nil, errors.New("--nats-url and --nats-subject go together")
+		return nil, nil, nil, errors.New("--nats-url and --nats-subject go together")
+	case deploy.Placeholder(c.String("forward-secret")):
+		return nil, nil, nil, errors.New("INBOX_FORWARD_SECRET (or --forward-secret) holds the placeholder of the shipped inbox.env: make a secret with inbox secret")
 	}
 	schedule, err := dispatch.ParseSchedule(c.String("retry-schedule"))
 	if err != nil {
-		return nil, nil, fmt.Errorf("--retry-schedule: %w", err)
+		return nil, nil, nil, fmt.Errorf("--retry-schedule: %w", err)
 	}
 
 	var dest dispatch.Destination
+	var deps []health.Dependency
 	closeDest := func() {}
 	switch {
 	case c.String("forward-url") != "":
@@ -126,16 +140,31 @@ func newDispatcher(c *cli.Context, store dispatch.Store, log zerolog.Logger, reg
 			dest, err = dispatch.NewExec(c.String("exec"), w)
 		}
 	default:
+		var p *nats.Publisher
+		if p, err = nats.Connect(c.String("nats-url"), c.String("nats-subject"), log); err != nil {
+			break
+		}
+		dest, closeDest = p, p.Close
+		deps = append(deps, health.Dependency{Name: "nats", State: p.State, Gates: alone})
+		if err = reg.Register(p.Collector()); err != nil {
+			break
+		}
 		ctx, cancel := context.WithTimeout(c.Context, connectTimeout)
 		defer cancel()
-		var p *nats.Publisher
-		if p, err = nats.Connect(ctx, c.String("nats-url"), c.String("nats-subject")); err == nil {
-			dest, closeDest = p, p.Close
+		switch cerr := p.Check(ctx); {
+		case cerr == nil:
 			log.Info().Str("stream", p.Stream()).Str("subject", c.String("nats-subject")).Msg("publishing to JetStream")
+		case errors.Is(cerr, nats.ErrUnreachable):
+			// Logged by Connect; the rows wait for the connection.
+		case alone:
+			err = cerr
+		default:
+			log.Error().Err(cerr).Msg("nats: webhooks are still taken; their rows are retried until a stream answers")
 		}
 	}
 	if err != nil {
-		return nil, nil, err
+		closeDest()
+		return nil, nil, nil, err
 	}
 	maxSlow := c.Int("max-slow")
 	switch {
@@ -148,7 +177,7 @@ func newDispatcher(c *cli.Context, store dispatch.Store, log zerolog.Logger, reg
 	}
 	if err != nil {
 		closeDest()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	d, err := dispatch.New(store, dispatch.Config{
 		Destination: dest,
@@ -162,9 +191,9 @@ func newDispatcher(c *cli.Context, store dispatch.Store, log zerolog.Logger, reg
 	}, log)
 	if err != nil {
 		closeDest()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return d, closeDest, nil
+	return d, closeDest, deps, nil
 }
 
 // withheld names the secrets an --exec command must not see: every
@@ -264,13 +293,13 @@ Examples:
 			}
 			defer store.Close()
 			reg := newRegistry()
-			d, closeDest, err := newDispatcher(c, store, log, reg)
+			d, closeDest, deps, err := newDispatcher(c, store, log, reg, true)
 			if err != nil {
 				return err
 			}
 			defer closeDest()
 			log.Info().Str("db", store.Path()).Msg("starting")
-			if err := runWithOps(c.Context, d, aln, store, reg, log); err != nil {
+			if err := runWithOps(c.Context, d, aln, store, reg, log, deps...); err != nil {
 				return err
 			}
 			closeDest()
@@ -282,12 +311,12 @@ Examples:
 // runWithOps runs d until ctx is done and, when aln is not nil, answers the
 // probes and /metrics on it meanwhile. If that endpoint fails, the
 // dispatcher is stopped too.
-func runWithOps(ctx context.Context, d *dispatch.Dispatcher, aln net.Listener, store health.Pinger, reg *prometheus.Registry, log zerolog.Logger) error {
+func runWithOps(ctx context.Context, d *dispatch.Dispatcher, aln net.Listener, store health.Pinger, reg *prometheus.Registry, log zerolog.Logger, deps ...health.Dependency) error {
 	if aln == nil {
 		return d.Run(ctx)
 	}
 	ops := http.NewServeMux()
-	handleOps(ops, store, reg, log)
+	handleOps(ops, store, reg, log, deps...)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	dispatched := make(chan error, 1)

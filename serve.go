@@ -20,6 +20,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"inbox/admin"
+	"inbox/deploy"
 	"inbox/dispatch"
 	"inbox/health"
 	"inbox/inbox"
@@ -145,9 +146,10 @@ Examples:
 			// The dispatcher shares the store, so its writes go through the
 			// store's one writer, in the receiver's commits.
 			var d *dispatch.Dispatcher
+			var deps []health.Dependency
 			if destinationSet(c) {
 				var closeDest func()
-				if d, closeDest, err = newDispatcher(c, store, log, reg); err != nil {
+				if d, closeDest, deps, err = newDispatcher(c, store, log, reg, false); err != nil {
 					return err
 				}
 				defer closeDest()
@@ -183,7 +185,7 @@ Examples:
 			if adminAddr != "" {
 				ops = http.NewServeMux()
 			}
-			handleOps(ops, store, reg, log)
+			handleOps(ops, store, reg, log, deps...)
 			endpoints := []receiver.Endpoint{{Name: "webhooks", Listener: ln, Handler: web}}
 			if aln != nil {
 				endpoints = append(endpoints, receiver.Endpoint{Name: "admin", Listener: aln, Handler: ops})
@@ -225,10 +227,11 @@ func newRegistry() *prometheus.Registry {
 }
 
 // handleOps adds the probes and /metrics to mux: /healthz while the process
-// serves, /readyz while store takes a write, /metrics what reg gathers.
-func handleOps(mux *http.ServeMux, store health.Pinger, reg prometheus.Gatherer, log zerolog.Logger) {
+// serves, /readyz while store takes a write (and deps say how they stand),
+// /metrics what reg gathers.
+func handleOps(mux *http.ServeMux, store health.Pinger, reg prometheus.Gatherer, log zerolog.Logger, deps ...health.Dependency) {
 	mux.Handle("GET /healthz", health.Live())
-	mux.Handle("GET /readyz", health.Ready(store, probeTimeout, log))
+	mux.Handle("GET /readyz", health.Ready(store, probeTimeout, log, deps...))
 	mux.Handle("GET /metrics", metrics.Handler(reg, log))
 }
 
@@ -311,6 +314,9 @@ func serveSources(c *cli.Context, rules inbox.Rules, maxRequest int64) ([]admin.
 	}
 	if len(secrets) == 0 {
 		return nil, errors.New("no signing secret: set SUME_COM_WEBHOOK_SIGNING_SECRET (or --secret), or give --config")
+	}
+	if slices.ContainsFunc(secrets, deploy.Placeholder) {
+		return nil, errors.New("SUME_COM_WEBHOOK_SIGNING_SECRET (or --secret) holds the placeholder of the shipped inbox.env: set it to the signing secret from Sume's dashboard")
 	}
 	keys := make([]scheme.Secret, len(secrets))
 	for i, s := range secrets {

@@ -128,3 +128,29 @@ env = "V"
 		}
 	}
 }
+
+// TestPlaceholderSecretRefused checks that a secret holding a placeholder
+// of the shipped files is refused naming where it came from, and shown as
+// invalid by inbox sources, whatever the scheme.
+func TestPlaceholderSecretRefused(t *testing.T) {
+	const conf = `
+[[source]]
+name = "gh"
+scheme = "github"
+[[source.secret]]
+env = "GH_SECRET"
+`
+	const placeholder = "replace-with-your-github-secret"
+	_, err := loadConfig(t, conf, map[string]string{"GH_SECRET": placeholder})
+	if err == nil || !strings.Contains(err.Error(), "GH_SECRET") || !strings.Contains(err.Error(), "placeholder") || strings.Contains(err.Error(), placeholder) {
+		t.Errorf("env placeholder: %v", err)
+	}
+	_, err = loadConfig(t, strings.Replace(conf, `env = "GH_SECRET"`, `value = "`+placeholder+`"`, 1), nil)
+	if err == nil || !strings.Contains(err.Error(), "placeholder") {
+		t.Errorf("value placeholder: %v", err)
+	}
+	srcs, err := DescribeSources(writeTestFile(t, conf), func(string) string { return placeholder })
+	if err != nil || len(srcs) != 1 || !srcs[0].Secrets[0].Invalid || srcs[0].Secrets[0].Key != nil {
+		t.Errorf("DescribeSources: %+v, %v; want the secret invalid", srcs, err)
+	}
+}

@@ -46,8 +46,11 @@ type Forward struct {
 }
 
 // NewForward returns a Forward to rawURL, signing with secret when it is
-// not empty ("whsec_<base64>" or the raw key). It fails when the URL is not
-// absolute http(s) or the secret's base64 does not decode.
+// not empty. The secret takes the one form Standard Webhooks libraries
+// verify with their defaults, "whsec_" and the base64 of the key. It fails
+// when the URL is not absolute http(s), or the secret has another form
+// (a raw key would sign what those libraries, which base64-decode every
+// secret, cannot verify) or its base64 does not decode.
 func NewForward(rawURL, secret string, now func() time.Time) (*Forward, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -55,7 +58,7 @@ func NewForward(rawURL, secret string, now func() time.Time) (*Forward, error) {
 	}
 	key, err := scheme.StandardKey(secret)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("forward secret (INBOX_FORWARD_SECRET, --forward-secret): %w: make one with inbox secret (a raw key K signs as whsec_ and the base64 of K)", err)
 	}
 	if now == nil {
 		now = time.Now
