@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"io"
 	"os"
@@ -167,10 +168,16 @@ func realSecrets() []string {
 		rand.Read(b)
 		return prefix + hex.EncodeToString(b)
 	}
+	// Vibe's form: vjs_ and 43 unpadded base64url characters.
+	vibe := func() string {
+		b := make([]byte, 32)
+		rand.Read(b)
+		return "vjs_" + base64.RawURLEncoding.EncodeToString(b)
+	}
 	return []string{
 		"SUME_COM_WEBHOOK_SIGNING_SECRET=" + key("whsec_"),
-		"VIBE_JOB_SIGNING_SECRET=" + key("vjs_"),
-		"VIBE_JOB_SIGNING_SECRET_PREVIOUS=" + key("vjs_"),
+		"VIBE_JOB_SIGNING_SECRET=" + vibe(),
+		"VIBE_JOB_SIGNING_SECRET_PREVIOUS=" + vibe(),
 		"GITHUB_WEBHOOK_SECRET=" + key(""),
 	}
 }
