@@ -287,6 +287,7 @@ Examples:
 				Schema:      schema,
 				MustExist:   true,
 				BusyTimeout: c.Duration("busy-timeout"),
+				OnFileLost:  logFileLost(log, c.String("db")),
 			})
 			if err != nil {
 				return err
