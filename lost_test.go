@@ -167,7 +167,7 @@ func TestWritingCommandsRefuseLostFile(t *testing.T) {
 		// retrying, and is stopped.
 		exits bool
 	}{
-		{[]string{"purge", "--older-than", "1h", "--include-parked"}, parked, "parked", true},
+		{[]string{"purge", "--older-than", "7d", "--include-parked"}, parked, "parked", true},
 		{[]string{"reprocess", "--reason", "unknown_event", "--event", "job.exploded"}, parked, "parked", true},
 		{[]string{"dispatch", "--exec", "true"}, `{"event":"job.completed","job_id":"%s","status":"COMPLETED"}`, "new", false},
 	} {
@@ -186,7 +186,7 @@ func TestWritingCommandsRefuseLostFile(t *testing.T) {
 			must(t, err)
 			defer holder.Close()
 			// Past purge's shortest retention.
-			_, err = holder.Exec(`UPDATE events SET last_seen_at = last_seen_at - 7200000, received_at = received_at - 7200000`)
+			_, err = holder.Exec(`UPDATE events SET last_seen_at = last_seen_at - 8*86400000, received_at = received_at - 8*86400000`)
 			must(t, err)
 			tx, err := holder.Begin()
 			must(t, err)
