@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"inbox/admin"
+	"inbox/deploy"
 	"inbox/dispatch"
 	"inbox/health"
 	"inbox/inbox"
@@ -22,31 +24,47 @@ import (
 	"inbox/receiver"
 )
 
-// connectTimeout bounds finding the NATS stream at start.
+// connectTimeout bounds looking up the NATS stream at start.
 const connectTimeout = 10 * time.Second
 
 // destinationHelp is the part of serve's and dispatch's help about handing
 // rows on.
-const destinationHelp = `Each new row is handed to exactly one destination, at least once:
-   --forward-url    POSTs the stored body with Idempotency-Key: <job id>,
-                    Inbox-Event and Inbox-Attempt, signed in the Standard
-                    Webhooks format (webhook-id: <job id>, webhook-timestamp,
-                    webhook-signature: v1,<base64>) when --forward-secret is set.
-                    2xx is success; any other 4xx than 408 and 429 parks the row
+const destinationHelp = `Each new row is handed to exactly one destination, at least once, with its
+source (sume, vibe, ...), the provider's own key (Sume's job_id, Vibe's
+runId, GitHub's delivery id, ...) and the row id (<source>/<key>, or the
+bare key for sume: what inbox show takes):
+   --forward-url    POSTs the stored body with Idempotency-Key: <key>,
+                    Inbox-Source, Inbox-Key, Inbox-Row-Id, Inbox-Event and
+                    Inbox-Attempt, signed in the Standard Webhooks format
+                    (webhook-id: <key>, webhook-timestamp, webhook-signature:
+                    v1,<base64>) when --forward-secret is set. 2xx is success;
+                    any other 4xx than 408 and 429 parks the row
                     handler_rejected at once; the rest is retried.
    --exec           runs the command with /bin/sh -c, the body on stdin and
-                    INBOX_JOB_ID, INBOX_EVENT, INBOX_ATTEMPT in its environment
-                    (not the INBOX_* and SUME_* variables of this process).
+                    INBOX_SOURCE, INBOX_KEY, INBOX_ROW_ID (and INBOX_JOB_ID,
+                    the same), INBOX_EVENT, INBOX_ATTEMPT in its environment,
+                    without this process's INBOX_* and SUME_* variables, the
+                    variables --config's secrets are read from, and any
+                    variable holding a configured secret.
                     Exit 0 is success; exit 65 (EX_DATAERR) parks the row
                     handler_rejected at once; any other exit, a signal or the
                     --timeout (which kills its whole process group) is retried.
    --nats-url and --nats-subject
-                    publish to JetStream with Nats-Msg-Id: <job id> and wait
-                    for the stream's ack; a stream must cover the subject.
+                    publish to JetStream with Nats-Msg-Id: <row id>,
+                    Idempotency-Key: <key> and the Inbox-* headers above, and
+                    wait for the stream's ack; a stream must cover the subject.
+                    A broker that is down never stops the start: it is
+                    connected in the background, publishes fail at once
+                    meanwhile (nothing is buffered for later) and are
+                    retried; /readyz and inbox_nats_connected say how it
+                    stands.
+An attempt is counted when it starts (Inbox-Attempt, from 1). One running
+past --slow-after goes on beside the workers (at most --max-slow at once),
+so rows that hang at the destination do not hold the workers for --timeout.
 A failure is retried after each wait of --retry-schedule, then the row is
 parked handler_failed with the last error. Parked rows come back only
-through inbox reprocess. The application must key its own writes on the job
-id: a row can be delivered more than once.`
+through inbox reprocess. A row can be delivered more than once: key the
+application's writes and external effects on the source and the key.`
 
 // dispatchFlags are the flags that choose and tune the destination. They
 // are built per command: a flag value is filled in from the environment
@@ -54,13 +72,15 @@ id: a row can be delivered more than once.`
 func dispatchFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "forward-url", Usage: "POST each new row to this URL", EnvVars: []string{"INBOX_FORWARD_URL"}},
-		&cli.StringFlag{Name: "forward-secret", Usage: "sign forwarded rows with this Standard Webhooks secret (whsec_<base64>, or raw); prefer the environment variable", EnvVars: []string{"INBOX_FORWARD_SECRET"}},
+		&cli.StringFlag{Name: "forward-secret", Usage: "sign forwarded rows with this Standard Webhooks secret, whsec_<base64 of the key> (inbox secret makes one); prefer the environment variable", EnvVars: []string{"INBOX_FORWARD_SECRET"}},
 		&cli.StringFlag{Name: "exec", Usage: "run this shell command for each new row, the body on stdin; exit 65 means never retry", EnvVars: []string{"INBOX_EXEC"}},
 		&cli.StringFlag{Name: "nats-url", Usage: "publish each new row to NATS JetStream at this URL", EnvVars: []string{"INBOX_NATS_URL"}},
 		&cli.StringFlag{Name: "nats-subject", Usage: "the subject to publish to; a JetStream stream must cover it", EnvVars: []string{"INBOX_NATS_SUBJECT"}},
-		&cli.IntFlag{Name: "workers", Value: dispatch.DefaultWorkers, Usage: "how many deliveries run at once", EnvVars: []string{"INBOX_WORKERS"}},
+		&cli.IntFlag{Name: "workers", Value: dispatch.DefaultWorkers, Usage: "how many deliveries run at once, besides those past --slow-after", EnvVars: []string{"INBOX_WORKERS"}},
 		&cli.StringFlag{Name: "retry-schedule", Value: "1s,5s,30s,5m", Usage: "the wait before each retry; then the row is parked handler_failed (none: no retries)", EnvVars: []string{"INBOX_RETRY_SCHEDULE"}},
 		&cli.DurationFlag{Name: "timeout", Value: dispatch.DefaultTimeout, Usage: "how long one delivery attempt may take", EnvVars: []string{"INBOX_TIMEOUT"}},
+		&cli.DurationFlag{Name: "slow-after", Usage: "an attempt running longer goes on beside the workers, which take the next rows; 0 fits it to the destination: 1s at first, then 4 times its usual answer time, at least 250ms (never more than --timeout/20 at first, --timeout/4 after)", DefaultText: "0: fit the destination", EnvVars: []string{"INBOX_SLOW_AFTER"}},
+		&cli.IntFlag{Name: "max-slow", Value: dispatch.DefaultMaxSlow, Usage: "at most this many slow attempts run beside the workers (0: none; an attempt then holds its worker until it ends)", EnvVars: []string{"INBOX_MAX_SLOW"}},
 		&cli.DurationFlag{Name: "lease", Value: dispatch.DefaultLease, Usage: "how long a claim holds; a row whose dispatcher died is delivered again after it (at least twice --timeout)", EnvVars: []string{"INBOX_LEASE"}},
 	}
 }
@@ -76,10 +96,15 @@ func destinationSet(c *cli.Context) bool {
 }
 
 // newDispatcher builds the dispatcher the flags describe, on store. The
-// returned close releases the destination once the dispatcher has run. It
-// fails when not exactly one destination is set, a flag is out of range, or
-// the destination cannot be reached (no stream covers the NATS subject).
-func newDispatcher(c *cli.Context, store dispatch.Store, log zerolog.Logger, reg prometheus.Registerer) (*dispatch.Dispatcher, func(), error) {
+// returned close releases the destination once the dispatcher has run; the
+// dependencies are what /readyz shows of the destination (the NATS
+// connection). It fails when not exactly one destination is set or a flag
+// is out of range. A NATS server that cannot be reached never stops it:
+// the connection is made in the background. alone is inbox dispatch, whose
+// only work is the hand-off: a server that answers that no stream covers
+// the subject stops it, and the connection gates its readiness; inside
+// serve that is only logged and shown, since webhooks never wait on it.
+func newDispatcher(c *cli.Context, store dispatch.Store, log zerolog.Logger, reg prometheus.Registerer, alone bool) (*dispatch.Dispatcher, func(), []health.Dependency, error) {
 	var chosen []string
 	for _, name := range []string{"forward-url", "exec", "nats-url"} {
 		if c.String(name) != "" {
@@ -88,51 +113,127 @@ func newDispatcher(c *cli.Context, store dispatch.Store, log zerolog.Logger, reg
 	}
 	switch {
 	case len(chosen) == 0:
-		return nil, nil, errors.New("no destination: set one of --forward-url, --exec or --nats-url")
+		return nil, nil, nil, errors.New("no destination: set one of --forward-url, --exec or --nats-url")
 	case len(chosen) > 1:
-		return nil, nil, fmt.Errorf("one destination only, got %s", strings.Join(chosen, " and "))
+		return nil, nil, nil, fmt.Errorf("one destination only, got %s", strings.Join(chosen, " and "))
 	case c.String("forward-secret") != "" && c.String("forward-url") == "":
-		return nil, nil, errors.New("--forward-secret needs --forward-url")
+		return nil, nil, nil, errors.New("--forward-secret needs --forward-url")
 	case (c.String("nats-url") == "") != (c.String("nats-subject") == ""):
-		return nil, nil, errors.New("--nats-url and --nats-subject go together")
+		return nil, nil, nil, errors.New("--nats-url and --nats-subject go together")
+	case deploy.Placeholder(c.String("forward-secret")):
+		return nil, nil, nil, errors.New("INBOX_FORWARD_SECRET (or --forward-secret) holds the placeholder of the shipped inbox.env: make a secret with inbox secret")
 	}
 	schedule, err := dispatch.ParseSchedule(c.String("retry-schedule"))
 	if err != nil {
-		return nil, nil, fmt.Errorf("--retry-schedule: %w", err)
+		return nil, nil, nil, fmt.Errorf("--retry-schedule: %w", err)
 	}
 
 	var dest dispatch.Destination
+	var deps []health.Dependency
 	closeDest := func() {}
 	switch {
 	case c.String("forward-url") != "":
 		dest, err = dispatch.NewForward(c.String("forward-url"), c.String("forward-secret"), nil)
 	case c.String("exec") != "":
-		dest, err = dispatch.NewExec(c.String("exec"))
+		var w dispatch.Withheld
+		if w, err = withheld(c); err == nil {
+			dest, err = dispatch.NewExec(c.String("exec"), w)
+		}
 	default:
+		var p *nats.Publisher
+		if p, err = nats.Connect(c.String("nats-url"), c.String("nats-subject"), log); err != nil {
+			break
+		}
+		dest, closeDest = p, p.Close
+		deps = append(deps, health.Dependency{Name: "nats", State: p.State, Gates: alone})
+		if err = reg.Register(p.Collector()); err != nil {
+			break
+		}
 		ctx, cancel := context.WithTimeout(c.Context, connectTimeout)
 		defer cancel()
-		var p *nats.Publisher
-		if p, err = nats.Connect(ctx, c.String("nats-url"), c.String("nats-subject")); err == nil {
-			dest, closeDest = p, p.Close
+		switch cerr := p.Check(ctx); {
+		case cerr == nil:
 			log.Info().Str("stream", p.Stream()).Str("subject", c.String("nats-subject")).Msg("publishing to JetStream")
+		case errors.Is(cerr, nats.ErrUnreachable):
+			// Logged by Connect; the rows wait for the connection.
+		case alone:
+			err = cerr
+		default:
+			log.Error().Err(cerr).Msg("nats: webhooks are still taken; their rows are retried until a stream answers")
 		}
 	}
 	if err != nil {
-		return nil, nil, err
+		closeDest()
+		return nil, nil, nil, err
+	}
+	maxSlow := c.Int("max-slow")
+	switch {
+	case maxSlow < 0:
+		err = fmt.Errorf("--max-slow must be 0 or more, got %d", maxSlow)
+	case c.Duration("slow-after") < 0:
+		err = fmt.Errorf("--slow-after must be 0 or more, got %s", c.Duration("slow-after"))
+	case maxSlow == 0:
+		maxSlow = -1 // none: Config's zero is the default
+	}
+	if err != nil {
+		closeDest()
+		return nil, nil, nil, err
 	}
 	d, err := dispatch.New(store, dispatch.Config{
 		Destination: dest,
 		Workers:     c.Int("workers"),
 		Schedule:    schedule,
 		Timeout:     c.Duration("timeout"),
+		SlowAfter:   c.Duration("slow-after"),
+		MaxSlow:     maxSlow,
 		Lease:       c.Duration("lease"),
 		Registerer:  reg,
 	}, log)
 	if err != nil {
 		closeDest()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return d, closeDest, nil
+	return d, closeDest, deps, nil
+}
+
+// withheld names the secrets an --exec command must not see: every
+// variable a [[source.secret]] of --config names, and the values of every
+// secret configured: the sources', the Sume signing secrets (--secret,
+// SUME_COM_WEBHOOK_SIGNING_SECRET) and the Sume API key. The config is read
+// as inbox sources reads it, so a secret unset here is no error. It fails
+// when --config cannot be read.
+func withheld(c *cli.Context) (dispatch.Withheld, error) {
+	var w dispatch.Withheld
+	add := func(vals ...string) {
+		for _, v := range vals {
+			if v = strings.TrimSpace(v); v != "" {
+				w.Secrets = append(w.Secrets, v)
+			}
+		}
+	}
+	add(c.StringSlice("secret")...)
+	add(strings.Split(os.Getenv("SUME_COM_WEBHOOK_SIGNING_SECRET"), ",")...)
+	add(os.Getenv("SUME_API_KEY"))
+	file := c.String("config")
+	if file == "" {
+		return w, nil
+	}
+	sources, err := admin.DescribeSources(file, os.Getenv)
+	if err != nil {
+		return dispatch.Withheld{}, err
+	}
+	for _, src := range sources {
+		for _, e := range src.Secrets {
+			if e.Env != "" {
+				w.Names = append(w.Names, e.Env)
+				add(os.Getenv(e.Env))
+			}
+			if e.Key != nil {
+				w.Secrets = append(w.Secrets, string(e.Key)) // as decoded: not trimmed
+			}
+		}
+	}
+	return w, nil
 }
 
 func dispatchCommand(logOut io.Writer) *cli.Command {
@@ -157,9 +258,12 @@ Examples:
    INBOX_FORWARD_SECRET=whsec_<base64 key> inbox dispatch --forward-url https://app.internal/jobs
    inbox dispatch --exec './handle-job.sh' --workers 8 --timeout 2m --lease 5m
    inbox dispatch --nats-url nats://127.0.0.1:4222 --nats-subject sume.jobs.terminal
-   inbox dispatch --exec 'python3 handle.py' --retry-schedule 10s,1m,10m,1h`,
+   inbox dispatch --exec 'python3 handle.py' --retry-schedule 10s,1m,10m,1h
+   inbox dispatch --config /etc/inbox/inbox.toml --exec /usr/local/bin/handle-job
+   inbox dispatch --forward-url http://127.0.0.1:3000/jobs --slow-after 2s --max-slow 32`,
 		Flags: append([]cli.Flag{
 			admin.DBFlag(),
+			admin.ConfigFlag("serve's TOML file of [[source]] tables: with --exec, the variables its secrets are read from are kept from the command"),
 			&cli.StringFlag{Name: "admin-addr", Usage: "listen address for /healthz, /readyz and /metrics (the inbox_dispatch_* counters); empty: none", EnvVars: []string{"INBOX_DISPATCH_ADMIN_ADDR"}},
 			&cli.DurationFlag{Name: "busy-timeout", Value: inbox.DefaultBusyTimeout, Usage: "how long a write waits for serve's lock", EnvVars: []string{"INBOX_BUSY_TIMEOUT"}},
 			logLevelFlag(),
@@ -183,19 +287,20 @@ Examples:
 				Schema:      schema,
 				MustExist:   true,
 				BusyTimeout: c.Duration("busy-timeout"),
+				OnFileLost:  logFileLost(log, c.String("db")),
 			})
 			if err != nil {
 				return err
 			}
 			defer store.Close()
 			reg := newRegistry()
-			d, closeDest, err := newDispatcher(c, store, log, reg)
+			d, closeDest, deps, err := newDispatcher(c, store, log, reg, true)
 			if err != nil {
 				return err
 			}
 			defer closeDest()
 			log.Info().Str("db", store.Path()).Msg("starting")
-			if err := runWithOps(c.Context, d, aln, store, reg, log); err != nil {
+			if err := runWithOps(c.Context, d, aln, store, reg, log, deps...); err != nil {
 				return err
 			}
 			closeDest()
@@ -207,12 +312,12 @@ Examples:
 // runWithOps runs d until ctx is done and, when aln is not nil, answers the
 // probes and /metrics on it meanwhile. If that endpoint fails, the
 // dispatcher is stopped too.
-func runWithOps(ctx context.Context, d *dispatch.Dispatcher, aln net.Listener, store health.Pinger, reg *prometheus.Registry, log zerolog.Logger) error {
+func runWithOps(ctx context.Context, d *dispatch.Dispatcher, aln net.Listener, store health.Pinger, reg *prometheus.Registry, log zerolog.Logger, deps ...health.Dependency) error {
 	if aln == nil {
 		return d.Run(ctx)
 	}
 	ops := http.NewServeMux()
-	handleOps(ops, store, reg, log)
+	handleOps(ops, store, reg, log, deps...)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	dispatched := make(chan error, 1)

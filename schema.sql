@@ -83,6 +83,15 @@ CREATE TABLE IF NOT EXISTS secret_uses (
   PRIMARY KEY (source, fingerprint)
 ) STRICT;
 
+-- One row that /readyz rewrites: an empty transaction writes nothing, so
+-- only a commit that reaches the disk tells whether deliveries can (a full
+-- disk, an I/O error or a read-only file system fails it, as it fails them).
+CREATE TABLE IF NOT EXISTS probe (
+  id INTEGER NOT NULL PRIMARY KEY CHECK (id = 1),
+  -- When the last probe committed.
+  at INTEGER NOT NULL
+) STRICT;
+
 -- Every index a new row enters costs the writer a b-tree insert and more
 -- WAL pages per commit, so only the queue takes new rows. The others are
 -- partial: they hold rows that have left 'new' (parked, done, ignored), and a

@@ -20,6 +20,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"inbox/admin"
+	"inbox/deploy"
 	"inbox/dispatch"
 	"inbox/health"
 	"inbox/inbox"
@@ -71,7 +72,7 @@ Examples:
 			admin.MaxBodyFlag(),
 			&cli.StringFlag{Name: "max-request", Value: "4MiB", Usage: "hard cap: larger requests get 413 and are not read", EnvVars: []string{"INBOX_MAX_REQUEST"}},
 			&cli.StringFlag{Name: "path", Value: "/webhooks/sume", Usage: "the webhook path", EnvVars: []string{"INBOX_PATH"}},
-			&cli.DurationFlag{Name: "busy-timeout", Value: inbox.DefaultBusyTimeout, Usage: "how long a write waits for another process's lock before the answer is 503", EnvVars: []string{"INBOX_BUSY_TIMEOUT"}},
+			&cli.DurationFlag{Name: "busy-timeout", Value: inbox.DefaultBusyTimeout, Usage: "how long a delivery waits for another process's lock before the answer is 503; at most --read-timeout, so the 503 is written before the write deadline", EnvVars: []string{"INBOX_BUSY_TIMEOUT"}},
 			&cli.IntFlag{Name: "max-in-flight", Value: 512, Usage: "webhook requests verified and stored at once, all sources together (a body still arriving takes no place); beyond it the answer is 503 with Retry-After", EnvVars: []string{"INBOX_MAX_IN_FLIGHT"}},
 			&cli.DurationFlag{Name: "read-header-timeout", Value: def.ReadHeaderTimeout, Usage: "a client that has not sent its headers by then is disconnected", EnvVars: []string{"INBOX_READ_HEADER_TIMEOUT"}},
 			&cli.DurationFlag{Name: "read-timeout", Value: def.ReadTimeout, Usage: "a request not wholly read by then, body included, is given up; answers are written within a second more", EnvVars: []string{"INBOX_READ_TIMEOUT"}},
@@ -122,6 +123,9 @@ Examples:
 			if c.Int("max-in-flight") < 1 {
 				return fmt.Errorf("--max-in-flight must be at least 1, got %d", c.Int("max-in-flight"))
 			}
+			if err := checkBusyTimeout(c.Duration("busy-timeout"), lim.WriteTimeout); err != nil {
+				return err
+			}
 
 			// Bind first: a busy port must not leave a new, empty database
 			// behind.
@@ -136,6 +140,7 @@ Examples:
 				Schema:      schema,
 				BusyTimeout: c.Duration("busy-timeout"),
 				OnCommit:    m.Committed,
+				OnFileLost:  logFileLost(log, c.String("db")),
 			})
 			if err != nil {
 				return err
@@ -145,9 +150,10 @@ Examples:
 			// The dispatcher shares the store, so its writes go through the
 			// store's one writer, in the receiver's commits.
 			var d *dispatch.Dispatcher
+			var deps []health.Dependency
 			if destinationSet(c) {
 				var closeDest func()
-				if d, closeDest, err = newDispatcher(c, store, log, reg); err != nil {
+				if d, closeDest, deps, err = newDispatcher(c, store, log, reg, false); err != nil {
 					return err
 				}
 				defer closeDest()
@@ -183,7 +189,7 @@ Examples:
 			if adminAddr != "" {
 				ops = http.NewServeMux()
 			}
-			handleOps(ops, store, reg, log)
+			handleOps(ops, store, reg, log, deps...)
 			endpoints := []receiver.Endpoint{{Name: "webhooks", Listener: ln, Handler: web}}
 			if aln != nil {
 				endpoints = append(endpoints, receiver.Endpoint{Name: "admin", Listener: aln, Handler: ops})
@@ -216,6 +222,36 @@ Examples:
 	}
 }
 
+// answerMargin is what a 503 needs after the busy timeout to reach the
+// sender before the write deadline: the answer itself, and the reading of
+// a body that took its time.
+const answerMargin = time.Second
+
+// checkBusyTimeout refuses a busy timeout after which a delivery's 503
+// could not be written before the write deadline: the sender would see a
+// reset connection rather than a Retry-After.
+func checkBusyTimeout(busy, writeTimeout time.Duration) error {
+	if busy <= 0 {
+		return fmt.Errorf("--busy-timeout must be positive, got %s", busy)
+	}
+	if most := writeTimeout - answerMargin; busy > most {
+		return fmt.Errorf("--busy-timeout %s: a delivery that waits that long for the lock gets its 503 after the %s write deadline (--read-timeout + 1s); want at most %s, or a longer --read-timeout", busy, writeTimeout, most)
+	}
+	return nil
+}
+
+// logFileLost logs, once each time, that the database file went from its
+// path and that it is back.
+func logFileLost(log zerolog.Logger, db string) func(error) {
+	return func(err error) {
+		if err != nil {
+			log.Error().Err(err).Str("db", db).Msg("database file lost: nothing is written (deliveries get 503) and /readyz fails until it is back at its path")
+			return
+		}
+		log.Info().Str("db", db).Msg("database file back at its path: writing again")
+	}
+}
+
 // newRegistry returns a registry with the Go runtime's and the process's
 // metrics.
 func newRegistry() *prometheus.Registry {
@@ -225,10 +261,11 @@ func newRegistry() *prometheus.Registry {
 }
 
 // handleOps adds the probes and /metrics to mux: /healthz while the process
-// serves, /readyz while store takes a write, /metrics what reg gathers.
-func handleOps(mux *http.ServeMux, store health.Pinger, reg prometheus.Gatherer, log zerolog.Logger) {
+// serves, /readyz while store takes a write (and deps say how they stand),
+// /metrics what reg gathers.
+func handleOps(mux *http.ServeMux, store health.Pinger, reg prometheus.Gatherer, log zerolog.Logger, deps ...health.Dependency) {
 	mux.Handle("GET /healthz", health.Live())
-	mux.Handle("GET /readyz", health.Ready(store, probeTimeout, log))
+	mux.Handle("GET /readyz", health.Ready(store, probeTimeout, log, deps...))
 	mux.Handle("GET /metrics", metrics.Handler(reg, log))
 }
 
@@ -311,6 +348,9 @@ func serveSources(c *cli.Context, rules inbox.Rules, maxRequest int64) ([]admin.
 	}
 	if len(secrets) == 0 {
 		return nil, errors.New("no signing secret: set SUME_COM_WEBHOOK_SIGNING_SECRET (or --secret), or give --config")
+	}
+	if slices.ContainsFunc(secrets, deploy.Placeholder) {
+		return nil, errors.New("SUME_COM_WEBHOOK_SIGNING_SECRET (or --secret) holds the placeholder of the shipped inbox.env: set it to the signing secret from Sume's dashboard")
 	}
 	keys := make([]scheme.Secret, len(secrets))
 	for i, s := range secrets {

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 
 	"github.com/urfave/cli/v2"
+
+	"inbox/inbox"
 )
 
 func backupCommand() *cli.Command {
@@ -20,7 +22,9 @@ func backupCommand() *cli.Command {
 while serve keeps committing, compacted. The copy is written beside PATH
 under a temporary name, checked with integrity_check, fsynced and only then
 renamed to PATH, so PATH is never a partial copy. An existing PATH is
-refused unless --force. Prints the rows copied.
+refused unless --force. PATH may never be the live database or its -wal,
+-shm or -journal file, however it is spelled (a link, another path to the
+folder), --force or not. Prints the rows copied.
 
 To restore: stop serve, replace the database with the copy, delete the old
 database's -wal and -shm files, start serve.
@@ -43,6 +47,11 @@ Examples:
 			}
 			dest := paths[0]
 			force := c.Bool("force")
+			// Before the check for an existing PATH, whose error suggests
+			// --force: over the live database that would corrupt it.
+			if err := notLive(c.String("db"), dest); err != nil {
+				return err
+			}
 			if _, err := os.Stat(dest); err == nil && !force {
 				return fmt.Errorf("%s exists: use --force to replace it", dest)
 			} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -68,6 +77,11 @@ Examples:
 			if err := syncFile(tmp.Name()); err != nil {
 				return fmt.Errorf("backup: %w", err)
 			}
+			// Again: PATH, or a folder on its way, may have changed while
+			// the copy was made.
+			if err := notLive(c.String("db"), dest); err != nil {
+				return err
+			}
 			if force {
 				err = os.Rename(tmp.Name(), dest)
 			} else {
@@ -91,6 +105,18 @@ Examples:
 			return err
 		},
 	}
+}
+
+// notLive refuses a backup PATH that is one of the database's own files.
+func notLive(db, dest string) error {
+	what, err := inbox.LiveFile(db, dest)
+	if err != nil {
+		return fmt.Errorf("backup: %w", err)
+	}
+	if what != "" {
+		return fmt.Errorf("backup: refusing to write %s: it is %s (--db %s); choose a PATH outside the database's files", dest, what, db)
+	}
+	return nil
 }
 
 // syncFile fsyncs a file or a directory, so what was written to it, or a

@@ -12,6 +12,7 @@ import (
 	"github.com/BurntSushi/toml"
 	"github.com/urfave/cli/v2"
 
+	"inbox/deploy"
 	"inbox/inbox"
 	"inbox/scheme"
 )
@@ -250,6 +251,13 @@ func (fs fileSource) source(getenv func(string) string, lenient bool) (Source, e
 			}
 			return Source{}, fmt.Errorf("secret %d: empty (env %s unset?)", j+1, fsec.Env)
 		}
+		if deploy.Placeholder(raw) {
+			if lenient {
+				src.Secrets[j].Invalid = true
+				continue
+			}
+			return Source{}, fmt.Errorf("secret %d: %s holds the placeholder of the shipped files: set it to the provider's secret", j+1, secretName(fsec))
+		}
 		k, err := key(raw)
 		if err != nil {
 			if lenient {
@@ -265,6 +273,14 @@ func (fs fileSource) source(getenv func(string) string, lenient bool) (Source, e
 		src.Keys = append(src.Keys, scheme.Secret{Key: k, Expires: fsec.Expires})
 	}
 	return src, nil
+}
+
+// secretName names where a [[source.secret]] is read from, for an error.
+func secretName(s fileSecret) string {
+	if s.Env != "" {
+		return s.Env
+	}
+	return "its value"
 }
 
 // ConfigExcludes refuses, when --config is given, the named flags that

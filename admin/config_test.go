@@ -81,8 +81,9 @@ env = "VIBE_JOB_SIGNING_SECRET"
 		if ok {
 			continue
 		}
-		if err == nil || !strings.Contains(err.Error(), "VIBE_JOB_SIGNING_SECRET") || !strings.Contains(err.Error(), "vjs_") {
-			t.Errorf("%s: err = %v; want a refusal naming VIBE_JOB_SIGNING_SECRET and the form", secret, err)
+		if err == nil || !strings.Contains(err.Error(), "VIBE_JOB_SIGNING_SECRET") ||
+			!strings.Contains(err.Error(), "vjs_") && !strings.Contains(err.Error(), "placeholder") {
+			t.Errorf("%s: err = %v; want a refusal naming VIBE_JOB_SIGNING_SECRET and the form or the placeholder", secret, err)
 		} else if strings.Contains(err.Error(), secret) {
 			t.Errorf("%s: error shows the secret: %v", secret, err)
 		}
@@ -126,5 +127,31 @@ env = "V"
 		if _, err := loadConfig(t, conf, env); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("err = %v, want %q", err, want)
 		}
+	}
+}
+
+// TestPlaceholderSecretRefused checks that a secret holding a placeholder
+// of the shipped files is refused naming where it came from, and shown as
+// invalid by inbox sources, whatever the scheme.
+func TestPlaceholderSecretRefused(t *testing.T) {
+	const conf = `
+[[source]]
+name = "gh"
+scheme = "github"
+[[source.secret]]
+env = "GH_SECRET"
+`
+	const placeholder = "replace-with-your-github-secret"
+	_, err := loadConfig(t, conf, map[string]string{"GH_SECRET": placeholder})
+	if err == nil || !strings.Contains(err.Error(), "GH_SECRET") || !strings.Contains(err.Error(), "placeholder") || strings.Contains(err.Error(), placeholder) {
+		t.Errorf("env placeholder: %v", err)
+	}
+	_, err = loadConfig(t, strings.Replace(conf, `env = "GH_SECRET"`, `value = "`+placeholder+`"`, 1), nil)
+	if err == nil || !strings.Contains(err.Error(), "placeholder") {
+		t.Errorf("value placeholder: %v", err)
+	}
+	srcs, err := DescribeSources(writeTestFile(t, conf), func(string) string { return placeholder })
+	if err != nil || len(srcs) != 1 || !srcs[0].Secrets[0].Invalid || srcs[0].Secrets[0].Key != nil {
+		t.Errorf("DescribeSources: %+v, %v; want the secret invalid", srcs, err)
 	}
 }

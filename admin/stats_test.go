@@ -13,7 +13,7 @@ import (
 
 // dispatched opens path as a dispatcher would, claims every new row and
 // settles each with the fate fates gives its id (rows not named stay
-// claimed until the lease, an hour, runs out).
+// claimed, with no attempt started, until the lease, an hour, runs out).
 func dispatched(t *testing.T, path string, now time.Time, fates map[string]inbox.Settlement) {
 	t.Helper()
 	s := inboxtest.MustOpenPath(t, path, inbox.Options{})
@@ -53,7 +53,7 @@ func TestStats(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"new      2     2", "done     1     1", "parked   2     1",
+		"new      2     1", "done     1     1", "parked   2     1",
 		"waiting         2", "in flight       1", "retrying        1", "oldest waiting  1m3",
 		"handler_failed  1", "unknown_event   1",
 	} {

@@ -28,6 +28,7 @@ const (
 	DefaultTimeout = 30 * time.Second
 	DefaultLease   = 2 * time.Minute
 	DefaultPoll    = 250 * time.Millisecond
+	DefaultMaxSlow = 64
 )
 
 // maxError bounds the error text kept on a row (and logged).
@@ -48,6 +49,7 @@ const (
 // Store is what the dispatcher needs of the inbox.
 type Store interface {
 	Settle(ctx context.Context, owner string, settled []inbox.Settlement, claim inbox.Claim) ([]inbox.Job, int, error)
+	Start(ctx context.Context, owner string, jobs []inbox.Job, now, until time.Time) ([]inbox.Job, error)
 	NextDue(ctx context.Context) (time.Time, bool, error)
 	Queue(ctx context.Context, now time.Time) (inbox.Queue, error)
 }
@@ -86,10 +88,20 @@ type Config struct {
 	Schedule []time.Duration
 	// Timeout bounds one attempt.
 	Timeout time.Duration
-	// Lease is how long a claim holds. A claimed row waits at most one
-	// attempt for a free worker, then takes at most Timeout, so Lease must
-	// be at least twice Timeout; a row whose dispatcher dies is claimable
-	// again when its lease runs out.
+	// SlowAfter is how long an attempt runs holding one of Workers. Past
+	// it the attempt goes on beside the workers (at most MaxSlow such at
+	// once, each still within Timeout) and its worker takes the next row:
+	// a destination that accepts and never answers holds a worker for
+	// SlowAfter, not Timeout. Zero: fit the destination (see slowAfter).
+	SlowAfter time.Duration
+	// MaxSlow bounds the attempts running past SlowAfter beside the
+	// workers. Zero: DefaultMaxSlow; negative: none, so an attempt holds
+	// its worker until it ends.
+	MaxSlow int
+	// Lease is how long a claim holds; an attempt renews it as it starts.
+	// An attempt takes at most Timeout, and its outcome is recorded after
+	// it, so Lease must be at least twice Timeout; a row whose dispatcher
+	// dies is claimable again when its lease runs out.
 	Lease time.Duration
 	// Poll is how often an idle dispatcher looks for due rows.
 	Poll time.Duration
@@ -108,6 +120,7 @@ type Dispatcher struct {
 	cfg     Config
 	log     zerolog.Logger
 	metrics *metrics
+	times   *durations
 }
 
 // New returns a Dispatcher and registers its metrics. It fails when no
@@ -132,14 +145,22 @@ func New(store Store, cfg Config, log zerolog.Logger) (*Dispatcher, error) {
 	if cfg.Poll == 0 {
 		cfg.Poll = DefaultPoll
 	}
+	switch {
+	case cfg.MaxSlow == 0:
+		cfg.MaxSlow = DefaultMaxSlow
+	case cfg.MaxSlow < 0:
+		cfg.MaxSlow = 0
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
 	switch {
 	case cfg.Workers < 1 || cfg.Workers > 1024:
 		return nil, fmt.Errorf("dispatch: workers %d out of range 1..1024", cfg.Workers)
-	case cfg.Timeout < 0 || cfg.Poll < 0:
-		return nil, errors.New("dispatch: timeout and poll must be positive")
+	case cfg.Timeout < 0 || cfg.Poll < 0 || cfg.SlowAfter < 0:
+		return nil, errors.New("dispatch: timeout, slow-after and poll must be positive")
+	case cfg.MaxSlow > 4096:
+		return nil, fmt.Errorf("dispatch: max slow %d out of range 0..4096", cfg.MaxSlow)
 	case cfg.Lease < 2*cfg.Timeout:
 		return nil, fmt.Errorf("dispatch: lease %s must be at least twice the timeout %s", cfg.Lease, cfg.Timeout)
 	}
@@ -155,7 +176,7 @@ func New(store Store, cfg Config, log zerolog.Logger) (*Dispatcher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dispatch: %w", err)
 	}
-	return &Dispatcher{store: store, cfg: cfg, log: log, metrics: m}, nil
+	return &Dispatcher{store: store, cfg: cfg, log: log, metrics: m, times: &durations{}}, nil
 }
 
 // newOwner names this process: host, pid and a random part, so two runs
@@ -180,20 +201,29 @@ func (d *Dispatcher) Owner() string { return d.cfg.Owner }
 // when, stopping, it could not record what it had done (those rows are
 // delivered again once their leases run out).
 func (d *Dispatcher) Run(ctx context.Context) error {
-	// At most held rows are claimed and not yet settled: one per worker and
-	// one waiting for each, so a claimed row waits at most one attempt.
-	maxHeld := 2 * d.cfg.Workers
-	jobs := make(chan inbox.Job, maxHeld)
-	results := make(chan inbox.Settlement, maxHeld)
-	var wg sync.WaitGroup
+	// Rows claimed and not yet settled: one per worker and one waiting for
+	// each, so a claimed row waits at most one SlowAfter for a worker,
+	// plus one per attempt gone on beside the workers.
+	capacity := 2*d.cfg.Workers + d.cfg.MaxSlow
+	jobs := make(chan inbox.Job, capacity)
+	results := make(chan inbox.Settlement, capacity)
+	p := &pool{
+		slots: make(chan struct{}, d.cfg.MaxSlow),
+		wake:  make(chan struct{}, 1),
+	}
+	starts := make(chan startRequest, d.cfg.Workers)
+	var starter, wg sync.WaitGroup
+	starter.Go(func() { d.runStarter(ctx, starts) })
 	for range d.cfg.Workers {
-		wg.Go(func() { d.work(ctx, jobs, results) })
+		wg.Go(func() { d.work(ctx, jobs, results, starts, p, &wg) })
 	}
 	defer func() {
 		close(jobs)
 		wg.Wait()
+		close(starts)
+		starter.Wait()
 	}()
-	d.log.Info().Str(keyOwner, d.cfg.Owner).Int("workers", d.cfg.Workers).Msg("dispatching")
+	d.log.Info().Str(keyOwner, d.cfg.Owner).Int("workers", d.cfg.Workers).Int("max_slow", d.cfg.MaxSlow).Msg("dispatching")
 
 	var (
 		held     int // claimed and not yet settled
@@ -219,7 +249,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 
 		want := 0
 		if !stopping {
-			want = maxHeld - (held - len(pending))
+			want = max(0, 2*d.cfg.Workers+len(p.slots)-(held-len(pending)))
 		}
 		if want > 0 && !d.due(ctx) {
 			want = 0
@@ -250,8 +280,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 					if j.Attempt > len(d.cfg.Schedule)+1 {
 						// Its last attempt's outcome was never recorded (the
 						// dispatcher stopped during it): no attempt is left.
-						pending = append(pending, d.outcome(j, fmt.Errorf(
-							"attempt %d's lease ran out before its outcome was recorded, and no attempt is left", j.Attempt-1)))
+						pending = append(pending, d.exhausted(j))
 						continue
 					}
 					jobs <- j
@@ -278,11 +307,33 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		select {
 		case r := <-results:
 			pending = append(pending, r)
+		case <-p.wake: // a worker is free again: claim for it
 		case <-timer.C:
 		case <-done:
 		}
 		timer.Stop()
 	}
+}
+
+// pool holds the attempts gone on beside the workers: a slot each.
+type pool struct {
+	slots chan struct{}
+	wake  chan struct{} // told when an attempt has gone aside
+}
+
+// aside takes a slot for an attempt to go on beside the workers, and
+// reports whether one was free.
+func (p *pool) aside() bool {
+	select {
+	case p.slots <- struct{}{}:
+	default:
+		return false
+	}
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+	return true
 }
 
 // due reports whether a row may be claimed now. When it cannot tell, it
@@ -312,15 +363,157 @@ func (d *Dispatcher) settle(ctx context.Context, pending []inbox.Settlement, wan
 }
 
 // work delivers the jobs it takes until jobs is closed. Once ctx is done it
-// gives the jobs it takes back, unattempted.
-func (d *Dispatcher) work(ctx context.Context, jobs <-chan inbox.Job, results chan<- inbox.Settlement) {
+// gives the jobs it takes back, unattempted. An attempt that runs past
+// slowAfter goes on beside the workers while a slot of p is free, and work
+// takes the next job; wg owns the goroutines it starts.
+func (d *Dispatcher) work(ctx context.Context, jobs <-chan inbox.Job, results chan<- inbox.Settlement, starts chan<- startRequest, p *pool, wg *sync.WaitGroup) {
+	reply := make(chan startReply, 1)
 	for j := range jobs {
 		if ctx.Err() != nil {
-			results <- inbox.Settlement{Job: j, Fate: inbox.FateRelease, At: d.cfg.Now()}
+			results <- release(j, d.cfg.Now())
 			continue
 		}
-		results <- d.attempt(ctx, j)
+		starts <- startRequest{job: j, reply: reply}
+		r := <-reply
+		j, ok := r.job, r.ok
+		if !ok {
+			results <- release(j, d.cfg.Now())
+			continue
+		}
+		done := make(chan inbox.Settlement, 1)
+		began := time.Now()
+		wg.Go(func() { done <- d.attempt(ctx, j) })
+		if st, ok := d.await(done, began); ok {
+			results <- st
+			continue
+		}
+		if !p.aside() {
+			results <- <-done
+			continue
+		}
+		d.metrics.slow.Inc()
+		d.log.Debug().Str(keyJob, j.ID).Int(keyAttempt, j.Attempt).Msg("slow: the attempt goes on beside the workers")
+		wg.Go(func() {
+			st := <-done
+			<-p.slots
+			d.metrics.slow.Dec()
+			results <- st
+		})
 	}
+}
+
+// await waits for the attempt begun at began to end, and returns its
+// settlement, or ok false once it has run past slowAfter. The threshold is
+// looked at again every slowCheck, as the destination's answers come in:
+// an attempt begun before any did is not held to the first guess.
+func (d *Dispatcher) await(done <-chan inbox.Settlement, began time.Time) (st inbox.Settlement, ok bool) {
+	timer := time.NewTimer(min(d.slowAfter(), slowCheck))
+	defer timer.Stop()
+	for {
+		select {
+		case st := <-done:
+			return st, true
+		case <-timer.C:
+		}
+		left := d.slowAfter() - time.Since(began)
+		if left <= 0 {
+			return inbox.Settlement{}, false
+		}
+		timer.Reset(min(left, slowCheck))
+	}
+}
+
+// startRequest asks the starter to count job's attempt; the answer goes to
+// reply.
+type startRequest struct {
+	job   inbox.Job
+	reply chan<- startReply
+}
+
+// startReply is job marked started, with ok, or ok false when the attempt
+// must not be made.
+type startReply struct {
+	job inbox.Job
+	ok  bool
+}
+
+// maxStartBatch bounds the attempts one Store.Start counts, and
+// maxStartsInFlight the Store.Start calls under way at once.
+const (
+	maxStartBatch     = 256
+	maxStartsInFlight = 4
+)
+
+// runStarter counts the attempts the workers are about to make, before they
+// make them, so that a dispatcher that dies first costs the rows no
+// attempt. The workers that ask while a count is being written are counted
+// together in the next one: one statement, one commit shared with whatever
+// else the store writes then, for all of them. It returns once reqs is
+// closed.
+func (d *Dispatcher) runStarter(ctx context.Context, reqs <-chan startRequest) {
+	// Several counts may wait for the writer at once, so that each of its
+	// transactions carries one, beside the outcomes and the claims.
+	inFlight := make(chan struct{}, maxStartsInFlight)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for r := range reqs {
+		batch := make([]startRequest, 0, maxStartBatch)
+		batch = append(batch, r)
+	fill:
+		for len(batch) < maxStartBatch {
+			select {
+			case r, ok := <-reqs:
+				if !ok {
+					break fill
+				}
+				batch = append(batch, r)
+			default:
+				break fill
+			}
+		}
+		inFlight <- struct{}{}
+		wg.Go(func() {
+			d.start(ctx, batch)
+			<-inFlight
+		})
+	}
+}
+
+// start counts the attempts of batch and answers each request. A job whose
+// attempt was not counted, its claim gone or the count not written, is
+// answered not ok.
+func (d *Dispatcher) start(ctx context.Context, batch []startRequest) {
+	jobs := make([]inbox.Job, len(batch))
+	for i, r := range batch {
+		jobs[i] = r.job
+	}
+	now := d.cfg.Now()
+	// Not cut short by ctx: an error must mean nothing was counted.
+	started, err := d.store.Start(context.WithoutCancel(ctx), d.cfg.Owner, jobs, now, now.Add(d.cfg.Lease))
+	if err != nil {
+		d.log.Warn().Err(err).Int(keyRows, len(jobs)).Msg("cannot count the attempts: giving the rows back")
+	}
+	byID := make(map[string]inbox.Job, len(started))
+	for _, j := range started {
+		byID[j.ID] = j
+	}
+	for _, r := range batch {
+		j, ok := byID[r.job.ID]
+		if ok {
+			delete(byID, r.job.ID) // a second copy of one claim does not start
+		} else if err == nil {
+			d.log.Warn().Str(keyJob, r.job.ID).Msg("the claim ran out before the attempt started: giving the row back")
+		}
+		if !ok {
+			j = r.job
+		}
+		r.reply <- startReply{job: j, ok: ok}
+	}
+}
+
+// release is the settlement that gives j back unattempted.
+func release(j inbox.Job, now time.Time) inbox.Settlement {
+	return inbox.Settlement{Job: j, Fate: inbox.FateRelease, At: now}
 }
 
 // attempt delivers j once. The attempt is not cut short when ctx is done
@@ -331,11 +524,26 @@ func (d *Dispatcher) attempt(ctx context.Context, j inbox.Job) inbox.Settlement 
 	defer cancel()
 	start := time.Now()
 	err := d.cfg.Destination.Deliver(actx, j)
-	d.metrics.duration.Observe(time.Since(start).Seconds())
+	took := time.Since(start)
+	d.metrics.duration.Observe(took.Seconds())
+	if err == nil {
+		d.times.add(took)
+	}
 	if err != nil && errors.Is(actx.Err(), context.DeadlineExceeded) {
 		err = fmt.Errorf("timed out after %s: %w", d.cfg.Timeout, err)
 	}
 	return d.outcome(j, err)
+}
+
+// exhausted parks j, claimed again after its last attempt's outcome was
+// lost, without attempting it.
+func (d *Dispatcher) exhausted(j inbox.Job) inbox.Settlement {
+	st := inbox.Settlement{Job: j, Fate: inbox.FateExhausted, At: d.cfg.Now(), Reason: inbox.ReasonHandlerFailed,
+		Error: fmt.Sprintf("attempt %d's lease ran out before its outcome was recorded, and no attempt is left", j.Attempt-1)}
+	d.log.Warn().Str(keyJob, j.ID).Int(keyAttempt, j.Attempt-1).Str(keyOutcome, outcomeFailed).Str(keyCause, st.Error).Msg("failed every attempt: parked")
+	d.metrics.deliveries.WithLabelValues(outcomeFailed).Inc()
+	d.metrics.attempts.Observe(float64(j.Attempt - 1))
+	return st
 }
 
 // outcome decides what becomes of j after an attempt that returned err.

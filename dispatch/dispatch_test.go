@@ -257,26 +257,52 @@ func TestRejectedParksAtOnce(t *testing.T) {
 	}
 }
 
-// TestLeaseExpiry: a row claimed by a dispatcher that died is delivered
-// once its lease runs out, not before.
+// TestLeaseExpiry: rows claimed by a dispatcher that died are delivered
+// once their lease runs out, not before. The one it had started an attempt
+// at counts that attempt; the one it only claimed costs none, and its first
+// delivery says attempt 1.
 func TestLeaseExpiry(t *testing.T) {
 	c := newClock()
-	s := storeWith(t, c, "job_1", "job_2")
-	if _, _, err := s.Settle(context.Background(), "dead", nil, inbox.Claim{Now: c.Now(), Until: c.Now().Add(time.Minute), Max: 1}); err != nil {
-		t.Fatal(err)
+	s := storeWith(t, c, "job_1", "job_2", "job_3")
+	ctx := context.Background()
+	dead, _, err := s.Settle(ctx, "dead", nil, inbox.Claim{Now: c.Now(), Until: c.Now().Add(time.Minute), Max: 2})
+	if err != nil || len(dead) != 2 {
+		t.Fatal(dead, err)
+	}
+	for _, j := range dead {
+		if j.ID != "job_2" {
+			continue
+		}
+		if started, err := s.Start(ctx, "dead", []inbox.Job{j}, c.Now(), c.Now().Add(time.Minute)); err != nil || len(started) != 1 {
+			t.Fatal(started, err)
+		}
+	}
+	if e := row(t, s, "job_2"); e.Attempts != 1 {
+		t.Fatalf("job_2 attempts = %d after its start, want 1", e.Attempts)
 	}
 	a := newApp(t, http.StatusOK)
 	start(t, s, dispatch.Config{Destination: forward(t, a.URL, c), Now: c.Now})
-	waitFor(t, "job_2 done", func() bool { return row(t, s, "job_2").Status == inbox.StatusDone })
+	waitFor(t, "job_3 done", func() bool { return row(t, s, "job_3").Status == inbox.StatusDone })
 	c.Advance(time.Minute - time.Millisecond)
 	settleDown()
-	if e := row(t, s, "job_1"); e.Status != inbox.StatusNew || e.LeaseOwner != "dead" {
-		t.Fatalf("job_1 = %+v, want still held by the dead dispatcher", e)
+	for _, id := range []string{"job_1", "job_2"} {
+		if e := row(t, s, id); e.Status != inbox.StatusNew || e.LeaseOwner != "dead" {
+			t.Fatalf("%s = %+v, want still held by the dead dispatcher", id, e)
+		}
 	}
 	c.Advance(time.Millisecond)
-	waitFor(t, "job_1 done", func() bool { return row(t, s, "job_1").Status == inbox.StatusDone })
-	if e := row(t, s, "job_1"); e.Attempts != 2 {
-		t.Errorf("job_1 attempts = %d, want 2: the lost attempt counts", e.Attempts)
+	for id, want := range map[string]int64{"job_1": 1, "job_2": 2} {
+		waitFor(t, id+" done", func() bool { return row(t, s, id).Status == inbox.StatusDone })
+		if e := row(t, s, id); e.Attempts != want {
+			t.Errorf("%s attempts = %d, want %d", id, e.Attempts, want)
+		}
+	}
+	reqs, _ := a.requests()
+	for _, r := range reqs {
+		id, attempt := r.Header.Get(dispatch.HeaderRowID), r.Header.Get(dispatch.HeaderAttempt)
+		if (id == "job_2") != (attempt == "2") || (id != "job_2" && attempt != "1") {
+			t.Errorf("%s delivered as attempt %s", id, attempt)
+		}
 	}
 }
 
@@ -294,6 +320,9 @@ func TestLastAttemptLost(t *testing.T) {
 			t.Fatal(jobs, err)
 		}
 		if attempt == len(schedule)+1 {
+			if _, err := s.Start(ctx, "dead", jobs, c.Now(), c.Now().Add(time.Minute)); err != nil {
+				t.Fatal(err)
+			}
 			break
 		}
 		if _, _, err := s.Settle(ctx, "dead", []inbox.Settlement{{Job: jobs[0], Fate: inbox.FateRetry, At: c.Now(), RetryAt: c.Now()}}, inbox.Claim{}); err != nil {

@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"inbox/inbox"
+	"inbox/scheme"
 )
 
 // ExitReject is the exit status with which a command says a job must never
@@ -23,10 +25,18 @@ const ExitReject = 65
 
 // The environment a command gets about its job.
 const (
-	EnvJobID   = "INBOX_JOB_ID"
+	EnvJobID   = "INBOX_JOB_ID" // the row's id, as EnvRowID (its name since before sources)
+	EnvRowID   = "INBOX_ROW_ID" // the row's id, unique across sources: inbox show takes it
+	EnvSource  = "INBOX_SOURCE" // the configured source the row came through
+	EnvKey     = "INBOX_KEY"    // the provider's own key: the key for external effects, with EnvSource
 	EnvEvent   = "INBOX_EVENT"
 	EnvAttempt = "INBOX_ATTEMPT"
 )
+
+// minContained is the shortest secret looked for inside a variable's value
+// (a URL, a list); a shorter one withholds only a variable equal to it, so
+// a toy secret such as "s" does not withhold PATH.
+const minContained = 8
 
 // maxStderr bounds the end of a command's stderr kept as its error.
 const maxStderr = 512
@@ -41,21 +51,65 @@ type Exec struct {
 	env     []string
 }
 
+// Withheld names what of this process's environment a command must not
+// see besides the INBOX_* and SUME_* variables: the secrets the inbox is
+// configured with.
+type Withheld struct {
+	// Names are variables that hold secrets, such as those the sources'
+	// [[source.secret]] tables read (env = ...).
+	Names []string
+	// Secrets are the configured secrets themselves, as written or as
+	// keys: a variable whose value is one, or holds one of minContained
+	// bytes or more, or is whsec_ and the base64 of one, is withheld,
+	// whatever its name.
+	Secrets []string
+}
+
 // NewExec returns an Exec running command. The command inherits this
-// process's environment except the variables named INBOX_* and SUME_*
-// (they hold the inbox's secrets), plus EnvJobID, EnvEvent and EnvAttempt.
-// It fails when command is empty.
-func NewExec(command string) (*Exec, error) {
+// process's environment except the variables named INBOX_* and SUME_* (they
+// hold the inbox's settings and secrets) and those w withholds, plus
+// EnvJobID, EnvRowID, EnvSource, EnvKey, EnvEvent and EnvAttempt. It fails
+// when command is empty.
+func NewExec(command string, w Withheld) (*Exec, error) {
 	if strings.TrimSpace(command) == "" {
 		return nil, errors.New("exec: empty command")
 	}
+	return &Exec{command: command, env: w.filter(os.Environ())}, nil
+}
+
+// filter returns the entries of environ a command may see.
+func (w Withheld) filter(environ []string) []string {
 	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "INBOX_") && !strings.HasPrefix(kv, "SUME_") {
-			env = append(env, kv)
+	for _, kv := range environ {
+		name, value, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, "INBOX_") || strings.HasPrefix(name, "SUME_") ||
+			slices.Contains(w.Names, name) || w.holdsSecret(value) {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return env
+}
+
+// holdsSecret reports whether value is, holds or encodes a secret of w.
+func (w Withheld) holdsSecret(value string) bool {
+	trimmed := strings.TrimSpace(value)
+	var key string
+	if strings.HasPrefix(trimmed, "whsec_") {
+		if k, err := scheme.StandardKey(trimmed); err == nil {
+			key = string(k)
 		}
 	}
-	return &Exec{command: command, env: env}, nil
+	for _, s := range w.Secrets {
+		switch {
+		case s == "":
+		case value == s, trimmed == s, key == s:
+			return true
+		case len(s) >= minContained && strings.Contains(value, s):
+			return true
+		}
+	}
+	return false
 }
 
 // Deliver runs the command for j in a process group of its own, killed
@@ -63,8 +117,10 @@ func NewExec(command string) (*Exec, error) {
 // the error.
 func (e *Exec) Deliver(ctx context.Context, j inbox.Job) error {
 	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", e.command)
+	source, key := j.Origin()
 	cmd.Env = append(e.env[:len(e.env):len(e.env)],
-		EnvJobID+"="+j.ID, EnvEvent+"="+j.Event, EnvAttempt+"="+strconv.Itoa(j.Attempt))
+		EnvJobID+"="+j.ID, EnvRowID+"="+j.ID, EnvSource+"="+source, EnvKey+"="+key,
+		EnvEvent+"="+j.Event, EnvAttempt+"="+strconv.Itoa(j.Attempt))
 	cmd.Stdin = bytes.NewReader(j.Body)
 	stderr := &tail{max: maxStderr}
 	cmd.Stderr = stderr

@@ -42,7 +42,7 @@ fi
 cat > "`+out+`/$INBOX_JOB_ID.json"
 env > "`+out+`/$INBOX_JOB_ID.env"
 `)
-	e, err := dispatch.NewExec(handler)
+	e, err := dispatch.NewExec(handler, dispatch.Withheld{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +78,7 @@ env > "`+out+`/$INBOX_JOB_ID.env"
 
 // TestExecReject: exit 65 parks the row at once, with the end of stderr.
 func TestExecReject(t *testing.T) {
-	e, err := dispatch.NewExec(script(t, `echo "`+strings.Repeat("x", 600)+` bad job $INBOX_JOB_ID" >&2; exit 65`))
+	e, err := dispatch.NewExec(script(t, `echo "`+strings.Repeat("x", 600)+` bad job $INBOX_JOB_ID" >&2; exit 65`), dispatch.Withheld{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func TestExecReject(t *testing.T) {
 // with everything it started.
 func TestExecTimeoutKillsGroup(t *testing.T) {
 	pidFile := filepath.Join(t.TempDir(), "child.pid")
-	e, err := dispatch.NewExec(script(t, `sleep 60 & echo $! > `+pidFile+`; sleep 60`))
+	e, err := dispatch.NewExec(script(t, `sleep 60 & echo $! > `+pidFile+`; sleep 60`), dispatch.Withheld{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func TestExecTimeoutKillsGroup(t *testing.T) {
 }
 
 func TestNewExecRefusesEmpty(t *testing.T) {
-	if _, err := dispatch.NewExec("  "); err == nil {
+	if _, err := dispatch.NewExec("  ", dispatch.Withheld{}); err == nil {
 		t.Error("an empty command was accepted")
 	}
 }

@@ -18,9 +18,15 @@ import (
 
 // Headers of a forwarded job, besides the Standard Webhooks ones.
 const (
-	HeaderIdempotencyKey = "Idempotency-Key" // the job id
-	HeaderEvent          = "Inbox-Event"     // the event name
-	HeaderAttempt        = "Inbox-Attempt"   // the attempt number, from 1
+	// HeaderIdempotencyKey is the provider's own key of the row (Sume's
+	// job_id, Vibe's runId, ...), the same as HeaderKey: the key for the
+	// application's external effects, with HeaderSource beside it.
+	HeaderIdempotencyKey = "Idempotency-Key"
+	HeaderSource         = "Inbox-Source"  // the configured source the row came through
+	HeaderKey            = "Inbox-Key"     // the provider's own key of the row
+	HeaderRowID          = "Inbox-Row-Id"  // the row's id, unique across sources: inbox show takes it
+	HeaderEvent          = "Inbox-Event"   // the event name
+	HeaderAttempt        = "Inbox-Attempt" // the attempt number, from 1
 )
 
 // Bounds on what is read of a response.
@@ -40,8 +46,11 @@ type Forward struct {
 }
 
 // NewForward returns a Forward to rawURL, signing with secret when it is
-// not empty ("whsec_<base64>" or the raw key). It fails when the URL is not
-// absolute http(s) or the secret's base64 does not decode.
+// not empty. The secret takes the one form Standard Webhooks libraries
+// verify with their defaults, "whsec_" and the base64 of the key. It fails
+// when the URL is not absolute http(s), or the secret has another form
+// (a raw key would sign what those libraries, which base64-decode every
+// secret, cannot verify) or its base64 does not decode.
 func NewForward(rawURL, secret string, now func() time.Time) (*Forward, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -49,7 +58,7 @@ func NewForward(rawURL, secret string, now func() time.Time) (*Forward, error) {
 	}
 	key, err := scheme.StandardKey(secret)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("forward secret (INBOX_FORWARD_SECRET, --forward-secret): %w: make one with inbox secret (a raw key K signs as whsec_ and the base64 of K)", err)
 	}
 	if now == nil {
 		now = time.Now
@@ -70,23 +79,28 @@ func NewForward(rawURL, secret string, now func() time.Time) (*Forward, error) {
 	}, nil
 }
 
-// Deliver POSTs j. The webhook-id is the job id, the same on every attempt,
-// as Standard Webhooks asks of retries of one message.
+// Deliver POSTs j. The webhook-id is the provider's key, as
+// Idempotency-Key: the same on every attempt, as Standard Webhooks asks of
+// retries of one message.
 func (f *Forward) Deliver(ctx context.Context, j inbox.Job) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, f.url, bytes.NewReader(j.Body))
 	if err != nil {
 		return fmt.Errorf("build request: %w", err)
 	}
+	source, key := j.Origin()
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "inbox-dispatch")
-	req.Header.Set(HeaderIdempotencyKey, j.ID)
+	req.Header.Set(HeaderIdempotencyKey, key)
+	req.Header.Set(HeaderSource, source)
+	req.Header.Set(HeaderKey, key)
+	req.Header.Set(HeaderRowID, j.ID)
 	req.Header.Set(HeaderEvent, j.Event)
 	req.Header.Set(HeaderAttempt, strconv.Itoa(j.Attempt))
 	if f.key != nil {
 		ts := f.now().Unix()
-		req.Header.Set(scheme.HeaderWebhookID, j.ID)
+		req.Header.Set(scheme.HeaderWebhookID, key)
 		req.Header.Set(scheme.HeaderWebhookTimestamp, strconv.FormatInt(ts, 10))
-		req.Header.Set(scheme.HeaderWebhookSignature, scheme.SignStandard(f.key, j.ID, ts, j.Body))
+		req.Header.Set(scheme.HeaderWebhookSignature, scheme.SignStandard(f.key, key, ts, j.Body))
 	}
 	resp, err := f.client.Do(req)
 	if err != nil {

@@ -3,8 +3,11 @@ package dispatch_test
 import (
 	"context"
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -76,7 +79,7 @@ func TestForwardStatuses(t *testing.T) {
 			w.Header().Set("Location", "/elsewhere")
 			w.WriteHeader(tt.status)
 		}))
-		f, err := dispatch.NewForward(srv.URL, "s", nil)
+		f, err := dispatch.NewForward(srv.URL, "whsec_c2VjcmV0LWtleQ==", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -97,6 +100,74 @@ func TestForwardStatuses(t *testing.T) {
 	err = f.Deliver(context.Background(), inbox.Job{ID: "job_1", Body: []byte(`{}`), Attempt: 1})
 	if err == nil || dispatch.Rejected(err) || strings.Contains(err.Error(), "hunter2") {
 		t.Errorf("connection refused: %v", err)
+	}
+}
+
+// referenceVerify verifies a delivery as the reference Standard Webhooks
+// library (standard-webhooks/libraries/go) does with its defaults:
+// NewWebhook(secret) strips whsec_ and base64-decodes what is left, whatever
+// the secret looks like; Verify wants the three headers, a timestamp within
+// 5 minutes, and one "v1,<base64 HMAC-SHA256 of id.ts.body>" entry equal to
+// its own.
+func referenceVerify(secret string, h http.Header, body []byte, now time.Time) error {
+	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, "whsec_"))
+	if err != nil {
+		return err
+	}
+	id, sigs, ts := h.Get("webhook-id"), h.Get("webhook-signature"), h.Get("webhook-timestamp")
+	if id == "" || sigs == "" || ts == "" {
+		return errors.New("missing required headers")
+	}
+	sec, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil {
+		return errors.New("invalid signature headers")
+	}
+	if d := now.Sub(time.Unix(sec, 0)); d > 5*time.Minute || d < -5*time.Minute {
+		return errors.New("message timestamp out of tolerance")
+	}
+	mac := hmac.New(sha256.New, key)
+	fmt.Fprintf(mac, "%s.%d.%s", id, sec, body)
+	want := base64.StdEncoding.EncodeToString(mac.Sum(nil))
+	for _, vs := range strings.Split(sigs, " ") {
+		if version, sig, ok := strings.Cut(vs, ","); ok && version == "v1" && hmac.Equal([]byte(sig), []byte(want)) {
+			return nil
+		}
+	}
+	return errors.New("no matching signature found")
+}
+
+// TestForwardReferenceVerifies forwards with a secret made as inbox secret
+// makes one and checks the reference library's default verification takes
+// it; a secret in any other form is refused, since that library would
+// decode it into another key than the one signing.
+func TestForwardReferenceVerifies(t *testing.T) {
+	key := make([]byte, 32)
+	rand.Read(key)
+	secret := "whsec_" + base64.StdEncoding.EncodeToString(key)
+	var verr error
+	var calls int
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		calls++
+		if verr = referenceVerify(secret, r.Header, b, time.Now()); verr != nil {
+			w.WriteHeader(http.StatusUnauthorized)
+		}
+	}))
+	defer srv.Close()
+	f, err := dispatch.NewForward(srv.URL, secret, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Deliver(context.Background(), inbox.Job{ID: "job_1", Event: "job.completed", Body: []byte(body("job_1")), Attempt: 1}); err != nil || verr != nil || calls != 1 {
+		t.Errorf("deliver: %v; reference verify: %v (%d calls)", err, verr, calls)
+	}
+	for _, raw := range []string{"plain secret", "c2VjcmV0LWtleQ==", "whsec_", "whsec_c2VjcmV0LWtleQ", "whsec_not base64!"} {
+		_, err := dispatch.NewForward(srv.URL, raw, nil)
+		if err == nil || !strings.Contains(err.Error(), "INBOX_FORWARD_SECRET") || !strings.Contains(err.Error(), "inbox secret") {
+			t.Errorf("secret %q: %v, want refused naming the variable and inbox secret", raw, err)
+		} else if k := strings.TrimPrefix(raw, "whsec_"); k != "" && strings.Contains(err.Error(), k) {
+			t.Errorf("secret %q: the error holds it: %v", raw, err)
+		}
 	}
 }
 

@@ -19,6 +19,7 @@ type metrics struct {
 	attempts   prometheus.Histogram
 	duration   prometheus.Histogram
 	stale      prometheus.Counter
+	slow       prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -41,6 +42,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "inbox_dispatch_stale_outcomes_total",
 			Help: "Outcomes dropped because the row's lease had run out and another claim had taken it over.",
 		}),
+		slow: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "inbox_dispatch_slow_attempts",
+			Help: "Attempts under way past the slow threshold, gone on beside the workers (at most --max-slow).",
+		}),
 	}
 	for _, o := range []string{outcomeDone, outcomeRetry, outcomeFailed, outcomeRejected} {
 		m.deliveries.WithLabelValues(o) // every outcome shows, from 0
@@ -48,7 +53,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.deliveries, m.attempts, m.duration, m.stale} {
+	for _, c := range []prometheus.Collector{m.deliveries, m.attempts, m.duration, m.stale, m.slow} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

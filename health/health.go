@@ -4,7 +4,10 @@ package health
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -26,20 +29,49 @@ func Live() http.Handler {
 	})
 }
 
-// Ready answers 200 "ok" when p.Ping succeeds within timeout, and otherwise
-// 503 "not ready" with Retry-After, logging why (the answer does not say).
-func Ready(p Pinger, timeout time.Duration, log zerolog.Logger) http.Handler {
+// Dependency is a party the process hands work to, shown on /readyz
+// beside the store.
+type Dependency struct {
+	// Name labels its line in the answer: "<name>: <detail>".
+	Name string
+	// State says, within ctx, whether it takes work now, and how it stands
+	// in a few words; no address or secret (the answer may be public).
+	State func(ctx context.Context) (ok bool, detail string)
+	// Gates makes readiness fail while it is not ok. Without it the
+	// dependency is only reported: serve's readiness is about taking
+	// webhooks, which never wait on the hand-off.
+	Gates bool
+}
+
+// Ready answers 200 "ok" when p.Ping succeeds within timeout and every
+// gating dependency is ok, and otherwise 503 "not ready" with Retry-After,
+// logging why. A line per dependency follows, saying how it stands; the
+// store's failure itself is never described in the answer.
+func Ready(p Pinger, timeout time.Duration, log zerolog.Logger, deps ...Dependency) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), timeout)
 		defer cancel()
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		ready := true
 		if err := p.Ping(ctx); err != nil {
 			log.Warn().Err(err).Msg("not ready")
+			ready = false
+		}
+		var lines strings.Builder
+		for _, d := range deps {
+			ok, detail := d.State(ctx)
+			fmt.Fprintf(&lines, "%s: %s\n", d.Name, detail)
+			if !ok && d.Gates {
+				log.Warn().Str("dependency", d.Name).Str("state", detail).Msg("not ready")
+				ready = false
+			}
+		}
+		if !ready {
 			w.Header().Set("Retry-After", "5")
 			w.WriteHeader(http.StatusServiceUnavailable)
-			w.Write([]byte("not ready\n"))
+			io.WriteString(w, "not ready\n"+lines.String())
 			return
 		}
-		w.Write([]byte("ok\n"))
+		io.WriteString(w, "ok\n"+lines.String())
 	})
 }

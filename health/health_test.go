@@ -2,6 +2,7 @@ package health_test
 
 import (
 	"bytes"
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -59,5 +60,36 @@ func TestReady(t *testing.T) {
 	}
 	if code, body, _ := probe(t, live); code != http.StatusOK || body != "ok\n" {
 		t.Errorf("live: %d %q, want 200 ok", code, body)
+	}
+}
+
+// TestReadyDependencies checks that a dependency's state is shown on
+// /readyz, and fails it only when the dependency gates readiness.
+func TestReadyDependencies(t *testing.T) {
+	store := inboxtest.MustOpen(t, inbox.Options{})
+	up := false
+	state := func(context.Context) (bool, string) {
+		if up {
+			return true, "connected"
+		}
+		return false, "unreachable"
+	}
+	reported := health.Ready(store, time.Second, zerolog.Nop(), health.Dependency{Name: "nats", State: state})
+	gated := health.Ready(store, time.Second, zerolog.Nop(), health.Dependency{Name: "nats", State: state, Gates: true})
+	for _, tt := range []struct {
+		h    http.Handler
+		up   bool
+		code int
+		body string
+	}{
+		{reported, false, http.StatusOK, "ok\nnats: unreachable\n"},
+		{gated, false, http.StatusServiceUnavailable, "not ready\nnats: unreachable\n"},
+		{reported, true, http.StatusOK, "ok\nnats: connected\n"},
+		{gated, true, http.StatusOK, "ok\nnats: connected\n"},
+	} {
+		up = tt.up
+		if code, body, _ := probe(t, tt.h); code != tt.code || body != tt.body {
+			t.Errorf("up %v: %d %q, want %d %q", tt.up, code, body, tt.code, tt.body)
+		}
 	}
 }

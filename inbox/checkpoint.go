@@ -25,6 +25,12 @@ func (s *Store) runCheckpointer() {
 		case <-s.closing:
 			return
 		case <-t.C:
+			// Notices a lost database file within a tick, deliveries or
+			// not (the guard reports it through OnFileLost). The
+			// checkpoint goes on regardless: it writes through the file
+			// SQLite has open, which is all that is left of the rows
+			// committed before.
+			s.guard.check()
 			// An error (say, a full disk) is left for the writer to meet
 			// and answer with 503; the next tick tries again.
 			s.ckpt.ExecContext(context.Background(), "PRAGMA wal_checkpoint(PASSIVE)")

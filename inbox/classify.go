@@ -70,6 +70,16 @@ func RowID(source, key string) string {
 	return source + "/" + key
 }
 
+// KeyOf returns the key of the row id within source, RowID's inverse: the
+// id itself for the default source, the part after "<source>/" for any
+// other (the whole id when it lacks that prefix).
+func KeyOf(source, id string) string {
+	if source == "" || source == DefaultSource {
+		return id
+	}
+	return strings.TrimPrefix(id, source+"/")
+}
+
 // ClassifyKeyed classifies a verified body of a source whose scheme names
 // the key and the event itself (every scheme but Sume's): a usable key and
 // an event in r.Events (any event when r.Events is empty) make a new row;

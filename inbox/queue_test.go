@@ -65,21 +65,24 @@ func TestClaimLease(t *testing.T) {
 		t.Fatalf("first claim = %v, want the two oldest at attempt 1", got)
 	}
 	e := get(t, s, "job_1")
-	if e.Status != inbox.StatusNew || e.LeaseOwner != "a" || !e.LeaseUntil.Equal(t0.Add(lease)) || e.Attempts != 1 {
-		t.Errorf("claimed row = %+v, want new, held by a until t0+30s", e)
+	if e.Status != inbox.StatusNew || e.LeaseOwner != "a" || !e.LeaseUntil.Equal(t0.Add(lease)) || e.Attempts != 0 {
+		t.Errorf("claimed row = %+v, want new, held by a until t0+30s, no attempt counted", e)
 	}
+	// a starts an attempt at job_1 only.
+	first := claimed(t, s, "a", "job_1", t0, t0.Add(lease))
 	if got := ids(claim(t, s, "b", t0, 2*lease, 5)); !slices.Equal(got, []string{"job_3#1"}) {
 		t.Fatalf("second claim = %v, want only the unclaimed row", got)
 	}
 	if got := claim(t, s, "b", t0.Add(lease-time.Millisecond), lease, 5); len(got) != 0 {
 		t.Fatalf("claimed %v while every lease holds", ids(got))
 	}
-	// a's leases run out: b takes the rows over, as the next attempt.
-	if got := ids(claim(t, s, "b", t0.Add(lease), lease, 5)); !slices.Equal(got, []string{"job_1#2", "job_2#2"}) {
-		t.Fatalf("claim after the leases ran out = %v, want job_1 and job_2 at attempt 2", got)
+	// a's leases run out: b takes the rows over, job_1 as its next
+	// attempt, job_2 as its first (a never started it).
+	if got := ids(claim(t, s, "b", t0.Add(lease), lease, 5)); !slices.Equal(got, []string{"job_1#2", "job_2#1"}) {
+		t.Fatalf("claim after the leases ran out = %v, want job_1 at attempt 2 and job_2 at 1", got)
 	}
 	_, stale, err := s.Settle(context.Background(), "a", []inbox.Settlement{
-		{Job: inbox.Job{ID: "job_1", Attempt: 1}, Fate: inbox.FateDone, At: t0.Add(lease)},
+		{Job: first, Fate: inbox.FateDone, At: t0.Add(lease)},
 		{Job: inbox.Job{ID: "job_2", Attempt: 1}, Fate: inbox.FatePark, Reason: inbox.ReasonHandlerFailed, At: t0.Add(lease)},
 	}, inbox.Claim{})
 	if err != nil {
@@ -90,6 +93,110 @@ func TestClaimLease(t *testing.T) {
 	}
 	if e := get(t, s, "job_1"); e.Status != inbox.StatusNew || e.LeaseOwner != "b" {
 		t.Errorf("after a's late outcome: %+v, want new and held by b", e)
+	}
+}
+
+// startOne starts the attempt j names, and reports whether it started.
+func startOne(s *inbox.Store, owner string, j inbox.Job, now, until time.Time) (inbox.Job, bool, error) {
+	started, err := s.Start(context.Background(), owner, []inbox.Job{j}, now, until)
+	if err != nil || len(started) == 0 {
+		return j, false, err
+	}
+	return started[0], true, nil
+}
+
+// claimed returns the attempt at id that owner claimed, started at now with
+// the lease renewed until until.
+func claimed(t *testing.T, s *inbox.Store, owner, id string, now, until time.Time) inbox.Job {
+	t.Helper()
+	j, ok, err := startOne(s, owner, inbox.Job{ID: id, Attempt: int(get(t, s, id).Attempts) + 1}, now, until)
+	if err != nil || !ok {
+		t.Fatalf("start %s for %s: %v %v", id, owner, ok, err)
+	}
+	return j
+}
+
+// TestStart checks that a claim counts no attempt and Start does, once,
+// only while the claim holds, and renews the lease; that a crash between
+// claim and start leaves the row as it was; and that the settle guard
+// tells a started attempt from an unstarted claim.
+func TestStart(t *testing.T) {
+	s := queued(t, "job_1", "job_2", "job_3")
+	ctx := context.Background()
+	lease := time.Minute
+	jobs := claim(t, s, "a", t0, lease, 3)
+	byID := map[string]inbox.Job{}
+	for _, j := range jobs {
+		if j.Attempt != 1 || j.Source != inbox.DefaultSource || j.Key != j.ID {
+			t.Errorf("claimed %+v, want attempt 1, source sume, key = id", j)
+		}
+		byID[j.ID] = j
+	}
+	if _, ok, err := startOne(s, "b", byID["job_1"], t0, t0.Add(lease)); err != nil || ok {
+		t.Errorf("another owner started a's claim: %v %v", ok, err)
+	}
+	at := t0.Add(10 * time.Second)
+	// Two copies of one claim in one call: one starts.
+	both, err := s.Start(ctx, "a", []inbox.Job{byID["job_1"], byID["job_1"]}, at, at.Add(lease))
+	if err != nil || len(both) != 1 {
+		t.Fatalf("start two copies: %v %v, want one started", both, err)
+	}
+	j1, ok := both[0], true
+	if err != nil || !ok {
+		t.Fatalf("start: %v %v", ok, err)
+	}
+	if e := get(t, s, "job_1"); e.Attempts != 1 || !e.LeaseUntil.Equal(at.Add(lease)) || !e.NextAttemptAt.Equal(at.Add(lease)) {
+		t.Errorf("started row = %+v, want 1 attempt, the lease renewed from the start", e)
+	}
+	if _, ok, err := startOne(s, "a", j1, at, at.Add(lease)); err != nil || ok {
+		t.Errorf("an attempt was started twice: %v %v", ok, err)
+	}
+	if _, ok, err := startOne(s, "a", byID["job_1"], at, at.Add(lease)); err != nil || ok {
+		t.Errorf("the unstarted copy of a started claim started: %v %v", ok, err)
+	}
+	// job_2's lease runs out before its attempt starts: it must not start.
+	if _, ok, err := startOne(s, "a", byID["job_2"], t0.Add(lease), t0.Add(2*lease)); err != nil || ok {
+		t.Errorf("started on a lease that ran out: %v %v", ok, err)
+	}
+	// Releasing the started attempt is refused; releasing job_2 and job_3,
+	// never started, counts nothing.
+	if _, _, err := s.Settle(ctx, "a", []inbox.Settlement{{Job: j1, Fate: inbox.FateRelease, At: at}}, inbox.Claim{}); err == nil {
+		t.Error("a started attempt was released")
+	}
+	_, stale, err := s.Settle(ctx, "a", []inbox.Settlement{
+		{Job: byID["job_1"], Fate: inbox.FateDone, At: at}, // names the claim, not the started attempt
+		{Job: byID["job_2"], Fate: inbox.FateRelease, At: at},
+		{Job: byID["job_3"], Fate: inbox.FateRelease, At: at},
+	}, inbox.Claim{})
+	if err != nil || stale != 1 {
+		t.Fatalf("settle: stale %d, %v; want the unstarted copy of job_1 stale", stale, err)
+	}
+	for _, id := range []string{"job_2", "job_3"} {
+		if e := get(t, s, id); e.Attempts != 0 || e.LeaseOwner != "" {
+			t.Errorf("released %s = %+v, want no attempt, no lease", id, e)
+		}
+	}
+	if _, stale, err := s.Settle(ctx, "a", []inbox.Settlement{{Job: j1, Fate: inbox.FateDone, At: at}}, inbox.Claim{}); err != nil || stale != 0 {
+		t.Fatalf("settle the started attempt: stale %d, %v", stale, err)
+	}
+	if e := get(t, s, "job_1"); e.Status != inbox.StatusDone || e.Attempts != 1 {
+		t.Errorf("done row = %+v, want done after 1 attempt", e)
+	}
+	// The outcome of a claim nobody started counts its attempt.
+	j2 := claim(t, s, "c", at, lease, 1)[0]
+	if _, stale, err := s.Settle(ctx, "c", []inbox.Settlement{{Job: j2, Fate: inbox.FateRetry, At: at, RetryAt: at}}, inbox.Claim{}); err != nil || stale != 0 {
+		t.Fatalf("settle an unstarted claim: stale %d, %v", stale, err)
+	}
+	if e := get(t, s, j2.ID); e.Attempts != 1 {
+		t.Errorf("%s attempts = %d after an outcome, want 1", j2.ID, e.Attempts)
+	}
+	// An attempt lost with no attempt left is parked without counting one.
+	j2 = claim(t, s, "c", at, lease, 1)[0]
+	if _, stale, err := s.Settle(ctx, "c", []inbox.Settlement{{Job: j2, Fate: inbox.FateExhausted, At: at, Reason: inbox.ReasonHandlerFailed, Error: "lost"}}, inbox.Claim{}); err != nil || stale != 0 {
+		t.Fatalf("settle exhausted: stale %d, %v", stale, err)
+	}
+	if e := get(t, s, j2.ID); e.Status != inbox.StatusParked || e.Reason != inbox.ReasonHandlerFailed || e.Attempts != 1 {
+		t.Errorf("exhausted row = %+v, want parked handler_failed, still 1 attempt", e)
 	}
 }
 
@@ -156,8 +263,9 @@ func TestSettle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Attempts[inbox.StatusNew] != 3 || st.Attempts[inbox.StatusDone] != 1 || st.Attempts[inbox.StatusParked] != 1 {
-		t.Errorf("attempts by status = %v, want new 3, done 1, parked 1", st.Attempts)
+	// job_retry's one attempt; b's claims start none.
+	if st.Attempts[inbox.StatusNew] != 1 || st.Attempts[inbox.StatusDone] != 1 || st.Attempts[inbox.StatusParked] != 1 {
+		t.Errorf("attempts by status = %v, want new 1, done 1, parked 1", st.Attempts)
 	}
 }
 

@@ -7,11 +7,12 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
-	_ "modernc.org/sqlite" // registers the "sqlite" driver
+	"modernc.org/sqlite"
 )
 
 // Defaults for Options fields left zero.
@@ -41,7 +42,14 @@ type Options struct {
 	// OnCommit, when set, is called by the writer after each group commit
 	// with the number of deliveries it carried, how long it took and its
 	// error. It runs on the writer goroutine, so it must return at once.
+	// Commits that carried only Ping's probe are not reported.
 	OnCommit func(n int, took time.Duration, err error)
+	// OnFileLost, when set, is called once when the database path (or its
+	// -wal's or -shm's) stops naming the file the store has open, with the
+	// error saying how (it wraps ErrFileLost), and with nil once it names it
+	// again. It runs on whichever of the store's goroutines noticed, within
+	// a second, so it must return at once and must not call the store.
+	OnFileLost func(err error)
 }
 
 // Store is the SQLite inbox. It has one write connection. Deliveries (Put)
@@ -58,6 +66,8 @@ type Store struct {
 	maxBatch int
 	busy     time.Duration
 	onCommit func(n int, took time.Duration, err error)
+
+	guard *guard // nil when read-only
 
 	write  *sql.DB   // nil when read-only
 	insert *sql.Stmt // the delivery insert, prepared once on the write connection
@@ -96,11 +106,20 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 
 	var err error
 	if !opts.ReadOnly {
-		if s.write, err = openWriter(ctx, path, opts); err != nil {
+		s.guard = &guard{}
+		if err := s.guard.watch(path, "the database"); err != nil {
+			return nil, fmt.Errorf("open store: %w", err)
+		}
+		if s.write, err = openWriter(ctx, path, opts, s.guard); err != nil {
 			return nil, err
 		}
+		if err := s.watchFiles(); err != nil {
+			s.closeDBs()
+			return nil, fmt.Errorf("open store: %w", err)
+		}
+		s.guard.onChange = opts.OnFileLost
 	}
-	if s.read, err = openPool(path, readDSN(opts.BusyTimeout), readConns); err != nil {
+	if s.read, err = openPool(path, readDSN(opts.BusyTimeout), readConns, s.guard); err != nil {
 		s.closeDBs()
 		return nil, fmt.Errorf("open store: %w", err)
 	}
@@ -125,7 +144,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 			s.closeDBs()
 			return nil, fmt.Errorf("open store: prepare insert: %w", err)
 		}
-		if s.ckpt, err = openPool(path, writeDSN(opts.BusyTimeout), 1); err != nil {
+		if s.ckpt, err = openPool(path, writeDSN(opts.BusyTimeout), 1, s.guard); err != nil {
 			s.closeDBs()
 			return nil, fmt.Errorf("open store: %w", err)
 		}
@@ -138,15 +157,35 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	return s, nil
 }
 
+// watchFiles adds the -wal and -shm files to what the guard watches, once
+// the write connection has made them; SQLite names them after the
+// database's real path, symbolic links resolved. It fails when the path
+// named another file by the time SQLite opened it.
+func (s *Store) watchFiles() error {
+	if err := s.guard.check(); err != nil {
+		return err
+	}
+	real, err := filepath.EvalSymlinks(s.path)
+	if err != nil {
+		return err
+	}
+	for _, suffix := range []string{"-wal", "-shm"} {
+		if err := s.guard.watch(real+suffix, "its "+suffix); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // openWriter opens the single write connection, checks the pragmas, adds
 // the columns an older database lacks and applies the schema.
-func openWriter(ctx context.Context, path string, opts Options) (*sql.DB, error) {
+func openWriter(ctx context.Context, path string, opts Options, g *guard) (*sql.DB, error) {
 	// One connection: SQLite admits one writer at a time anyway, and a single
 	// connection (the writer goroutine's commits, and Reprocess's and Purge's
 	// transactions, one after another) serializes our own writes without
 	// busy-waiting on ourselves, leaving busy_timeout for other processes
 	// (the admin CLI).
-	db, err := openPool(path, writeDSN(opts.BusyTimeout), 1)
+	db, err := openPool(path, writeDSN(opts.BusyTimeout), 1, g)
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
@@ -191,18 +230,37 @@ func readDSN(busy time.Duration) string {
 	return q.Encode()
 }
 
-// busyDSN opens connections that wait up to busy for another's lock.
+// busyDSN opens connections that wait up to busy for another's lock. Each
+// opens the file only if it exists (mode=rw): a connection the pool opens
+// later, after the file was removed, must not create an empty one.
 func busyDSN(busy time.Duration) url.Values {
 	q := url.Values{}
+	q.Set("mode", "rw")
 	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
 	return q
 }
 
-func openPool(path, dsn string, conns int) (*sql.DB, error) {
-	db, err := sql.Open("sqlite", path+"?"+dsn)
+// fileURI is path as an SQLite URI, so that the mode in the DSN reaches
+// SQLite (the driver passes a plain path's query to no one).
+func fileURI(path string) string {
+	p := strings.ReplaceAll(path, "%", "%25")
+	if filepath.IsAbs(p) {
+		return "file://" + p
+	}
+	return "file:" + p
+}
+
+// openPool opens a pool of up to conns connections to path. With g, each
+// connection refuses to open, begin or commit once g finds a file lost.
+func openPool(path, dsn string, conns int, g *guard) (*sql.DB, error) {
+	c, err := sqlite.NewConnector(fileURI(path) + "?" + dsn)
 	if err != nil {
 		return nil, err
 	}
+	if g != nil {
+		c = &guardedConnector{base: c, g: g}
+	}
+	db := sql.OpenDB(c)
 	db.SetMaxOpenConns(conns)
 	db.SetMaxIdleConns(conns)
 	db.SetConnMaxLifetime(0)
@@ -212,6 +270,9 @@ func openPool(path, dsn string, conns int) (*sql.DB, error) {
 
 // createFile makes the database file readable by its owner only before
 // SQLite creates it (SQLite gives the -wal and -shm files the same mode).
+// It refuses to when a -wal or -shm file is there without its database:
+// the database was moved or removed while in use, and an empty one in its
+// place would hide that every row is gone.
 func createFile(path string, mustExist bool) error {
 	if _, err := os.Stat(path); err == nil {
 		return nil
@@ -220,6 +281,15 @@ func createFile(path string, mustExist bool) error {
 	}
 	if mustExist {
 		return fmt.Errorf("no inbox database at %s", path)
+	}
+	if _, err := os.Lstat(path); err == nil {
+		return fmt.Errorf("%s is a symbolic link to a file that does not exist: the database was moved or removed; point it at the database, or remove the link", path)
+	}
+	for _, suffix := range []string{"-wal", "-shm"} {
+		if _, err := os.Lstat(path + suffix); err == nil {
+			return fmt.Errorf("no database at %s, but its %s file is there: the database was moved or removed while in use; put it back, or remove %s-wal and %s-shm to start an empty inbox",
+				path, suffix, path, path)
+		}
 	}
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if errors.Is(err, os.ErrExist) {
@@ -235,16 +305,43 @@ func createFile(path string, mustExist bool) error {
 func (s *Store) Path() string { return s.path }
 
 // Close stops the writer after the batch it is committing, fails deliveries
-// that were not yet taken with ErrClosed, and closes the database.
+// that were not yet taken with ErrClosed, and closes the database. When a
+// file was lost (see ErrFileLost) it first copies every committed page into
+// the database file it has open and empties the -wal: SQLite skips that
+// checkpoint when the database has moved, and the -wal left at the path
+// would be replayed into whatever database is opened there next. The
+// emptied -wal stays: at a path that names no database now, it makes the
+// next start refuse to create an empty one (see createFile).
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
+		var errs []error
 		if s.write != nil {
 			close(s.closing)
 			s.stopped.Wait()
+			if s.guard.check() != nil {
+				errs = append(errs, s.checkpointLost())
+			}
 		}
-		s.closeErr = s.closeDBs()
+		s.closeErr = errors.Join(append(errs, s.closeDBs())...)
 	})
 	return s.closeErr
+}
+
+// checkpointLost runs a TRUNCATE checkpoint on the write connection, or on
+// the checkpointer's when that one is gone. It fails when another process's
+// reader kept it from copying every page.
+func (s *Store) checkpointLost() error {
+	var err error
+	for _, db := range []*sql.DB{s.write, s.ckpt} {
+		var busy, frames, copied int
+		if err = db.QueryRow("PRAGMA wal_checkpoint(TRUNCATE)").Scan(&busy, &frames, &copied); err == nil {
+			if busy != 0 {
+				return fmt.Errorf("close store: copy the WAL into the lost database file: another process kept it busy; %d of %d pages copied", copied, frames)
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("close store: copy the WAL into the lost database file: %w", err)
 }
 
 func (s *Store) closeDBs() error {
@@ -264,17 +361,30 @@ func (s *Store) closeDBs() error {
 	return errors.Join(errs...)
 }
 
-// Ping reports whether the store can take a write: it runs an empty
-// IMMEDIATE transaction, which needs the write lock.
+// Ping reports whether the store can commit now. It fails when a file the
+// store opened is lost, and otherwise commits a write of its own (the one
+// row of the probe table) through the writer, beside the deliveries
+// waiting then: an empty transaction writes nothing, so it would pass
+// through a full disk, an I/O error or a read-only file system that fails
+// every delivery. Its commit waits for another process's lock like a
+// delivery's, up to the busy timeout, or until ctx is done.
 func (s *Store) Ping(ctx context.Context) error {
 	if s.write == nil {
 		return s.read.PingContext(ctx)
 	}
-	tx, err := s.write.BeginTx(ctx, nil)
-	if err != nil {
+	if err := s.guard.check(); err != nil {
 		return fmt.Errorf("ping store: %w", err)
 	}
-	return tx.Rollback()
+	now := millis(s.now())
+	probe := func(ctx context.Context, tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO probe (id, at) VALUES (1, ?)
+			ON CONFLICT(id) DO UPDATE SET at = excluded.at`, now)
+		return err
+	}
+	if err := s.send(ctx, &putRequest{op: probe, probe: true, done: make(chan putResult, 1)}).err; err != nil {
+		return fmt.Errorf("ping store: %w", err)
+	}
+	return nil
 }
 
 func millis(t time.Time) int64 { return t.UnixMilli() }

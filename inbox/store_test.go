@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -153,5 +154,79 @@ func TestFailedBatchFailsOnlyItself(t *testing.T) {
 	}
 	if _, err := s.Get(context.Background(), "job_locked"); !errors.Is(err, inbox.ErrNotFound) {
 		t.Errorf("failed delivery was kept: %v", err)
+	}
+}
+
+// TestOpenPathAsGiven opens paths SQLite would read as URI syntax (a
+// space, a percent escape): the file made is the one named, and a path
+// that names no file is not created by a later connection either.
+func TestOpenPathAsGiven(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "my inbox%20.db")
+	s := inboxtest.MustOpenPath(t, path, inbox.Options{})
+	if _, err := s.Put(t.Context(), job("job_1")); err != nil {
+		t.Fatal(err)
+	}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), "my inbox%20.db") {
+			t.Errorf("made %q beside %q", e.Name(), filepath.Base(path))
+		}
+	}
+}
+
+// TestFileLost renames the database away under an open store: Put and Ping
+// fail with ErrFileLost, OnFileLost hears of it once, nothing is created at
+// the path, and once the file is back both work again.
+func TestFileLost(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "inbox.db")
+	var mu sync.Mutex
+	var heard []error
+	s := inboxtest.MustOpenPath(t, path, inbox.Options{BusyTimeout: 200 * time.Millisecond, OnFileLost: func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		heard = append(heard, err)
+	}})
+	if _, err := s.Put(t.Context(), job("job_1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Ping(t.Context()); err != nil {
+		t.Fatalf("ping: %v", err)
+	}
+	if err := os.Rename(path, path+".moved"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if _, err := s.Put(t.Context(), job(fmt.Sprintf("job_lost_%d", i))); !errors.Is(err, inbox.ErrFileLost) {
+			t.Errorf("put after the rename: %v, want ErrFileLost", err)
+		}
+	}
+	if err := s.Ping(t.Context()); !errors.Is(err, inbox.ErrFileLost) {
+		t.Errorf("ping after the rename: %v, want ErrFileLost", err)
+	}
+	if _, err := os.Stat(path); err == nil {
+		t.Errorf("a database was created at %s", path)
+	}
+	if err := os.Rename(path+".moved", path); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Put(t.Context(), job("job_2")); err != nil {
+		t.Errorf("put once the file is back: %v", err)
+	}
+	if err := s.Ping(t.Context()); err != nil {
+		t.Errorf("ping once the file is back: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(heard) != 2 || !errors.Is(heard[0], inbox.ErrFileLost) || heard[1] != nil {
+		t.Errorf("OnFileLost heard %v, want the loss once, then nil", heard)
+	}
+	for _, id := range []string{"job_1", "job_2"} {
+		if _, err := s.Get(t.Context(), id); err != nil {
+			t.Errorf("%s: %v", id, err)
+		}
+	}
+	if _, err := s.Get(t.Context(), "job_lost_0"); err == nil {
+		t.Error("a delivery refused while the file was lost is stored")
 	}
 }

@@ -21,8 +21,13 @@ type Result struct {
 type putRequest struct {
 	d Delivery
 	// op, when set, is run instead of storing d (see Store.writeOp).
-	op   func(context.Context, *sql.Tx) error
-	done chan putResult // buffered: the writer never blocks on a caller
+	op func(context.Context, *sql.Tx) error
+	// probe marks Ping's op, which OnCommit does not count.
+	probe bool
+	// deadline is when the request's wait for another process's lock
+	// ends: the busy timeout after it was sent.
+	deadline time.Time
+	done     chan putResult // buffered: the writer never blocks on a caller
 }
 
 type putResult struct {
@@ -59,14 +64,22 @@ func (s *Store) writeOp(ctx context.Context, op func(context.Context, *sql.Tx) e
 	return s.send(ctx, &putRequest{op: op, done: make(chan putResult, 1)}).err
 }
 
-// send hands req to the writer and waits for its result.
+// send hands req to the writer and waits for its result. The busy timeout
+// counts from here: a request that waits for the writer while the writer
+// waits for another process's lock gives up when its own time is up, not
+// after the writer's wait and then one of its own.
 func (s *Store) send(ctx context.Context, req *putRequest) putResult {
+	req.deadline = time.Now().Add(s.busy)
+	waiting := time.NewTimer(s.busy)
+	defer waiting.Stop()
 	select {
 	case s.reqs <- req:
 	case <-s.closing:
 		return putResult{err: ErrClosed}
 	case <-ctx.Done():
 		return putResult{err: ctx.Err()}
+	case <-waiting.C:
+		return putResult{err: fmt.Errorf("%w: waited %s for the writer, which waits for it too", errLocked, s.busy)}
 	}
 	select {
 	case r := <-req.done:
@@ -78,16 +91,33 @@ func (s *Store) send(ctx context.Context, req *putRequest) putResult {
 
 // runWriter owns the write connection until Close. It takes the first
 // waiting delivery, adds whatever else is already waiting (up to maxBatch,
-// without waiting for more), and commits them as one transaction.
+// without waiting for more), and commits them as one transaction. When the
+// BEGIN gave up on another process's lock at the batch's earliest
+// deadline, the requests whose own deadline is still ahead wait on in the
+// next batch rather than fail early.
 func (s *Store) runWriter() {
 	defer s.stopped.Done()
 	batch := make([]*putRequest, 0, s.maxBatch)
+	var carried []*putRequest
 	for {
-		select {
-		case req := <-s.reqs:
-			batch = append(batch[:0], req)
-		case <-s.closing:
-			return
+		if len(carried) == 0 {
+			select {
+			case req := <-s.reqs:
+				batch = append(batch[:0], req)
+			case <-s.closing:
+				return
+			}
+		} else {
+			select {
+			case <-s.closing:
+				for _, req := range carried {
+					req.done <- putResult{err: ErrClosed}
+				}
+				return
+			default:
+			}
+			batch = append(batch[:0], carried...)
+			carried = carried[:0]
 		}
 	fill:
 		for len(batch) < s.maxBatch {
@@ -100,29 +130,86 @@ func (s *Store) runWriter() {
 		}
 		start := time.Now()
 		results, err := s.commit(batch)
-		if s.onCommit != nil {
-			s.onCommit(len(batch), time.Since(start), err)
+		if n := counted(batch); s.onCommit != nil && n > 0 {
+			s.onCommit(n, time.Since(start), err)
 		}
 		for i, req := range batch {
-			if err != nil {
+			switch {
+			case err == nil:
+				req.done <- results[i]
+			case errors.Is(err, errLocked) && time.Until(req.deadline) > minLockWait:
+				carried = append(carried, req)
+			default:
 				req.done <- putResult{err: err}
-				continue
 			}
-			req.done <- results[i]
 		}
 	}
 }
 
+// counted is how many requests of batch OnCommit reports: all but Ping's.
+func counted(batch []*putRequest) int {
+	n := 0
+	for _, req := range batch {
+		if !req.probe {
+			n++
+		}
+	}
+	return n
+}
+
+// errLocked is why a write failed when another process held the write lock
+// for the whole busy timeout.
+var errLocked = errors.New("database is locked")
+
+// minLockWait is how long a BEGIN may wait for the lock even when a
+// request's deadline has passed already (it waited for the writer while
+// the writer committed): an uncontended BEGIN takes microseconds, and must
+// not fail for want of them.
+const minLockWait = 10 * time.Millisecond
+
+// begin starts the IMMEDIATE transaction of batch. The wait for another
+// process's write lock ends at the earliest deadline of the batch, so no
+// request waits longer than the busy timeout in all. done is to be called
+// once the transaction has ended.
+func (s *Store) begin(batch []*putRequest) (tx *sql.Tx, done func(), err error) {
+	deadline := batch[0].deadline
+	for _, req := range batch[1:] {
+		if req.deadline.Before(deadline) {
+			deadline = req.deadline
+		}
+	}
+	// Not the callers' contexts: a request that gives up must not abort the
+	// transaction that carries its neighbours. The driver ends the lock
+	// wait, and rolls back, when the transaction's context is done, so the
+	// deadline cancels it only while BEGIN is still waiting.
+	ctx, cancel := context.WithCancel(context.Background())
+	timer := time.AfterFunc(max(time.Until(deadline), minLockWait), cancel)
+	tx, err = s.write.BeginTx(ctx, nil)
+	if !timer.Stop() {
+		if err == nil {
+			tx.Rollback()
+		}
+		cancel()
+		return nil, nil, fmt.Errorf("begin: %w: another process held the write lock past the busy timeout (%s)", errLocked, s.busy)
+	}
+	if err != nil {
+		cancel()
+		return nil, nil, fmt.Errorf("begin: %w", err)
+	}
+	return tx, cancel, nil
+}
+
 // commit writes a batch in one IMMEDIATE transaction. Any error but an op's
 // rolls back the whole batch, which then fails as one: each sender retries.
+// A batch that committed while its database file was being removed or
+// replaced fails too: its rows are in a file nobody will read.
 func (s *Store) commit(batch []*putRequest) ([]putResult, error) {
-	// Not the callers' contexts: a request that gives up must not abort the
-	// transaction that carries its neighbours.
 	ctx := context.Background()
-	tx, err := s.write.BeginTx(ctx, nil)
+	tx, done, err := s.begin(batch)
 	if err != nil {
-		return nil, fmt.Errorf("begin: %w", err)
+		return nil, err
 	}
+	defer done()
 	now := millis(s.now())
 	ins := tx.StmtContext(ctx, s.insert) // reuses the statement prepared on this connection
 	results := make([]putResult, len(batch))
@@ -140,6 +227,9 @@ func (s *Store) commit(batch []*putRequest) ([]putResult, error) {
 		}
 	}
 	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("commit: %w", err)
+	}
+	if err := s.guard.check(); err != nil {
 		return nil, fmt.Errorf("commit: %w", err)
 	}
 	return results, nil

@@ -8,89 +8,349 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
 
 	"inbox/inbox"
 )
 
-// Headers of a published job, besides Nats-Msg-Id (the job id).
+// Headers of a published job, besides Nats-Msg-Id (the row id, unique
+// across sources, so the stream never drops one source's job as another's
+// duplicate).
 const (
-	HeaderEvent   = "Inbox-Event"   // the event name
-	HeaderAttempt = "Inbox-Attempt" // the attempt number, from 1
+	HeaderEvent          = "Inbox-Event"     // the event name
+	HeaderAttempt        = "Inbox-Attempt"   // the attempt number, from 1
+	HeaderSource         = "Inbox-Source"    // the configured source the row came through
+	HeaderKey            = "Inbox-Key"       // the provider's own key of the row
+	HeaderRowID          = "Inbox-Row-Id"    // the row's id
+	HeaderIdempotencyKey = "Idempotency-Key" // the provider's key, as over HTTP
 )
 
-// connectTimeout bounds the first connection.
-const connectTimeout = 5 * time.Second
+// Connection settings. The first attempt is made at once and bounded by
+// connectTimeout; after that, and after every disconnection, the
+// connection is tried again every reconnectWait, forever, in the
+// background.
+const (
+	connectTimeout = 5 * time.Second
+	reconnectWait  = time.Second
+	checkTimeout   = 5 * time.Second // a stream lookup after each connect
+)
+
+// ErrUnreachable says the NATS server cannot be reached now: nothing was
+// sent, and the connection is being tried again in the background.
+var ErrUnreachable = errors.New("nats server unreachable")
+
+// ErrNoStream says the server is reached but no JetStream stream answers
+// for the subject: none covers it, or JetStream is off or not up yet. The
+// errors that match it say which.
+var ErrNoStream = errors.New("no JetStream stream answers for the subject")
+
+// noStreamError is an error that says in its own words what ErrNoStream
+// says.
+type noStreamError struct{ err error }
+
+func (e noStreamError) Error() string        { return e.err.Error() }
+func (e noStreamError) Unwrap() error        { return e.err }
+func (e noStreamError) Is(target error) bool { return target == ErrNoStream }
+
+// Log field keys.
+const (
+	keyServer  = "server"
+	keySubject = "subject"
+)
 
 // Publisher publishes jobs to one subject of a JetStream stream.
 type Publisher struct {
 	nc      *natsgo.Conn
 	js      jetstream.JetStream
 	subject string
-	stream  string
+	log     zerolog.Logger
+	// ready is closed once nc, js and upAtStart are set: nats.go may call
+	// the connection handlers before Connect has returned them.
+	ready     chan struct{}
+	upAtStart bool // the first attempt connected: whoever called Connect checks
+
+	mu       sync.Mutex
+	stream   string // the stream last found or acked; "" until then
+	noStream bool   // the last lookup or publish found no stream answering
+	warned   bool   // the current outage has been logged at warn
 }
 
-// Connect connects to the NATS server at url and checks that a JetStream
-// stream covers subject. It fails when the server cannot be reached,
-// subject is not a literal subject, JetStream is not enabled, or no stream
-// covers subject, saying which. Credentials go in the URL
-// (nats://user:password@host:4222).
-func Connect(ctx context.Context, url, subject string) (*Publisher, error) {
+// Connect returns a Publisher to the NATS server(s) at rawURL (several
+// comma-separated; credentials in the URL, nats://user:password@host:4222)
+// for subject. It fails only on what no server could change: a subject that
+// is not literal, or a URL that is not nats://, tls://, ws:// or wss://.
+// A server that cannot be reached does not stop it: the connection is made
+// in the background and remade after every loss, publishes fail at once
+// while there is none, and Check and State say how it stands. Nothing is
+// ever buffered for a later connection, so a publish counted failed never
+// reaches the stream afterwards.
+func Connect(rawURL, subject string, log zerolog.Logger) (*Publisher, error) {
 	if subject == "" || strings.ContainsAny(subject, "*> \t\r\n") {
 		return nil, fmt.Errorf("nats subject %q: want a literal subject such as sume.jobs.terminal (no wildcards or spaces)", subject)
 	}
-	nc, err := natsgo.Connect(url,
+	if err := checkURL(rawURL); err != nil {
+		return nil, err
+	}
+	p := &Publisher{subject: subject, log: log.With().Str(keySubject, subject).Logger(), ready: make(chan struct{})}
+	defer close(p.ready)
+	nc, err := natsgo.Connect(rawURL,
 		natsgo.Name("inbox dispatch"),
 		natsgo.Timeout(connectTimeout),
-		// Once connected, keep trying to reconnect: publishes fail meanwhile
-		// and are retried on the schedule.
+		// Start while the server is down, and keep trying for as long as
+		// it is: webhooks are taken meanwhile, the rows wait.
+		natsgo.RetryOnFailedConnect(true),
 		natsgo.MaxReconnects(-1),
+		natsgo.ReconnectWait(reconnectWait),
+		// No reconnect buffer: a publish made while disconnected fails at
+		// once instead of being sent on reconnection, after the dispatcher
+		// has counted it failed and outside the stream's duplicate window.
+		natsgo.ReconnectBufSize(-1),
+		natsgo.ConnectHandler(p.firstConnected),
+		natsgo.ReconnectHandler(p.connected),
+		natsgo.DisconnectErrHandler(p.disconnected),
+		natsgo.ReconnectErrHandler(p.reconnectFailed),
 	)
 	if err != nil {
-		return nil, fmt.Errorf("connect to nats: %w", err)
+		return nil, fmt.Errorf("connect to nats %s: %w", redact(rawURL), err)
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("nats: jetstream: %w", err)
 	}
-	stream, err := js.StreamNameBySubject(ctx, subject)
-	switch {
-	case errors.Is(err, jetstream.ErrStreamNotFound):
-		nc.Close()
-		return nil, fmt.Errorf("no JetStream stream covers subject %q: create one first, for example: nats stream add JOBS --subjects '%s' --dupe-window 2m", subject, subject)
-	case errors.Is(err, jetstream.ErrJetStreamNotEnabled), errors.Is(err, natsgo.ErrNoResponders):
-		nc.Close()
-		return nil, fmt.Errorf("JetStream is not enabled on the nats server (start it with -js): %w", err)
-	case err != nil:
-		nc.Close()
-		return nil, fmt.Errorf("find the stream for subject %q: %w", subject, err)
+	p.nc, p.js, p.upAtStart = nc, js, nc.IsConnected()
+	if !p.upAtStart {
+		p.log.Warn().Str(keyServer, redact(rawURL)).Msg("nats server unreachable: starting without it; rows wait, and are retried, until it is reachable")
+		p.mu.Lock()
+		p.warned = true
+		p.mu.Unlock()
 	}
-	return &Publisher{nc: nc, js: js, subject: subject, stream: stream}, nil
+	return p, nil
 }
 
-// Stream returns the name of the stream that covers the subject.
-func (p *Publisher) Stream() string { return p.stream }
+// checkURL refuses a server URL no connection could use, showing it
+// without its password.
+func checkURL(rawURL string) error {
+	for one := range strings.SplitSeq(rawURL, ",") {
+		one = strings.TrimSpace(one)
+		if !strings.Contains(one, "://") {
+			one = "nats://" + one // as nats.go reads a bare host:port
+		}
+		u, err := url.Parse(one)
+		if err != nil || u.Hostname() == "" {
+			return fmt.Errorf("nats URL %s: want nats://host:port (or tls://, ws://, wss://), several comma-separated", redact(rawURL))
+		}
+		switch u.Scheme {
+		case "nats", "tls", "ws", "wss":
+		default:
+			return fmt.Errorf("nats URL %s: scheme %q: want nats://host:port (or tls://, ws://, wss://)", redact(rawURL), u.Scheme)
+		}
+	}
+	return nil
+}
+
+// redact masks the passwords of a comma-separated URL list, for logs and
+// errors.
+func redact(rawURL string) string {
+	parts := strings.Split(rawURL, ",")
+	for i, one := range parts {
+		one = strings.TrimSpace(one)
+		if u, err := url.Parse(one); err == nil && u.User != nil {
+			parts[i] = u.Redacted()
+			continue
+		}
+		if at := strings.LastIndex(one, "@"); at >= 0 {
+			parts[i] = "xxxxx" + one[at:]
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+// firstConnected runs on nats.go's callback goroutine after the first
+// connection. Made by the first attempt, inside Connect, it says nothing:
+// its caller checks the stream and says how it went, on one line.
+func (p *Publisher) firstConnected(nc *natsgo.Conn) {
+	<-p.ready
+	if p.upAtStart {
+		p.log.Debug().Str(keyServer, nc.ConnectedUrlRedacted()).Msg("nats connected")
+		return
+	}
+	p.connected(nc)
+}
+
+// connected runs on nats.go's callback goroutine after every later connection:
+// it logs, and looks the stream up again (JetStream's answer arrives on
+// another goroutine, so this does not wait on itself).
+func (p *Publisher) connected(nc *natsgo.Conn) {
+	<-p.ready
+	if p.nc == nil {
+		return // Connect failed after all
+	}
+	p.mu.Lock()
+	p.warned = false
+	p.mu.Unlock()
+	p.log.Info().Str(keyServer, nc.ConnectedUrlRedacted()).Msg("nats connected")
+	ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
+	defer cancel()
+	if err := p.Check(ctx); err != nil && !errors.Is(err, ErrUnreachable) {
+		p.log.Error().Err(err).Msg("nats connected, but publishing will fail")
+	}
+}
+
+// disconnected logs a lost connection; a nil error is our own Close.
+func (p *Publisher) disconnected(_ *natsgo.Conn, err error) {
+	if err == nil {
+		return
+	}
+	<-p.ready
+	p.mu.Lock()
+	p.warned = true
+	p.mu.Unlock()
+	p.log.Warn().Err(err).Msg("nats disconnected: publishes fail, and are retried, until it is back")
+}
+
+// reconnectFailed logs the first failed attempt of an outage at warn, the
+// rest (one a second) at debug.
+func (p *Publisher) reconnectFailed(_ *natsgo.Conn, err error) {
+	p.mu.Lock()
+	first := !p.warned
+	p.warned = true
+	p.mu.Unlock()
+	ev := p.log.Debug()
+	if first {
+		ev = p.log.Warn()
+	}
+	ev.Err(err).Msg("nats still unreachable")
+}
+
+// Check looks up the stream that covers the subject now. It fails with
+// ErrUnreachable while there is no connection, and otherwise when JetStream
+// is not enabled or no stream covers the subject, saying which (both wrap
+// ErrNoStream).
+func (p *Publisher) Check(ctx context.Context) error {
+	if !p.nc.IsConnected() {
+		return ErrUnreachable
+	}
+	stream, err := p.js.StreamNameBySubject(ctx, p.subject)
+	switch {
+	case err == nil:
+		p.setStream(stream)
+		return nil
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		err = noStreamError{fmt.Errorf("no JetStream stream covers subject %q: create one first, for example: nats stream add JOBS --subjects '%s' --dupe-window 2m", p.subject, p.subject)}
+	case errors.Is(err, jetstream.ErrJetStreamNotEnabled), errors.Is(err, natsgo.ErrNoResponders):
+		err = noStreamError{fmt.Errorf("JetStream is not enabled on the nats server (start it with -js): %w", err)}
+	case !p.nc.IsConnected():
+		return ErrUnreachable
+	default:
+		return fmt.Errorf("find the stream for subject %q: %w", p.subject, err)
+	}
+	p.mu.Lock()
+	p.noStream = true
+	p.mu.Unlock()
+	return err
+}
+
+func (p *Publisher) setStream(stream string) {
+	p.mu.Lock()
+	p.stream, p.noStream = stream, false
+	p.mu.Unlock()
+}
+
+// Stream returns the name of the stream that covers the subject, as last
+// found or acknowledged; "" before either.
+func (p *Publisher) Stream() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stream
+}
+
+// State says whether jobs can be published now, and how the connection
+// stands in a few words for /readyz (no server address: it may be served
+// beside the webhooks). While connected with no stream answering it looks
+// the stream up again within ctx, so a stream created since shows at once.
+func (p *Publisher) State(ctx context.Context) (bool, string) {
+	if !p.nc.IsConnected() {
+		if p.nc.IsClosed() {
+			return false, "closed"
+		}
+		return false, "unreachable: rows wait and are retried"
+	}
+	p.mu.Lock()
+	noStream := p.noStream
+	p.mu.Unlock()
+	if noStream && p.Check(ctx) != nil {
+		return false, fmt.Sprintf("connected, but no JetStream stream answers for subject %s", p.subject)
+	}
+	if s := p.Stream(); s != "" {
+		return true, "connected, stream " + s
+	}
+	return true, "connected"
+}
+
+// Collector returns the gauge inbox_nats_connected: 1 while connected to a
+// NATS server, else 0.
+func (p *Publisher) Collector() prometheus.Collector {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "inbox_nats_connected",
+		Help: "1 while the dispatcher is connected to its NATS server, else 0 (publishes fail and are retried).",
+	}, func() float64 {
+		if p.nc.IsConnected() {
+			return 1
+		}
+		return 0
+	})
+}
 
 // Publish publishes j with Nats-Msg-Id set to the job id and returns the
 // stream's acknowledgement. When the stream already holds a message with
 // that id inside its duplicate window, it drops this one and the ack says
-// Duplicate; that is success too.
+// Duplicate; that is success too. Without a connection it fails at once
+// with ErrUnreachable, having sent nothing.
 func (p *Publisher) Publish(ctx context.Context, j inbox.Job) (*jetstream.PubAck, error) {
+	if !p.nc.IsConnected() {
+		return nil, fmt.Errorf("publish to %s: %w: not sent", p.subject, ErrUnreachable)
+	}
 	msg := natsgo.NewMsg(p.subject)
 	msg.Data = j.Body
+	source, key := j.Origin()
 	msg.Header.Set(HeaderEvent, j.Event)
 	msg.Header.Set(HeaderAttempt, strconv.Itoa(j.Attempt))
+	msg.Header.Set(HeaderSource, source)
+	msg.Header.Set(HeaderKey, key)
+	msg.Header.Set(HeaderIdempotencyKey, key)
+	msg.Header.Set(HeaderRowID, j.ID)
 	ack, err := p.js.PublishMsg(ctx, msg, jetstream.WithMsgID(j.ID))
 	if err != nil {
-		return nil, fmt.Errorf("publish to %s: %w", p.subject, err)
+		return nil, p.publishError(err)
 	}
+	p.setStream(ack.Stream)
 	return ack, nil
+}
+
+// publishError says why a publish failed, in the terms of Check.
+func (p *Publisher) publishError(err error) error {
+	switch {
+	case errors.Is(err, jetstream.ErrNoStreamResponse):
+		p.mu.Lock()
+		p.noStream = true
+		p.mu.Unlock()
+		return noStreamError{fmt.Errorf("publish to %s: no JetStream stream answered (none covers the subject, or JetStream is not up yet): %w", p.subject, err)}
+	case !p.nc.IsConnected(), errors.Is(err, natsgo.ErrReconnectBufExceeded):
+		// Lost while publishing: sent or not, it is counted failed; it is
+		// never sent later.
+		return fmt.Errorf("publish to %s: %w: %w", p.subject, ErrUnreachable, err)
+	}
+	return fmt.Errorf("publish to %s: %w", p.subject, err)
 }
 
 // Deliver publishes j and returns once the stream has acknowledged it.
@@ -100,5 +360,5 @@ func (p *Publisher) Deliver(ctx context.Context, j inbox.Job) error {
 	return err
 }
 
-// Close closes the connection.
+// Close closes the connection and stops reconnecting.
 func (p *Publisher) Close() { p.nc.Close() }

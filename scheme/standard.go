@@ -58,18 +58,23 @@ func standardHeaders(h http.Header) (headerSet, error) {
 // key in base64.
 const standardSecretPrefix = "whsec_"
 
+// errStandardSecret is the one form a Standard Webhooks secret takes.
+var errStandardSecret = errors.New("a standard-webhooks secret must be whsec_ and the base64 of the key")
+
 // StandardKey returns the signing key a secret names: the base64 after
-// "whsec_", or the secret's own bytes; nil for an empty secret. It fails
-// when the part after whsec_ is not base64. The dispatcher signs forwarded
-// jobs with it, as its documentation says; verification takes
-// StandardVerifyKey's stricter form.
+// "whsec_", decoded as the specification's libraries decode it; nil for an
+// empty secret. It fails on a secret without the prefix (those libraries
+// would base64-decode it too, so taking its bytes as the key would sign
+// what they cannot verify) and on a part after whsec_ that is not base64;
+// its errors never hold the secret. The dispatcher signs forwarded jobs
+// with it.
 func StandardKey(secret string) ([]byte, error) {
 	if secret == "" {
 		return nil, nil
 	}
 	b64, ok := strings.CutPrefix(secret, standardSecretPrefix)
 	if !ok {
-		return []byte(secret), nil
+		return nil, errStandardSecret
 	}
 	key, err := base64.StdEncoding.DecodeString(b64)
 	if err != nil || len(key) == 0 {
@@ -79,15 +84,11 @@ func StandardKey(secret string) ([]byte, error) {
 }
 
 // StandardVerifyKey returns the key of a secret that verifies incoming
-// Standard Webhooks deliveries. The specification gives secrets as
-// "whsec_" and the base64 of the key, and that is the only form taken: a
-// secret without the prefix is refused rather than used as raw bytes (which
-// no sender following the specification would sign with). It fails on an
-// empty secret, a missing prefix, or a part after whsec_ that is not
-// base64; its errors never hold the secret.
+// Standard Webhooks deliveries: StandardKey's, and an empty secret is an
+// error too.
 func StandardVerifyKey(secret string) ([]byte, error) {
-	if !strings.HasPrefix(secret, standardSecretPrefix) {
-		return nil, errors.New("a standard-webhooks secret must be whsec_ and the base64 of the key")
+	if secret == "" {
+		return nil, errStandardSecret
 	}
 	return StandardKey(secret)
 }

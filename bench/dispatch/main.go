@@ -268,7 +268,12 @@ func jetStream(ctx context.Context, storeDir string) (dispatch.Destination, func
 		s.Shutdown()
 		return nil, nil, err
 	}
-	p, err := nats.Connect(ctx, s.ClientURL(), subject)
+	p, err := nats.Connect(s.ClientURL(), subject, zerolog.Nop())
+	if err == nil {
+		if err = p.Check(ctx); err != nil {
+			p.Close()
+		}
+	}
 	if err != nil {
 		s.Shutdown()
 		return nil, nil, err
