@@ -45,7 +45,9 @@ func budgetEnv(t *testing.T, budget *Budget, store Store) (*Handler, string) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- Serve(ctx, DefaultLimits(), zerolog.Nop(), Endpoint{Name: "webhooks", Listener: ln, Handler: h}) }()
+	go func() {
+		done <- Serve(ctx, DefaultLimits(), zerolog.Nop(), Endpoint{Name: "webhooks", Listener: ln, Handler: h})
+	}()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
