@@ -57,6 +57,7 @@ Examples:
    SUME_COM_WEBHOOK_SIGNING_SECRET=whsec_current inbox serve
    SUME_COM_WEBHOOK_SIGNING_SECRET=old,new inbox serve --addr :8080 --db /var/lib/inbox/inbox.db
    inbox serve --admin-addr 127.0.0.1:8081 --max-in-flight 256
+   inbox serve --max-body-memory 128MiB
    inbox serve --body-timeout 1s --read-timeout 8s
    inbox serve --event job.completed --event job.failed --max-body 2MiB
    inbox serve --forward-url http://127.0.0.1:3000/jobs --workers 8
@@ -74,6 +75,7 @@ Examples:
 			&cli.StringFlag{Name: "path", Value: "/webhooks/sume", Usage: "the webhook path", EnvVars: []string{"INBOX_PATH"}},
 			&cli.DurationFlag{Name: "busy-timeout", Value: inbox.DefaultBusyTimeout, Usage: "how long a delivery waits for another process's lock before the answer is 503; at most --read-timeout, so the 503 is written before the write deadline", EnvVars: []string{"INBOX_BUSY_TIMEOUT"}},
 			&cli.IntFlag{Name: "max-in-flight", Value: 512, Usage: "webhook requests verified and stored at once, all sources together (a body still arriving takes no place); beyond it the answer is 503 with Retry-After", EnvVars: []string{"INBOX_MAX_IN_FLIGHT"}},
+			&cli.StringFlag{Name: "max-body-memory", Value: "64MiB", Usage: "webhook bodies held in memory at once, all sources together, each taking its bytes as they arrive (above 64 KiB a body may fill only three quarters); a body it cannot take gets 503 with Retry-After; at least twice the largest --max-request", EnvVars: []string{"INBOX_MAX_BODY_MEMORY"}},
 			&cli.DurationFlag{Name: "read-header-timeout", Value: def.ReadHeaderTimeout, Usage: "a client that has not sent its headers by then is disconnected", EnvVars: []string{"INBOX_READ_HEADER_TIMEOUT"}},
 			&cli.DurationFlag{Name: "read-timeout", Value: def.ReadTimeout, Usage: "a request not wholly read by then, body included, is given up; answers are written within a second more", EnvVars: []string{"INBOX_READ_TIMEOUT"}},
 			&cli.DurationFlag{Name: "body-timeout", Value: defaultBodyTimeout, Usage: "a body not in this long after its headers, plus a second per 64 KiB received, is given up (408) and holds no place in --max-in-flight meanwhile", EnvVars: []string{"INBOX_BODY_TIMEOUT"}},
@@ -126,6 +128,16 @@ Examples:
 			if err := checkBusyTimeout(c.Duration("busy-timeout"), lim.WriteTimeout); err != nil {
 				return err
 			}
+			bodyMemory, err := admin.ParseSize(c.String("max-body-memory"))
+			if err != nil {
+				return fmt.Errorf("--max-body-memory: %w", err)
+			}
+			budget := receiver.NewBudget(bodyMemory)
+			for _, src := range sources {
+				if !budget.Holds(src.HardCap) {
+					return fmt.Errorf("--max-body-memory %s: want at least twice the request cap of source %s (--max-request or max_request, %d bytes)", c.String("max-body-memory"), src.Name, src.HardCap)
+				}
+			}
 
 			// Bind first: a busy port must not leave a new, empty database
 			// behind.
@@ -174,6 +186,7 @@ Examples:
 					MaxInFlight: c.Int("max-in-flight"),
 					InFlight:    inFlight,
 					Receiving:   receiving,
+					Budget:      budget,
 					BodyTimeout: c.Duration("body-timeout"),
 					OnAnswer:    m.Answered(src.Name),
 					OnSkew:      m.Skewed(src.Name),
