@@ -247,7 +247,9 @@ type PollResult struct {
 
 // SettlePolls records the results of polls owner claimed. A result whose
 // claim is gone (the job was delivered meanwhile, or the lease ran out and
-// another poller claimed it) changes nothing and is counted in stale.
+// another poller claimed it) is counted in stale and changes nothing, but
+// for a job delivered while this poll held it: its poll and redelivery
+// are counted on the done expectation.
 func (s *Store) SettlePolls(ctx context.Context, owner string, results []PollResult) (stale int, err error) {
 	if len(results) == 0 {
 		return 0, nil
@@ -287,8 +289,21 @@ func (s *Store) SettlePolls(ctx context.Context, owner string, results []PollRes
 			}
 			if n, err := res.RowsAffected(); err != nil {
 				return fmt.Errorf("settle poll of %s: %w", r.Poll.JobID, err)
-			} else if n == 0 {
-				gotStale++
+			} else if n == 1 {
+				continue
+			}
+			gotStale++
+			// Delivered while polled (the redelivery may be what landed):
+			// what the poll did is still counted, and its lease let go.
+			redelivered := 0
+			if r.Fate == PollRedelivered {
+				redelivered = 1
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE expectations SET lease_owner = NULL, lease_until = NULL,
+				polled_at = ?, job_status = coalesce(?, job_status), redeliveries = redeliveries + ?
+				WHERE source = ? AND job_id = ? AND lease_owner = ? AND polls = ? AND state = 'done'`,
+				millis(r.At), nullable(r.JobStatus), redelivered, r.Poll.Source, r.Poll.JobID, owner, r.Poll.Attempt); err != nil {
+				return fmt.Errorf("settle poll of %s: %w", r.Poll.JobID, err)
 			}
 		}
 		return nil

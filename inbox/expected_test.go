@@ -79,8 +79,8 @@ func TestExpectations(t *testing.T) {
 	if e := byJob["job_a"]; e.State != inbox.ExpectWaiting || e.Redeliveries != 1 || e.Polls != 1 || e.JobStatus != "COMPLETED" || !e.NextPollAt.Equal(later.Add(10*time.Minute)) {
 		t.Errorf("job_a = %+v, want waiting, one redelivery, next poll in 10m", e)
 	}
-	if e := byJob["job_b"]; e.State != inbox.ExpectDone || e.Redeliveries != 0 {
-		t.Errorf("job_b = %+v, want done by its delivery, no redelivery counted", e)
+	if e := byJob["job_b"]; e.State != inbox.ExpectDone || e.Redeliveries != 1 {
+		t.Errorf("job_b = %+v, want done by its delivery, the redelivery asked for meanwhile counted", e)
 	}
 
 	// Polled again once due, and closed: the provider does not know it.

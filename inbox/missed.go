@@ -142,8 +142,9 @@ func settleArrivals(ctx context.Context, tx *sql.Tx, batch []*putRequest, now in
 		if d.JobID == "" {
 			continue
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE expectations SET state = 'done', settled_at = ?,
-			lease_owner = NULL, lease_until = NULL
+		// A poll under way keeps its lease, so it can still record the
+		// redelivery it asked for (SettlePolls).
+		if _, err := tx.ExecContext(ctx, `UPDATE expectations SET state = 'done', settled_at = ?
 			WHERE source = ? AND job_id = ? AND state = 'waiting'`, now, d.source(), d.JobID); err != nil {
 			return fmt.Errorf("settle expectation of %s: %w", d.JobID, err)
 		}
