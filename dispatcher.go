@@ -18,8 +18,8 @@ import (
 	"inbox/dispatch"
 	"inbox/inbox"
 	"inbox/nats"
-	"inbox/reconcile"
 	"inbox/receiver"
+	"inbox/reconcile"
 )
 
 // connectTimeout bounds finding the NATS stream at start.

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -47,6 +49,9 @@ func newReconciler(c *cli.Context, store *inbox.Store, refusals *reconcile.Refus
 		Rate:        c.Float64("api-rate"),
 	}
 	if key := c.String("api-key"); key != "" {
+		if strings.HasPrefix(key, "replace-with") {
+			return nil, errors.New("SUME_API_KEY (--api-key) is the placeholder of deploy/inbox.env: set your key, or leave it unset")
+		}
 		client, err := apiClient(c)
 		if err != nil {
 			return nil, err

@@ -24,8 +24,8 @@ import (
 	"inbox/health"
 	"inbox/inbox"
 	"inbox/metrics"
-	"inbox/reconcile"
 	"inbox/receiver"
+	"inbox/reconcile"
 	"inbox/scheme"
 )
 
