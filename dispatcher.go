@@ -159,7 +159,8 @@ Examples:
    INBOX_FORWARD_SECRET=whsec_<base64 key> inbox dispatch --forward-url https://app.internal/jobs
    inbox dispatch --exec './handle-job.sh' --workers 8 --timeout 2m --lease 5m
    inbox dispatch --nats-url nats://127.0.0.1:4222 --nats-subject sume.jobs.terminal
-   inbox dispatch --exec 'python3 handle.py' --retry-schedule 10s,1m,10m,1h`,
+   inbox dispatch --exec 'python3 handle.py' --retry-schedule 10s,1m,10m,1h
+   SUME_API_KEY=... inbox dispatch --forward-url http://127.0.0.1:3000/jobs --api-url https://api.sume.com --poll-backoff 5m --api-concurrency 4`,
 		Flags: append([]cli.Flag{
 			admin.DBFlag(),
 			&cli.StringFlag{Name: "admin-addr", Usage: "listen address for /healthz, /readyz and /metrics (the inbox_dispatch_* counters); empty: none", EnvVars: []string{"INBOX_DISPATCH_ADMIN_ADDR"}},

@@ -40,6 +40,13 @@ func reconcileFlags() []cli.Flag {
 // not nil) and, with --api-key, polls overdue expectations. It fails on a
 // flag out of range or an API URL the key must not go to.
 func newReconciler(c *cli.Context, store *inbox.Store, refusals *reconcile.Refusals, log zerolog.Logger, reg prometheus.Registerer) (*reconcile.Reconciler, error) {
+	// Zero is a default to reconcile.New; on the command line it is a mistake.
+	if c.Duration("poll-every") <= 0 || c.Duration("poll-backoff") <= 0 {
+		return nil, fmt.Errorf("--poll-every %s and --poll-backoff %s must be positive", c.Duration("poll-every"), c.Duration("poll-backoff"))
+	}
+	if c.Int("api-concurrency") < 1 || c.Float64("api-rate") <= 0 {
+		return nil, fmt.Errorf("--api-concurrency %d and --api-rate %g: want at least 1 request at once, and a rate above 0 a second", c.Int("api-concurrency"), c.Float64("api-rate"))
+	}
 	cfg := reconcile.Config{
 		Refusals:    refusals,
 		PollEvery:   c.Duration("poll-every"),

@@ -370,3 +370,46 @@ func scrape(t *testing.T, admin string) string {
 	b.ReadFrom(resp.Body)
 	return b.String()
 }
+
+// TestReconcileCLIErrors checks that mistakes with the new commands and
+// flags give one clear line and a non-zero exit, and write nothing.
+func TestReconcileCLIErrors(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "inbox.db")
+	if _, errOut, code := runCLI(t, nil, "expected", "--db", db); code == 0 || !strings.Contains(errOut, "no inbox database") {
+		t.Errorf("expected on a missing database: exit %d: %s", code, errOut)
+	}
+	srv := startServer(t, db)
+	srv.signal(15)
+	<-srv.done
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"expect", "--db", db}, "at least one job id"},
+		{[]string{"expect", "--db", db, "--within", "forever", "job_1"}, "want a duration"},
+		{[]string{"expect", "--db", db, "--within", "0s", "job_1"}, "want a duration"},
+		{[]string{"expect", "--db", db, "sha256:abc"}, "invalid job id"},
+		{[]string{"expect", "--db", db, "--status-url", "https://evil.example/v1/jobs/job_1", "job_1"}, "not on the API's host"},
+		{[]string{"expect", "--db", db, "--status-url", "https://api.sume.com/v1/jobs/job_1", "job_1", "job_2"}, "one job"},
+		{[]string{"expect", "--db", db, "job_1", "--within", "1h"}, "flags go before them"},
+		{[]string{"missed", "--db", filepath.Join(dir, "missing.db")}, "no inbox database"},
+		{[]string{"missed", "--db", db, "stray"}, "takes no arguments"},
+		{[]string{"redeliver", "--db", db, "--missed", "job_1"}, "exactly one of"},
+		{[]string{"redeliver", "--db", db, "--missed", "--reason", "conflict"}, "exactly one of"},
+		{[]string{"alert", "--db", db, "--missed-after", "soon"}, "--missed-after"},
+		{[]string{"serve", "--db", db, "--addr", "127.0.0.1:0", "--secret", "s", "--api-key", "k", "--api-url", "http://api.example.com"}, "plain http"},
+		{[]string{"serve", "--db", db, "--addr", "127.0.0.1:0", "--secret", "s", "--api-key", "replace-with-your-api-key"}, "placeholder"},
+		{[]string{"serve", "--db", db, "--addr", "127.0.0.1:0", "--secret", "s", "--api-rate", "0"}, "--api-rate"},
+		{[]string{"serve", "--db", db, "--addr", "127.0.0.1:0", "--secret", "s", "--poll-every", "0s"}, "--poll-every"},
+		{[]string{"serve", "--db", db, "--addr", "127.0.0.1:0", "--secret", "s", "--api-concurrency", "100"}, "concurrency"},
+	} {
+		_, errOut, code := runCLI(t, nil, tt.args...)
+		if code == 0 || strings.Count(strings.TrimSpace(errOut), "\n") != 0 || !strings.Contains(errOut, tt.want) {
+			t.Errorf("%v: exit %d, stderr %q; want one line with %q", tt.args, code, errOut, tt.want)
+		}
+	}
+	if got := expectedState(t, db); len(got) != 0 {
+		t.Errorf("expectations after refused commands: %v", got)
+	}
+}

@@ -32,7 +32,8 @@ on serve's --admin-addr, for applications that do not run the binary:
 Examples:
    inbox expect job_1
    inbox expect --within 30m job_1 job_2
-   inbox expect --status-url https://api.sume.com/v1/jobs/job_1 job_1`,
+   inbox expect --status-url https://api.sume.com/v1/jobs/job_1 job_1
+   inbox expect --api-url http://127.0.0.1:9000 --status-url http://127.0.0.1:9000/v1/jobs/job_1 job_1`,
 		Flags: []cli.Flag{
 			DBFlag(),
 			busyTimeoutFlag(),
