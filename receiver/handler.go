@@ -110,6 +110,10 @@ type Config struct {
 	// here), its reason (a parked reason or a rejection's cause, else ""),
 	// the status code and how long the request took.
 	OnAnswer func(outcome, reason string, status int, took time.Duration)
+	// OnRefused, when set, is called with each verified delivery the store
+	// could not take (the answer is 503), so its key can be remembered. It
+	// must return at once and must not keep d.Body.
+	OnRefused func(d inbox.Delivery)
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 }
@@ -346,6 +350,9 @@ func (h *Handler) receive(r *http.Request, body []byte) (inbox.Delivery, inbox.R
 	}
 	res, err := h.store.Put(r.Context(), d)
 	if err != nil {
+		if h.cfg.OnRefused != nil {
+			h.cfg.OnRefused(d)
+		}
 		return d, inbox.Result{}, fmt.Errorf("%w: %w", errStore, err)
 	}
 	return d, res, nil
