@@ -22,6 +22,7 @@ import (
 	"inbox/inbox"
 	"inbox/nats"
 	"inbox/receiver"
+	"inbox/reconcile"
 )
 
 // connectTimeout bounds looking up the NATS stream at start.
@@ -252,6 +253,8 @@ serve's).
 
 ` + destinationHelp + `
 
+` + reconcileHelp + `
+
 Examples:
    inbox dispatch --forward-url http://127.0.0.1:3000/jobs
    inbox dispatch --admin-addr 127.0.0.1:8082 --forward-url http://127.0.0.1:3000/jobs
@@ -260,14 +263,15 @@ Examples:
    inbox dispatch --nats-url nats://127.0.0.1:4222 --nats-subject sume.jobs.terminal
    inbox dispatch --exec 'python3 handle.py' --retry-schedule 10s,1m,10m,1h
    inbox dispatch --config /etc/inbox/inbox.toml --exec /usr/local/bin/handle-job
-   inbox dispatch --forward-url http://127.0.0.1:3000/jobs --slow-after 2s --max-slow 32`,
+   inbox dispatch --forward-url http://127.0.0.1:3000/jobs --slow-after 2s --max-slow 32
+   SUME_API_KEY=... inbox dispatch --forward-url http://127.0.0.1:3000/jobs --api-url https://api.sume.com --poll-backoff 5m --api-concurrency 4`,
 		Flags: append([]cli.Flag{
 			admin.DBFlag(),
 			admin.ConfigFlag("serve's TOML file of [[source]] tables: with --exec, the variables its secrets are read from are kept from the command"),
 			&cli.StringFlag{Name: "admin-addr", Usage: "listen address for /healthz, /readyz and /metrics (the inbox_dispatch_* counters); empty: none", EnvVars: []string{"INBOX_DISPATCH_ADMIN_ADDR"}},
 			&cli.DurationFlag{Name: "busy-timeout", Value: inbox.DefaultBusyTimeout, Usage: "how long a write waits for serve's lock", EnvVars: []string{"INBOX_BUSY_TIMEOUT"}},
 			logLevelFlag(),
-		}, dispatchFlags()...),
+		}, append(dispatchFlags(), reconcileFlags()...)...),
 		Action: func(c *cli.Context) error {
 			if err := admin.NoArgs(c); err != nil {
 				return err
@@ -299,8 +303,12 @@ Examples:
 				return err
 			}
 			defer closeDest()
+			rec, err := newReconciler(c, store, nil, log, reg)
+			if err != nil {
+				return err
+			}
 			log.Info().Str("db", store.Path()).Msg("starting")
-			if err := runWithOps(c.Context, d, aln, store, reg, log, deps...); err != nil {
+			if err := runWithOps(c, d, rec, aln, store, reg, log, deps...); err != nil {
 				return err
 			}
 			closeDest()
@@ -309,17 +317,22 @@ Examples:
 	}
 }
 
-// runWithOps runs d until ctx is done and, when aln is not nil, answers the
-// probes and /metrics on it meanwhile. If that endpoint fails, the
-// dispatcher is stopped too.
-func runWithOps(ctx context.Context, d *dispatch.Dispatcher, aln net.Listener, store health.Pinger, reg *prometheus.Registry, log zerolog.Logger, deps ...health.Dependency) error {
+// runWithOps runs d and rec until c's context is done and, when aln is not
+// nil, answers the probes, /metrics and POST /expect on it meanwhile. If
+// that endpoint fails, the dispatcher is stopped too.
+func runWithOps(c *cli.Context, d *dispatch.Dispatcher, rec *reconcile.Reconciler, aln net.Listener, store *inbox.Store, reg *prometheus.Registry, log zerolog.Logger, deps ...health.Dependency) error {
+	ctx, cancel := context.WithCancel(c.Context)
+	defer cancel()
+	reconciled := make(chan error, 1)
+	go func() { reconciled <- rec.Run(ctx) }()
 	if aln == nil {
-		return d.Run(ctx)
+		err := d.Run(ctx)
+		cancel()
+		return errors.Join(err, <-reconciled)
 	}
 	ops := http.NewServeMux()
 	handleOps(ops, store, reg, log, deps...)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	handleExpect(c, ops, store, log)
 	dispatched := make(chan error, 1)
 	go func() {
 		dispatched <- d.Run(ctx)
@@ -327,5 +340,5 @@ func runWithOps(ctx context.Context, d *dispatch.Dispatcher, aln net.Listener, s
 	}()
 	served := receiver.Serve(ctx, receiver.DefaultLimits(), log, receiver.Endpoint{Name: "admin", Listener: aln, Handler: ops})
 	cancel()
-	return errors.Join(<-dispatched, served)
+	return errors.Join(<-dispatched, <-reconciled, served)
 }

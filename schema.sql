@@ -112,3 +112,61 @@ CREATE INDEX IF NOT EXISTS events_beside_job ON events (job_id) WHERE job_id <> 
 DROP INDEX IF EXISTS events_status_received;
 DROP INDEX IF EXISTS events_status_last_seen;
 DROP INDEX IF EXISTS events_job_id;
+
+-- Deliveries that verified but were answered 503 because the store could
+-- not take them, and whose key has not been delivered since: the jobs the
+-- provider may give up on. serve keeps them in memory while the store is
+-- down and writes them here once it takes writes again; a later delivery
+-- of the key deletes its row, in the same transaction that stores it.
+CREATE TABLE IF NOT EXISTS refusals (
+  -- The source the delivery came through.
+  source           TEXT    NOT NULL CHECK (source <> ''),
+  -- The row id the delivery would have landed on (a Sume job's job_id).
+  key              TEXT    NOT NULL,
+  -- The job the body names (for Sume, what redeliver asks for), NULL when none.
+  job_id           TEXT,
+  -- The body's event name, NULL when unreadable.
+  event            TEXT,
+  -- When the key was first and last refused, and how many times.
+  first_refused_at INTEGER NOT NULL,
+  last_refused_at  INTEGER NOT NULL CHECK (last_refused_at >= first_refused_at),
+  refusals         INTEGER NOT NULL CHECK (refusals >= 1),
+  PRIMARY KEY (source, key)
+) STRICT;
+
+-- Jobs the application started and expects a delivery for (inbox expect,
+-- or POST /expect on the admin address). One that is not delivered by its
+-- due time is polled at the provider's API and, once terminal, redelivered.
+CREATE TABLE IF NOT EXISTS expectations (
+  source        TEXT    NOT NULL DEFAULT 'sume' CHECK (source <> ''),
+  job_id        TEXT    NOT NULL,
+  -- Where the job's status is read; NULL: the API URL + /v1/jobs/{job_id}.
+  status_url    TEXT,
+  -- When the expectation was registered, and when the delivery is due.
+  expected_at   INTEGER NOT NULL,
+  due_at        INTEGER NOT NULL,
+  -- waiting: no delivery yet; done: the job was delivered; closed: given
+  -- up, see reason.
+  state         TEXT    NOT NULL CHECK (state IN ('waiting', 'done', 'closed')),
+  -- Why a closed expectation was given up, for a person. Set exactly when closed.
+  reason        TEXT    CHECK ((state = 'closed') = (reason IS NOT NULL)),
+  -- When it became done or closed, NULL before.
+  settled_at    INTEGER,
+  -- The earliest time a poller may poll it: due_at at first, the lease's
+  -- end while a poller holds it, then the backoff's next time.
+  next_poll_at  INTEGER NOT NULL,
+  -- Who holds the poll (host:pid:random) until when, NULL when none.
+  lease_owner   TEXT,
+  lease_until   INTEGER CHECK ((lease_owner IS NULL) = (lease_until IS NULL)),
+  -- Polls claimed, and redeliveries the provider accepted.
+  polls         INTEGER NOT NULL DEFAULT 0 CHECK (polls >= 0),
+  redeliveries  INTEGER NOT NULL DEFAULT 0 CHECK (redeliveries >= 0),
+  -- The job's status as the provider last reported it, and when.
+  job_status    TEXT,
+  polled_at     INTEGER,
+  -- The last poll's error, bounded; never the API key.
+  last_error    TEXT,
+  PRIMARY KEY (source, job_id)
+) STRICT;
+-- The poller's claim: the first waiting expectations that are due.
+CREATE INDEX IF NOT EXISTS expectations_due ON expectations (state, next_poll_at);

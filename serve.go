@@ -26,6 +26,7 @@ import (
 	"inbox/inbox"
 	"inbox/metrics"
 	"inbox/receiver"
+	"inbox/reconcile"
 	"inbox/scheme"
 )
 
@@ -53,14 +54,21 @@ instead, and the flags that describe the one Sume source (--secret, --path,
 
 ` + destinationHelp + `
 
+A delivery answered 503 because the store could not take it is remembered
+and, once the store takes writes again, listed by inbox missed until the
+key is delivered. ` + reconcileHelp + `
+
 Examples:
    SUME_COM_WEBHOOK_SIGNING_SECRET=whsec_current inbox serve
    SUME_COM_WEBHOOK_SIGNING_SECRET=old,new inbox serve --addr :8080 --db /var/lib/inbox/inbox.db
    inbox serve --admin-addr 127.0.0.1:8081 --max-in-flight 256
+   inbox serve --max-body-memory 128MiB
    inbox serve --body-timeout 1s --read-timeout 8s
    inbox serve --event job.completed --event job.failed --max-body 2MiB
    inbox serve --forward-url http://127.0.0.1:3000/jobs --workers 8
-   inbox serve --config /etc/inbox/inbox.toml --db /var/lib/inbox/inbox.db`,
+   inbox serve --config /etc/inbox/inbox.toml --db /var/lib/inbox/inbox.db
+   SUME_API_KEY=... inbox serve --admin-addr 127.0.0.1:8081 --poll-every 1m --poll-backoff 5m --api-rate 2 --api-concurrency 4
+   SUME_API_KEY=... inbox serve --api-url https://api.sume.com`,
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "addr", Value: "127.0.0.1:8080", Usage: "listen address", EnvVars: []string{"INBOX_ADDR"}},
 			&cli.StringFlag{Name: "admin-addr", Usage: "listen address for /healthz, /readyz and /metrics; empty: serve them on --addr", EnvVars: []string{"INBOX_ADMIN_ADDR"}},
@@ -74,11 +82,12 @@ Examples:
 			&cli.StringFlag{Name: "path", Value: "/webhooks/sume", Usage: "the webhook path", EnvVars: []string{"INBOX_PATH"}},
 			&cli.DurationFlag{Name: "busy-timeout", Value: inbox.DefaultBusyTimeout, Usage: "how long a delivery waits for another process's lock before the answer is 503; at most --read-timeout, so the 503 is written before the write deadline", EnvVars: []string{"INBOX_BUSY_TIMEOUT"}},
 			&cli.IntFlag{Name: "max-in-flight", Value: 512, Usage: "webhook requests verified and stored at once, all sources together (a body still arriving takes no place); beyond it the answer is 503 with Retry-After", EnvVars: []string{"INBOX_MAX_IN_FLIGHT"}},
+			&cli.StringFlag{Name: "max-body-memory", Value: "64MiB", Usage: "webhook bodies held in memory at once, all sources together, each taking its bytes as they arrive (above 64 KiB a body may fill only three quarters); a body it cannot take gets 503 with Retry-After; at least twice the largest --max-request", EnvVars: []string{"INBOX_MAX_BODY_MEMORY"}},
 			&cli.DurationFlag{Name: "read-header-timeout", Value: def.ReadHeaderTimeout, Usage: "a client that has not sent its headers by then is disconnected", EnvVars: []string{"INBOX_READ_HEADER_TIMEOUT"}},
 			&cli.DurationFlag{Name: "read-timeout", Value: def.ReadTimeout, Usage: "a request not wholly read by then, body included, is given up; answers are written within a second more", EnvVars: []string{"INBOX_READ_TIMEOUT"}},
 			&cli.DurationFlag{Name: "body-timeout", Value: defaultBodyTimeout, Usage: "a body not in this long after its headers, plus a second per 64 KiB received, is given up (408) and holds no place in --max-in-flight meanwhile", EnvVars: []string{"INBOX_BODY_TIMEOUT"}},
 			logLevelFlag(),
-		}, dispatchFlags()...),
+		}, append(dispatchFlags(), reconcileFlags()...)...),
 		Action: func(c *cli.Context) error {
 			if err := admin.NoArgs(c); err != nil {
 				return err
@@ -126,6 +135,16 @@ Examples:
 			if err := checkBusyTimeout(c.Duration("busy-timeout"), lim.WriteTimeout); err != nil {
 				return err
 			}
+			bodyMemory, err := admin.ParseSize(c.String("max-body-memory"))
+			if err != nil {
+				return fmt.Errorf("--max-body-memory: %w", err)
+			}
+			budget := receiver.NewBudget(bodyMemory)
+			for _, src := range sources {
+				if !budget.Holds(src.HardCap) {
+					return fmt.Errorf("--max-body-memory %s: want at least twice the request cap of source %s (--max-request or max_request, %d bytes)", c.String("max-body-memory"), src.Name, src.HardCap)
+				}
+			}
 
 			// Bind first: a busy port must not leave a new, empty database
 			// behind.
@@ -147,6 +166,13 @@ Examples:
 			}
 			defer store.Close()
 			reg.MustRegister(metrics.NewStoreCollector(store, probeTimeout, nil))
+			refusals := reconcile.NewRefusals(reconcile.DefaultMaxRefusals, nil)
+			metrics.Refusals(reg, refusals.Len, refusals.Dropped)
+			reg.MustRegister(metrics.NewReconcileCollector(store, probeTimeout, nil))
+			rec, err := newReconciler(c, store, refusals, log, reg)
+			if err != nil {
+				return err
+			}
 			// The dispatcher shares the store, so its writes go through the
 			// store's one writer, in the receiver's commits.
 			var d *dispatch.Dispatcher
@@ -174,9 +200,11 @@ Examples:
 					MaxInFlight: c.Int("max-in-flight"),
 					InFlight:    inFlight,
 					Receiving:   receiving,
+					Budget:      budget,
 					BodyTimeout: c.Duration("body-timeout"),
 					OnAnswer:    m.Answered(src.Name),
 					OnSkew:      m.Skewed(src.Name),
+					OnRefused:   refusals.Add,
 				}, log)
 				if err != nil {
 					return fmt.Errorf("source %s: %w", src.Name, err)
@@ -190,6 +218,9 @@ Examples:
 				ops = http.NewServeMux()
 			}
 			handleOps(ops, store, reg, log, deps...)
+			if adminAddr != "" {
+				handleExpect(c, ops, store, log)
+			}
 			endpoints := []receiver.Endpoint{{Name: "webhooks", Listener: ln, Handler: web}}
 			if aln != nil {
 				endpoints = append(endpoints, receiver.Endpoint{Name: "admin", Listener: aln, Handler: ops})
@@ -211,9 +242,11 @@ Examples:
 			} else {
 				dispatched <- nil
 			}
+			reconciled := make(chan error, 1)
+			go func() { reconciled <- rec.Run(ctx) }()
 			serveErr := receiver.Serve(c.Context, lim, log, endpoints...)
 			cancel()
-			if err := errors.Join(serveErr, <-dispatched, <-recorded, store.Close()); err != nil {
+			if err := errors.Join(serveErr, <-dispatched, <-recorded, <-reconciled, store.Close()); err != nil {
 				return err
 			}
 			log.Info().Msg("stopped")

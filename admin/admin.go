@@ -33,6 +33,9 @@ func Commands() []*cli.Command {
 		sendCommand(),
 		backupCommand(),
 		sourcesCommand(),
+		missedCommand(),
+		expectCommand(),
+		expectedCommand(),
 	}
 }
 

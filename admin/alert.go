@@ -26,7 +26,7 @@ func broken(err error) error { return cli.Exit(err, alertBroken) }
 func alertCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "alert",
-		Usage: "for cron: print parked rows older than --max-age, or parked in every hour, exit 1 if so",
+		Usage: "for cron: print parked rows older than --max-age (or parked in every hour), missed and overdue jobs; exit 1 if any",
 		Description: `Counts the parked rows received more than --max-age ago. While there are
 fewer than --min-count it prints nothing and exits 0, so cron mails nothing;
 otherwise it prints one line per reason (count, oldest) and exits 1.
@@ -38,12 +38,17 @@ alerts when every one of those hours had at least --min-count, printing the
 hours, the rows and the fewest and most in an hour. A bug that parks every
 delivery trips it; one old parked row does not.
 
+It also prints, and exits 1 for, each key refused with 503 (the store was
+down) more than --missed-after ago and not delivered since (inbox missed),
+and each expected job waiting past its window (inbox expected --overdue).
+
 It exits 2 when it cannot read the inbox (missing or unreadable database) and
 on any mistake in its flags, arguments or INBOX_ALERT_* variables.
 
 Examples:
    inbox alert --max-age 24h
    inbox alert --max-age 1h --min-count 10 --reason unknown_event
+   inbox alert --max-age 24h --missed-after 30m
    inbox alert --parked-every-hour 24h
    inbox alert --parked-every-hour 2d --reason handler_failed --json
    */15 * * * * inbox /usr/local/bin/inbox alert --db /var/lib/inbox/inbox.db --max-age 24h   (/etc/cron.d: as user inbox)`,
@@ -53,6 +58,7 @@ Examples:
 			&cli.Int64Flag{Name: "min-count", Value: 1, Usage: "alert when at least this many parked rows are older than --max-age (with --parked-every-hour: were parked in each hour)", EnvVars: []string{"INBOX_ALERT_MIN_COUNT"}},
 			ageFlag("parked-every-hour", "", "alert when rows were parked in every hour of this long, counted back from now, instead of on --max-age", "INBOX_ALERT_PARKED_EVERY_HOUR"),
 			reasonFlag("count only rows parked for this reason", "INBOX_ALERT_REASON"),
+			ageFlag("missed-after", "1h", "also alert on keys refused with 503 longer ago than this and not delivered since", "INBOX_ALERT_MISSED_AFTER"),
 			jsonFlag(),
 		},
 		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
@@ -97,11 +103,21 @@ Examples:
 				total += g.Count
 			}
 			if total < c.Int64("min-count") {
+				groups = nil
+			}
+			late, err := lateJobs(c, store)
+			if err != nil {
+				return broken(err)
+			}
+			if len(groups) == 0 && late.empty() {
 				return nil
 			}
 			w := c.App.Writer
 			if c.Bool("json") {
 				if err := printJSONLines(w, groups); err != nil {
+					return broken(err)
+				}
+				if err := late.printJSON(w); err != nil {
 					return broken(err)
 				}
 				return cli.Exit("", alertRaised)
@@ -111,6 +127,7 @@ Examples:
 				fmt.Fprintf(tw, "%s\t%d parked longer than %s\toldest received %s\n",
 					cell(string(g.Reason)), g.Count, formatDuration(maxAge), formatTime(g.Oldest))
 			}
+			late.print(tw)
 			if err := tw.Flush(); err != nil {
 				return broken(err)
 			}

@@ -26,8 +26,9 @@ func redeliverCommand(sleep func(context.Context, time.Duration) error) *cli.Com
 /v1/jobs/{job_id}/webhook/redeliver), with a fresh timestamp; it lands on the
 job's row, keyed by job_id. Needs an API key with the jobs:write scope, from
 SUME_API_KEY (prefer it to --api-key: flags show in ps); the key is never
-printed. Takes job ids, or --reason for the jobs of every parked row with
-that reason (not both). Sume's jobs only: another source's row id
+printed. Takes job ids, --reason for the jobs of every parked row with
+that reason, or --missed for the Sume jobs inbox missed lists (refused with
+503 and not delivered since): one of the three. Sume's jobs only: another source's row id
 (<source>/<key>) in the database is refused, and --reason passes other
 sources' rows over.
 429 and 5xx answers are retried up to --retries times, as Retry-After says.
@@ -38,10 +39,13 @@ Prints one line per job and exits 1 if any failed.
 Examples:
    SUME_API_KEY=... inbox redeliver job_1 job_2
    SUME_API_KEY=... inbox redeliver --reason payload_too_large
-   inbox redeliver --reason unknown_event --dry-run`,
+   inbox redeliver --reason unknown_event --dry-run
+   SUME_API_KEY=... inbox redeliver --missed
+   inbox redeliver --missed --dry-run`,
 		Flags: []cli.Flag{
 			DBFlag(),
 			reasonFlag("redeliver the job of every parked row with this reason", "INBOX_REDELIVER_REASON"),
+			&cli.BoolFlag{Name: "missed", Usage: "redeliver every Sume job inbox missed lists", EnvVars: []string{"INBOX_REDELIVER_MISSED"}},
 			&cli.StringFlag{Name: "api-key", Usage: "Sume API key with jobs:write (prefer the environment variable)", EnvVars: []string{"SUME_API_KEY"}},
 			&cli.StringFlag{Name: "api-url", Value: sume.DefaultAPIURL, Usage: "the Sume API's base URL", EnvVars: []string{"SUME_API_URL"}},
 			&cli.IntFlag{Name: "retries", Value: sume.DefaultRetries, Usage: "how many times a 429 or 5xx answer is retried", EnvVars: []string{"INBOX_RETRIES"}},
@@ -57,14 +61,19 @@ Examples:
 			if err != nil {
 				return err
 			}
-			if (r != "") == (len(jobs) > 0) {
-				return errors.New("redeliver needs exactly one of: job ids or --reason")
+			if chosen := btoi(r != "") + btoi(len(jobs) > 0) + btoi(c.Bool("missed")); chosen != 1 {
+				return errors.New("redeliver needs exactly one of: job ids, --reason or --missed")
 			}
 			if err := refuseOtherSources(c, jobs); err != nil {
 				return err
 			}
 			if r != "" {
 				if jobs, err = parkedJobs(c, r); err != nil {
+					return err
+				}
+			}
+			if c.Bool("missed") {
+				if jobs, err = missedJobs(c); err != nil {
 					return err
 				}
 			}
@@ -86,7 +95,9 @@ Examples:
 			}
 			w := c.App.Writer
 			if len(jobs) == 0 {
-				if !c.Bool("json") {
+				if !c.Bool("json") && c.Bool("missed") {
+					fmt.Fprintln(w, "no Sume job is missed")
+				} else if !c.Bool("json") {
 					fmt.Fprintf(w, "no parked %s row names a job\n", r)
 				}
 				return nil
@@ -188,6 +199,30 @@ func parkedJobs(c *cli.Context, r inbox.Reason) ([]string, error) {
 		if e.JobID != "" && !seen[e.JobID] {
 			seen[e.JobID] = true
 			jobs = append(jobs, e.JobID)
+		}
+	}
+	return jobs, nil
+}
+
+// missedJobs returns the Sume jobs of the refused keys not delivered since,
+// each once; keys that name no job (a body that was not a job event), and
+// other sources' keys, are left out.
+func missedJobs(c *cli.Context) ([]string, error) {
+	store, err := openRead(c)
+	if err != nil {
+		return nil, err
+	}
+	defer store.Close()
+	missed, err := store.Missed(c.Context, time.Time{})
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	var jobs []string
+	for _, m := range missed {
+		if m.Source == inbox.DefaultSource && m.JobID != "" && !seen[m.JobID] {
+			seen[m.JobID] = true
+			jobs = append(jobs, m.JobID)
 		}
 	}
 	return jobs, nil

@@ -226,6 +226,11 @@ func (s *Store) commit(batch []*putRequest) ([]putResult, error) {
 			return nil, err
 		}
 	}
+	// In the same transaction: a stored key is never also missing.
+	if err := settleArrivals(ctx, tx, batch, now); err != nil {
+		tx.Rollback()
+		return nil, err
+	}
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("commit: %w", err)
 	}

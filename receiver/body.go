@@ -1,7 +1,6 @@
 package receiver
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -20,21 +19,30 @@ const MinBodyRate = 64 << 10 // bytes a second
 // again: each read need not reset it.
 const deadlineStep = 100 * time.Millisecond
 
-// preGrow bounds the buffer allocated for a body before its bytes arrive.
-// Requests whose bodies are arriving are not bounded in number (a slow one
-// must not hold a slot), so what each takes before it sends is small.
-const preGrow = 16 << 10
-
-// readBody reads r's body, at most limit bytes, under the body's deadline
-// when timeout is positive: the body must be in by timeout after the
-// headers, plus a second for every MinBodyRate bytes received, and never
-// later than the deadline net/http set for the whole request. A declared
-// length above the limit is refused before anything is read. It fails with
-// errTooLarge, errSlowBody when the body fell behind its deadline, or
-// errRead.
-func readBody(w http.ResponseWriter, r *http.Request, limit int64, timeout time.Duration) ([]byte, error) {
+// readBody reads r's body, at most limit bytes, into a buffer it takes
+// from res as the bytes arrive, under the body's deadline when timeout is
+// positive: the body must be in by timeout after the headers, plus a
+// second for every MinBodyRate bytes received, and never later than the
+// deadline net/http set for the whole request. A declared length above the
+// limit is refused before anything is read, and so is one the budget
+// cannot take now. It fails with errTooLarge, errBodyMemory, errSlowBody
+// when the body fell behind its deadline, or errRead.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64, timeout time.Duration, res *reservation) ([]byte, error) {
 	if r.ContentLength > limit {
 		return nil, errTooLarge
+	}
+	// The buffer ends one byte past what may come, to see EOF (or a body
+	// past the limit) without growing.
+	end := limit + 1
+	if r.ContentLength >= 0 {
+		end = r.ContentLength + 1
+		if !res.budget.fits(end) {
+			return nil, errBodyMemory
+		}
+	}
+	buf, err := res.grow(nil, int(min(end, firstRead)))
+	if err != nil {
+		return nil, err
 	}
 	src := io.Reader(r.Body)
 	var p *pacer
@@ -43,22 +51,33 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64, timeout time.
 		defer p.restore()
 		src = p
 	}
-	var buf bytes.Buffer
-	if r.ContentLength > 0 {
-		// Room for what is declared, up to preGrow: a client that declares
-		// megabytes and sends nothing must not make the server hold them.
-		buf.Grow(int(min(r.ContentLength, preGrow)) + 1) // +1: room to see EOF without growing
+	for {
+		if len(buf) == cap(buf) {
+			if int64(len(buf)) > limit {
+				return nil, errTooLarge
+			}
+			// Doubling, up to the declared length: a body that is longer
+			// than it declares (not one net/http passes on) grows on to the
+			// limit.
+			next := min(2*int64(cap(buf)), limit+1)
+			if c := int64(cap(buf)); c < end {
+				next = min(next, end)
+			}
+			if buf, err = res.grow(buf, int(next)); err != nil {
+				return nil, err
+			}
+		}
+		n, err := src.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		switch {
+		case err == io.EOF:
+			return buf, nil
+		case err != nil && p != nil && p.fellBehind(err):
+			return nil, fmt.Errorf("%w: %d bytes in %s", errSlowBody, len(buf), time.Since(p.start).Round(time.Millisecond))
+		case err != nil:
+			return nil, fmt.Errorf("%w: %w", errRead, err)
+		}
 	}
-	n, err := buf.ReadFrom(io.LimitReader(src, limit+1))
-	switch {
-	case err != nil && p != nil && p.fellBehind(err):
-		return nil, fmt.Errorf("%w: %d bytes in %s", errSlowBody, n, time.Since(p.start).Round(time.Millisecond))
-	case err != nil:
-		return nil, fmt.Errorf("%w: %w", errRead, err)
-	case n > limit:
-		return nil, errTooLarge
-	}
-	return buf.Bytes(), nil
 }
 
 // pacer reads a request's body under a read deadline that grows with what

@@ -47,7 +47,7 @@ const challenge = `sume-v1 realm="webhooks"`
 const (
 	OutcomeRejected   = "rejected"    // the request failed a check: nothing stored
 	OutcomeStoreError = "store_error" // 503: the store could not commit
-	OutcomeOverloaded = "overloaded"  // 503: MaxInFlight requests were already in flight
+	OutcomeOverloaded = "overloaded"  // 503: MaxInFlight requests were already in flight, or the Budget was full
 )
 
 // Store is what the receiver needs of the inbox.
@@ -91,6 +91,11 @@ type Config struct {
 	// Receiving, when set, counts the requests whose body is arriving,
 	// shared as InFlight is; nil: the handler counts its own.
 	Receiving *atomic.Int64
+	// Budget bounds the bytes bodies hold in memory from their first byte
+	// until their request is answered, shared by every handler given the
+	// same one; nil: one of DefaultBodyMemory for this handler alone. It
+	// must hold twice HardCap.
+	Budget *Budget
 	// BodyTimeout is how long a body may take after the headers, plus a
 	// second for every MinBodyRate bytes received, within the server's read
 	// timeout; a body that falls behind is answered 408 and nothing of it is
@@ -105,6 +110,10 @@ type Config struct {
 	// here), its reason (a parked reason or a rejection's cause, else ""),
 	// the status code and how long the request took.
 	OnAnswer func(outcome, reason string, status int, took time.Duration)
+	// OnRefused, when set, is called with each verified delivery the store
+	// could not take (the answer is 503), so its key can be remembered. It
+	// must return at once and must not keep d.Body.
+	OnRefused func(d inbox.Delivery)
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 }
@@ -118,6 +127,7 @@ type Handler struct {
 	log       zerolog.Logger
 	inFlight  *atomic.Int64
 	receiving *atomic.Int64
+	budget    *Budget
 	// verified holds, per key, when it last verified a delivery (Unix ms).
 	verified []atomic.Int64
 }
@@ -165,6 +175,12 @@ func NewHandler(store Store, cfg Config, log zerolog.Logger) (*Handler, error) {
 	if cfg.BodyTimeout < 0 {
 		return nil, fmt.Errorf("body timeout must not be negative, got %s", cfg.BodyTimeout)
 	}
+	if cfg.Budget == nil {
+		cfg.Budget = NewBudget(DefaultBodyMemory)
+	}
+	if !cfg.Budget.Holds(cfg.HardCap) {
+		return nil, fmt.Errorf("body memory %d must be at least twice the hard cap %d", cfg.Budget.Size(), cfg.HardCap)
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -178,7 +194,7 @@ func NewHandler(store Store, cfg Config, log zerolog.Logger) (*Handler, error) {
 	if _, ok := cfg.Scheme.(scheme.Sume); ok {
 		ch = challenge
 	}
-	return &Handler{store: store, cfg: cfg, keys: keys, challenge: ch, inFlight: cfg.InFlight, receiving: cfg.Receiving,
+	return &Handler{store: store, cfg: cfg, keys: keys, challenge: ch, inFlight: cfg.InFlight, receiving: cfg.Receiving, budget: cfg.Budget,
 		log: log.With().Str(keySource, cfg.Source).Logger(), verified: make([]atomic.Int64, len(keys))}, nil
 }
 
@@ -230,8 +246,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		err = errOverloaded
 	default:
 		var body []byte
+		held := reservation{budget: h.budget}
+		defer held.release() // once answered: the body is held until then
 		h.receiving.Add(1)
-		body, err = readBody(w, r, h.cfg.HardCap, h.cfg.BodyTimeout)
+		body, err = readBody(w, r, h.cfg.HardCap, h.cfg.BodyTimeout, &held)
 		h.receiving.Add(-1)
 		size = int64(len(body))
 		if err != nil {
@@ -254,6 +272,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("WWW-Authenticate", h.challenge)
 	case http.StatusServiceUnavailable:
 		w.Header().Set("Retry-After", retryAfter)
+		if errors.Is(err, errBodyMemory) {
+			// The body is not read (or not whole): shed the connection too.
+			w.Header().Set("Connection", "close")
+		}
 	case http.StatusRequestEntityTooLarge, http.StatusRequestTimeout:
 		// The rest of the body is not read; do not reuse the connection.
 		w.Header().Set("Connection", "close")
@@ -328,6 +350,9 @@ func (h *Handler) receive(r *http.Request, body []byte) (inbox.Delivery, inbox.R
 	}
 	res, err := h.store.Put(r.Context(), d)
 	if err != nil {
+		if h.cfg.OnRefused != nil {
+			h.cfg.OnRefused(d)
+		}
 		return d, inbox.Result{}, fmt.Errorf("%w: %w", errStore, err)
 	}
 	return d, res, nil
@@ -374,7 +399,7 @@ func answer(res inbox.Result, err error, accepted int) verdict {
 		return rejected(http.StatusUnauthorized, "caller")
 	case errors.Is(err, errUnverified):
 		return rejected(http.StatusUnauthorized, "unverified")
-	case errors.Is(err, errOverloaded):
+	case errors.Is(err, errOverloaded), errors.Is(err, errBodyMemory):
 		return verdict{status: http.StatusServiceUnavailable, outcome: OutcomeOverloaded}
 	case errors.Is(err, errStore):
 		return verdict{status: http.StatusServiceUnavailable, outcome: OutcomeStoreError}

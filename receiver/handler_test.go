@@ -499,15 +499,25 @@ func TestNewHandlerRefusesEmptySecret(t *testing.T) {
 }
 
 // TestReadBodyAllocatesWhatArrives declares far more than it sends: the
-// buffer must follow the bytes, not the declared length.
+// buffer must follow the bytes, not the declared length, and the budget
+// holds just that buffer until it is released.
 func TestReadBodyAllocatesWhatArrives(t *testing.T) {
 	r := httptest.NewRequest(http.MethodPost, "/webhooks/sume", strings.NewReader("x"))
 	r.ContentLength = 4 << 20
-	b, err := readBody(httptest.NewRecorder(), r, 8<<20, time.Second)
+	budget := NewBudget(DefaultBodyMemory)
+	held := reservation{budget: budget}
+	b, err := readBody(httptest.NewRecorder(), r, 8<<20, time.Second, &held)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(b) != "x" || cap(b) > 2*preGrow {
-		t.Fatalf("read %q into a buffer of %d bytes, want at most %d", b, cap(b), 2*preGrow)
+	if string(b) != "x" || cap(b) > firstRead {
+		t.Fatalf("read %q into a buffer of %d bytes, want at most %d", b, cap(b), firstRead)
+	}
+	if got := budget.Used(); got != int64(cap(b)) {
+		t.Errorf("budget used %d, want the buffer's %d", got, cap(b))
+	}
+	held.release()
+	if got := budget.Used(); got != 0 {
+		t.Errorf("budget used %d after release, want 0", got)
 	}
 }

@@ -2,6 +2,7 @@ package sume
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -93,20 +94,113 @@ func loopback(host string) bool {
 // MaxRetryWait. It fails without a request when the base URL fails Check or
 // jobID is empty, "." or ".." (segments a URL resolves away, sending the key
 // to another endpoint); with ErrKeyRejected on 401 or 403, ErrUnknownJob on
-// 404, and otherwise with the last status (a redirect included: it is never
-// followed). The error never holds the key.
+// 404, a *BusyError when 429 or 5xx outlasts the retries, and otherwise
+// with the last status (a redirect included: it is never followed). The
+// error never holds the key.
 func (c *Client) Redeliver(ctx context.Context, jobID string) error {
+	u, err := c.jobURL("redeliver", jobID)
+	if err != nil {
+		return err
+	}
+	_, err = c.call(ctx, "redeliver", http.MethodPost, u+"/webhook/redeliver")
+	return err
+}
+
+// Terminal reports whether a job status is one a job ends in: COMPLETED,
+// ERROR or CANCELED.
+func Terminal(status string) bool {
+	switch strings.ToUpper(status) {
+	case "COMPLETED", "ERROR", "CANCELED", "CANCELLED":
+		return true
+	}
+	return false
+}
+
+// ErrForeignStatusURL is returned for a status URL that is not on the API's
+// host: the key is sent to the API alone.
+var ErrForeignStatusURL = errors.New("status URL is not on the API's host")
+
+// maxStatusBody bounds the job status answer read.
+const maxStatusBody = 64 << 10
+
+// JobStatus reads jobID's status (GET /v1/jobs/{job_id}, or statusURL when
+// it is not empty) with the key as a bearer token, as Redeliver does and
+// with the same retries and errors (ErrUnknownJob on 404). statusURL must
+// have the base URL's scheme and host, else ErrForeignStatusURL without a
+// request. It fails too when the answer is not a JSON object with a
+// non-empty "status".
+func (c *Client) JobStatus(ctx context.Context, jobID, statusURL string) (string, error) {
+	u, err := c.jobURL("job status", jobID)
+	if err != nil {
+		return "", err
+	}
+	if statusURL != "" {
+		if u, err = c.CheckStatusURL(statusURL); err != nil {
+			return "", fmt.Errorf("job status: %w", err)
+		}
+	}
+	a, err := c.call(ctx, "job status", http.MethodGet, u)
+	if err != nil {
+		return "", err
+	}
+	var job struct {
+		Status string `json:"status"`
+	}
+	if err := json.Unmarshal([]byte(a.body), &job); err != nil || job.Status == "" {
+		return "", fmt.Errorf("job status: the answer (%s) names no status: %q", a.status, redact(a.body, c.APIKey))
+	}
+	return job.Status, nil
+}
+
+// CheckStatusURL returns statusURL when it is an absolute URL on the base
+// URL's scheme and host (the key may go there), else an error wrapping
+// ErrForeignStatusURL.
+func (c *Client) CheckStatusURL(statusURL string) (string, error) {
+	base, err := c.base()
+	if err != nil {
+		return "", err
+	}
+	b, _ := url.Parse(base)
+	u, err := url.Parse(statusURL)
+	if err != nil || u.User != nil || u.Fragment != "" || !strings.EqualFold(u.Scheme, b.Scheme) || !strings.EqualFold(u.Host, b.Host) {
+		return "", fmt.Errorf("%w (%s): want a URL under %s", ErrForeignStatusURL, b.Scheme+"://"+b.Host, base)
+	}
+	return u.String(), nil
+}
+
+// jobURL returns the API's URL of jobID, /v1/jobs/{job_id}, after the
+// checks Redeliver documents.
+func (c *Client) jobURL(op, jobID string) (string, error) {
 	if c.APIKey == "" {
-		return errors.New("redeliver: no API key")
+		return "", fmt.Errorf("%s: no API key", op)
 	}
 	if jobID == "" || jobID == "." || jobID == ".." {
-		return fmt.Errorf("redeliver: invalid job id %q", jobID)
+		return "", fmt.Errorf("%s: invalid job id %q", op, jobID)
 	}
 	base, err := c.base()
 	if err != nil {
-		return fmt.Errorf("redeliver: %w", err)
+		return "", fmt.Errorf("%s: %w", op, err)
 	}
-	u := base + "/v1/jobs/" + url.PathEscape(jobID) + "/webhook/redeliver"
+	return base + "/v1/jobs/" + url.PathEscape(jobID), nil
+}
+
+// BusyError is a 429 or 5xx answer that outlasted the retries.
+type BusyError struct {
+	Op       string
+	Status   string
+	Attempts int
+	// RetryAfter is the wait the last answer asked for (at most
+	// MaxRetryWait), zero when it named none.
+	RetryAfter time.Duration
+}
+
+func (e *BusyError) Error() string {
+	return fmt.Sprintf("%s: %s after %d attempts", e.Op, e.Status, e.Attempts)
+}
+
+// call sends method to u with the key and returns the 2xx answer, after
+// the retries Redeliver documents.
+func (c *Client) call(ctx context.Context, op, method, u string) (answer, error) {
 	hc := &http.Client{Timeout: requestTimeout}
 	if c.HTTP != nil {
 		copied := *c.HTTP
@@ -123,32 +217,36 @@ func (c *Client) Redeliver(ctx context.Context, jobID string) error {
 
 	backoff := firstBackoff
 	for attempt := 0; ; attempt++ {
-		resp, err := c.post(ctx, hc, u)
+		resp, err := c.send(ctx, hc, method, u)
 		if err != nil {
-			return fmt.Errorf("redeliver: %w", err)
+			return answer{}, fmt.Errorf("%s: %w", op, err)
 		}
 		switch code := resp.code; {
 		case code >= 200 && code < 300:
-			return nil
+			return resp, nil
 		case code == http.StatusUnauthorized || code == http.StatusForbidden:
-			return fmt.Errorf("%w (%s)", ErrKeyRejected, resp.status)
+			return answer{}, fmt.Errorf("%w (%s)", ErrKeyRejected, resp.status)
 		case code == http.StatusNotFound:
-			return fmt.Errorf("%w (%s)", ErrUnknownJob, resp.status)
+			return answer{}, fmt.Errorf("%w (%s)", ErrUnknownJob, resp.status)
 		case code != http.StatusTooManyRequests && code < 500:
-			return fmt.Errorf("redeliver: unexpected answer %s: %q", resp.status, redact(resp.body, c.APIKey))
+			return answer{}, fmt.Errorf("%s: unexpected answer %s: %q", op, resp.status, redact(resp.body, c.APIKey))
 		}
 		if attempt >= c.Retries {
-			return fmt.Errorf("redeliver: %s after %d attempts", resp.status, attempt+1)
+			var asked time.Duration
+			if resp.retryAfter != "" {
+				asked = retryAfter(resp.retryAfter, now(), 0)
+			}
+			return answer{}, &BusyError{Op: op, Status: resp.status, Attempts: attempt + 1, RetryAfter: asked}
 		}
 		wait := retryAfter(resp.retryAfter, now(), backoff)
 		backoff *= 2
 		if err := sleep(ctx, wait); err != nil {
-			return fmt.Errorf("redeliver: %w", err)
+			return answer{}, fmt.Errorf("%s: %w", op, err)
 		}
 	}
 }
 
-// answer is what Redeliver keeps of a response.
+// answer is what call keeps of a response.
 type answer struct {
 	code       int
 	status     string
@@ -156,8 +254,8 @@ type answer struct {
 	body       string
 }
 
-func (c *Client) post(ctx context.Context, hc *http.Client, u string) (answer, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, nil)
+func (c *Client) send(ctx context.Context, hc *http.Client, method, u string) (answer, error) {
+	req, err := http.NewRequestWithContext(ctx, method, u, nil)
 	if err != nil {
 		return answer{}, err
 	}
@@ -170,7 +268,7 @@ func (c *Client) post(ctx context.Context, hc *http.Client, u string) (answer, e
 	defer resp.Body.Close()
 	// Enough to redact a key that straddles the part an error quotes, and
 	// to let the connection be reused.
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxStatusBody))
 	return answer{code: resp.StatusCode, status: resp.Status,
 		retryAfter: resp.Header.Get("Retry-After"), body: string(body)}, nil
 }

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+	"github.com/urfave/cli/v2"
+
+	"inbox/inbox"
+	"inbox/metrics"
+	"inbox/reconcile"
+	"inbox/sume"
+)
+
+// reconcileHelp is the part of serve's and dispatch's help about expected
+// jobs.
+const reconcileHelp = `With an API key (SUME_API_KEY), it also polls Sume for the expected jobs
+(inbox expect, or POST /expect on --admin-addr) not delivered within their
+window, and asks Sume to redeliver those that ended (--poll-every,
+--poll-backoff, --api-concurrency, --api-rate).`
+
+// reconcileFlags are the flags of the loop that polls expected jobs.
+func reconcileFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "api-key", Usage: "Sume API key (jobs:read and jobs:write): poll overdue expected jobs and ask for their redelivery; empty: no polling (prefer the environment variable)", EnvVars: []string{"SUME_API_KEY"}},
+		&cli.StringFlag{Name: "api-url", Value: sume.DefaultAPIURL, Usage: "the Sume API's base URL (https, or http to a loopback host)", EnvVars: []string{"SUME_API_URL"}},
+		&cli.DurationFlag{Name: "poll-every", Value: reconcile.DefaultPollEvery, Usage: "how often expected jobs past their window are looked for", EnvVars: []string{"INBOX_POLL_EVERY"}},
+		&cli.DurationFlag{Name: "poll-backoff", Value: reconcile.DefaultBackoff, Usage: "the wait after a poll finds a job running (or a redelivery has not arrived), doubling up to 1h", EnvVars: []string{"INBOX_POLL_BACKOFF"}},
+		&cli.IntFlag{Name: "api-concurrency", Value: reconcile.DefaultConcurrency, Usage: "requests to the Sume API at once", EnvVars: []string{"INBOX_API_CONCURRENCY"}},
+		&cli.Float64Flag{Name: "api-rate", Value: reconcile.DefaultRate, Usage: "requests to the Sume API per second, at most", EnvVars: []string{"INBOX_API_RATE"}},
+	}
+}
+
+// newReconciler builds the loop that records refusals (when refusals is
+// not nil) and, with --api-key, polls overdue expectations. It fails on a
+// flag out of range or an API URL the key must not go to.
+func newReconciler(c *cli.Context, store *inbox.Store, refusals *reconcile.Refusals, log zerolog.Logger, reg prometheus.Registerer) (*reconcile.Reconciler, error) {
+	// Zero is a default to reconcile.New; on the command line it is a mistake.
+	if c.Duration("poll-every") <= 0 || c.Duration("poll-backoff") <= 0 {
+		return nil, fmt.Errorf("--poll-every %s and --poll-backoff %s must be positive", c.Duration("poll-every"), c.Duration("poll-backoff"))
+	}
+	if c.Int("api-concurrency") < 1 || c.Float64("api-rate") <= 0 {
+		return nil, fmt.Errorf("--api-concurrency %d and --api-rate %g: want at least 1 request at once, and a rate above 0 a second", c.Int("api-concurrency"), c.Float64("api-rate"))
+	}
+	cfg := reconcile.Config{
+		Refusals:    refusals,
+		PollEvery:   c.Duration("poll-every"),
+		Backoff:     c.Duration("poll-backoff"),
+		MaxBackoff:  max(reconcile.DefaultMaxBackoff, c.Duration("poll-backoff")),
+		Concurrency: c.Int("api-concurrency"),
+		Rate:        c.Float64("api-rate"),
+	}
+	if key := c.String("api-key"); key != "" {
+		if strings.HasPrefix(key, "replace-with") {
+			return nil, errors.New("SUME_API_KEY (--api-key) is the placeholder of deploy/inbox.env: set your key, or leave it unset")
+		}
+		client, err := apiClient(c)
+		if err != nil {
+			return nil, err
+		}
+		cfg.API = client
+		cfg.OnRequest = metrics.NewReconcile(reg).Requested
+		log.Info().Str("api_url", client.BaseURL).Msg("polling overdue expected jobs")
+	}
+	r, err := reconcile.New(store, cfg, log)
+	if err != nil {
+		return nil, fmt.Errorf("--poll-every, --poll-backoff, --api-concurrency, --api-rate: %w", err)
+	}
+	return r, nil
+}
+
+// apiClient is the Sume client the flags describe. Its requests are not
+// retried in place: the loop polls again later, as Retry-After says.
+func apiClient(c *cli.Context) (*sume.Client, error) {
+	client := &sume.Client{BaseURL: c.String("api-url"), APIKey: c.String("api-key"), Retries: -1,
+		HTTP: &http.Client{Timeout: 10 * time.Second}}
+	if err := client.Check(); err != nil {
+		return nil, fmt.Errorf("--api-url: %w", err)
+	}
+	return client, nil
+}
+
+// handleExpect adds POST /expect to mux: applications register the jobs
+// they started there. A status URL must be on --api-url's host.
+func handleExpect(c *cli.Context, mux *http.ServeMux, store reconcile.Expecter, log zerolog.Logger) {
+	client := &sume.Client{BaseURL: c.String("api-url")}
+	check := func(u string) error {
+		_, err := client.CheckStatusURL(u)
+		return err
+	}
+	mux.Handle("POST /expect", reconcile.ExpectHandler(store, check, nil, log))
+}
