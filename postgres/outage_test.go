@@ -205,7 +205,7 @@ func TestPutWhileDatabaseDown(t *testing.T) {
 
 // TestPutWhileDatabaseStalls keeps the store's connections open and
 // answers nothing, the way a partitioned network does: Put, Settle, the
-// reads, Purge and Ping fail within the bound rather than hang.
+// reads, the counts, Purge and Ping fail within the bound rather than hang.
 func TestPutWhileDatabaseStalls(t *testing.T) {
 	p, dsn := proxied(t)
 	s := mustOpen(t, dsn, postgres.Options{BusyTimeout: busy})
@@ -228,10 +228,17 @@ func TestPutWhileDatabaseStalls(t *testing.T) {
 		"list":  func() error { _, err := s.List(ctx, inbox.Filter{}); return err },
 		"stats": func() error { _, err := s.Stats(ctx); return err },
 		"purge": func() error {
-			_, err := s.Purge(ctx, time.Now(), []inbox.Status{inbox.StatusDone})
+			_, err := s.Purge(ctx, inbox.PurgeSelection{Before: time.Now().Add(-30 * 24 * time.Hour),
+				Statuses: []inbox.Status{inbox.StatusDone}, Reasons: inbox.ReceiptReasons()})
 			return err
 		},
-		"ping": func() error { return s.Ping(ctx) },
+		"purgeable": func() error {
+			_, err := s.Purgeable(ctx, inbox.PurgeSelection{Before: time.Now().Add(-30 * 24 * time.Hour), Statuses: []inbox.Status{inbox.StatusDone}})
+			return err
+		},
+		"count":           func() error { _, err := s.Count(ctx, inbox.Filter{}); return err },
+		"parked per hour": func() error { _, err := s.ParkedPerHour(ctx, inbox.Filter{}, time.Now(), 48); return err },
+		"ping":            func() error { return s.Ping(ctx) },
 	} {
 		start := time.Now()
 		err := op()

@@ -16,117 +16,230 @@ import (
 const purgeBatch = 1000
 
 // purgeWhere selects the rows of one status (never new, $1) last seen
-// before a cutoff ($2). Retention counts from the last delivery: a row a
-// redelivery landed on yesterday is what makes the next one a counted
-// repeat.
+// before a cutoff ($2); the events_settled_last_seen index serves it.
+// Retention counts from the last delivery: a row a redelivery landed on
+// yesterday is what makes the next one a counted repeat.
 const purgeWhere = `status <> 'new' AND status = $1 AND last_seen_at < $2`
 
-// besideRemains holds for a done row while a parked row of its job is
-// there and is not itself being purged ($3 says whether parked rows are,
-// $4 is the cutoff). Such a done row is kept: were it gone, reprocessing
-// the parked row would hand the job to the application again as new.
-const besideRemains = `EXISTS (SELECT 1 FROM events b WHERE b.job_id = events.id AND b.job_id <> b.id
-	AND b.status = 'parked' AND NOT ($3::boolean AND b.last_seen_at < $4))`
+// parkedWhere narrows purgeWhere to parked rows with one of the reasons
+// of the array $3.
+const parkedWhere = ` AND reason = ANY($3::text[])`
 
-// Purgeable counts, per status, the rows Purge would delete, and the done
-// rows it would keep. It fails when statuses holds StatusNew or the
-// database cannot be read.
-func (s *Store) Purgeable(ctx context.Context, before time.Time, statuses []inbox.Status) (inbox.PurgeReport, error) {
-	rep := inbox.PurgeReport{Deleted: map[inbox.Status]int64{}}
-	if err := checkPurgeable(statuses); err != nil {
+// besideRemains holds for a done row while a parked row of its job is
+// there and is not itself being purged ($3 is the array of the reasons
+// purged, $4 the cutoff). Such a done row is kept: were it gone,
+// reprocessing the parked row would hand the job to the application again
+// as new.
+const besideRemains = `EXISTS (SELECT 1 FROM events b WHERE b.job_id = events.id AND b.job_id <> b.id
+	AND b.status = 'parked' AND NOT (b.reason = ANY($3::text[]) AND b.last_seen_at < $4))`
+
+// unfinishedQuery counts the rows past a cutoff ($1) whose work is
+// unfinished, which a purge keeps whatever it is asked: new rows (waiting,
+// retrying or in flight), and rows the dispatcher parked unless their
+// reason is in the array $2.
+const unfinishedQuery = `SELECT (SELECT count(*) FROM events WHERE status = 'new' AND last_seen_at < $1)
+	+ (SELECT count(*) FROM events WHERE status <> 'new' AND status = 'parked' AND last_seen_at < $1
+		AND reason IN ('handler_failed', 'handler_rejected') AND NOT (reason = ANY($2::text[])))`
+
+// Purgeable counts, per status and per parked reason, the rows Purge would
+// delete, and the rows it would keep. It fails as Purge does on a
+// selection it refuses, and when the database cannot be read.
+func (s *Store) Purgeable(ctx context.Context, sel inbox.PurgeSelection) (inbox.PurgeReport, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.busy)
+	defer cancel()
+	rep := newPurgeReport(sel)
+	reasons, err := s.checkPurge(ctx, sel)
+	if err != nil {
 		return rep, err
 	}
-	parkedToo := slices.Contains(statuses, inbox.StatusParked)
-	for _, st := range statuses {
-		w, args := purgeFilter(st, before, parkedToo)
+	for _, st := range sel.Statuses {
+		w, args := purgeFilter(st, sel.Before, reasons)
 		var n int64
-		qctx, cancel := context.WithTimeout(ctx, s.busy)
-		err := s.pool.QueryRow(qctx, `SELECT count(*) FROM events WHERE `+w, args...).Scan(&n)
-		cancel()
-		if err != nil {
+		if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM events WHERE `+w, args...).Scan(&n); err != nil {
 			return rep, fmt.Errorf("count %s rows to purge: %w", st, err)
 		}
 		rep.Deleted[st] = n
 	}
-	var err error
-	rep.KeptDone, err = s.keptDone(ctx, before, statuses)
-	return rep, err
+	if len(sel.Reasons) > 0 {
+		w, args := purgeFilter(inbox.StatusParked, sel.Before, reasons)
+		rows, err := s.pool.Query(ctx, `SELECT reason, count(*) FROM events WHERE `+w+` GROUP BY reason`, args...)
+		if err != nil {
+			return rep, fmt.Errorf("count parked rows to purge: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var r string
+			var n int64
+			if err := rows.Scan(&r, &n); err != nil {
+				return rep, fmt.Errorf("count parked rows to purge: %w", err)
+			}
+			rep.DeletedParked[inbox.Reason(r)] = n
+			rep.Deleted[inbox.StatusParked] += n
+		}
+		if err := rows.Err(); err != nil {
+			return rep, fmt.Errorf("count parked rows to purge: %w", err)
+		}
+	}
+	return rep, s.kept(ctx, sel, reasons, &rep)
 }
 
-// Purge deletes the rows with the given statuses last seen before before,
-// purgeBatch rows a statement. A done row stays while a parked row of its
-// job stays (with StatusParked, parked rows past retention go first, and
-// then the done rows they kept). It refuses StatusNew (those rows are still
-// owed to the application); on an error, the report says what earlier
-// statements deleted.
-func (s *Store) Purge(ctx context.Context, before time.Time, statuses []inbox.Status) (inbox.PurgeReport, error) {
-	rep := inbox.PurgeReport{Deleted: map[inbox.Status]int64{}}
-	if err := checkPurgeable(statuses); err != nil {
+// Purge deletes the rows sel selects, purgeBatch rows a statement. A done
+// row stays while a parked row of its job stays (parked rows past
+// retention go first, and then the done rows they kept). It refuses a
+// Before later than inbox.MinRetention before the store's clock,
+// StatusNew and StatusParked in Statuses (new rows are still owed to the
+// application; parked rows are chosen by reason), and unknown statuses or
+// reasons. A row a delivery, a dispatcher or a reprocess holds or changes
+// meanwhile is passed over, never deleted from under it. On an error, the
+// report says what earlier statements deleted.
+func (s *Store) Purge(ctx context.Context, sel inbox.PurgeSelection) (inbox.PurgeReport, error) {
+	rep := newPurgeReport(sel)
+	cctx, cancel := context.WithTimeout(ctx, s.busy)
+	reasons, err := s.checkPurge(cctx, sel)
+	cancel()
+	if err != nil {
 		return rep, err
 	}
 	if s.readOnly {
 		return rep, errors.New("purge: store is read-only")
 	}
-	parkedToo := slices.Contains(statuses, inbox.StatusParked)
-	for _, st := range []inbox.Status{inbox.StatusParked, inbox.StatusIgnored, inbox.StatusDone} {
-		if !slices.Contains(statuses, st) {
-			continue
-		}
-		w, args := purgeFilter(st, before, parkedToo)
-		for {
-			dctx, cancel := context.WithTimeout(ctx, s.busy)
-			tag, err := s.pool.Exec(dctx, fmt.Sprintf(`DELETE FROM events WHERE id IN
-				(SELECT id FROM events WHERE %s LIMIT %d)`, w, purgeBatch), args...)
-			cancel()
-			n := tag.RowsAffected()
-			rep.Deleted[st] += n
-			if err != nil {
-				return rep, fmt.Errorf("purge %s rows: %w", st, err)
-			}
-			if n < purgeBatch {
-				break
-			}
+	// Parked rows before done rows: a done row goes only once the parked
+	// rows beside it have gone.
+	for _, r := range sel.Reasons {
+		w, args := purgeFilter(inbox.StatusParked, sel.Before, reasons)
+		w, args = w+fmt.Sprintf(` AND reason = $%d`, len(args)+1), append(args, string(r))
+		n, err := s.purgeRows(ctx, w, args)
+		rep.DeletedParked[r] += n
+		rep.Deleted[inbox.StatusParked] += n
+		if err != nil {
+			return rep, fmt.Errorf("purge parked %s rows: %w", r, err)
 		}
 	}
-	var err error
-	rep.KeptDone, err = s.keptDone(ctx, before, statuses)
-	return rep, err
+	for _, st := range []inbox.Status{inbox.StatusIgnored, inbox.StatusDone} {
+		if !slices.Contains(sel.Statuses, st) {
+			continue
+		}
+		w, args := purgeFilter(st, sel.Before, reasons)
+		n, err := s.purgeRows(ctx, w, args)
+		rep.Deleted[st] += n
+		if err != nil {
+			return rep, fmt.Errorf("purge %s rows: %w", st, err)
+		}
+	}
+	kctx, cancel := context.WithTimeout(ctx, s.busy)
+	defer cancel()
+	return rep, s.kept(kctx, sel, reasons, &rep)
+}
+
+// purgeRows deletes the rows matching w, purgeBatch a statement, each
+// statement bounded by the busy timeout, and returns how many it deleted.
+// The batch skips rows another transaction holds (a delivery counting a
+// repeat, a reprocess), so a purge never waits in a lock queue with
+// deliveries behind it; and the DELETE checks w again on each row as it
+// locks it, so a row that changed since the batch was chosen (a repeat
+// moved its last delivery on, a delivery revived it) stays. It runs until
+// a statement deletes nothing, since a batch whose rows changed may delete
+// fewer than purgeBatch with more to go.
+func (s *Store) purgeRows(ctx context.Context, w string, args []any) (int64, error) {
+	var total int64
+	for {
+		dctx, cancel := context.WithTimeout(ctx, s.busy)
+		tag, err := s.pool.Exec(dctx, fmt.Sprintf(`DELETE FROM events WHERE id IN
+			(SELECT id FROM events WHERE %s LIMIT %d FOR UPDATE SKIP LOCKED) AND %s`, w, purgeBatch, w), args...)
+		cancel()
+		n := tag.RowsAffected()
+		total += n
+		if err != nil || n == 0 {
+			return total, err
+		}
+	}
+}
+
+func newPurgeReport(sel inbox.PurgeSelection) inbox.PurgeReport {
+	rep := inbox.PurgeReport{Deleted: map[inbox.Status]int64{}, DeletedParked: map[inbox.Reason]int64{}}
+	for _, st := range sel.Statuses {
+		rep.Deleted[st] = 0
+	}
+	if len(sel.Reasons) > 0 {
+		rep.Deleted[inbox.StatusParked] = 0
+	}
+	for _, r := range sel.Reasons {
+		rep.DeletedParked[r] = 0
+	}
+	return rep
 }
 
 // purgeFilter is the WHERE clause, and its arguments, of the rows of
-// status st that a purge deletes.
-func purgeFilter(st inbox.Status, before time.Time, parkedToo bool) (string, []any) {
+// status st that a purge deletes; reasons are the parked reasons it
+// deletes.
+func purgeFilter(st inbox.Status, before time.Time, reasons []string) (string, []any) {
 	w, args := purgeWhere, []any{string(st), before.UnixMilli()}
-	if st == inbox.StatusDone {
-		w, args = w+` AND NOT `+besideRemains, append(args, parkedToo, before.UnixMilli())
+	switch st {
+	case inbox.StatusParked:
+		w, args = w+parkedWhere, append(args, reasons)
+	case inbox.StatusDone:
+		w, args = w+` AND NOT `+besideRemains, append(args, reasons, before.UnixMilli())
 	}
 	return w, args
 }
 
-// keptDone counts the done rows past retention that a purge keeps.
-func (s *Store) keptDone(ctx context.Context, before time.Time, statuses []inbox.Status) (int64, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.busy)
-	defer cancel()
-	if !slices.Contains(statuses, inbox.StatusDone) {
-		return 0, nil
-	}
-	var n int64
-	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM events WHERE `+purgeWhere+` AND `+besideRemains,
-		string(inbox.StatusDone), before.UnixMilli(), slices.Contains(statuses, inbox.StatusParked), before.UnixMilli()).Scan(&n)
-	if err != nil {
-		return 0, fmt.Errorf("count kept done rows: %w", err)
-	}
-	return n, nil
-}
-
-func checkPurgeable(statuses []inbox.Status) error {
-	if slices.Contains(statuses, inbox.StatusNew) {
-		return errors.New("purge: new rows are never purged")
-	}
-	for _, st := range statuses {
-		if !st.Valid() {
-			return fmt.Errorf("purge: unknown status %q", st)
+// kept counts the done rows past retention that a purge keeps beside
+// parked rows, and the rows past retention it keeps as unfinished work.
+func (s *Store) kept(ctx context.Context, sel inbox.PurgeSelection, reasons []string, rep *inbox.PurgeReport) error {
+	if slices.Contains(sel.Statuses, inbox.StatusDone) {
+		err := s.pool.QueryRow(ctx, `SELECT count(*) FROM events WHERE `+purgeWhere+` AND `+besideRemains,
+			string(inbox.StatusDone), sel.Before.UnixMilli(), reasons, sel.Before.UnixMilli()).Scan(&rep.KeptDone)
+		if err != nil {
+			return fmt.Errorf("count kept done rows: %w", err)
 		}
 	}
+	err := s.pool.QueryRow(ctx, unfinishedQuery, sel.Before.UnixMilli(), reasons).Scan(&rep.KeptUnfinished)
+	if err != nil {
+		return fmt.Errorf("count kept unfinished rows: %w", err)
+	}
 	return nil
+}
+
+// checkPurge refuses a selection a purge must never run, as the SQLite
+// store does, and returns its reasons as the array the queries take. The
+// retention is measured on the store's clock (the database's): the clock
+// of the machine the command runs on cannot shorten it.
+func (s *Store) checkPurge(ctx context.Context, sel inbox.PurgeSelection) ([]string, error) {
+	for _, st := range sel.Statuses {
+		switch {
+		case st == inbox.StatusNew:
+			return nil, errors.New("purge: new rows are never purged")
+		case st == inbox.StatusParked:
+			return nil, errors.New("purge: parked rows are chosen by reason")
+		case !st.Valid():
+			return nil, fmt.Errorf("purge: unknown status %q", st)
+		}
+	}
+	reasons := make([]string, len(sel.Reasons))
+	for i, r := range sel.Reasons {
+		if !r.Valid() {
+			return nil, fmt.Errorf("purge: unknown reason %q", r)
+		}
+		reasons[i] = string(r)
+	}
+	now, err := s.clockNow(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("purge: %w", err)
+	}
+	if floor := now.Add(-inbox.MinRetention); sel.Before.After(floor) {
+		return nil, fmt.Errorf("purge: a retention under %dd would delete rows whose deliveries may still arrive", inbox.MinRetention/(24*time.Hour))
+	}
+	return reasons, nil
+}
+
+// clockNow reads the store's clock: the injected one, or the database's.
+func (s *Store) clockNow(ctx context.Context) (time.Time, error) {
+	if s.now != nil {
+		return s.now(), nil
+	}
+	var ms int64
+	if err := s.pool.QueryRow(ctx, `SELECT `+dbNow).Scan(&ms); err != nil {
+		return time.Time{}, fmt.Errorf("read the clock: %w", err)
+	}
+	return fromMillis(ms), nil
 }

@@ -17,7 +17,10 @@ import (
 // rows as claim asks (none when claim.Max is 0) for owner, in one
 // transaction. Claims take the oldest due rows that no other transaction
 // holds (FOR UPDATE SKIP LOCKED), so dispatchers on several replicas never
-// claim one row twice.
+// claim one row twice. A claim leases the row and leaves its attempt count
+// alone: an attempt counts when it starts (Start), so a dispatcher that
+// dies between claiming and sending costs the row no attempt; the outcome
+// of a claim that Start did not mark counts its attempt then.
 //
 // Times come from the store's clock (the database's, see Options.Now), not
 // the caller's: a row is due when its next_attempt_at has passed on that
@@ -43,10 +46,18 @@ func (s *Store) Settle(ctx context.Context, owner string, settled []inbox.Settle
 	ref := claim.Now
 	for _, st := range settled {
 		switch st.Fate {
-		case inbox.FateDone, inbox.FateRetry, inbox.FateRelease:
+		case inbox.FateDone, inbox.FateRetry:
+		case inbox.FateRelease:
+			if st.Job.Started() {
+				return nil, 0, fmt.Errorf("settle: release %s: attempt %d has started", st.Job.ID, st.Job.Attempt)
+			}
 		case inbox.FatePark:
 			if !st.Reason.Valid() {
 				return nil, 0, fmt.Errorf("settle: park %s: unknown reason %q", st.Job.ID, st.Reason)
+			}
+		case inbox.FateExhausted:
+			if st.Job.Started() || !st.Reason.Valid() {
+				return nil, 0, fmt.Errorf("settle: park %s unattempted: attempt %d started or unknown reason %q", st.Job.ID, st.Job.Attempt, st.Reason)
 			}
 		default:
 			return nil, 0, fmt.Errorf("settle %s: unknown fate %d", st.Job.ID, st.Fate)
@@ -111,38 +122,44 @@ func settleDone(ctx context.Context, tx pgx.Tx, owner string, batch []inbox.Sett
 	if len(batch) == 0 {
 		return 0, nil
 	}
-	ids, attempts, ats := make([]string, len(batch)), make([]int64, len(batch)), make([]int64, len(batch))
+	n := len(batch)
+	ids, held, attempts, ats := make([]string, n), make([]int64, n), make([]int64, n), make([]int64, n)
 	for i, st := range batch {
-		ids[i], attempts[i], ats[i] = st.Job.ID, int64(st.Job.Attempt), at(st.At)
+		ids[i], held[i], attempts[i], ats[i] = st.Job.ID, int64(st.Job.HeldAttempts()), int64(st.Job.Attempt), at(st.At)
 	}
 	tag, err := tx.Exec(ctx, `UPDATE events e SET status = 'done', done_at = u.at, updated_at = u.at,
-		lease_owner = NULL, lease_until = NULL, next_attempt_at = 0
-		FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS u(id, attempt, at)
-		WHERE e.id = u.id AND e.attempts = u.attempt AND e.lease_owner = $4 AND e.status = 'new'`,
-		ids, attempts, ats, owner)
+		lease_owner = NULL, lease_until = NULL, next_attempt_at = 0, attempts = u.attempt
+		FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[]) AS u(id, held, attempt, at)
+		WHERE e.id = u.id AND e.attempts = u.held AND e.lease_owner = $5 AND e.status = 'new'`,
+		ids, held, attempts, ats, owner)
 	if err != nil {
 		return 0, fmt.Errorf("mark %d rows done: %w", len(batch), err)
 	}
 	return int(tag.RowsAffected()), nil
 }
 
-// claimGuard matches a row only while the claim it names holds.
+// claimGuard matches a row only while the claim it names holds: the same
+// owner, and the attempt count the claim left (or Start made) unchanged.
 const claimGuard = ` WHERE id = $1 AND status = 'new' AND lease_owner = $2 AND attempts = $3`
 
 func settle(ctx context.Context, tx pgx.Tx, owner string, st inbox.Settlement, now int64, at func(time.Time) int64) (bool, error) {
-	args := []any{st.Job.ID, owner, st.Job.Attempt}
+	args := []any{st.Job.ID, owner, st.Job.HeldAttempts()}
 	var q string
 	switch st.Fate {
 	case inbox.FateRetry:
-		q = `UPDATE events SET lease_owner = NULL, lease_until = NULL, next_attempt_at = greatest($4::bigint, $6::bigint), last_error = $5`
-		args = append(args, at(st.RetryAt), pgText(st.Error), now)
+		q = `UPDATE events SET lease_owner = NULL, lease_until = NULL, next_attempt_at = greatest($4::bigint, $6::bigint),
+			last_error = $5, attempts = $7`
+		args = append(args, at(st.RetryAt), pgText(st.Error), now, st.Job.Attempt)
 	case inbox.FatePark:
+		q = `UPDATE events SET status = 'parked', reason = $4, last_error = $5, updated_at = $6,
+			lease_owner = NULL, lease_until = NULL, next_attempt_at = 0, attempts = $7`
+		args = append(args, string(st.Reason), pgText(st.Error), at(st.At), st.Job.Attempt)
+	case inbox.FateExhausted:
 		q = `UPDATE events SET status = 'parked', reason = $4, last_error = $5, updated_at = $6,
 			lease_owner = NULL, lease_until = NULL, next_attempt_at = 0`
 		args = append(args, string(st.Reason), pgText(st.Error), at(st.At))
 	case inbox.FateRelease:
-		q = `UPDATE events SET lease_owner = NULL, lease_until = NULL, next_attempt_at = $4,
-			attempts = attempts - 1`
+		q = `UPDATE events SET lease_owner = NULL, lease_until = NULL, next_attempt_at = $4`
 		args = append(args, at(st.At))
 	}
 	tag, err := tx.Exec(ctx, q+claimGuard, args...)
@@ -153,31 +170,111 @@ func settle(ctx context.Context, tx pgx.Tx, owner string, st inbox.Settlement, n
 }
 
 // claimRows leases up to max due new rows to owner for lease milliseconds
-// from now. SKIP LOCKED passes over rows another claimer (or a delivery
-// being counted) holds, and FOR UPDATE re-checks a row that another
-// transaction changed since the query's snapshot, so no row is claimed
-// twice.
+// from now, their attempts not counted yet. SKIP LOCKED passes over rows
+// another claimer (or a delivery being counted) holds, and FOR UPDATE
+// re-checks a row that another transaction changed since the query's
+// snapshot, so no row is claimed twice.
 func claimRows(ctx context.Context, tx pgx.Tx, owner string, max int, now, lease int64) ([]inbox.Job, error) {
 	rows, err := tx.Query(ctx, `WITH due AS (
 			SELECT id FROM events WHERE status = 'new' AND next_attempt_at <= $3
 			ORDER BY next_attempt_at, received_at LIMIT $4
 			FOR UPDATE SKIP LOCKED)
-		UPDATE events e SET attempts = e.attempts + 1, lease_owner = $1, lease_until = $2, next_attempt_at = $2
+		UPDATE events e SET lease_owner = $1, lease_until = $2, next_attempt_at = $2
 		FROM due WHERE e.id = due.id
-		RETURNING e.id, coalesce(e.event, ''), e.body, e.attempts`,
+		RETURNING e.id, e.source, coalesce(e.event, ''), e.body, e.attempts + 1`,
 		owner, now+lease, now, max)
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
 	jobs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (inbox.Job, error) {
 		var j inbox.Job
-		err := r.Scan(&j.ID, &j.Event, &j.Body, &j.Attempt)
+		err := r.Scan(&j.ID, &j.Source, &j.Event, &j.Body, &j.Attempt)
+		j.Key = inbox.KeyOf(j.Source, j.ID)
 		return j, err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
 	return jobs, nil
+}
+
+// Start counts the attempts of jobs, as the dispatcher is about to make
+// them, and renews owner's lease on each row so it runs until-now from the
+// store's clock (the database's, see Settle), however long its row waited
+// for a worker. It returns the jobs whose attempts it counted, marked
+// started, to settle with, in the order given. A job it leaves out must
+// not be attempted: its claim is gone (the row was settled, released,
+// taken over or changed by a person), its lease ran out on the store's
+// clock, or it was started already. It fails, with nothing changed, when
+// the database cannot be written; when ctx ends during COMMIT the
+// attempts may have been counted.
+func (s *Store) Start(ctx context.Context, owner string, jobs []inbox.Job, now, until time.Time) ([]inbox.Job, error) {
+	if len(jobs) == 0 {
+		return nil, nil
+	}
+	if s.readOnly {
+		return nil, errors.New("start: store is read-only")
+	}
+	if !until.After(now) {
+		return nil, fmt.Errorf("start: lease until %s is not after %s", until, now)
+	}
+	var todo []inbox.Job
+	seen := map[string]bool{}
+	for _, j := range jobs {
+		// A row given twice (two copies of one claim) starts once.
+		if !j.Started() && !seen[j.ID] {
+			seen[j.ID] = true
+			todo = append(todo, j)
+		}
+	}
+	if len(todo) == 0 {
+		return nil, nil
+	}
+	// Row locks in id order, as Put and Settle take them.
+	sorted := slices.Clone(todo)
+	slices.SortFunc(sorted, func(a, b inbox.Job) int { return strings.Compare(a.ID, b.ID) })
+	ids, held, attempts := make([]string, len(sorted)), make([]int64, len(sorted)), make([]int64, len(sorted))
+	for i, j := range sorted {
+		ids[i], held[i], attempts[i] = j.ID, int64(j.HeldAttempts()), int64(j.Attempt)
+	}
+	lease := until.Sub(now).Milliseconds()
+	owner = pgText(owner)
+
+	ctx, cancel := context.WithTimeout(ctx, s.busy)
+	defer cancel()
+	var counted map[string]bool
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		counted = map[string]bool{}
+		now, err := s.txNow(ctx, tx)
+		if err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, `UPDATE events e SET attempts = u.attempt, lease_until = $1, next_attempt_at = $1
+			FROM unnest($2::text[], $3::bigint[], $4::bigint[]) AS u(id, held, attempt)
+			WHERE e.id = u.id AND e.attempts = u.held AND e.lease_owner = $5 AND e.status = 'new' AND e.lease_until > $6
+			RETURNING e.id`, now+lease, ids, held, attempts, owner, now)
+		if err != nil {
+			return fmt.Errorf("count %d attempts: %w", len(ids), err)
+		}
+		started, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return fmt.Errorf("count %d attempts: %w", len(ids), err)
+		}
+		for _, id := range started {
+			counted[id] = true
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("start %d attempts: %w", len(todo), err)
+	}
+	var started []inbox.Job
+	for _, j := range todo {
+		if counted[j.ID] {
+			started = append(started, inbox.MarkStarted(j))
+		}
+	}
+	return started, nil
 }
 
 // NextDue returns when the first new row becomes claimable, on this

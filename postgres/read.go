@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -199,4 +200,62 @@ func scanEvent(scan func(...any) error, withBody bool) (inbox.Event, error) {
 		e.DoneAt = fromMillis(*doneAt)
 	}
 	return e, nil
+}
+
+// Count counts the rows f selects, f.Limit aside: what List would return
+// without a limit. It fails only when the database cannot be read.
+func (s *Store) Count(ctx context.Context, f inbox.Filter) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.busy)
+	defer cancel()
+	w, args := where(f)
+	var n int64
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM events`+w, args...).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count rows: %w", err)
+	}
+	return n, nil
+}
+
+// ParkedPerHour counts the rows f selects that are parked and were parked
+// (their updated_at: on receipt, or when the dispatcher gave up on them)
+// in each of the hours hour-long windows that end at end, oldest first;
+// an hour with none counts 0. f.Status, f.Since, f.Before and f.Limit are
+// ignored. A row parked again (reprocess) counts at its latest parking. It
+// fails only when the database cannot be read.
+func (s *Store) ParkedPerHour(ctx context.Context, f inbox.Filter, end time.Time, hours int) ([]inbox.HourCount, error) {
+	if hours <= 0 {
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.busy)
+	defer cancel()
+	f.Status, f.Since, f.Before, f.Limit = inbox.StatusParked, time.Time{}, time.Time{}, 0
+	w, args := where(f)
+	hour := time.Hour.Milliseconds()
+	endMs := end.UnixMilli()
+	startMs := endMs - int64(hours)*hour
+	n := len(args)
+	// ago is 0 for [end-1h, end), 1 for the hour before, and so on.
+	rows, err := s.pool.Query(ctx, fmt.Sprintf(`SELECT ($%d::bigint - updated_at - 1) / $%d::bigint AS ago, count(*)
+		FROM events%s AND updated_at >= $%d AND updated_at < $%d GROUP BY ago`, n+1, n+2, w, n+3, n+1),
+		append(args, endMs, hour, startMs)...)
+	if err != nil {
+		return nil, fmt.Errorf("count parked rows per hour: %w", err)
+	}
+	defer rows.Close()
+	out := make([]inbox.HourCount, hours)
+	for i := range out {
+		out[i].Start = fromMillis(startMs).Add(time.Duration(i) * time.Hour)
+	}
+	for rows.Next() {
+		var ago, count int64
+		if err := rows.Scan(&ago, &count); err != nil {
+			return nil, fmt.Errorf("count parked rows per hour: %w", err)
+		}
+		if ago >= 0 && ago < int64(hours) {
+			out[hours-1-int(ago)].Count = count
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("count parked rows per hour: %w", err)
+	}
+	return out, nil
 }

@@ -8,6 +8,7 @@ package postgres
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"strconv"
@@ -68,6 +69,11 @@ type Store struct {
 	maxBatch int
 	readOnly bool
 	onCommit func(n int, took time.Duration, err error)
+
+	// probeID keys this store's row of the probe table, which Ping
+	// rewrites: a row per replica, so no replica's probe waits for
+	// another's commit.
+	probeID string
 
 	reqs      chan *putRequest
 	closing   chan struct{}
@@ -138,8 +144,14 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	s := &Store{pool: pool, now: opts.Now, busy: opts.BusyTimeout, maxBatch: opts.MaxBatch,
-		readOnly: opts.ReadOnly, onCommit: opts.OnCommit, closing: make(chan struct{})}
+		readOnly: opts.ReadOnly, onCommit: opts.OnCommit, closing: make(chan struct{}), probeID: rand.Text()}
 	if !opts.ReadOnly {
+		// The probe rows of replicas that ended without Close.
+		if _, err := pool.Exec(octx, `DELETE FROM probe WHERE at < coalesce($1::bigint, `+dbNow+`) - $2`,
+			s.clockArg(), staleProbe.Milliseconds()); err != nil {
+			pool.Close()
+			return nil, fmt.Errorf("open store: clear old probe rows: %w", err)
+		}
 		s.reqs = make(chan *putRequest)
 		s.stopped.Add(1)
 		go s.runWriter()
@@ -147,28 +159,63 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	return s, nil
 }
 
+// staleProbe is how old a probe row is when Open deletes it: its replica
+// ended without Close long ago.
+const staleProbe = 7 * 24 * time.Hour
+
 // Close stops the writer after the batch it is committing, fails
-// deliveries that were not yet taken with ErrClosed, and closes the pool.
+// deliveries that were not yet taken with ErrClosed, deletes this store's
+// probe row and closes the pool.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.closing)
 		s.stopped.Wait()
+		if !s.readOnly {
+			ctx, cancel := context.WithTimeout(context.Background(), s.busy)
+			s.pool.Exec(ctx, `DELETE FROM probe WHERE id = $1`, s.probeID) // best effort: Open clears what stays
+			cancel()
+		}
 		s.pool.Close()
 	})
 	return nil
 }
 
-// Ping reports whether the store can take a write: it begins a transaction
-// and asks whether it may write.
+// Ping reports whether the store can commit now: it commits a write of its
+// own (this store's probe row) through the writer, beside the deliveries
+// waiting then, so it fails as they do: the database unreachable or a
+// standby, a disk the server cannot write, the writer stuck behind rows
+// another session holds. A read-only store only asks the database to
+// answer. It fails within the busy timeout, or when ctx is done.
 func (s *Store) Ping(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, s.busy)
 	defer cancel()
-	var readOnly string
-	if err := s.pool.QueryRow(ctx, `SHOW transaction_read_only`).Scan(&readOnly); err != nil {
-		return fmt.Errorf("ping store: %w", err)
+	if s.readOnly {
+		if err := s.pool.Ping(ctx); err != nil {
+			return fmt.Errorf("ping store: %w", err)
+		}
+		return nil
 	}
-	if readOnly != "off" && !s.readOnly {
+	req := &putRequest{probe: true, done: make(chan putResult, 1)}
+	var err error
+	select {
+	case s.reqs <- req:
+		select {
+		case r := <-req.done:
+			err = r.err
+		case <-ctx.Done():
+			err = fmt.Errorf("waiting for the commit: %w", ctx.Err())
+		}
+	case <-s.closing:
+		err = inbox.ErrClosed
+	case <-ctx.Done():
+		err = fmt.Errorf("waiting for the writer: %w", ctx.Err())
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "25006" { // read_only_sql_transaction
 		return errors.New("ping store: the database takes no writes (a standby?)")
+	}
+	if err != nil {
+		return fmt.Errorf("ping store: %w", err)
 	}
 	return nil
 }

@@ -13,8 +13,12 @@ import (
 )
 
 type putRequest struct {
-	d    inbox.Delivery
-	done chan putResult // buffered: the writer never blocks on a caller
+	d inbox.Delivery
+	// probe marks Ping's request: it stores no delivery, it rewrites this
+	// store's probe row in the batch's transaction, and OnCommit does not
+	// count it.
+	probe bool
+	done  chan putResult // buffered: the writer never blocks on a caller
 }
 
 type putResult struct {
@@ -93,15 +97,18 @@ func (s *Store) runWriter() {
 		}
 		start := time.Now()
 		results, err := s.commit(batch)
-		if s.onCommit != nil {
-			s.onCommit(len(batch), time.Since(start), err)
+		if n := counted(batch); s.onCommit != nil && n > 0 {
+			s.onCommit(n, time.Since(start), err)
 		}
 		for i, req := range batch {
-			if err != nil {
+			switch {
+			case err != nil && req.probe:
+				req.done <- putResult{err: err}
+			case err != nil:
 				req.done <- putResult{err: fmt.Errorf("put %s: %w", req.d.Key, err)}
-				continue
+			default:
+				req.done <- putResult{res: results[i]}
 			}
-			req.done <- putResult{res: results[i]}
 		}
 	}
 }
@@ -114,13 +121,48 @@ func (s *Store) commit(batch []*putRequest) ([]inbox.Result, error) {
 	// the busy timeout anyway.
 	ctx, cancel := context.WithTimeout(context.Background(), s.busy)
 	defer cancel()
-	var results []inbox.Result
+	var deliveries []*putRequest
+	var idx []int
+	probed := false
+	for i, req := range batch {
+		if req.probe {
+			probed = true
+			continue
+		}
+		deliveries, idx = append(deliveries, req), append(idx, i)
+	}
+	results := make([]inbox.Result, len(batch))
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		var err error
-		results, err = s.land(ctx, tx, batch)
-		return err
+		if len(deliveries) > 0 {
+			landed, err := s.land(ctx, tx, deliveries)
+			if err != nil {
+				return err
+			}
+			for j, i := range idx {
+				results[i] = landed[j]
+			}
+		}
+		if probed {
+			// Last, so the row is held only for the commit.
+			if _, err := tx.Exec(ctx, `INSERT INTO probe (id, at) VALUES ($1, coalesce($2::bigint, `+dbNow+`))
+				ON CONFLICT (id) DO UPDATE SET at = excluded.at`, s.probeID, s.clockArg()); err != nil {
+				return fmt.Errorf("write the probe: %w", err)
+			}
+		}
+		return nil
 	})
 	return results, err
+}
+
+// counted is how many requests of batch OnCommit reports: all but Ping's.
+func counted(batch []*putRequest) int {
+	n := 0
+	for _, req := range batch {
+		if !req.probe {
+			n++
+		}
+	}
+	return n
 }
 
 // keyState is one key of a batch while it lands: the row that holds it as

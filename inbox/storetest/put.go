@@ -395,9 +395,35 @@ func runPut(t *testing.T, o opener) {
 	})
 
 	t.Run("ping", func(t *testing.T) {
+		// Ping commits beside the deliveries, leaves no row to see, and
+		// fails once the store is closed.
 		e := o.fresh(t)
-		if err := e.s.Ping(context.Background()); err != nil {
-			t.Errorf("ping: %v", err)
+		ctx := context.Background()
+		var wg sync.WaitGroup
+		errs := make([]error, 20)
+		for i := range errs {
+			wg.Go(func() {
+				if i%2 == 0 {
+					errs[i] = e.s.Ping(ctx)
+					return
+				}
+				_, errs[i] = e.s.Put(ctx, job(fmt.Sprintf("job_%d", i)))
+			})
+		}
+		wg.Wait()
+		for i, err := range errs {
+			if err != nil {
+				t.Errorf("ping or put %d: %v", i, err)
+			}
+		}
+		if n, err := e.s.Count(ctx, inbox.Filter{}); err != nil || n != 10 {
+			t.Errorf("rows after pings: %d %v, want the 10 deliveries", n, err)
+		}
+		if err := e.s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.s.Ping(ctx); err == nil {
+			t.Error("ping after close: no error")
 		}
 	})
 }

@@ -23,10 +23,12 @@ func runQueue(t *testing.T, o opener) {
 			t.Fatalf("first claim = %v, want the two oldest at attempt 1", got)
 		}
 		r := e.get("job_1")
-		if r.Status != inbox.StatusNew || r.LeaseOwner != "a" || !r.LeaseUntil.Equal(t0.Add(lease)) || r.Attempts != 1 ||
+		if r.Status != inbox.StatusNew || r.LeaseOwner != "a" || !r.LeaseUntil.Equal(t0.Add(lease)) || r.Attempts != 0 ||
 			!r.NextAttemptAt.Equal(t0.Add(lease)) {
-			t.Errorf("claimed row = %+v, want new, held by a until t0+30s", r)
+			t.Errorf("claimed row = %+v, want new, held by a until t0+30s, no attempt counted", r)
 		}
+		// a starts an attempt at job_1 only.
+		first := e.started("a", "job_1", t0, t0.Add(lease))
 		if got := ids(e.claim("b", t0, 2*lease, 5)); !slices.Equal(got, []string{"job_3#1"}) {
 			t.Fatalf("second claim = %v, want only the unclaimed row", got)
 		}
@@ -40,19 +42,20 @@ func runQueue(t *testing.T, o opener) {
 		if q.Depth != 3 || q.InFlight != 3 || q.Retrying != 0 || !q.Oldest.Equal(t0) {
 			t.Errorf("queue while leased = %+v, want 3 deep, 3 in flight", q)
 		}
-		// a's leases run out: b takes the rows over, as the next attempt.
-		if got := ids(e.claim("b", t0.Add(lease), lease, 5)); !slices.Equal(got, []string{"job_1#2", "job_2#2"}) {
-			t.Fatalf("claim after the leases ran out = %v, want job_1 and job_2 at attempt 2", got)
+		// a's leases run out: b takes the rows over, job_1 as its next
+		// attempt, job_2 as its first (a never started it).
+		if got := ids(e.claim("b", t0.Add(lease), lease, 5)); !slices.Equal(got, []string{"job_1#2", "job_2#1"}) {
+			t.Fatalf("claim after the leases ran out = %v, want job_1 at attempt 2 and job_2 at 1", got)
 		}
 		stale := e.settle("a", t0.Add(lease),
-			inbox.Settlement{Job: inbox.Job{ID: "job_1", Attempt: 1}, Fate: inbox.FateDone, At: t0.Add(lease)},
+			inbox.Settlement{Job: first, Fate: inbox.FateDone, At: t0.Add(lease)},
 			inbox.Settlement{Job: inbox.Job{ID: "job_2", Attempt: 1}, Fate: inbox.FatePark, Reason: inbox.ReasonHandlerFailed, At: t0.Add(lease)},
 			inbox.Settlement{Job: inbox.Job{ID: "job_3", Attempt: 1}, Fate: inbox.FateRetry, RetryAt: t0.Add(lease), At: t0.Add(lease)},
 		)
 		if stale != 3 {
 			t.Errorf("stale = %d, want all three of a's lost claims", stale)
 		}
-		if r := e.get("job_1"); r.Status != inbox.StatusNew || r.LeaseOwner != "b" || r.Attempts != 2 {
+		if r := e.get("job_1"); r.Status != inbox.StatusNew || r.LeaseOwner != "b" || r.Attempts != 1 {
 			t.Errorf("after a's late outcome: %+v, want new and held by b", r)
 		}
 		if r := e.get("job_2"); r.Status != inbox.StatusNew || r.LeaseOwner != "b" {
@@ -134,8 +137,118 @@ func runQueue(t *testing.T, o opener) {
 			t.Errorf("next due = %v %v %v, want the first lease's end %v", due, ok, err, at.Add(time.Minute))
 		}
 		st := e.stats()
-		if st.Attempts[inbox.StatusNew] != 3 || st.Attempts[inbox.StatusDone] != 1 || st.Attempts[inbox.StatusParked] != 1 {
-			t.Errorf("attempts by status = %v, want new 3, done 1, parked 1", st.Attempts)
+		// job_retry's one attempt; b's claims start none.
+		if st.Attempts[inbox.StatusNew] != 1 || st.Attempts[inbox.StatusDone] != 1 || st.Attempts[inbox.StatusParked] != 1 {
+			t.Errorf("attempts by status = %v, want new 1, done 1, parked 1", st.Attempts)
+		}
+	})
+
+	t.Run("start", func(t *testing.T) {
+		// A claim counts no attempt and Start does, once, only while the
+		// claim holds, and renews the lease; the settle guard tells a
+		// started attempt from an unstarted claim.
+		e := o.fresh(t)
+		e.queued("job_1", "job_2", "job_3")
+		lease := time.Minute
+		jobs := e.claim("a", t0, lease, 3)
+		byID := map[string]inbox.Job{}
+		for _, j := range jobs {
+			if j.Attempt != 1 || j.Source != inbox.DefaultSource || j.Key != j.ID {
+				t.Errorf("claimed %+v, want attempt 1, source sume, key = id", j)
+			}
+			byID[j.ID] = j
+		}
+		if _, ok := e.startOne("b", byID["job_1"], t0, t0.Add(lease)); ok {
+			t.Error("another owner started a's claim")
+		}
+		at := t0.Add(10 * time.Second)
+		// Two copies of one claim in one call: one starts.
+		both := e.start("a", []inbox.Job{byID["job_1"], byID["job_1"]}, at, at.Add(lease))
+		if len(both) != 1 || !both[0].Started() {
+			t.Fatalf("start two copies: %v, want one started", both)
+		}
+		j1 := both[0]
+		if r := e.get("job_1"); r.Attempts != 1 || !r.LeaseUntil.Equal(at.Add(lease)) || !r.NextAttemptAt.Equal(at.Add(lease)) {
+			t.Errorf("started row = %+v, want 1 attempt, the lease renewed from the start", r)
+		}
+		if _, ok := e.startOne("a", j1, at, at.Add(lease)); ok {
+			t.Error("an attempt was started twice")
+		}
+		if _, ok := e.startOne("a", byID["job_1"], at, at.Add(lease)); ok {
+			t.Error("the unstarted copy of a started claim started")
+		}
+		// job_2's lease runs out before its attempt starts: it must not start.
+		if _, ok := e.startOne("a", byID["job_2"], t0.Add(lease), t0.Add(2*lease)); ok {
+			t.Error("started on a lease that ran out")
+		}
+		e.clock.Set(at)
+		ctx := context.Background()
+		if _, err := e.s.Start(ctx, "a", []inbox.Job{byID["job_3"]}, at, at); err == nil {
+			t.Error("start with a lease that ends when it starts: no error")
+		}
+		// Releasing the started attempt is refused; releasing job_2 and
+		// job_3, never started, counts nothing.
+		if _, _, err := e.s.Settle(ctx, "a", []inbox.Settlement{{Job: j1, Fate: inbox.FateRelease, At: at}}, inbox.Claim{}); err == nil {
+			t.Error("a started attempt was released")
+		}
+		stale := e.settle("a", at,
+			inbox.Settlement{Job: byID["job_1"], Fate: inbox.FateDone, At: at}, // names the claim, not the started attempt
+			inbox.Settlement{Job: byID["job_2"], Fate: inbox.FateRelease, At: at},
+			inbox.Settlement{Job: byID["job_3"], Fate: inbox.FateRelease, At: at},
+		)
+		if stale != 1 {
+			t.Fatalf("settle: stale %d; want the unstarted copy of job_1 stale", stale)
+		}
+		for _, id := range []string{"job_2", "job_3"} {
+			if r := e.get(id); r.Attempts != 0 || r.LeaseOwner != "" {
+				t.Errorf("released %s = %+v, want no attempt, no lease", id, r)
+			}
+		}
+		if stale := e.settle("a", at, inbox.Settlement{Job: j1, Fate: inbox.FateDone, At: at}); stale != 0 {
+			t.Fatalf("settle the started attempt: stale %d", stale)
+		}
+		if r := e.get("job_1"); r.Status != inbox.StatusDone || r.Attempts != 1 {
+			t.Errorf("done row = %+v, want done after 1 attempt", r)
+		}
+		// The outcome of a claim nobody started counts its attempt.
+		j2 := e.claim("c", at, lease, 1)[0]
+		if stale := e.settle("c", at, inbox.Settlement{Job: j2, Fate: inbox.FateRetry, At: at, RetryAt: at}); stale != 0 {
+			t.Fatalf("settle an unstarted claim: stale %d", stale)
+		}
+		if r := e.get(j2.ID); r.Attempts != 1 {
+			t.Errorf("%s attempts = %d after an outcome, want 1", j2.ID, r.Attempts)
+		}
+		// An attempt lost with no attempt left is parked without counting
+		// one; a started one cannot be parked so.
+		j2 = e.claim("c", at, lease, 1)[0]
+		if j2.Attempt != 2 {
+			t.Fatalf("claimed %+v again, want attempt 2", j2)
+		}
+		if s2, ok := e.startOne("c", j2, at, at.Add(lease)); !ok {
+			t.Fatal("start attempt 2")
+		} else if _, _, err := e.s.Settle(ctx, "c", []inbox.Settlement{{Job: s2, Fate: inbox.FateExhausted, At: at, Reason: inbox.ReasonHandlerFailed}}, inbox.Claim{}); err == nil {
+			t.Error("a started attempt was parked as never attempted")
+		}
+		// Its lease runs out with the outcome lost: the next claim holds
+		// attempt 3, the row's last.
+		var again []string
+		for _, j := range e.claim("c", at.Add(lease), lease, 5) {
+			if again = append(again, fmt.Sprintf("%s#%d", j.ID, j.Attempt)); j.ID == j2.ID {
+				j2 = j
+			}
+		}
+		if j2.Attempt != 3 {
+			t.Fatalf("claimed %v after the lease, want %s at attempt 3", again, j2.ID)
+		}
+		at = at.Add(lease)
+		if stale := e.settle("c", at, inbox.Settlement{Job: j2, Fate: inbox.FateExhausted, At: at, Reason: inbox.ReasonHandlerFailed, Error: "lost"}); stale != 0 {
+			t.Fatalf("settle exhausted: stale %d", stale)
+		}
+		if r := e.get(j2.ID); r.Status != inbox.StatusParked || r.Reason != inbox.ReasonHandlerFailed || r.Attempts != 2 || r.LastError != "lost" {
+			t.Errorf("exhausted row = %+v, want parked handler_failed, still 2 attempts", r)
+		}
+		if st := e.stats(); st.Attempts[inbox.StatusParked] != 2 || st.Attempts[inbox.StatusDone] != 1 {
+			t.Errorf("attempts by status %v", st.Attempts)
 		}
 	})
 

@@ -158,3 +158,115 @@ func runRead(t *testing.T, o opener) {
 		}
 	})
 }
+
+func runCount(t *testing.T, o opener) {
+	ctx := context.Background()
+
+	t.Run("count", func(t *testing.T) {
+		e := o.fresh(t)
+		for _, d := range []inbox.Delivery{
+			job("job_1"), classify(`not json`), classify(`{"event":"webhook.test"}`),
+			classify(exploded("job_x")), inbox.ClassifyKeyed("gh", "d1", "push", []byte(`{}`), 1, inbox.Rules{}), job("job_2"),
+		} {
+			e.put(d)
+			e.clock.Add(time.Minute)
+		}
+		e.put(job("job_1")) // a repeat is no row
+		for _, f := range []inbox.Filter{
+			{}, {Limit: 2}, {Status: inbox.StatusNew}, {Status: inbox.StatusNew, Limit: 1}, {Status: inbox.StatusDone},
+			{Status: inbox.StatusParked}, {Reason: inbox.ReasonUnparseable}, {Source: "gh"}, {Source: "gh", Status: inbox.StatusParked},
+			{Since: t0.Add(time.Minute), Before: t0.Add(3 * time.Minute)}, {Since: t0.Add(time.Hour)},
+		} {
+			got, err := e.s.Count(ctx, f)
+			if err != nil {
+				t.Fatalf("count %+v: %v", f, err)
+			}
+			unlimited := f
+			unlimited.Limit = 0
+			rows, err := e.s.List(ctx, unlimited)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != int64(len(rows)) {
+				t.Errorf("count %+v = %d, want %d, the rows list returns without a limit", f, got, len(rows))
+			}
+		}
+		if n, err := e.s.Count(ctx, inbox.Filter{}); err != nil || n != 6 {
+			t.Errorf("count everything = %d, %v; want 6", n, err)
+		}
+	})
+
+	t.Run("parked per hour", func(t *testing.T) {
+		// Rows count in the hour they were parked, on receipt or by the
+		// dispatcher, not when they were received; end is exclusive.
+		e := o.fresh(t)
+		end := t0.Add(3 * time.Hour)
+		e.fill(t0.Add(-48*time.Hour), completed("job_failed"))
+		e.fill(t0.Add(-48*time.Hour+time.Millisecond), completed("job_new"))
+		jobs := e.claim("d1", t0.Add(-47*time.Hour), time.Hour, 1)
+		if len(jobs) != 1 || jobs[0].ID != "job_failed" {
+			t.Fatalf("claimed %v, want job_failed", ids(jobs))
+		}
+		parkedAt := t0.Add(90 * time.Minute)
+		if stale := e.settle("d1", parkedAt, inbox.Settlement{Job: jobs[0], Fate: inbox.FatePark, At: parkedAt,
+			Reason: inbox.ReasonHandlerFailed, Error: "500"}); stale != 0 {
+			t.Fatal("the park was stale")
+		}
+		for at, body := range map[time.Duration]string{
+			-time.Millisecond:               exploded("job_before"), // before the first hour
+			0:                               exploded("job_h0"),
+			59*time.Minute + 59*time.Second: exploded("job_h0b"),
+			time.Hour:                       exploded("job_h1"),
+			2*time.Hour + 30*time.Minute:    exploded("job_h2"),
+			3*time.Hour - time.Millisecond:  exploded("job_h2b"),
+			3 * time.Hour:                   exploded("job_end"), // at end: not counted
+			2*time.Hour + 31*time.Minute + 10*time.Second: `not json`,
+		} {
+			e.fill(t0.Add(at), body)
+		}
+		e.clock.Set(t0.Add(10 * time.Hour))
+		e.put(classify(exploded("job_h1"))) // a repeat moves no row to another hour
+		e.put(classify(completed("job_h0b")))
+
+		perHour := func(f inbox.Filter, hours int) []int64 {
+			t.Helper()
+			got, err := e.s.ParkedPerHour(ctx, f, end, hours)
+			if err != nil {
+				t.Fatalf("parked per hour %+v: %v", f, err)
+			}
+			if len(got) != hours {
+				t.Fatalf("parked per hour %+v: %d hours, want %d", f, len(got), hours)
+			}
+			counts := make([]int64, hours)
+			for i, h := range got {
+				if start := end.Add(time.Duration(i-hours) * time.Hour); !h.Start.Equal(start) {
+					t.Errorf("hour %d starts %s, want %s", i, h.Start, start)
+				}
+				counts[i] = h.Count
+			}
+			return counts
+		}
+		// job_h0b was revived by its storable delivery: no longer parked.
+		for _, tt := range []struct {
+			name  string
+			f     inbox.Filter
+			hours int
+			want  []int64
+		}{
+			{"every reason", inbox.Filter{}, 3, []int64{1, 2, 3}},
+			{"status, times and limit ignored", inbox.Filter{Status: inbox.StatusNew, Since: end, Before: t0, Limit: 1}, 3, []int64{1, 2, 3}},
+			{"one hour", inbox.Filter{}, 1, []int64{3}},
+			{"a day", inbox.Filter{}, 24, append(make([]int64, 20), 1, 1, 2, 3)},
+			{"the dispatcher's", inbox.Filter{Reason: inbox.ReasonHandlerFailed}, 3, []int64{0, 1, 0}},
+			{"unparseable", inbox.Filter{Reason: inbox.ReasonUnparseable}, 3, []int64{0, 0, 1}},
+			{"another source", inbox.Filter{Source: "gh"}, 3, []int64{0, 0, 0}},
+		} {
+			if got := perHour(tt.f, tt.hours); !slices.Equal(got, tt.want) {
+				t.Errorf("%s: got %v, want %v", tt.name, got, tt.want)
+			}
+		}
+		if got, err := e.s.ParkedPerHour(ctx, inbox.Filter{}, end, 0); err != nil || len(got) != 0 {
+			t.Errorf("no hours: %v, %v", got, err)
+		}
+	})
+}

@@ -22,6 +22,7 @@ import (
 type Store interface {
 	Put(ctx context.Context, d inbox.Delivery) (inbox.Result, error)
 	Settle(ctx context.Context, owner string, settled []inbox.Settlement, claim inbox.Claim) (jobs []inbox.Job, stale int, err error)
+	Start(ctx context.Context, owner string, jobs []inbox.Job, now, until time.Time) ([]inbox.Job, error)
 	NextDue(ctx context.Context) (due time.Time, ok bool, err error)
 	Queue(ctx context.Context, now time.Time) (inbox.Queue, error)
 	Get(ctx context.Context, id string) (inbox.Event, error)
@@ -29,8 +30,10 @@ type Store interface {
 	Stats(ctx context.Context) (inbox.Stats, error)
 	CountByStatus(ctx context.Context) (map[inbox.Status]int64, error)
 	ParkedByReason(ctx context.Context, f inbox.Filter) ([]inbox.ReasonCount, error)
-	Purgeable(ctx context.Context, before time.Time, statuses []inbox.Status) (inbox.PurgeReport, error)
-	Purge(ctx context.Context, before time.Time, statuses []inbox.Status) (inbox.PurgeReport, error)
+	Count(ctx context.Context, f inbox.Filter) (int64, error)
+	ParkedPerHour(ctx context.Context, f inbox.Filter, end time.Time, hours int) ([]inbox.HourCount, error)
+	Purgeable(ctx context.Context, sel inbox.PurgeSelection) (inbox.PurgeReport, error)
+	Purge(ctx context.Context, sel inbox.PurgeSelection) (inbox.PurgeReport, error)
 	Reprocess(ctx context.Context, sel inbox.Selection, rules inbox.SourceRules, dryRun bool) (inbox.ReprocessReport, error)
 	RecordSecretUses(ctx context.Context, uses []inbox.SecretUse) error
 	SecretUses(ctx context.Context) ([]inbox.SecretUse, error)
@@ -62,6 +65,7 @@ func Run(t *testing.T, open func(t *testing.T, opts Options) Store) {
 	t.Run("queue", func(t *testing.T) { runQueue(t, o) })
 	t.Run("purge", func(t *testing.T) { runPurge(t, o) })
 	t.Run("read", func(t *testing.T) { runRead(t, o) })
+	t.Run("count", func(t *testing.T) { runCount(t, o) })
 	t.Run("reprocess", func(t *testing.T) { runReprocess(t, o) })
 }
 
@@ -190,6 +194,38 @@ func (e *env) claim(owner string, now time.Time, lease time.Duration, n int) []i
 		e.t.Fatalf("claim: %v", err)
 	}
 	return jobs
+}
+
+// start starts the attempts of jobs for owner at now, the lease renewed
+// until until; it moves the store's clock to now first.
+func (e *env) start(owner string, jobs []inbox.Job, now, until time.Time) []inbox.Job {
+	e.t.Helper()
+	e.clock.Set(now)
+	started, err := e.s.Start(context.Background(), owner, jobs, now, until)
+	if err != nil {
+		e.t.Fatalf("start: %v", err)
+	}
+	return started
+}
+
+// startOne starts j for owner at now and reports whether it started.
+func (e *env) startOne(owner string, j inbox.Job, now, until time.Time) (inbox.Job, bool) {
+	e.t.Helper()
+	started := e.start(owner, []inbox.Job{j}, now, until)
+	if len(started) == 0 {
+		return j, false
+	}
+	return started[0], true
+}
+
+// started starts the next attempt at the row id that owner claimed.
+func (e *env) started(owner, id string, now, until time.Time) inbox.Job {
+	e.t.Helper()
+	j, ok := e.startOne(owner, inbox.Job{ID: id, Attempt: int(e.get(id).Attempts) + 1}, now, until)
+	if !ok {
+		e.t.Fatalf("start %s for %s: not started", id, owner)
+	}
+	return j
 }
 
 // settle records settled for owner at the clock's time set to at, and

@@ -1,0 +1,19 @@
+package inbox
+
+// The attempt bookkeeping of a claimed Job, for a store that is not this
+// package's SQLite store (postgres/): Start marks the jobs it counted, and
+// the settle guard matches the attempt count a claim holds. The rules stay
+// in queue.go; these only let another store apply them.
+
+// MarkStarted returns j as Start returns a job whose attempt it counted.
+func MarkStarted(j Job) Job {
+	j.started = true
+	return j
+}
+
+// Started reports whether Start counted j's attempt.
+func (j Job) Started() bool { return j.started }
+
+// HeldAttempts is the attempt count of j's row while j's claim holds:
+// Attempt once Start counted it, one less before.
+func (j Job) HeldAttempts() int { return j.held() }
