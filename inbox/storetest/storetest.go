@@ -37,6 +37,14 @@ type Store interface {
 	Reprocess(ctx context.Context, sel inbox.Selection, rules inbox.SourceRules, dryRun bool) (inbox.ReprocessReport, error)
 	RecordSecretUses(ctx context.Context, uses []inbox.SecretUse) error
 	SecretUses(ctx context.Context) ([]inbox.SecretUse, error)
+	RecordRefusals(ctx context.Context, refusals []inbox.Refusal) error
+	Missed(ctx context.Context, before time.Time) ([]inbox.Refusal, error)
+	Expect(ctx context.Context, jobs []string, statusURL string, due time.Time) ([]inbox.Expectation, error)
+	Expected(ctx context.Context, now time.Time, overdue bool) ([]inbox.Expectation, error)
+	ClaimPolls(ctx context.Context, owner string, now, until time.Time, max int) ([]inbox.Poll, error)
+	SettlePolls(ctx context.Context, owner string, results []inbox.PollResult) (stale int, err error)
+	NextPoll(ctx context.Context) (at time.Time, ok bool, err error)
+	Reconciliation(ctx context.Context, now time.Time) (inbox.Reconciliation, error)
 	Ping(ctx context.Context) error
 	Close() error
 }
@@ -67,6 +75,7 @@ func Run(t *testing.T, open func(t *testing.T, opts Options) Store) {
 	t.Run("read", func(t *testing.T) { runRead(t, o) })
 	t.Run("count", func(t *testing.T) { runCount(t, o) })
 	t.Run("reprocess", func(t *testing.T) { runReprocess(t, o) })
+	t.Run("reconcile", func(t *testing.T) { runReconcile(t, o) })
 }
 
 type opener func(t *testing.T, opts Options) Store
