@@ -55,10 +55,12 @@ bare key for sume: what inbox show takes):
                     Idempotency-Key: <key> and the Inbox-* headers above, and
                     wait for the stream's ack; a stream must cover the subject.
                     A broker that is down never stops the start: it is
-                    connected in the background, publishes fail at once
-                    meanwhile (nothing is buffered for later) and are
-                    retried; /readyz and inbox_nats_connected say how it
-                    stands.
+                    connected in the background. While it is unreachable
+                    or its stream does not answer, dispatch pauses: no row
+                    is claimed or attempted, none uses up its retries, and
+                    it resumes within about a second of the broker's
+                    return; /readyz, inbox_nats_connected and
+                    inbox_dispatch_paused say how it stands.
 An attempt is counted when it starts (Inbox-Attempt, from 1). One running
 past --slow-after goes on beside the workers (at most --max-slow at once),
 so rows that hang at the destination do not hold the workers for --timeout.
@@ -160,7 +162,7 @@ func newDispatcher(c *cli.Context, store dispatch.Store, log zerolog.Logger, reg
 		case alone:
 			err = cerr
 		default:
-			log.Error().Err(cerr).Msg("nats: webhooks are still taken; their rows are retried until a stream answers")
+			log.Error().Err(cerr).Msg("nats: webhooks are still taken; dispatch is paused, their rows wait with no attempt counted, until a stream answers")
 		}
 	}
 	if err != nil {

@@ -161,31 +161,40 @@ func waitLong(t *testing.T, d time.Duration, what string, cond func() bool) {
 	}
 }
 
-// natsRetries is a retry schedule long enough that no row parks while a
-// test's broker is down: 100 waits of 200ms.
-var natsRetries = strings.TrimSuffix(strings.Repeat("200ms,", 100), ",")
+// natsRetries is a short retry schedule: a broker outage in these tests
+// lasts ten times as long as the whole of it, and must park no row.
+const natsRetries = "50ms,100ms"
+
+// natsOutage is how long a test's broker stays down: ten times the whole
+// of natsRetries.
+const natsOutage = 1500 * time.Millisecond
 
 // TestServeNATSOutage runs serve with a JetStream destination through a
 // broker outage at start and two more: serve starts while the broker is
-// down and answers 204 (readyz ok, saying the broker is unreachable;
-// inbox_nats_connected 0); the rows are published once it comes up. It
-// goes down between deliveries, and then again in the middle of a load:
-// deliveries still get 204, publishes fail and are retried, and once it is
-// back every row is done and on the stream exactly once. For the rows
-// stored while it was down, that one message is the attempt the row says
-// succeeded: nothing counted failed reached the stream later.
+// down and answers 204 (readyz ok, saying the broker is unreachable and
+// dispatch paused; inbox_nats_connected 0, inbox_dispatch_paused 1). The
+// rows stored while it is down, for ten times the whole retry schedule,
+// stay new with no attempt counted, and are published once, at their first
+// attempt, once it is up. It goes down between deliveries, the same again,
+// and then in the middle of a load: deliveries still get 204, and once it
+// is back every row is done, none parked, and on the stream exactly once.
+// For the rows stored while it was down, that one message is the attempt
+// the row says succeeded: nothing counted failed reached the stream later.
 func TestServeNATSOutage(t *testing.T) {
 	b := newBroker(t)
 	db := filepath.Join(t.TempDir(), "inbox.db")
 	srv := startServer(t, db, "--admin-addr", "127.0.0.1:0", "--nats-url", b.url(), "--nats-subject", natsSubject,
 		"--retry-schedule", natsRetries, "--timeout", "2s", "--lease", "10s")
-	connected := func() float64 { return metricstest.Scrape(t, srv.admin+"/metrics")["inbox_nats_connected"] }
-	if code, body := get(t, srv.admin+"/readyz"); code != http.StatusOK || !strings.HasPrefix(body, "ok\n") || !strings.Contains(body, "nats: unreachable") {
-		t.Errorf("readyz with the broker down: %d %q; want 200 ok, saying nats is unreachable", code, body)
+	gauge := func(name string) float64 { return metricstest.Scrape(t, srv.admin+"/metrics")[name] }
+	connected := func() float64 { return gauge("inbox_nats_connected") }
+	paused := func() float64 { return gauge("inbox_dispatch_paused") }
+	if code, body := get(t, srv.admin+"/readyz"); code != http.StatusOK || !strings.HasPrefix(body, "ok\n") || !strings.Contains(body, "nats: unreachable: dispatch paused") {
+		t.Errorf("readyz with the broker down: %d %q; want 200 ok, saying nats is unreachable and dispatch paused", code, body)
 	}
 	if g := connected(); g != 0 {
 		t.Errorf("inbox_nats_connected = %v with the broker down, want 0", g)
 	}
+	waitLong(t, 10*time.Second, "inbox_dispatch_paused 1", func() bool { return paused() == 1 })
 	deliver := func(prefix string, n int) []string {
 		var ids []string
 		for i := range n {
@@ -197,15 +206,16 @@ func TestServeNATSOutage(t *testing.T) {
 		}
 		return ids
 	}
-	failedTwice := func(ids []string) func() bool {
-		return func() bool {
-			rows := natsRowAttempts(t, db)
-			for _, id := range ids {
-				if rows[id].Attempts < 2 {
-					return false
-				}
+	unattempted := func(ids []string) {
+		t.Helper()
+		rows := natsRowAttempts(t, db)
+		for _, id := range ids {
+			if r := rows[id]; r.Status != "new" || r.Attempts != 0 {
+				t.Errorf("%s after %s with the broker down: %s, %d attempts; want new, none", id, natsOutage, r.Status, r.Attempts)
 			}
-			return true
+		}
+		if g := paused(); g != 1 {
+			t.Errorf("inbox_dispatch_paused = %v with the broker down, want 1", g)
 		}
 	}
 	allDone := func(n int) func() bool {
@@ -214,24 +224,34 @@ func TestServeNATSOutage(t *testing.T) {
 
 	// 1. Down at start.
 	atStart := deliver("start", 10)
-	waitLong(t, 20*time.Second, "two failed attempts per row", failedTwice(atStart))
+	time.Sleep(natsOutage)
+	unattempted(atStart)
+	up := time.Now()
 	b.start()
 	b.stream()
 	waitLong(t, 30*time.Second, "the rows published once the broker is up", allDone(len(atStart)))
+	t.Logf("down at start: every row done %s after the broker started", time.Since(up))
 	if code, body := get(t, srv.admin+"/readyz"); code != http.StatusOK || !strings.Contains(body, "nats: connected, stream JOBS") {
 		t.Errorf("readyz with the broker up: %d %q", code, body)
 	}
 	if g := connected(); g != 1 {
 		t.Errorf("inbox_nats_connected = %v with the broker up, want 1", g)
 	}
+	if g := paused(); g != 0 {
+		t.Errorf("inbox_dispatch_paused = %v with the broker up, want 0", g)
+	}
 
 	// 2. Down between deliveries.
 	b.stop()
 	waitLong(t, 10*time.Second, "inbox_nats_connected 0", func() bool { return connected() == 0 })
+	waitLong(t, 10*time.Second, "inbox_dispatch_paused 1", func() bool { return paused() == 1 })
 	between := deliver("between", 10)
-	waitLong(t, 20*time.Second, "two failed attempts per row", failedTwice(between))
+	time.Sleep(natsOutage)
+	unattempted(between)
+	up = time.Now()
 	b.start()
 	waitLong(t, 30*time.Second, "the rows published once the broker is back", allDone(len(atStart)+len(between)))
+	t.Logf("down between deliveries: every row done %s after the broker started again", time.Since(up))
 
 	// 3. Down under load: the publishes under way at the cut may or may not
 	// have reached the stream.
@@ -253,7 +273,7 @@ func TestServeNATSOutage(t *testing.T) {
 	})
 	time.Sleep(400 * time.Millisecond)
 	b.stop()
-	time.Sleep(time.Second)
+	time.Sleep(natsOutage)
 	b.start()
 	wg.Wait()
 	total := len(atStart) + len(between) + len(loaded)
@@ -266,6 +286,9 @@ func TestServeNATSOutage(t *testing.T) {
 		r, got := rows[id], msgs[id]
 		if r.Attempts > 1 {
 			retried++
+		}
+		if !strings.HasPrefix(id, "load_") && r.Attempts != 1 {
+			t.Errorf("%s: done at attempt %d, want 1: nothing is attempted while the broker is down", id, r.Attempts)
 		}
 		if len(got) != 1 {
 			t.Errorf("%s: %d messages on the stream (attempts %v), want one: the duplicate window covers the test", id, len(got), got)
@@ -320,7 +343,7 @@ func TestDispatchNATSOutage(t *testing.T) {
 	d := startDispatch(t, "--db", db, "--nats-url", b.url(), "--nats-subject", natsSubject, "--admin-addr", "127.0.0.1:0",
 		"--retry-schedule", natsRetries, "--timeout", "2s", "--lease", "10s")
 	admin := dispatchAdmin(t, d)
-	if code, body := get(t, admin+"/readyz"); code != http.StatusServiceUnavailable || body != "not ready\nnats: unreachable: rows wait and are retried\n" {
+	if code, body := get(t, admin+"/readyz"); code != http.StatusServiceUnavailable || body != "not ready\nnats: unreachable: dispatch paused, rows wait with no attempt counted\n" {
 		t.Errorf("readyz with the broker down: %d %q, want 503 saying nats is unreachable", code, body)
 	}
 	if g := metricstest.Scrape(t, admin+"/metrics")["inbox_nats_connected"]; g != 0 {

@@ -194,7 +194,8 @@ func newOwner() string {
 // Owner returns the name this dispatcher claims rows under.
 func (d *Dispatcher) Owner() string { return d.cfg.Owner }
 
-// Run delivers rows until ctx is done, then stops claiming, lets the
+// Run delivers rows until ctx is done, pausing while a Gate destination
+// cannot be reached (see Gate), then stops claiming, lets the
 // attempts under way finish (each within Timeout), records their outcomes,
 // gives back the rows it claimed but did not start, and returns. A failure
 // to write is logged and retried while running; Run returns an error only
@@ -231,6 +232,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		failing  time.Time // when writes started failing; zero while they succeed
 		stopping bool
 		stopBy   time.Time
+		paused   pause
 	)
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -250,6 +252,9 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		want := 0
 		if !stopping {
 			want = max(0, 2*d.cfg.Workers+len(p.slots)-(held-len(pending)))
+		}
+		if !stopping && d.check(&paused) {
+			want = 0 // the destination is away: claim nothing, settle the rest
 		}
 		if want > 0 && !d.due(ctx) {
 			want = 0
@@ -296,6 +301,9 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		}
 
 		wait := d.cfg.Poll
+		if !paused.since.IsZero() {
+			wait = min(wait, pauseCheck)
+		}
 		if !failing.IsZero() {
 			wait = max(wait, time.Second)
 		}
@@ -369,7 +377,9 @@ func (d *Dispatcher) settle(ctx context.Context, pending []inbox.Settlement, wan
 func (d *Dispatcher) work(ctx context.Context, jobs <-chan inbox.Job, results chan<- inbox.Settlement, starts chan<- startRequest, p *pool, wg *sync.WaitGroup) {
 	reply := make(chan startReply, 1)
 	for j := range jobs {
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || d.reachable() != nil {
+			// Stopping, or the destination is away: no attempt is made, so
+			// none is counted.
 			results <- release(j, d.cfg.Now())
 			continue
 		}

@@ -20,6 +20,7 @@ type metrics struct {
 	duration   prometheus.Histogram
 	stale      prometheus.Counter
 	slow       prometheus.Gauge
+	paused     prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -46,6 +47,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "inbox_dispatch_slow_attempts",
 			Help: "Attempts under way past the slow threshold, gone on beside the workers (at most --max-slow).",
 		}),
+		paused: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "inbox_dispatch_paused",
+			Help: "1 while the destination says it cannot be reached (a JetStream broker down or its stream not answering): no row is claimed or attempted, none uses up its retries; else 0.",
+		}),
 	}
 	for _, o := range []string{outcomeDone, outcomeRetry, outcomeFailed, outcomeRejected} {
 		m.deliveries.WithLabelValues(o) // every outcome shows, from 0
@@ -53,7 +58,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.deliveries, m.attempts, m.duration, m.stale, m.slow} {
+	for _, c := range []prometheus.Collector{m.deliveries, m.attempts, m.duration, m.stale, m.slow, m.paused} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -37,11 +37,22 @@ const (
 // Connection settings. The first attempt is made at once and bounded by
 // connectTimeout; after that, and after every disconnection, the
 // connection is tried again every reconnectWait, forever, in the
-// background.
+// background. A server that stops answering on a connection still open (a
+// stalled process, a link that drops packets) is given up after
+// maxPingsOut pings unanswered, one every pingInterval: a few seconds, not
+// nats.go's default of minutes, which would start an attempt on every row
+// meanwhile.
 const (
 	connectTimeout = 5 * time.Second
 	reconnectWait  = time.Second
+	pingInterval   = 2 * time.Second
+	maxPingsOut    = 3
 	checkTimeout   = 5 * time.Second // a stream lookup after each connect
+	// While a publish has found that no stream answers, or none
+	// acknowledged in time, the stream is looked up again every
+	// probeEvery, each bounded by probeTimeout, to tell when it is back.
+	probeEvery   = time.Second
+	probeTimeout = 2 * time.Second
 )
 
 // ErrUnreachable says the NATS server cannot be reached now: nothing was
@@ -67,7 +78,9 @@ const (
 	keySubject = "subject"
 )
 
-// Publisher publishes jobs to one subject of a JetStream stream.
+// Publisher publishes jobs to one subject of a JetStream stream. It is a
+// dispatch.Gate: while Ready fails the dispatcher pauses rather than spend
+// the rows' attempts.
 type Publisher struct {
 	nc      *natsgo.Conn
 	js      jetstream.JetStream
@@ -78,10 +91,17 @@ type Publisher struct {
 	ready     chan struct{}
 	upAtStart bool // the first attempt connected: whoever called Connect checks
 
-	mu       sync.Mutex
-	stream   string // the stream last found or acked; "" until then
-	noStream bool   // the last lookup or publish found no stream answering
-	warned   bool   // the current outage has been logged at warn
+	mu     sync.Mutex
+	stream string // the stream last found or acked; "" until then
+	// doubt says why publishing fails though connected: the last lookup
+	// or publish found no stream answering, or a publish was not
+	// acknowledged in time. nil once a lookup or a publish succeeds.
+	doubt    error
+	probing  bool      // a lookup started by Ready is under way
+	probedAt time.Time // when the last one ended
+	closed   bool      // Close was called: no lookup starts
+	probes   sync.WaitGroup
+	warned   bool // the current outage has been logged at warn
 }
 
 // Connect returns a Publisher to the NATS server(s) at rawURL (several
@@ -90,9 +110,9 @@ type Publisher struct {
 // is not literal, or a URL that is not nats://, tls://, ws:// or wss://.
 // A server that cannot be reached does not stop it: the connection is made
 // in the background and remade after every loss, publishes fail at once
-// while there is none, and Check and State say how it stands. Nothing is
-// ever buffered for a later connection, so a publish counted failed never
-// reaches the stream afterwards.
+// while there is none, and Check, State and Ready say how it stands.
+// Nothing is ever buffered for a later connection, so a publish counted
+// failed never reaches the stream afterwards.
 func Connect(rawURL, subject string, log zerolog.Logger) (*Publisher, error) {
 	if subject == "" || strings.ContainsAny(subject, "*> \t\r\n") {
 		return nil, fmt.Errorf("nats subject %q: want a literal subject such as sume.jobs.terminal (no wildcards or spaces)", subject)
@@ -110,6 +130,8 @@ func Connect(rawURL, subject string, log zerolog.Logger) (*Publisher, error) {
 		natsgo.RetryOnFailedConnect(true),
 		natsgo.MaxReconnects(-1),
 		natsgo.ReconnectWait(reconnectWait),
+		natsgo.PingInterval(pingInterval),
+		natsgo.MaxPingsOutstanding(maxPingsOut),
 		// No reconnect buffer: a publish made while disconnected fails at
 		// once instead of being sent on reconnection, after the dispatcher
 		// has counted it failed and outside the stream's duplicate window.
@@ -129,7 +151,7 @@ func Connect(rawURL, subject string, log zerolog.Logger) (*Publisher, error) {
 	}
 	p.nc, p.js, p.upAtStart = nc, js, nc.IsConnected()
 	if !p.upAtStart {
-		p.log.Warn().Str(keyServer, redact(rawURL)).Msg("nats server unreachable: starting without it; rows wait, and are retried, until it is reachable")
+		p.log.Warn().Str(keyServer, redact(rawURL)).Msg("nats server unreachable: starting without it; dispatch is paused, rows wait with no attempt counted, until it is reachable")
 		p.mu.Lock()
 		p.warned = true
 		p.mu.Unlock()
@@ -215,7 +237,7 @@ func (p *Publisher) disconnected(_ *natsgo.Conn, err error) {
 	p.mu.Lock()
 	p.warned = true
 	p.mu.Unlock()
-	p.log.Warn().Err(err).Msg("nats disconnected: publishes fail, and are retried, until it is back")
+	p.log.Warn().Err(err).Msg("nats disconnected: dispatch is paused, rows wait with no attempt counted, until it is back")
 }
 
 // reconnectFailed logs the first failed attempt of an outage at warn, the
@@ -237,33 +259,101 @@ func (p *Publisher) reconnectFailed(_ *natsgo.Conn, err error) {
 // is not enabled or no stream covers the subject, saying which (both wrap
 // ErrNoStream).
 func (p *Publisher) Check(ctx context.Context) error {
+	stream, err := p.lookup(ctx)
+	if err == nil {
+		p.setStream(stream)
+	}
+	return err
+}
+
+// lookup finds the stream that covers the subject, as Check says, and
+// records only that none does.
+func (p *Publisher) lookup(ctx context.Context) (string, error) {
 	if !p.nc.IsConnected() {
-		return ErrUnreachable
+		return "", ErrUnreachable
 	}
 	stream, err := p.js.StreamNameBySubject(ctx, p.subject)
 	switch {
 	case err == nil:
-		p.setStream(stream)
-		return nil
+		return stream, nil
 	case errors.Is(err, jetstream.ErrStreamNotFound):
 		err = noStreamError{fmt.Errorf("no JetStream stream covers subject %q: create one first, for example: nats stream add JOBS --subjects '%s' --dupe-window 2m", p.subject, p.subject)}
 	case errors.Is(err, jetstream.ErrJetStreamNotEnabled), errors.Is(err, natsgo.ErrNoResponders):
 		err = noStreamError{fmt.Errorf("JetStream is not enabled on the nats server (start it with -js): %w", err)}
 	case !p.nc.IsConnected():
-		return ErrUnreachable
+		return "", ErrUnreachable
 	default:
-		return fmt.Errorf("find the stream for subject %q: %w", p.subject, err)
+		return "", fmt.Errorf("find the stream for subject %q: %w", p.subject, err)
 	}
-	p.mu.Lock()
-	p.noStream = true
-	p.mu.Unlock()
-	return err
+	p.setDoubt(err)
+	return "", err
 }
 
 func (p *Publisher) setStream(stream string) {
 	p.mu.Lock()
-	p.stream, p.noStream = stream, false
+	p.stream, p.doubt = stream, nil
 	p.mu.Unlock()
+}
+
+// setDoubt records why publishing fails though connected.
+func (p *Publisher) setDoubt(err error) {
+	p.mu.Lock()
+	p.doubt = err
+	p.mu.Unlock()
+}
+
+// probe looks the stream up within ctx, and then asks the stream itself
+// (its leader, in a cluster) for its state: a server that answers lookups
+// for a stream that cannot take messages does not end the doubt.
+func (p *Publisher) probe(ctx context.Context) error {
+	stream, err := p.lookup(ctx)
+	if err != nil {
+		return err
+	}
+	if _, err := p.js.Stream(ctx, stream); err != nil {
+		if !p.nc.IsConnected() {
+			return ErrUnreachable
+		}
+		err = fmt.Errorf("stream %s does not answer: %w", stream, err)
+		p.setDoubt(err)
+		return err
+	}
+	p.setStream(stream)
+	return nil
+}
+
+// Ready says whether a publish could succeed now, without sending one: it
+// fails with ErrUnreachable while there is no connection, and with the
+// last error that said the stream does not answer (none covers the
+// subject, JetStream is off, or a publish was not acknowledged in time)
+// until a lookup finds it again. Those lookups run in the background, one
+// every probeEvery at most, so Ready returns at once. It implements
+// dispatch.Gate: the dispatcher pauses while it fails.
+func (p *Publisher) Ready() error {
+	if !p.nc.IsConnected() {
+		return fmt.Errorf("publish to %s: %w", p.subject, ErrUnreachable)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	doubt := p.doubt
+	if doubt == nil {
+		return nil
+	}
+	if !p.probing && !p.closed && time.Since(p.probedAt) >= probeEvery {
+		p.probing = true
+		p.probes.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+			defer cancel()
+			err := p.probe(ctx)
+			p.mu.Lock()
+			p.probing, p.probedAt = false, time.Now()
+			p.mu.Unlock()
+			if err == nil {
+				p.log.Info().Str("stream", p.Stream()).Msg("nats stream answers again")
+			}
+		})
+	}
+	return doubt
 }
 
 // Stream returns the name of the stream that covers the subject, as last
@@ -276,20 +366,29 @@ func (p *Publisher) Stream() string {
 
 // State says whether jobs can be published now, and how the connection
 // stands in a few words for /readyz (no server address: it may be served
-// beside the webhooks). While connected with no stream answering it looks
+// beside the webhooks). While connected with the stream in doubt it looks
 // the stream up again within ctx, so a stream created since shows at once.
+// While it is not ok, Ready fails too and the dispatcher is paused.
 func (p *Publisher) State(ctx context.Context) (bool, string) {
 	if !p.nc.IsConnected() {
 		if p.nc.IsClosed() {
 			return false, "closed"
 		}
-		return false, "unreachable: rows wait and are retried"
+		return false, "unreachable: dispatch paused, rows wait with no attempt counted"
 	}
 	p.mu.Lock()
-	noStream := p.noStream
+	doubt := p.doubt
 	p.mu.Unlock()
-	if noStream && p.Check(ctx) != nil {
-		return false, fmt.Sprintf("connected, but no JetStream stream answers for subject %s", p.subject)
+	if doubt != nil {
+		switch err := p.probe(ctx); {
+		case err == nil:
+		case errors.Is(err, ErrNoStream):
+			return false, fmt.Sprintf("connected, but no JetStream stream answers for subject %s: dispatch paused", p.subject)
+		case errors.Is(err, ErrUnreachable):
+			return false, "unreachable: dispatch paused, rows wait with no attempt counted"
+		default:
+			return false, fmt.Sprintf("connected, but the stream for subject %s does not answer: dispatch paused", p.subject)
+		}
 	}
 	if s := p.Stream(); s != "" {
 		return true, "connected, stream " + s
@@ -337,18 +436,25 @@ func (p *Publisher) Publish(ctx context.Context, j inbox.Job) (*jetstream.PubAck
 	return ack, nil
 }
 
-// publishError says why a publish failed, in the terms of Check.
+// publishError says why a publish failed, in the terms of Check. A failure
+// that says the stream does not answer, rather than anything about this
+// message, puts the stream in doubt: Ready fails until a lookup finds it.
 func (p *Publisher) publishError(err error) error {
 	switch {
 	case errors.Is(err, jetstream.ErrNoStreamResponse):
-		p.mu.Lock()
-		p.noStream = true
-		p.mu.Unlock()
-		return noStreamError{fmt.Errorf("publish to %s: no JetStream stream answered (none covers the subject, or JetStream is not up yet): %w", p.subject, err)}
+		err = noStreamError{fmt.Errorf("publish to %s: no JetStream stream answered (none covers the subject, or JetStream is not up yet): %w", p.subject, err)}
+		p.setDoubt(err)
+		return err
 	case !p.nc.IsConnected(), errors.Is(err, natsgo.ErrReconnectBufExceeded):
 		// Lost while publishing: sent or not, it is counted failed; it is
 		// never sent later.
 		return fmt.Errorf("publish to %s: %w: %w", p.subject, ErrUnreachable, err)
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, natsgo.ErrTimeout):
+		// Connected, yet no acknowledgement: the server or the stream has
+		// stalled, or is slow; a lookup tells which.
+		err = fmt.Errorf("publish to %s: not acknowledged in time: %w", p.subject, err)
+		p.setDoubt(err)
+		return err
 	}
 	return fmt.Errorf("publish to %s: %w", p.subject, err)
 }
@@ -360,5 +466,12 @@ func (p *Publisher) Deliver(ctx context.Context, j inbox.Job) error {
 	return err
 }
 
-// Close closes the connection and stops reconnecting.
-func (p *Publisher) Close() { p.nc.Close() }
+// Close closes the connection, stops reconnecting, and waits for a lookup
+// Ready started.
+func (p *Publisher) Close() {
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+	p.nc.Close()
+	p.probes.Wait()
+}

@@ -7,14 +7,17 @@ import (
 	"io"
 	"net"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rs/zerolog"
 
@@ -423,14 +426,17 @@ func streamMessages(t *testing.T, url string) map[string][]string {
 	return out
 }
 
-// TestOutageNoLateMessages runs the dispatcher into the stream, takes the
-// server down between deliveries, stores rows while it is down (each fails
-// several attempts, retried on the schedule), and brings it back on the
-// same port and store. Every row ends done, on the stream exactly once, and
-// that message is the attempt the row says succeeded: no attempt counted
-// failed reached the stream later (nats.go's reconnect buffer would send
-// them on reconnection).
-func TestOutageNoLateMessages(t *testing.T) {
+// TestOutagePauses runs the dispatcher into the stream, takes the server
+// down between deliveries, stores rows while it is down for ten times the
+// whole retry schedule, and brings it back on the same port and store.
+// Meanwhile the dispatcher is paused (inbox_dispatch_paused 1): the rows
+// stay new, unclaimed, with no attempt counted, so none parks. Once the
+// server is back the dispatcher resumes within about a second, every row
+// ends done, on the stream exactly once, and that message is the attempt
+// the row says succeeded (the first, for the rows stored while down): no
+// attempt counted failed reached the stream later (nats.go's reconnect
+// buffer would send them on reconnection).
+func TestOutagePauses(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "js")
 	s := runServerAt(t, server.RANDOM_PORT, dir)
 	port := s.Addr().(*net.TCPAddr).Port
@@ -450,12 +456,12 @@ func TestOutageNoLateMessages(t *testing.T) {
 		}
 		return ids
 	}
-	attempts := func(id string) int64 {
+	row := func(id string) inbox.Event {
 		e, err := store.Get(context.Background(), id)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return e.Attempts
+		return e
 	}
 	done := func() int {
 		st, err := store.Stats(context.Background())
@@ -464,12 +470,11 @@ func TestOutageNoLateMessages(t *testing.T) {
 		}
 		return int(st.ByStatus[inbox.StatusDone])
 	}
-	schedule := make([]time.Duration, 200) // 20s of retries: no row parks
-	for i := range schedule {
-		schedule[i] = 100 * time.Millisecond
-	}
+	reg := prometheus.NewRegistry()
+	paused := func() float64 { return gathered(t, reg, "inbox_dispatch_paused") }
+	schedule := []time.Duration{50 * time.Millisecond, 100 * time.Millisecond}
 	d, err := dispatch.New(store, dispatch.Config{Destination: p, Workers: 4, Poll: 5 * time.Millisecond,
-		Lease: 10 * time.Second, Timeout: time.Second, Schedule: schedule}, zerolog.New(io.Discard))
+		Lease: 10 * time.Second, Timeout: time.Second, Schedule: schedule, Registerer: reg}, zerolog.New(io.Discard))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -485,38 +490,326 @@ func TestOutageNoLateMessages(t *testing.T) {
 
 	before := put("up", 20)
 	waitFor(t, 20*time.Second, "rows published while up", func() bool { return done() == len(before) })
+	if g := paused(); g != 0 {
+		t.Errorf("inbox_dispatch_paused = %v while up, want 0", g)
+	}
 	s.Shutdown()
 	s.WaitForShutdown()
-	waitFor(t, 5*time.Second, "disconnected", func() bool { ok, _ := p.State(context.Background()); return !ok })
+	waitFor(t, 5*time.Second, "not ready", func() bool { return errors.Is(p.Ready(), nats.ErrUnreachable) })
+	waitFor(t, 5*time.Second, "paused", func() bool { return paused() == 1 })
 	during := put("down", 30)
-	waitFor(t, 20*time.Second, "two failed attempts per row", func() bool {
-		for _, id := range during {
-			if attempts(id) < 2 {
-				return false
-			}
-		}
-		return true
-	})
-	failed := 0
-	for _, id := range during {
-		failed += int(attempts(id))
+	var whole time.Duration
+	for _, w := range schedule {
+		whole += w
 	}
-	t.Logf("%d attempts failed while the server was down", failed)
+	time.Sleep(10 * whole)
+	for _, id := range during {
+		if e := row(id); e.Status != inbox.StatusNew || e.Attempts != 0 || e.LeaseOwner != "" {
+			t.Errorf("%s after %s down: %s, %d attempts, lease %q; want new, unclaimed, no attempt", id, 10*whole, e.Status, e.Attempts, e.LeaseOwner)
+		}
+	}
+	if ok, state := p.State(context.Background()); ok || !strings.Contains(state, "dispatch paused") {
+		t.Errorf("state %v %q, want unreachable, dispatch paused", ok, state)
+	}
+
+	up := time.Now()
 	runServerAt(t, port, dir)
+	waitFor(t, 15*time.Second, "ready", func() bool { return p.Ready() == nil })
+	ready := time.Now()
 	all := append(before, during...)
+	waitFor(t, 15*time.Second, "the first row stored while down done", func() bool { return done() > len(before) })
+	resumed := time.Since(ready)
 	waitFor(t, 30*time.Second, "every row done after the server came back", func() bool { return done() == len(all) })
+	t.Logf("server back: connected after %s, the first row done %s after that, all %d rows done %s after the server started",
+		ready.Sub(up), resumed, len(during), time.Since(up))
+	if resumed > time.Second {
+		t.Errorf("the first row was done %s after the connection was back, want within a second", resumed)
+	}
+	if g := paused(); g != 0 {
+		t.Errorf("inbox_dispatch_paused = %v once back, want 0", g)
+	}
 
 	msgs := streamMessages(t, url)
-	late := 0
 	for _, id := range all {
-		want := strconv.FormatInt(attempts(id), 10)
+		e := row(id)
+		want := strconv.FormatInt(e.Attempts, 10)
 		if got := msgs[id]; len(got) != 1 || got[0] != want {
-			late++
 			t.Errorf("%s: messages with attempts %v on the stream, want one, of attempt %s (the row's)", id, got, want)
+		}
+		if strings.HasPrefix(id, "down_") && e.Attempts != 1 {
+			t.Errorf("%s: done at attempt %d, want 1: nothing is attempted while the server is down", id, e.Attempts)
 		}
 	}
 	if len(msgs) != len(all) {
 		t.Errorf("%d job ids on the stream, want %d", len(msgs), len(all))
 	}
-	t.Logf("%d rows, %d with a message from an attempt counted failed", len(all), late)
+}
+
+// gathered returns the value of the gauge name on reg.
+func gathered(t *testing.T, reg prometheus.Gatherer, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("no gauge %s", name)
+	return 0
+}
+
+// dispatcher runs a dispatcher of store into p until the test ends, with a
+// schedule of 50ms and 100ms, and returns its registry.
+func dispatcher(t *testing.T, store *inbox.Store, p *nats.Publisher) *prometheus.Registry {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	d, err := dispatch.New(store, dispatch.Config{Destination: p, Workers: 4, Poll: 5 * time.Millisecond,
+		Lease: 10 * time.Second, Timeout: time.Second, Schedule: []time.Duration{50 * time.Millisecond, 100 * time.Millisecond},
+		Registerer: reg}, zerolog.New(io.Discard))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- d.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-ran; err != nil {
+			t.Error(err)
+		}
+	})
+	return reg
+}
+
+// putRows stores a new row for each of n ids made of prefix.
+func putRows(t *testing.T, store *inbox.Store, prefix string, n int) []string {
+	t.Helper()
+	var ids []string
+	for i := range n {
+		id := fmt.Sprintf("%s_%03d", prefix, i)
+		if _, err := store.Put(context.Background(), inbox.Classify(body(id), 1, inbox.Rules{Events: []string{"job.completed"}})); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// checkUnattempted fails for each row of ids that is not new, unclaimed,
+// with no attempt counted.
+func checkUnattempted(t *testing.T, store *inbox.Store, ids []string) {
+	t.Helper()
+	for _, id := range ids {
+		e, err := store.Get(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Status != inbox.StatusNew || e.Attempts != 0 || e.LeaseOwner != "" {
+			t.Errorf("%s while paused: %s, %d attempts, lease %q; want new, unclaimed, no attempt", id, e.Status, e.Attempts, e.LeaseOwner)
+		}
+	}
+}
+
+// checkOnce waits for every row of ids to be done, then fails for each
+// that is not on the stream once, as the attempt the row says succeeded;
+// for the rows of cut, whose publishes were under way when the link went,
+// any attempt up to that one (an earlier may have been stored, its
+// acknowledgement lost, and the retry acknowledged as its duplicate).
+func checkOnce(t *testing.T, store *inbox.Store, url string, ids []string, cut ...string) {
+	t.Helper()
+	waitFor(t, 30*time.Second, "every row done", func() bool {
+		st, err := store.Stats(context.Background())
+		return err == nil && st.ByStatus[inbox.StatusDone] == int64(len(ids))
+	})
+	msgs := streamMessages(t, url)
+	for _, id := range ids {
+		e, err := store.Get(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := msgs[id]
+		if len(got) != 1 {
+			t.Errorf("%s: messages with attempts %v on the stream, want one", id, got)
+			continue
+		}
+		n, _ := strconv.Atoi(got[0])
+		if n != int(e.Attempts) && (!slices.Contains(cut, id) || n < 1 || n > int(e.Attempts)) {
+			t.Errorf("%s: the message on the stream is attempt %d, the row succeeded at attempt %d", id, n, e.Attempts)
+		}
+	}
+	if len(msgs) != len(ids) {
+		t.Errorf("%d job ids on the stream, want %d", len(msgs), len(ids))
+	}
+}
+
+// TestNoStreamPauses deletes the stream under a running dispatcher: the
+// first publish that finds no stream answering fails and counts, and the
+// dispatcher pauses; rows stored meanwhile, for ten times the whole
+// schedule, are not attempted, and /readyz's line says why. Once the
+// stream is made again the dispatcher resumes within about a second (one
+// lookup a second) and every row reaches it once.
+func TestNoStreamPauses(t *testing.T) {
+	s := runServer(t)
+	st := addStream(t, s)
+	p := connect(t, s)
+	store := inboxtest.MustOpen(t, inbox.Options{})
+	reg := dispatcher(t, store, p)
+	if err := st.Purge(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	nc, err := natsgo.Connect(s.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := js.DeleteStream(context.Background(), "JOBS"); err != nil {
+		t.Fatal(err)
+	}
+	first := putRows(t, store, "first", 1)
+	waitFor(t, 10*time.Second, "paused", func() bool { return gathered(t, reg, "inbox_dispatch_paused") == 1 })
+	if err := p.Ready(); !errors.Is(err, nats.ErrNoStream) {
+		t.Errorf("ready: %v, want no stream", err)
+	}
+	later := putRows(t, store, "later", 20)
+	time.Sleep(1500 * time.Millisecond)
+	checkUnattempted(t, store, later)
+	if ok, state := p.State(context.Background()); ok || !strings.Contains(state, "no JetStream stream answers for subject "+subject+": dispatch paused") {
+		t.Errorf("state %v %q", ok, state)
+	}
+	back := time.Now()
+	addStream(t, s)
+	waitFor(t, 10*time.Second, "resumed", func() bool { return gathered(t, reg, "inbox_dispatch_paused") == 0 })
+	t.Logf("resumed %s after the stream was made again", time.Since(back))
+	if took := time.Since(back); took > 3*time.Second {
+		t.Errorf("resumed %s after the stream was back, want about a second (lookups once a second)", took)
+	}
+	checkOnce(t, store, s.ClientURL(), append(first, later...))
+}
+
+// proxy forwards TCP connections to a server, and can freeze them all: a
+// link that stops passing bytes while both ends stay open, as a stalled
+// server or a network that drops packets does.
+type proxy struct {
+	ln   net.Listener
+	gate sync.RWMutex // held by freeze: no byte passes
+}
+
+func newProxy(t *testing.T, to string) *proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	px := &proxy{ln: ln}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var conns []net.Conn
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", to)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			mu.Lock()
+			conns = append(conns, c, up)
+			mu.Unlock()
+			wg.Go(func() { px.pipe(up, c) })
+			wg.Go(func() { px.pipe(c, up) })
+		}
+	})
+	return px
+}
+
+// pipe copies from src to dst, holding what it read while frozen.
+func (px *proxy) pipe(dst, src net.Conn) {
+	defer dst.Close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			px.gate.RLock()
+			_, werr := dst.Write(buf[:n])
+			px.gate.RUnlock()
+			if werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (px *proxy) url() string { return "nats://" + px.ln.Addr().String() }
+func (px *proxy) freeze()     { px.gate.Lock() }
+func (px *proxy) thaw()       { px.gate.Unlock() }
+
+// TestStalledLinkPauses freezes the link to the server under a running
+// dispatcher, the connection still open: the publishes under way get no
+// acknowledgement and count, and the dispatcher pauses (the stream in
+// doubt, then the connection given up after its pings go unanswered).
+// Rows stored once it is paused are not attempted, however long the link
+// stays frozen; once it passes bytes again every row reaches the stream
+// once.
+func TestStalledLinkPauses(t *testing.T) {
+	s := runServer(t)
+	addStream(t, s)
+	px := newProxy(t, s.Addr().String())
+	p, err := nats.Connect(px.url(), subject, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	if err := p.Check(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	store := inboxtest.MustOpen(t, inbox.Options{})
+	reg := dispatcher(t, store, p)
+	before := putRows(t, store, "before", 10)
+	waitFor(t, 10*time.Second, "rows published", func() bool {
+		st, err := store.Stats(context.Background())
+		return err == nil && st.ByStatus[inbox.StatusDone] == int64(len(before))
+	})
+
+	px.freeze()
+	frozen := time.Now()
+	cut := putRows(t, store, "cut", 4) // attempted into the frozen link
+	waitFor(t, 15*time.Second, "paused", func() bool { return gathered(t, reg, "inbox_dispatch_paused") == 1 })
+	t.Logf("paused %s after the link froze", time.Since(frozen))
+	later := putRows(t, store, "later", 20)
+	waitFor(t, 15*time.Second, "the connection given up, its pings unanswered", func() bool { return errors.Is(p.Ready(), nats.ErrUnreachable) })
+	t.Logf("the connection given up %s after the link froze", time.Since(frozen))
+	time.Sleep(time.Second)
+	checkUnattempted(t, store, later)
+	for _, id := range cut {
+		if e, err := store.Get(context.Background(), id); err != nil || e.Status != inbox.StatusNew || e.Attempts < 1 {
+			t.Errorf("%s, attempted into the frozen link: %s after %d attempts (%v); want new, attempted, not parked", id, e.Status, e.Attempts, err)
+		}
+	}
+	px.thaw()
+	thawed := time.Now()
+	waitFor(t, 20*time.Second, "resumed", func() bool { return gathered(t, reg, "inbox_dispatch_paused") == 0 })
+	t.Logf("resumed %s after the link passed bytes again", time.Since(thawed))
+	checkOnce(t, store, s.ClientURL(), append(append(before, cut...), later...), cut...)
 }

@@ -1,0 +1,163 @@
+package dispatch_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"inbox/dispatch"
+	"inbox/inbox"
+)
+
+// gated is a dispatch.Gate that is down while down is set, and holds each
+// delivery until its answer comes on answers, or its timeout.
+type gated struct {
+	mu      sync.Mutex
+	down    error
+	started chan string
+	answers chan error
+}
+
+func (g *gated) Ready() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.down
+}
+
+func (g *gated) set(err error) {
+	g.mu.Lock()
+	g.down = err
+	g.mu.Unlock()
+}
+
+func (g *gated) Deliver(ctx context.Context, j inbox.Job) error {
+	g.started <- j.ID
+	select {
+	case err := <-g.answers:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// pausedGauge reads inbox_dispatch_paused.
+func pausedGauge(t *testing.T, reg *prometheus.Registry) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "inbox_dispatch_paused" {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatal("no inbox_dispatch_paused")
+	return 0
+}
+
+// TestPauseWhileUnreachable: a destination goes away while one attempt is
+// under way and another row is claimed, waiting for the worker. The
+// attempt under way fails (the connection dropped mid-publish) and counts;
+// the row held gives its claim back with no attempt counted; while the
+// destination stays away, for far longer than the whole schedule, nothing
+// is claimed or attempted and inbox_dispatch_paused is 1. Once it is back
+// every row is delivered, none parked.
+func TestPauseWhileUnreachable(t *testing.T) {
+	c := newClock()
+	ids := []string{"job_1", "job_2", "job_3", "job_4", "job_5"}
+	s := storeWith(t, c, ids...)
+	g := &gated{started: make(chan string, len(ids)), answers: make(chan error, len(ids))}
+	reg := prometheus.NewRegistry()
+	schedule := []time.Duration{50 * time.Millisecond, 100 * time.Millisecond}
+	start(t, s, dispatch.Config{Destination: g, Workers: 1, MaxSlow: -1, Timeout: 5 * time.Second, Now: c.Now, Schedule: schedule, Registerer: reg})
+
+	first := <-g.started
+	waitFor(t, "a second row claimed, waiting for the worker", func() bool {
+		q, err := s.Queue(context.Background(), c.Now())
+		return err == nil && q.InFlight == 2
+	})
+	g.set(errors.New("broker unreachable"))
+	g.answers <- errors.New("connection lost mid-publish")
+	waitRetry(t, s, first, 1)
+	waitFor(t, "paused", func() bool { return pausedGauge(t, reg) == 1 })
+	for range 10 {
+		c.Advance(150 * time.Millisecond) // the whole schedule, ten times over
+		settleDown()
+	}
+	for _, id := range ids {
+		e := row(t, s, id)
+		switch {
+		case e.Status != inbox.StatusNew || e.LeaseOwner != "":
+			t.Errorf("%s while paused: %s, lease %q; want new, unclaimed", id, e.Status, e.LeaseOwner)
+		case id == first && e.Attempts != 1:
+			t.Errorf("%s, attempted as the destination went away: %d attempts, want 1", id, e.Attempts)
+		case id != first && e.Attempts != 0:
+			t.Errorf("%s while paused: %d attempts, want 0", id, e.Attempts)
+		}
+	}
+	if n := len(g.started); n != 0 {
+		t.Errorf("%d attempts started while paused", n)
+	}
+
+	g.set(nil)
+	resumed := time.Now()
+	for range ids {
+		g.answers <- nil
+	}
+	waitFor(t, "every row done", func() bool {
+		st, err := s.Stats(context.Background())
+		return err == nil && st.ByStatus[inbox.StatusDone] == int64(len(ids))
+	})
+	t.Logf("every row done %s after the destination was back", time.Since(resumed))
+	for _, id := range ids {
+		want := int64(1)
+		if id == first {
+			want = 2
+		}
+		if e := row(t, s, id); e.Attempts != want {
+			t.Errorf("%s done at attempt %d, want %d", id, e.Attempts, want)
+		}
+	}
+	if got := pausedGauge(t, reg); got != 0 {
+		t.Errorf("inbox_dispatch_paused = %v once back, want 0", got)
+	}
+}
+
+// TestForwardRefusedNotPaused: the HTTP destination is the application
+// itself, whose failures may come from the row, so a refused connection
+// is failed and retried on the schedule, then parked; the dispatcher never
+// pauses for it.
+func TestForwardRefusedNotPaused(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + ln.Addr().String()
+	ln.Close() // nothing listens: connection refused
+	c := newClock()
+	s := storeWith(t, c, "job_1")
+	reg := prometheus.NewRegistry()
+	f, err := dispatch.NewForward(url, "", c.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := any(f).(dispatch.Gate); ok {
+		t.Error("the HTTP destination is a Gate")
+	}
+	start(t, s, dispatch.Config{Destination: f, Now: c.Now, Schedule: []time.Duration{time.Millisecond}, Registerer: reg})
+	waitRetry(t, s, "job_1", 1)
+	c.Advance(time.Millisecond)
+	waitFor(t, "parked", func() bool { return row(t, s, "job_1").Status == inbox.StatusParked })
+	if e := row(t, s, "job_1"); e.Reason != inbox.ReasonHandlerFailed || e.Attempts != 2 {
+		t.Errorf("row %+v, want parked handler_failed after 2 attempts", e)
+	}
+	if got := pausedGauge(t, reg); got != 0 {
+		t.Errorf("inbox_dispatch_paused = %v, want 0", got)
+	}
+}
