@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"inbox/inbox/inboxtest"
+	"inbox/sqlite/sqlitetest"
 	"inbox/sume"
 )
 
@@ -214,7 +214,7 @@ func TestContract(t *testing.T) {
 		}
 	})
 	t.Run("19 the store cannot commit", func(t *testing.T) {
-		release := inboxtest.HoldWriteLock(t, db)
+		release := sqlitetest.HoldWriteLock(t, db)
 		resp, body := roundTrip(t, srv.url, post(signed(job("job_w19")), job("job_w19")))
 		release()
 		if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" || body != "" {

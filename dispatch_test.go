@@ -22,8 +22,9 @@ import (
 
 	"inbox/dispatch"
 	"inbox/inbox"
-	"inbox/inbox/inboxtest"
 	"inbox/scheme"
+	"inbox/sqlite"
+	"inbox/sqlite/sqlitetest"
 )
 
 // sink is a local application that counts deliveries per job id. Each
@@ -81,13 +82,13 @@ func (s *sink) counts() map[string]int {
 func fillDB(t *testing.T, n int) string {
 	t.Helper()
 	db := filepath.Join(t.TempDir(), "inbox.db")
-	s := inboxtest.MustOpenPath(t, db, inbox.Options{})
+	s := sqlitetest.MustOpenPath(t, db, sqlite.Options{})
 	rules := inbox.Rules{Events: []string{"job.completed"}}
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
 			body := fmt.Sprintf(`{"event":"job.completed","job_id":"job_%04d","status":"COMPLETED"}`, i)
-			if _, err := s.Put(context.Background(), inbox.Classify([]byte(body), 1, rules)); err != nil {
+			if _, err := s.Put(context.Background(), inbox.Classify("", inbox.Named{}, []byte(body), 1, rules)); err != nil {
 				t.Error(err)
 			}
 		})
@@ -526,7 +527,7 @@ func TestHangingRowsBinary(t *testing.T) {
 	fill := func(hanging int) string {
 		db := filepath.Join(t.TempDir(), "inbox.db")
 		now := time.Now().Add(-time.Hour)
-		s := inboxtest.MustOpenPath(t, db, inbox.Options{Now: func() time.Time { return now }})
+		s := sqlitetest.MustOpenPath(t, db, sqlite.Options{Now: func() time.Time { return now }})
 		rules := inbox.Rules{Events: []string{"job.completed"}}
 		for i := range hanging + good {
 			id := fmt.Sprintf("hang_%d", i)
@@ -534,7 +535,7 @@ func TestHangingRowsBinary(t *testing.T) {
 				id = fmt.Sprintf("job_%04d", i-hanging)
 			}
 			body := fmt.Sprintf(`{"event":"job.completed","job_id":%q,"status":"COMPLETED"}`, id)
-			if _, err := s.Put(context.Background(), inbox.Classify([]byte(body), 1, rules)); err != nil {
+			if _, err := s.Put(context.Background(), inbox.Classify("", inbox.Named{}, []byte(body), 1, rules)); err != nil {
 				t.Fatal(err)
 			}
 			now = now.Add(time.Millisecond)

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"inbox/inbox/inboxtest"
+	"inbox/sqlite/sqlitetest"
 )
 
 // TestLockedAnswerWithinBusyTimeout holds the write lock from another
@@ -20,7 +20,7 @@ func TestLockedAnswerWithinBusyTimeout(t *testing.T) {
 	const busy = 2 * time.Second
 	db := filepath.Join(t.TempDir(), "inbox.db")
 	srv := startServer(t, db, "--busy-timeout", busy.String())
-	inboxtest.HoldWriteLock(t, db)
+	sqlitetest.HoldWriteLock(t, db)
 
 	type answer struct {
 		status     int

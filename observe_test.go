@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"inbox/inbox/inboxtest"
 	"inbox/metrics/metricstest"
+	"inbox/sqlite/sqlitetest"
 )
 
 // get returns the status and body of a GET.
@@ -67,7 +67,7 @@ func TestProbesAndMetrics(t *testing.T) {
 
 	// Another process holds the write lock: a delivery gets 503 and the
 	// store is not ready.
-	release := inboxtest.HoldWriteLock(t, db)
+	release := sqlitetest.HoldWriteLock(t, db)
 	post(job("job_locked"), e2eSecret, 503)
 	if code, _ := get(t, srv.admin+"/readyz"); code != 503 {
 		t.Errorf("/readyz with the write lock held: %d, want 503", code)

@@ -13,7 +13,7 @@ import (
 	"inbox/inbox"
 )
 
-func reprocessCommand() *cli.Command {
+func reprocessCommand(open Opener) *cli.Command {
 	return &cli.Command{
 		Name:      "reprocess",
 		Usage:     "classify parked rows again, with today's rules",
@@ -73,7 +73,7 @@ Examples:
 			if err != nil {
 				return err
 			}
-			store, err := openWrite(c)
+			store, err := openWrite(c, open)
 			if err != nil {
 				return err
 			}

@@ -62,7 +62,8 @@ type Config struct {
 	Source string
 	// Scheme verifies deliveries; nil is Sume's under Tolerance. A scheme
 	// that is a scheme.Identifier names each delivery's key and event;
-	// otherwise inbox.Classify reads the body as Sume's.
+	// otherwise inbox.Classify reads the body as Sume's. It sets
+	// Rules.Kind (scheme.KindOf).
 	Scheme scheme.Scheme
 	// Secrets verify the signature; any one of them may match (rotation).
 	Secrets []string
@@ -157,6 +158,8 @@ func NewHandler(store Store, cfg Config, log zerolog.Logger) (*Handler, error) {
 	if cfg.Scheme == nil {
 		cfg.Scheme = scheme.Sume{Tolerance: cfg.Tolerance}
 	}
+	// The scheme decides how rows are keyed, as it does for reprocess.
+	cfg.Rules.Kind = scheme.KindOf(cfg.Scheme)
 	if cfg.Accepted == 0 {
 		cfg.Accepted = http.StatusNoContent
 	}
@@ -333,21 +336,17 @@ func (h *Handler) receive(r *http.Request, body []byte) (inbox.Delivery, inbox.R
 	if v.Signed && h.cfg.OnSkew != nil {
 		h.cfg.OnSkew(now.Sub(time.Unix(v.TS, 0)))
 	}
-	var d inbox.Delivery
+	var named inbox.Named
+	var response []byte
 	if idf, ok := h.cfg.Scheme.(scheme.Identifier); ok {
 		id, err := idf.Identify(r.Header, body)
 		if err != nil {
 			return inbox.Delivery{}, inbox.Result{}, fmt.Errorf("%w: %w", errInvalid, err)
 		}
-		d = inbox.ClassifyKeyed(h.cfg.Source, id.Key, id.Event, body, v.TS, h.cfg.Rules)
-		d.Response = id.Response
-	} else {
-		d = inbox.Classify(body, v.TS, h.cfg.Rules)
-		d.Source = h.cfg.Source
-		if h.cfg.Source != inbox.DefaultSource {
-			d.Key = inbox.RowID(h.cfg.Source, d.Key)
-		}
+		named, response = id.Named(), id.Response
 	}
+	d := inbox.Classify(h.cfg.Source, named, body, v.TS, h.cfg.Rules)
+	d.Response = response
 	res, err := h.store.Put(r.Context(), d)
 	if err != nil {
 		if h.cfg.OnRefused != nil {
