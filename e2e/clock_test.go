@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"math"
@@ -69,14 +69,14 @@ func TestClockDrift(t *testing.T) {
 		t.Error("the stale delivery was not counted as stale_timestamp")
 	}
 
-	rules, err := os.ReadFile("deploy/inbox-alerts.yml")
+	rules, err := os.ReadFile("../deploy/inbox-alerts.yml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"InboxClockDrift", "InboxClockBeyondTolerance"} {
 		_, rule, ok := strings.Cut(string(rules), "- alert: "+name+"\n")
 		if !ok {
-			t.Fatalf("deploy/inbox-alerts.yml has no %s", name)
+			t.Fatalf("../deploy/inbox-alerts.yml has no %s", name)
 		}
 		rule, _, _ = strings.Cut(rule, "- alert: ")
 		for _, m := range regexp.MustCompile(`inbox_[a-z_]+`).FindAllString(rule, -1) {
