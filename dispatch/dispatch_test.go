@@ -175,7 +175,7 @@ func TestRetryScheduleThenPark(t *testing.T) {
 	a := newApp(t, http.StatusInternalServerError)
 	start(t, s, dispatch.Config{Destination: forward(t, a.URL, c), Now: c.Now})
 
-	for i, wait := range dispatch.DefaultSchedule {
+	for i, wait := range dispatch.DefaultSchedule() {
 		attempt := int64(i + 1)
 		waitRetry(t, s, "job_1", attempt)
 		e := row(t, s, "job_1")

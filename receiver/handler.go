@@ -16,7 +16,6 @@ import (
 
 	"inbox/inbox"
 	"inbox/scheme"
-	"inbox/sume"
 )
 
 // Log field keys.
@@ -384,15 +383,15 @@ func answer(res inbox.Result, err error, accepted int) verdict {
 		return rejected(http.StatusRequestTimeout, "slow_body")
 	case errors.Is(err, errInvalid):
 		return rejected(http.StatusBadRequest, "invalid_payload")
-	case errors.Is(err, sume.ErrNoSignature), errors.Is(err, scheme.ErrNoSignature):
+	case errors.Is(err, scheme.ErrNoSignature):
 		return rejected(http.StatusUnauthorized, "no_signature")
-	case errors.Is(err, sume.ErrMalformedSignature), errors.Is(err, scheme.ErrMalformedSignature):
+	case errors.Is(err, scheme.ErrMalformedSignature):
 		return rejected(http.StatusUnauthorized, "malformed_signature")
-	case errors.Is(err, sume.ErrBadTimestamp), errors.Is(err, scheme.ErrBadTimestamp):
+	case errors.Is(err, scheme.ErrBadTimestamp):
 		return rejected(http.StatusUnauthorized, "bad_timestamp")
-	case errors.Is(err, sume.ErrStaleTimestamp), errors.Is(err, scheme.ErrStaleTimestamp):
+	case errors.Is(err, scheme.ErrStaleTimestamp):
 		return rejected(http.StatusUnauthorized, "stale_timestamp")
-	case errors.Is(err, sume.ErrMismatch), errors.Is(err, scheme.ErrMismatch):
+	case errors.Is(err, scheme.ErrMismatch):
 		return rejected(http.StatusUnauthorized, "mismatch")
 	case errors.Is(err, scheme.ErrCaller):
 		return rejected(http.StatusUnauthorized, "caller")
