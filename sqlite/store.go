@@ -1,3 +1,10 @@
+// Package sqlite is the embedded inbox store: one SQLite file (WAL,
+// synchronous FULL) on the machine serve runs on, written through one
+// writer goroutine that commits the deliveries waiting together (group
+// commit), with a checkpointer beside it, read through query-only
+// connections, upgraded in place from the files earlier versions made, and
+// guarded against its file being removed or replaced. *Store implements
+// inbox.Store, and backs itself up (Backup).
 package sqlite
 
 import (
@@ -52,7 +59,7 @@ type Options struct {
 	OnFileLost func(err error)
 }
 
-// Store is the SQLite inbox. It has one write connection. Deliveries (Put)
+// Store is the SQLite inbox store. It has one write connection. Deliveries (Put)
 // go through the writer goroutine, which commits those waiting together in
 // one transaction. The operator's writes (Reprocess, Purge) and Ping begin
 // their own IMMEDIATE transactions on that same connection, so they take
