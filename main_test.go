@@ -39,7 +39,15 @@ func TestHelpShowsExamples(t *testing.T) {
 // its value.
 func envFile(t *testing.T) (set, commented map[string]string) {
 	t.Helper()
-	b, err := os.ReadFile("deploy/inbox.env")
+	return readEnvFile(t, "deploy/inbox.env")
+}
+
+// readEnvFile reads an environment file as systemd does: each variable,
+// set or commented out, and its value, one pair of enclosing quotes
+// removed.
+func readEnvFile(t *testing.T, name string) (set, commented map[string]string) {
+	t.Helper()
+	b, err := os.ReadFile(name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,10 +55,14 @@ func envFile(t *testing.T) (set, commented map[string]string) {
 	line := regexp.MustCompile(`^(#?)([A-Z][A-Z0-9_]*)=(.*)$`)
 	for _, l := range strings.Split(string(b), "\n") {
 		if m := line.FindStringSubmatch(l); m != nil {
+			v := m[3]
+			if len(v) >= 2 && (v[0] == '\'' || v[0] == '"') && v[len(v)-1] == v[0] {
+				v = v[1 : len(v)-1]
+			}
 			if m[1] == "" {
-				set[m[2]] = m[3]
+				set[m[2]] = v
 			} else {
-				commented[m[2]] = m[3]
+				commented[m[2]] = v
 			}
 		}
 	}

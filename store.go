@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"net/url"
-	"reflect"
 	"strings"
 	"time"
 
@@ -34,8 +32,8 @@ func isPostgres(db string) bool {
 
 // openStore opens the store db names: a postgres:// or postgresql:// URL
 // is PostgreSQL, anything else the path of a SQLite file. It is the one
-// place that knows every store. It fails as the store's Open does, and at
-// once for PostgreSQL while postgres.Store lacks a method of inbox.Store.
+// place that knows every store. It fails as the store's Open does, with
+// the error on one line.
 func openStore(ctx context.Context, db string, o storeOptions) (inbox.Store, error) {
 	if !isPostgres(db) {
 		s, err := sqlite.Open(ctx, db, sqlite.Options{
@@ -51,54 +49,27 @@ func openStore(ctx context.Context, db string, o storeOptions) (inbox.Store, err
 		}
 		return s, nil
 	}
-	if missing := postgresMissing(); len(missing) > 0 {
-		return nil, fmt.Errorf("open store: --db names a PostgreSQL database, which this build cannot use yet: its store lacks %s", strings.Join(missing, ", "))
-	}
 	s, err := postgres.Open(ctx, db, postgres.Options{
 		ReadOnly:    o.readOnly,
 		BusyTimeout: o.busyTimeout,
 		OnCommit:    o.onCommit,
 	})
 	if err != nil {
-		return nil, err
+		return nil, oneLine{err}
 	}
-	// Checked above: the conversion holds.
-	return any(s).(inbox.Store), nil
+	return s, nil
 }
 
-// postgresMissing names the methods of inbox.Store that *postgres.Store
-// lacks or has with another signature; none once it is at parity.
-func postgresMissing() []string {
-	want := reflect.TypeFor[inbox.Store]()
-	have := reflect.TypeFor[*postgres.Store]()
-	var missing []string
-	for i := range want.NumMethod() {
-		m := want.Method(i)
-		if hm, ok := have.MethodByName(m.Name); !ok || !sameSignature(hm.Type, m.Type) {
-			missing = append(missing, m.Name)
-		}
-	}
-	return missing
+// oneLine is an error whose text is kept on one line, as main prints
+// errors: the driver's connection errors list each address tried on a line
+// of its own.
+type oneLine struct{ err error }
+
+func (e oneLine) Error() string {
+	return strings.Join(strings.Fields(strings.ReplaceAll(e.err.Error(), "\n", "; ")), " ")
 }
 
-// sameSignature compares a method value's type (receiver first) with an
-// interface method's.
-func sameSignature(method, want reflect.Type) bool {
-	if method.NumIn()-1 != want.NumIn() || method.NumOut() != want.NumOut() {
-		return false
-	}
-	for i := range want.NumIn() {
-		if method.In(i+1) != want.In(i) {
-			return false
-		}
-	}
-	for i := range want.NumOut() {
-		if method.Out(i) != want.Out(i) {
-			return false
-		}
-	}
-	return true
-}
+func (e oneLine) Unwrap() error { return e.err }
 
 // describeDB is db as logs show it: a SQLite path as given, a PostgreSQL
 // URL without its password and query (which may hold one).

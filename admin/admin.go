@@ -63,7 +63,7 @@ func Commands(open Opener) []*cli.Command {
 func DBFlag() *cli.StringFlag {
 	return &cli.StringFlag{
 		Name:    "db",
-		Usage:   "path of the inbox database",
+		Usage:   "the inbox database: a SQLite file's path, or a postgres:// URL (PostgreSQL, shared by replicas)",
 		Value:   "inbox.db",
 		EnvVars: []string{"INBOX_DB"},
 	}

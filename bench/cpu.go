@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -153,30 +154,46 @@ type cpuReading struct {
 	err                          error            // the first read that failed; the reading is then unusable
 }
 
-// cpuMeter reads the CPU time of one receiver process and of this one.
+// cpuMeter reads the CPU time of the receiver's processes (one, or each
+// replica's) and of this one.
 type cpuMeter struct {
-	pid int
-	hz  int64 // clock ticks a second in /proc stat
+	pids []int
+	hz   int64 // clock ticks a second in /proc stat
 }
 
-func newCPUMeter(pid int) cpuMeter { return cpuMeter{pid: pid, hz: clockTicks()} }
+func newCPUMeter(pids ...int) cpuMeter { return cpuMeter{pids: pids, hz: clockTicks()} }
 
 // read takes one reading. The receiver's time is utime+stime from its
-// /proc stat; this process's time comes from getrusage, in microseconds.
+// processes' /proc stat, summed; this process's time comes from
+// getrusage, in microseconds.
 func (m cpuMeter) read() cpuReading {
 	r := cpuReading{at: time.Now()}
-	s, err := readStat(m.pid)
-	if err != nil {
-		r.err = err
-		return r
+	for _, pid := range m.pids {
+		s, err := readStat(pid)
+		if err != nil {
+			r.err = err
+			return r
+		}
+		r.receiver += s.cpuTime(m.hz)
 	}
-	r.receiver = s.cpuTime(m.hz)
+	var err error
 	if r.load, err = selfCPU(); err != nil {
 		r.err = err
 		return r
 	}
-	// Where threads ran is only reported, so a failed read leaves it unknown.
-	r.receiverThreads, _ = threadStats(m.pid)
+	// Where threads ran is only reported, so a failed read leaves it
+	// unknown. Thread ids are unique across processes.
+	for _, pid := range m.pids {
+		ts, err := threadStats(pid)
+		if err != nil {
+			r.receiverThreads = nil
+			break
+		}
+		if r.receiverThreads == nil {
+			r.receiverThreads = map[int]procStat{}
+		}
+		maps.Copy(r.receiverThreads, ts)
+	}
 	r.loadThreads, _ = threadStats(os.Getpid())
 	return r
 }

@@ -27,9 +27,13 @@ const errorBackoff = 10 * time.Millisecond
 // recentBodies is how many of its earlier bodies a worker can repeat.
 const recentBodies = 64
 
-// load drives signed deliveries at one receiver.
+// load drives signed deliveries at one receiver, or at its replicas.
 type load struct {
-	url         string
+	// urls are the receiver's webhook URLs, one per replica. Sender i
+	// sends its new deliveries to urls[i%len(urls)] and, with more than
+	// one, its repeats to the next one, as a load balancer in front of
+	// replicas spreads a provider's retries.
+	urls        []string
 	secret      string
 	runID       string // makes job ids unique to this run and receiver
 	randomIDs   bool   // job ids in random order rather than ascending per sender
@@ -169,8 +173,9 @@ func (l load) run(ctx context.Context) loadResult {
 }
 
 func (w *worker) loop(ctx context.Context, l load, measureFrom, stopAt time.Time, budget, dials *atomic.Int64, cpuOpen *atomic.Bool, rng *rand.Rand) {
-	// A transport per worker holding at most one connection: each worker is
-	// one sender on one keep-alive connection, as the provider's senders are.
+	// A transport per worker holding at most one connection to each
+	// replica: each worker is one sender on one keep-alive connection (one
+	// per replica), as the provider's senders are.
 	dialer := &net.Dialer{Timeout: 5 * time.Second}
 	tr := &http.Transport{
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -207,7 +212,11 @@ func (w *worker) loop(ctx context.Context, l load, measureFrom, stopAt time.Time
 			fresh++
 		}
 
-		status, err := l.send(ctx, client, body)
+		url := l.urls[w.id%len(l.urls)]
+		if repeat {
+			url = l.urls[(w.id+1)%len(l.urls)]
+		}
+		status, err := l.send(ctx, client, url, body)
 		done := time.Now()
 		w.sent++
 		if err != nil {
@@ -244,9 +253,9 @@ func (w *worker) loop(ctx context.Context, l load, measureFrom, stopAt time.Time
 }
 
 // send posts one signed delivery and returns the status code.
-func (l load) send(ctx context.Context, client *http.Client, body []byte) (int, error) {
+func (l load) send(ctx context.Context, client *http.Client, url string, body []byte) (int, error) {
 	ts := strconv.FormatInt(time.Now().Unix(), 10)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, l.url, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return 0, err
 	}

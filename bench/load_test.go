@@ -53,7 +53,7 @@ func TestLoadRepeatShare(t *testing.T) {
 		srv := httptest.NewServer(c)
 		const conns = 4
 		res := load{
-			url:         srv.URL + refPath,
+			urls:        []string{srv.URL + refPath},
 			secret:      c.secret,
 			runID:       "t",
 			repeats:     newRepeatSchedule(share),
@@ -105,12 +105,41 @@ func TestLoadRepeatShare(t *testing.T) {
 func TestLoadCPUWindowNeverOpens(t *testing.T) {
 	srv := httptest.NewServer(&jobCounter{secret: "s", seen: map[string]int{}})
 	defer srv.Close()
-	res := load{url: srv.URL, secret: "s", runID: "t", conns: 1, bodySize: 64, warmup: time.Hour, duration: time.Second,
+	res := load{urls: []string{srv.URL}, secret: "s", runID: "t", conns: 1, bodySize: 64, warmup: time.Hour, duration: time.Second,
 		maxRequests: 5, meter: newCPUMeter(os.Getpid()).read}.run(t.Context())
 	if res.sent != 5 || res.cpuErr == nil {
 		t.Errorf("sent %d, cpuErr %v: want 5 sent and an error", res.sent, res.cpuErr)
 	}
 	if _, ok := (result{load: res}).cpuPerDelivery(); ok {
 		t.Error("a run with no CPU window has a CPU per delivery")
+	}
+}
+
+// TestLoadSplitsAcrossReplicas drives the load at two receivers as at two
+// replicas: each sender's new jobs go to its own, its repeats to the
+// other, so both take new work and a job's repeats cross over.
+func TestLoadSplitsAcrossReplicas(t *testing.T) {
+	a := &jobCounter{secret: "whsec_test", seen: map[string]int{}}
+	b := &jobCounter{secret: "whsec_test", seen: map[string]int{}}
+	sa, sb := httptest.NewServer(a), httptest.NewServer(b)
+	defer sa.Close()
+	defer sb.Close()
+	res := load{
+		urls: []string{sa.URL + refPath, sb.URL + refPath}, secret: a.secret, runID: "t",
+		repeats: newRepeatSchedule(0.5), conns: 4, bodySize: 256, warmup: 0, duration: 300 * time.Millisecond,
+		maxRequests: 2000, meter: newCPUMeter(os.Getpid()).read,
+	}.run(t.Context())
+	if res.errors() != 0 || a.bad+b.bad != 0 {
+		t.Fatalf("errors: %d, bad %d %d", res.errors(), a.bad, b.bad)
+	}
+	crossed := 0
+	for id := range a.seen {
+		if b.seen[id] > 0 {
+			crossed++
+		}
+	}
+	t.Logf("replica a saw %d jobs, b %d, %d jobs on both; %d sent, %d repeats", len(a.seen), len(b.seen), crossed, res.sent, res.repeats)
+	if len(a.seen) == 0 || len(b.seen) == 0 || crossed == 0 {
+		t.Errorf("a saw %d jobs, b %d, %d on both: want the load split and repeats crossing over", len(a.seen), len(b.seen), crossed)
 	}
 }

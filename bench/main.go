@@ -12,6 +12,12 @@
 //	go run ./bench -only inbox -duration 5s
 //	go run ./bench -pin -rounds 3
 //	go run ./bench -repeat 0.5 -rounds 3
+//	go run ./bench -postgres postgres://postgres@127.0.0.1:5432/test?sslmode=disable -rounds 3
+//
+// With -postgres it also runs inbox on PostgreSQL (serve --db postgres://...),
+// two inbox replicas on that one database with the load split across both,
+// and commit-each-pg, which commits each request in a PostgreSQL
+// transaction of its own; each run on a schema of its own, dropped after.
 package main
 
 import (
@@ -84,6 +90,8 @@ type config struct {
 	allNew      bool    // also run inbox with no repeats (-repeat given)
 	pin         bool
 	pins        pinning // where -pin runs each side, once chosen
+	postgres    string  // the database of the PostgreSQL receivers; "" runs none
+	notes       []string
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
@@ -103,6 +111,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&cfg.verbose, "v", false, "also print every RSS sample")
 	fs.Float64Var(&cfg.repeat, "repeat", defaultRepeat, "share of deliveries that repeat a job already sent, like a provider's retry storm (e.g. -repeat 0.5);\n"+
 		"given, inbox also runs with every delivery new in each round, and its rate is reported against that")
+	fs.StringVar(&cfg.postgres, "postgres", os.Getenv("INBOX_BENCH_POSTGRES"), "a postgres:// URL (env INBOX_BENCH_POSTGRES): also run "+
+		strings.Join(postgresNames(), ", ")+" on it,\neach on a schema of its own, dropped after")
 	fs.BoolVar(&cfg.pin, "pin", false, "pin each receiver to one CPU and the load generator to another (needs two CPUs, Linux):\n"+
 		"the fair way to compare CPU per delivery on a small machine")
 	fs.Usage = func() {
@@ -115,6 +125,8 @@ the CPU time each receiver and the load generator use per delivery.
 
   go run ./bench -pin -rounds 3        each receiver on one CPU, the load on another
   go run ./bench -repeat 0.5 -rounds 3 one delivery in two a repeat, against all new
+  go run ./bench -postgres 'postgres://postgres@127.0.0.1:5432/test?sslmode=disable' -rounds 3
+                                       inbox on PostgreSQL, one and two replicas, and commit-each-pg too
 
 Flags:`)
 		fs.PrintDefaults()
@@ -146,13 +158,27 @@ Flags:`)
 			cfg.allNew = true
 		}
 	})
+	orderGiven := false
+	fs.Visit(func(f *flag.Flag) { orderGiven = orderGiven || f.Name == "order" })
+	if cfg.postgres != "" {
+		if err := checkPostgresURL(cfg.postgres); err != nil {
+			return config{}, err
+		}
+		if !orderGiven {
+			order += "," + strings.Join(postgresNames(), ",")
+		}
+	}
 	if only != "" {
 		order = only
 	}
+	known := append(receiverNames(), postgresNames()...)
 	for name := range strings.SplitSeq(order, ",") {
 		name = strings.TrimSpace(name)
-		if !slices.Contains(receiverNames(), name) {
-			return config{}, fmt.Errorf("unknown receiver %q: want one of %s", name, strings.Join(receiverNames(), ", "))
+		if !slices.Contains(known, name) {
+			return config{}, fmt.Errorf("unknown receiver %q: want one of %s", name, strings.Join(known, ", "))
+		}
+		if slices.Contains(postgresNames(), name) && cfg.postgres == "" {
+			return config{}, fmt.Errorf("receiver %q needs -postgres (or INBOX_BENCH_POSTGRES)", name)
 		}
 		if slices.Contains(cfg.receivers, name) {
 			return config{}, fmt.Errorf("receiver %q listed twice", name)
@@ -183,6 +209,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "command: %s\n", commandLine(args))
 	fmt.Fprintf(stdout, "machine: %s\n", describeMachine())
 	fmt.Fprintf(stdout, "fsync:   %s\n", describeFsync(dir))
+	if cfg.postgres != "" {
+		pg, err := describePostgres(ctx, cfg.postgres)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "pg:      %s\n", pg)
+	}
 	ids := "ascending per sender"
 	if cfg.randomIDs {
 		ids = "in random order"
@@ -193,9 +226,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "         %d rounds, each running every receiver once, in order\n", cfg.rounds)
 	}
 
-	specs, err := receiverSpecs(ctx, cfg, dir, stderr)
+	specs, err := receiverSpecs(ctx, &cfg, dir, stderr)
 	if err != nil {
 		return err
+	}
+	for _, n := range cfg.notes {
+		fmt.Fprintf(stdout, "note:    %s\n", n)
 	}
 	// Pinned after the build, which would otherwise inherit one CPU.
 	if cfg.pin {
@@ -261,27 +297,65 @@ type receiverSpec struct {
 	argv   func(addr, db string) []string
 	table  string  // where it keeps one row per job; "" when it stores nothing
 	repeat float64 // share of its deliveries that are repeats
+	// pg runs it on a fresh schema of -postgres, db its URL, rather than
+	// on a fresh file.
+	pg bool
+	// replicas is how many copies run at once on the one database, each
+	// on its own address, the load split across them; 0 is one.
+	replicas int
 }
 
 // receiverSpecs builds inbox when it is to run, and describes each receiver.
 // With cfg.allNew, inbox-all-new runs right after inbox, closest in time.
-func receiverSpecs(ctx context.Context, cfg config, dir string, stderr io.Writer) ([]receiverSpec, error) {
+// inbox-pg and inbox-pg-x2 are left out, with a note in cfg.notes, while
+// the inbox binary cannot open a PostgreSQL store from --db.
+func receiverSpecs(ctx context.Context, cfg *config, dir string, stderr io.Writer) ([]receiverSpec, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("find the bench binary: %w", err)
 	}
+	var bin string
+	inbox := func() (func(addr, db string) []string, error) {
+		if bin == "" {
+			fmt.Fprintln(stderr, "bench: building inbox")
+			if bin, err = buildInbox(ctx, dir); err != nil {
+				return nil, err
+			}
+		}
+		return func(addr, db string) []string {
+			// warn: a log line per request would measure the log's I/O.
+			return []string{bin, "serve", "--addr", addr, "--db", db, "--log-level", "warn"}
+		}, nil
+	}
 	var specs []receiverSpec
 	for _, name := range cfg.receivers {
 		switch name {
-		case nameInbox:
-			fmt.Fprintln(stderr, "bench: building inbox")
-			bin, err := buildInbox(ctx, dir)
+		case nameInboxPG, nameInboxPGx2:
+			ok, err := inboxOnPostgres(ctx)
 			if err != nil {
 				return nil, err
 			}
-			argv := func(addr, db string) []string {
-				// warn: a log line per request would measure the log's I/O.
-				return []string{bin, "serve", "--addr", addr, "--db", db, "--log-level", "warn"}
+			if !ok {
+				cfg.notes = append(cfg.notes, name+" not run: this inbox's --db takes no postgres:// URL yet (its main package does not link inbox/postgres)")
+				continue
+			}
+			argv, err := inbox()
+			if err != nil {
+				return nil, err
+			}
+			spec := receiverSpec{name: name, table: "events", argv: argv, repeat: cfg.repeat, pg: true}
+			if name == nameInboxPGx2 {
+				spec.replicas = 2
+			}
+			specs = append(specs, spec)
+		case commitEachPG:
+			specs = append(specs, receiverSpec{name: name, table: "deliveries", repeat: cfg.repeat, pg: true, argv: func(addr, db string) []string {
+				return []string{self, referenceArg, commitEachPG, addr, db}
+			}})
+		case nameInbox:
+			argv, err := inbox()
+			if err != nil {
+				return nil, err
 			}
 			specs = append(specs, receiverSpec{name: name, table: "events", argv: argv, repeat: cfg.repeat})
 			if cfg.allNew {
@@ -300,28 +374,37 @@ func receiverSpecs(ctx context.Context, cfg config, dir string, stderr io.Writer
 	return specs, nil
 }
 
+// moduleRoot returns the folder of the inbox module the bench runs in.
+func moduleRoot(ctx context.Context) (string, error) {
+	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	gomod := strings.TrimSpace(string(out))
+	if gomod == "" || gomod == os.DevNull {
+		return "", errors.New("not inside a Go module: run the bench from the inbox module")
+	}
+	mod, err := os.ReadFile(gomod)
+	if err != nil {
+		return "", err
+	}
+	if !slices.Contains(strings.Split(string(mod), "\n"), "module inbox") {
+		return "", fmt.Errorf("%s is not the inbox module", gomod)
+	}
+	return filepath.Dir(gomod), nil
+}
+
 // buildInbox builds the inbox binary from the module root into dir.
 func buildInbox(ctx context.Context, dir string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, buildTimeout)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
-	if err != nil {
-		return "", fmt.Errorf("build inbox: go env GOMOD: %w", err)
-	}
-	gomod := strings.TrimSpace(string(out))
-	if gomod == "" || gomod == os.DevNull {
-		return "", errors.New("build inbox: not inside a Go module: run the bench from the inbox module")
-	}
-	mod, err := os.ReadFile(gomod)
+	root, err := moduleRoot(ctx)
 	if err != nil {
 		return "", fmt.Errorf("build inbox: %w", err)
 	}
-	if !slices.Contains(strings.Split(string(mod), "\n"), "module inbox") {
-		return "", fmt.Errorf("build inbox: %s is not the inbox module", gomod)
-	}
 	bin := filepath.Join(dir, "inbox")
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, ".")
-	cmd.Dir = filepath.Dir(gomod)
+	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("build inbox: %w\n%s", err, out)
 	}
@@ -356,58 +439,85 @@ type result struct {
 	pinnedTo, loadPinnedTo []int
 }
 
-// measure starts one receiver on a fresh database, loads it, and stops it.
-// The receiver is stopped on every path out, and its database removed.
+// measure starts one receiver (all its replicas) on a fresh database,
+// loads it, and stops it. The receiver is stopped on every path out, and
+// its database removed.
 func measure(ctx context.Context, spec receiverSpec, cfg config, secret string, env []string, dir string) (result, error) {
-	addr, err := freeAddr()
+	runID, err := randomHex(4)
 	if err != nil {
 		return result{}, err
 	}
 	db := filepath.Join(dir, spec.name+".db")
-	defer removeDB(db)
+	var schema pgSchema
+	if spec.pg {
+		if schema, err = newSchema(ctx, cfg.postgres, runID); err != nil {
+			return result{}, err
+		}
+		defer schema.drop()
+		db = schema.url()
+	} else {
+		defer removeDB(db)
+	}
 	cpu := -1
 	if cfg.pin {
 		cpu = cfg.pins.receiver
 	}
-	c, err := startChild(spec.name, spec.argv(addr, db), env, cpu)
-	if err != nil {
-		return result{}, err
-	}
-	defer c.stop()
-	if cfg.pin {
-		// A thread the runtime made while the fork's thread was narrowed
-		// would carry load onto the receiver's CPU.
-		if err := pinThreads(os.Getpid(), cfg.pins.load); err != nil {
-			return result{}, fmt.Errorf("-pin: %w", err)
+	var children []*child
+	defer func() {
+		for _, c := range children {
+			c.stop()
 		}
-	}
-	if err := c.waitListening(ctx, addr); err != nil {
-		return result{}, err
-	}
-	runID, err := randomHex(4)
-	if err != nil {
-		return result{}, err
+	}()
+	var urls []string
+	var pids []int
+	for i := range max(spec.replicas, 1) {
+		addr, err := freeAddr()
+		if err != nil {
+			return result{}, err
+		}
+		name := spec.name
+		if spec.replicas > 1 {
+			name = fmt.Sprintf("%s replica %d", spec.name, i+1)
+		}
+		c, err := startChild(name, spec.argv(addr, db), env, cpu)
+		if err != nil {
+			return result{}, err
+		}
+		children = append(children, c)
+		if cfg.pin {
+			// A thread the runtime made while the fork's thread was narrowed
+			// would carry load onto the receiver's CPU.
+			if err := pinThreads(os.Getpid(), cfg.pins.load); err != nil {
+				return result{}, fmt.Errorf("-pin: %w", err)
+			}
+		}
+		if err := c.waitListening(ctx, addr); err != nil {
+			return result{}, err
+		}
+		urls = append(urls, "http://"+addr+refPath)
+		pids = append(pids, c.cmd.Process.Pid)
 	}
 
 	// A receiver that exits ends its load at once.
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	go func() {
-		select {
-		case <-c.done:
-			cancel()
-		case <-lctx.Done():
-		}
-	}()
-	pid := c.cmd.Process.Pid
-	meter := newCPUMeter(pid)
+	for _, c := range children {
+		go func() {
+			select {
+			case <-c.done:
+				cancel()
+			case <-lctx.Done():
+			}
+		}()
+	}
+	meter := newCPUMeter(pids...)
 	start := time.Now()
 	sampled := make(chan []rssSample, 1)
 	sctx, stopSampling := context.WithCancel(lctx)
-	go func() { sampled <- sampleRSS(sctx, pid, start) }()
+	go func() { sampled <- sampleRSS(sctx, start, pids...) }()
 
 	lr := load{
-		url:         "http://" + addr + refPath,
+		urls:        urls,
 		secret:      secret,
 		runID:       runID,
 		randomIDs:   cfg.randomIDs,
@@ -427,31 +537,45 @@ func measure(ctx context.Context, spec receiverSpec, cfg config, secret string, 
 	if err := ctx.Err(); err != nil {
 		return result{}, err
 	}
-	select {
-	case <-c.done:
-		return result{}, c.exitError()
-	default:
+	for _, c := range children {
+		select {
+		case <-c.done:
+			return result{}, c.exitError()
+		default:
+		}
 	}
-	if m, err := readMemory(pid); err == nil {
+	if m, err := readMemories(pids); err == nil {
 		res.peak = m.peak
 		res.samples = append(res.samples, rssSample{at: time.Since(start), rss: m.rss})
 	}
 	if cfg.pin {
 		// Read back rather than assumed: what the kernel holds the
 		// threads to is what was measured.
-		if res.pinnedTo, err = allowedCPUs(pid); err != nil {
-			return result{}, fmt.Errorf("-pin: %w", err)
+		for _, pid := range pids {
+			if res.pinnedTo, err = allowedCPUs(pid); err != nil {
+				return result{}, fmt.Errorf("-pin: %w", err)
+			}
+			if !slices.Equal(res.pinnedTo, []int{cfg.pins.receiver}) {
+				return result{}, fmt.Errorf("-pin: %s ran on CPUs %s, want %d", spec.name, formatCPUs(res.pinnedTo), cfg.pins.receiver)
+			}
 		}
 		if res.loadPinnedTo, err = allowedCPUs(os.Getpid()); err != nil {
 			return result{}, fmt.Errorf("-pin: %w", err)
 		}
-		if !slices.Equal(res.pinnedTo, []int{cfg.pins.receiver}) || !slices.Equal(res.loadPinnedTo, []int{cfg.pins.load}) {
-			return result{}, fmt.Errorf("-pin: %s ran on CPUs %s and the load generator on %s, want %d and %d",
-				spec.name, formatCPUs(res.pinnedTo), formatCPUs(res.loadPinnedTo), cfg.pins.receiver, cfg.pins.load)
+		if !slices.Equal(res.loadPinnedTo, []int{cfg.pins.load}) {
+			return result{}, fmt.Errorf("-pin: the load generator ran on CPUs %s, want %d", formatCPUs(res.loadPinnedTo), cfg.pins.load)
 		}
 	}
-	c.stop()
-	if spec.table != "" {
+	for _, c := range children {
+		c.stop()
+	}
+	switch {
+	case spec.table == "":
+	case spec.pg:
+		if res.rows, err = schema.countRows(ctx, spec.table); err != nil {
+			return result{}, err
+		}
+	default:
 		if res.rows, err = countRows(ctx, db, spec.table); err != nil {
 			return result{}, err
 		}
@@ -467,10 +591,12 @@ func removeDB(path string) {
 	}
 }
 
-// commandLine is how this run was invoked, for the record.
+// commandLine is how this run was invoked, for the record, with any
+// URL's password hidden.
 func commandLine(args []string) string {
 	parts := []string{"go", "run", "./bench"}
 	for _, a := range args {
+		a = redactURL(a)
 		if strings.ContainsAny(a, " \t\"'$\\") {
 			a = fmt.Sprintf("%q", a)
 		}

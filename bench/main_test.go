@@ -57,7 +57,7 @@ func TestReceiverSpecsAllNew(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	specs, err := receiverSpecs(t.Context(), cfg, t.TempDir(), io.Discard)
+	specs, err := receiverSpecs(t.Context(), &cfg, t.TempDir(), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -147,15 +147,15 @@ type rssSample struct {
 	rss int64
 }
 
-// sampleRSS records pid's RSS once a second until ctx is done, then returns
-// the samples. A failed read ends the sampling early (the process is gone,
-// or there is no /proc).
-func sampleRSS(ctx context.Context, pid int, start time.Time) []rssSample {
+// sampleRSS records the RSS of pids, summed, once a second until ctx is
+// done, then returns the samples. A failed read ends the sampling early
+// (a process is gone, or there is no /proc).
+func sampleRSS(ctx context.Context, start time.Time, pids ...int) []rssSample {
 	var samples []rssSample
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
-		m, err := readMemory(pid)
+		m, err := readMemories(pids)
 		if err != nil {
 			return samples
 		}
@@ -166,6 +166,21 @@ func sampleRSS(ctx context.Context, pid int, start time.Time) []rssSample {
 		case <-tick.C:
 		}
 	}
+}
+
+// readMemories sums the memory of pids: for replicas, what they take
+// together (their peaks summed, an upper bound on their joint peak).
+func readMemories(pids []int) (memory, error) {
+	var sum memory
+	for _, pid := range pids {
+		m, err := readMemory(pid)
+		if err != nil {
+			return memory{}, err
+		}
+		sum.rss += m.rss
+		sum.peak += m.peak
+	}
+	return sum, nil
 }
 
 // freeAddr returns a loopback address with a port that was free a moment

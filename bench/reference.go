@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 
 	"inbox/scheme"
@@ -34,6 +35,11 @@ const (
 	commitEach = "commit-each"
 )
 
+// refPGConns is the commit-each-pg pool's size: the PostgreSQL store's
+// default (postgres.DefaultMaxConns), so the two differ only in how they
+// commit.
+const refPGConns = 8
+
 // The reference receivers mirror inbox's defaults, so that the only
 // difference is what happens after the signature is verified.
 const (
@@ -50,7 +56,14 @@ const referenceSchema = `CREATE TABLE IF NOT EXISTS deliveries (
 	body BLOB NOT NULL
 ) STRICT`
 
-// runReference serves one reference receiver until SIGTERM or SIGINT.
+// referencePGSchema is referenceSchema in PostgreSQL's types.
+const referencePGSchema = `CREATE TABLE IF NOT EXISTS deliveries (
+	id   text COLLATE "C" NOT NULL PRIMARY KEY, -- the job_id
+	body bytea NOT NULL
+)`
+
+// runReference serves one reference receiver until SIGTERM or SIGINT. DB
+// is a file for commit-each, a postgres:// URL for commit-each-pg.
 func runReference(args []string) error {
 	if len(args) != 3 {
 		return fmt.Errorf("want %s KIND ADDR DB, got %d arguments", referenceArg, len(args))
@@ -72,7 +85,14 @@ func runReference(args []string) error {
 			return err
 		}
 		defer db.Close()
-		h.db = db
+		h.commit = func(ctx context.Context, body []byte) error { return commitOne(ctx, db, body) }
+	case commitEachPG:
+		pool, err := openReferencePG(ctx, dbPath)
+		if err != nil {
+			return err
+		}
+		defer pool.Close()
+		h.commit = func(ctx context.Context, body []byte) error { return commitOnePG(ctx, pool, body) }
 	default:
 		return fmt.Errorf("unknown reference receiver %q", kind)
 	}
@@ -137,11 +157,11 @@ func openReferenceDB(ctx context.Context, path string) (*sql.DB, error) {
 	return db, nil
 }
 
-// referenceHandler verifies a delivery and, when db is set, commits it in a
-// transaction of its own before answering.
+// referenceHandler verifies a delivery and, when commit is set, commits
+// it in a transaction of its own before answering.
 type referenceHandler struct {
 	secret string
-	db     *sql.DB // nil: store nothing
+	commit func(ctx context.Context, body []byte) error // nil: store nothing
 }
 
 func (h *referenceHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -164,8 +184,8 @@ func (h *referenceHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusUnauthorized)
 		return
 	}
-	if h.db != nil {
-		if err := commitOne(r.Context(), h.db, body); err != nil {
+	if h.commit != nil {
+		if err := h.commit(r.Context(), body); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			w.WriteHeader(http.StatusServiceUnavailable)
 			return
@@ -174,15 +194,24 @@ func (h *referenceHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// commitOne stores body under its job_id in one IMMEDIATE transaction; a
-// repeat of a stored job changes nothing. It fails on a body without a
-// job_id and on any database error.
-func commitOne(ctx context.Context, db *sql.DB, body []byte) error {
+// jobID reads the job_id of a body, as commit-each does: encoding/json.
+func jobID(body []byte) (string, error) {
 	var doc struct {
 		JobID string `json:"job_id"`
 	}
 	if err := json.Unmarshal(body, &doc); err != nil || doc.JobID == "" {
-		return errors.New("commit: body has no job_id")
+		return "", errors.New("commit: body has no job_id")
+	}
+	return doc.JobID, nil
+}
+
+// commitOne stores body under its job_id in one IMMEDIATE transaction; a
+// repeat of a stored job changes nothing. It fails on a body without a
+// job_id and on any database error.
+func commitOne(ctx context.Context, db *sql.DB, body []byte) error {
+	id, err := jobID(body)
+	if err != nil {
+		return err
 	}
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
@@ -190,10 +219,57 @@ func commitOne(ctx context.Context, db *sql.DB, body []byte) error {
 	}
 	defer tx.Rollback() // a no-op after Commit
 	if _, err := tx.ExecContext(ctx, `INSERT INTO deliveries (id, body) VALUES (?, ?) ON CONFLICT(id) DO NOTHING`,
-		doc.JobID, body); err != nil {
-		return fmt.Errorf("commit: insert %s: %w", doc.JobID, err)
+		id, body); err != nil {
+		return fmt.Errorf("commit: insert %s: %w", id, err)
 	}
 	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// openReferencePG opens the commit-each-pg pool on the database at dsn
+// (its search_path the run's schema) and makes its table. Its errors never
+// carry the URL, which may hold a password.
+func openReferencePG(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, errors.New("open reference db: the PostgreSQL URL does not parse")
+	}
+	cfg.MaxConns = refPGConns
+	ctx, cancel := context.WithTimeout(ctx, refBusyTimeout)
+	defer cancel()
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open reference db: %w", err)
+	}
+	if _, err := pool.Exec(ctx, referencePGSchema); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("open reference db: %w", err)
+	}
+	return pool, nil
+}
+
+// commitOnePG stores body under its job_id in a PostgreSQL transaction of
+// its own (BEGIN, INSERT, COMMIT: the commit waits for its WAL flush), as
+// commitOne does on SQLite; a repeat changes nothing. It fails on a body
+// without a job_id, on any database error, and past refBusyTimeout.
+func commitOnePG(ctx context.Context, pool *pgxpool.Pool, body []byte) error {
+	id, err := jobID(body)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, refBusyTimeout)
+	defer cancel()
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("commit: begin: %w", err)
+	}
+	defer tx.Rollback(ctx) // a no-op after Commit
+	if _, err := tx.Exec(ctx, `INSERT INTO deliveries (id, body) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING`, id, body); err != nil {
+		return fmt.Errorf("commit: insert %s: %w", id, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
 	return nil

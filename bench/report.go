@@ -21,6 +21,11 @@ const (
 	// "Flat over the run": the last RSS sample at most this much above the
 	// first one after the warmup.
 	targetRSSGrowth = 0.10
+
+	// Several replicas, one PostgreSQL: inbox on PostgreSQL against a
+	// receiver committing each request in a transaction of its own.
+	targetPGVsCommitEach = 2.0
+	targetPGP99          = 25 * time.Millisecond
 )
 
 // report prints the table of results, then inbox against its targets.
@@ -56,6 +61,7 @@ func report(w io.Writer, cfg config, results []result) {
 		}
 	}
 	reportTargets(w, cfg, results)
+	reportPGTargets(w, cfg, results)
 }
 
 // reportCPU prints the CPU time each receiver and the load generator used
@@ -292,4 +298,72 @@ func mib(b int64) string {
 		return "n/a"
 	}
 	return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20))
+}
+
+// reportPGTargets judges inbox on PostgreSQL against its targets, round by
+// round as reportTargets does, and shows two replicas against one and
+// PostgreSQL against SQLite. Without an inbox-pg run it says why.
+func reportPGTargets(w io.Writer, cfg config, results []result) {
+	byRound := map[int]map[string]result{}
+	ran := map[string]bool{}
+	for _, r := range results {
+		if byRound[r.round] == nil {
+			byRound[r.round] = map[string]result{}
+		}
+		byRound[r.round][r.name] = r
+		ran[r.name] = true
+	}
+	if !ran[nameInboxPG] && !ran[nameInboxPGx2] {
+		if ran[commitEachPG] {
+			fmt.Fprintln(w, "\ninbox on PostgreSQL: not measured in this run")
+			for _, n := range cfg.notes {
+				fmt.Fprintf(w, "(%s)\n", n)
+			}
+		}
+		return
+	}
+	var vsCommitEach, p99s, x2VsOne, x2P99s, vsSQLite []float64
+	var errs int64
+	for _, round := range slices.Sorted(maps.Keys(byRound)) {
+		rs := byRound[round]
+		if pg, ok := rs[nameInboxPG]; ok {
+			if ce, ok := rs[commitEachPG]; ok && ce.load.rate() > 0 {
+				vsCommitEach = append(vsCommitEach, pg.load.rate()/ce.load.rate())
+			}
+			if sq, ok := rs[nameInbox]; ok && sq.load.rate() > 0 {
+				vsSQLite = append(vsSQLite, pg.load.rate()/sq.load.rate())
+			}
+			p99s = append(p99s, p99ms(pg.load.hist))
+			errs += pg.load.errors()
+			if x2, ok := rs[nameInboxPGx2]; ok && pg.load.rate() > 0 {
+				x2VsOne = append(x2VsOne, x2.load.rate()/pg.load.rate())
+			}
+		}
+		if x2, ok := rs[nameInboxPGx2]; ok {
+			x2P99s = append(x2P99s, p99ms(x2.load.hist))
+			errs += x2.load.errors()
+		}
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "inbox on PostgreSQL\tmeasured\ttarget\t")
+	if len(vsCommitEach) > 0 {
+		m := median(vsCommitEach)
+		fmt.Fprintf(tw, "vs commit-each-pg\t%s\t>= %.0fx\t%s\n", spread(vsCommitEach, "%.2fx"), targetPGVsCommitEach, verdict(m >= targetPGVsCommitEach))
+	}
+	if len(p99s) > 0 {
+		m := median(p99s)
+		fmt.Fprintf(tw, "p99\t%s\t<= %s\t%s\n", spread(p99s, "%.2f ms"), ms(targetPGP99), verdict(m <= float64(targetPGP99)/float64(time.Millisecond)))
+	}
+	fmt.Fprintf(tw, "errors (one and two replicas)\t%d\t0\t%s\n", errs, verdict(errs == 0))
+	if len(x2VsOne) > 0 {
+		fmt.Fprintf(tw, "two replicas vs one\t%s\t-\t\n", spread(x2VsOne, "%.2fx"))
+	}
+	if len(x2P99s) > 0 {
+		fmt.Fprintf(tw, "p99 two replicas\t%s\t-\t\n", spread(x2P99s, "%.2f ms"))
+	}
+	if len(vsSQLite) > 0 {
+		fmt.Fprintf(tw, "vs inbox on SQLite\t%s\t-\t\n", spread(vsSQLite, "%.2fx"))
+	}
+	tw.Flush()
 }

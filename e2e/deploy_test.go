@@ -6,21 +6,38 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"io"
+	"maps"
+	"net/http"
+	"net/netip"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"inbox/deploy"
 )
 
 // envFile reads deploy/inbox.env: each variable, set or commented out, and
 // its value.
 func envFile(t *testing.T) (set, commented map[string]string) {
 	t.Helper()
-	b, err := os.ReadFile("../deploy/inbox.env")
+	return readEnvFile(t, "../deploy/inbox.env")
+}
+
+// readEnvFile reads an environment file as systemd does: each variable,
+// set or commented out, and its value, one pair of enclosing quotes
+// removed.
+func readEnvFile(t *testing.T, name string) (set, commented map[string]string) {
+	t.Helper()
+	b, err := os.ReadFile(name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,10 +45,14 @@ func envFile(t *testing.T) (set, commented map[string]string) {
 	line := regexp.MustCompile(`^(#?)([A-Z][A-Z0-9_]*)=(.*)$`)
 	for _, l := range strings.Split(string(b), "\n") {
 		if m := line.FindStringSubmatch(l); m != nil {
+			v := m[3]
+			if len(v) >= 2 && (v[0] == '\'' || v[0] == '"') && v[len(v)-1] == v[0] {
+				v = v[1 : len(v)-1]
+			}
 			if m[1] == "" {
-				set[m[2]] = m[3]
+				set[m[2]] = v
 			} else {
-				commented[m[2]] = m[3]
+				commented[m[2]] = v
 			}
 		}
 	}
@@ -261,3 +282,305 @@ func TestDeployPlaceholdersRefused(t *testing.T) {
 		t.Errorf("dispatch with the forward placeholder: exit %d, stderr %q", code, errOut)
 	}
 }
+
+// flagEnvVars maps every environment variable of serve's and dispatch's
+// flags to the flag it sets, as the binary's --help names them.
+func flagEnvVars(t *testing.T) map[string]string {
+	t.Helper()
+	vars := map[string]string{}
+	flag := regexp.MustCompile(`^\s+(--[a-z-]+)\b.*\[(\$[A-Z0-9_]+(?:, \$[A-Z0-9_]+)*)\]\s*$`)
+	for _, name := range []string{"serve", "dispatch"} {
+		out, errOut, code := runCLI(t, nil, name, "--help")
+		if code != 0 {
+			t.Fatalf("%s --help: exit %d: %s", name, code, errOut)
+		}
+		for _, l := range strings.Split(out, "\n") {
+			if m := flag.FindStringSubmatch(l); m != nil {
+				for _, env := range strings.Split(m[2], ", ") {
+					vars[strings.TrimPrefix(env, "$")] = name + " " + m[1]
+				}
+			}
+		}
+	}
+	if len(vars) < 10 {
+		t.Fatalf("--help names %d variables: too few to check against", len(vars))
+	}
+	return vars
+}
+
+// replicaAddrs returns the webhook and admin addresses
+// deploy/inbox-postgres.env gives its VM.
+func replicaAddrs(t *testing.T) (web, admin netip.AddrPort) {
+	t.Helper()
+	set, _ := readEnvFile(t, "../deploy/inbox-postgres.env")
+	var err error
+	if web, err = netip.ParseAddrPort(set["INBOX_ADDR"]); err != nil {
+		t.Fatalf("inbox-postgres.env: INBOX_ADDR %q: %v", set["INBOX_ADDR"], err)
+	}
+	if admin, err = netip.ParseAddrPort(set["INBOX_ADMIN_ADDR"]); err != nil {
+		t.Fatalf("inbox-postgres.env: INBOX_ADMIN_ADDR %q: %v", set["INBOX_ADMIN_ADDR"], err)
+	}
+	return web, admin
+}
+
+// TestDeployReplicaEnvFile checks deploy/inbox-postgres.env, what a replica
+// on a shared PostgreSQL adds to inbox.env: every variable in it, set or
+// commented out, is a flag of serve or dispatch; it holds no signing secret
+// (those stay in inbox.env, the same on every VM); INBOX_DB is a verified
+// TLS postgres:// URL the driver parses, whose password is a placeholder
+// start-up can recognise; its addresses are private, on one host, apart;
+// the drop-in makes the units read it after inbox.env; and serve and
+// dispatch start with every one of its values (the database swapped for a
+// file and the addresses for loopback ones, this machine not being the VM).
+func TestDeployReplicaEnvFile(t *testing.T) {
+	set, commented := readEnvFile(t, "../deploy/inbox-postgres.env")
+	flags := flagEnvVars(t)
+	for _, vars := range []map[string]string{set, commented} {
+		for k := range vars {
+			if _, ok := flags[k]; !ok {
+				t.Errorf("inbox-postgres.env lists %s, which is no flag of serve or dispatch", k)
+			}
+			if strings.Contains(k, "SECRET") || k == "SUME_API_KEY" {
+				t.Errorf("inbox-postgres.env lists %s: secrets stay in inbox.env, the same file on every VM", k)
+			}
+		}
+	}
+	for _, env := range []string{"INBOX_PATH", "INBOX_TOLERANCE", "INBOX_EVENTS", "INBOX_MAX_BODY", "INBOX_MAX_REQUEST"} {
+		if _, ok := set[env]; ok {
+			t.Errorf("inbox-postgres.env sets %s: serve refuses it beside INBOX_CONFIG", env)
+		}
+	}
+
+	db := set["INBOX_DB"]
+	u, err := url.Parse(db)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		t.Fatalf("inbox-postgres.env: INBOX_DB is not a postgres:// URL (%v)", err)
+	}
+	if _, ok := u.User.Password(); !ok || !deploy.Placeholder(db) {
+		t.Error("inbox-postgres.env: INBOX_DB's password is not a placeholder deploy.Placeholder recognises")
+	}
+	q := u.Query()
+	if q.Get("sslmode") != "verify-full" || q.Get("sslrootcert") == "" {
+		t.Errorf("inbox-postgres.env: INBOX_DB has sslmode=%q sslrootcert=%q, want verify-full and a CA", q.Get("sslmode"), q.Get("sslrootcert"))
+	}
+	if q.Has("search_path") {
+		t.Error("inbox-postgres.env: INBOX_DB sets search_path, which psql and pg_dump refuse in a URL (the README has them take the same URL)")
+	}
+	// The CA file is the VM's; the rest must parse as the store will.
+	q.Set("sslrootcert", "system")
+	u.RawQuery = q.Encode()
+	cfg, err := pgconn.ParseConfig(u.String())
+	if err != nil {
+		t.Fatalf("inbox-postgres.env: INBOX_DB does not parse: %v", err)
+	}
+	if cfg.TLSConfig == nil || cfg.TLSConfig.InsecureSkipVerify || cfg.TLSConfig.ServerName != u.Hostname() {
+		t.Errorf("inbox-postgres.env: INBOX_DB does not verify the server's certificate and name")
+	}
+	for _, fb := range cfg.Fallbacks {
+		if fb.TLSConfig == nil {
+			t.Errorf("inbox-postgres.env: INBOX_DB falls back to a connection without TLS")
+		}
+	}
+
+	web, admin := replicaAddrs(t)
+	if web.Addr() != admin.Addr() || !web.Addr().IsPrivate() || web.Port() == admin.Port() {
+		t.Errorf("inbox-postgres.env: INBOX_ADDR %s and INBOX_ADMIN_ADDR %s: want one private address, two ports", web, admin)
+	}
+
+	// The drop-in adds the file after the units' own inbox.env.
+	dropIn, err := os.ReadFile("../deploy/inbox-postgres.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`(?m)^\[Service\]\nEnvironmentFile=/etc/inbox/inbox-postgres\.env$`).Match(dropIn) {
+		t.Error("inbox-postgres.conf does not add EnvironmentFile=/etc/inbox/inbox-postgres.env to [Service]")
+	}
+	for _, unit := range []string{"inbox.service", "inbox-dispatch.service"} {
+		b, err := os.ReadFile(filepath.Join("..", "deploy", unit))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(b), "\nEnvironmentFile=/etc/inbox/inbox.env\n") {
+			t.Errorf("%s does not read /etc/inbox/inbox.env, which the drop-in's file overrides", unit)
+		}
+	}
+
+	// inbox.env as shipped, then this file with its commented variables
+	// uncommented: each value must be one serve and dispatch take.
+	shipped, _ := envFile(t)
+	env := []string{"PATH=" + os.Getenv("PATH")}
+	for k, v := range shipped {
+		env = append(env, k+"="+v)
+	}
+	for _, vars := range []map[string]string{commented, set} {
+		for k, v := range vars {
+			env = append(env, k+"="+v)
+		}
+	}
+	dbFile := fillDB(t, 1)
+	env = append(env, realSecrets()...)
+	env = append(env, "INBOX_DB="+dbFile, "INBOX_ADDR=127.0.0.1:0", "INBOX_ADMIN_ADDR=127.0.0.1:0", "INBOX_DISPATCH_ADMIN_ADDR=127.0.0.1:0")
+	for _, args := range [][]string{{"serve"}, {"dispatch", "--forward-url", "http://127.0.0.1:1/"}} {
+		if log, ok := startsListening(t, env, args...); !ok {
+			t.Errorf("%s with inbox-postgres.env's values did not start:\n%s", args[0], log)
+		}
+	}
+}
+
+// startsListening runs the binary with env and args until it logs that it
+// listens, and reports whether it did, with what it logged.
+func startsListening(t *testing.T, env []string, args ...string) (string, bool) {
+	t.Helper()
+	cmd := exec.Command(binary(t), args...)
+	cmd.Env = env
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer cmd.Process.Kill()
+	started := make(chan bool, 1)
+	var log syncBuffer
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			log.Write([]byte(sc.Text() + "\n"))
+			if strings.Contains(sc.Text(), `"listening"`) {
+				started <- true
+				return
+			}
+		}
+		started <- false
+	}()
+	select {
+	case ok := <-started:
+		return log.String(), ok
+	case <-time.After(20 * time.Second):
+		return log.String() + "(no start within 20s)", false
+	}
+}
+
+// TestDeployReplicaCaddyfile checks deploy/Caddyfile.replicas against
+// inbox-postgres.env, the README and the real binary: it passes
+// /webhooks/* to several private upstreams on the replicas' webhook port,
+// one of them the env file's; it checks health on the path and port where
+// serve answers readiness (and where the webhook port does not); it
+// retries within the provider's 10 s per attempt and never replays a POST
+// that reached a replica; and the README's section names exactly these
+// addresses, path and port, and is linked from the top paragraph.
+func TestDeployReplicaCaddyfile(t *testing.T) {
+	b, err := os.ReadFile("../deploy/Caddyfile.replicas")
+	if err != nil {
+		t.Fatal(err)
+	}
+	caddy := string(b)
+	_, block, ok := strings.Cut(caddy, "handle /webhooks/* {")
+	if !ok {
+		t.Fatal("Caddyfile.replicas does not pass /webhooks/*")
+	}
+	m := regexp.MustCompile(`(?m)^\s*reverse_proxy\s+([^{\n]+)\{`).FindStringSubmatch(block)
+	if m == nil {
+		t.Fatal("Caddyfile.replicas: no reverse_proxy with upstreams under /webhooks/*")
+	}
+	web, admin := replicaAddrs(t)
+	var upstreams []netip.AddrPort
+	for _, f := range strings.Fields(m[1]) {
+		ap, err := netip.ParseAddrPort(f)
+		if err != nil || !ap.Addr().IsPrivate() || ap.Port() != web.Port() || slices.Contains(upstreams, ap) {
+			t.Errorf("Caddyfile.replicas: upstream %q: want distinct private addresses on INBOX_ADDR's port %d", f, web.Port())
+			continue
+		}
+		upstreams = append(upstreams, ap)
+	}
+	if len(upstreams) < 2 || !slices.Contains(upstreams, web) {
+		t.Errorf("Caddyfile.replicas: upstreams %v: want several, inbox-postgres.env's %s among them", upstreams, web)
+	}
+
+	sub := map[string]string{}
+	for _, m := range regexp.MustCompile(`(?m)^\s*(lb_\w+|health_\w+|fail_duration|max_fails|dial_timeout)\s+(.+?)\s*$`).FindAllStringSubmatch(block, -1) {
+		sub[m[1]] = m[2]
+	}
+	for _, k := range []string{"lb_policy", "health_uri", "health_port", "health_interval", "health_timeout", "fail_duration", "lb_try_duration", "lb_retry_match"} {
+		if sub[k] == "" {
+			t.Errorf("Caddyfile.replicas does not set %s", k)
+		}
+	}
+	if sub["health_port"] != strconv.Itoa(int(admin.Port())) {
+		t.Errorf("Caddyfile.replicas: health_port %q, want INBOX_ADMIN_ADDR's port %d", sub["health_port"], admin.Port())
+	}
+	if strings.Contains(strings.ToUpper(sub["lb_retry_match"]), "POST") {
+		t.Errorf("Caddyfile.replicas: lb_retry_match %q replays a POST that reached a replica", sub["lb_retry_match"])
+	}
+	if d, err := time.ParseDuration(sub["lb_try_duration"]); err != nil || d <= 0 || d >= 10*time.Second {
+		t.Errorf("Caddyfile.replicas: lb_try_duration %q: want under the provider's 10 s per attempt", sub["lb_try_duration"])
+	}
+	if d, err := time.ParseDuration(sub["health_timeout"]); err != nil || d <= probeTimeout {
+		t.Errorf("Caddyfile.replicas: health_timeout %q: want longer than /readyz's own bound, %s", sub["health_timeout"], probeTimeout)
+	}
+
+	// The README's section says the same.
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	top, _, _ := strings.Cut(string(readme), "\n## Two commands\n")
+	if !strings.Contains(top, "(#several-vms-one-postgresql)") {
+		t.Error("README's top paragraph does not link to #several-vms-one-postgresql")
+	}
+	_, section, ok := strings.Cut(string(readme), "\n## Several VMs, one PostgreSQL\n")
+	if !ok {
+		t.Fatal(`README has no "## Several VMs, one PostgreSQL"`)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	for _, s := range []string{"health_uri " + sub["health_uri"], "health_port " + sub["health_port"], "Caddyfile.replicas", "inbox-postgres.env"} {
+		if !strings.Contains(section, s) {
+			t.Errorf("README's section does not say %q", s)
+		}
+	}
+	want := map[string]bool{}
+	for _, up := range upstreams {
+		want[up.String()] = true
+		want[netip.AddrPortFrom(up.Addr(), admin.Port()).String()] = true
+	}
+	got := map[string]bool{}
+	for _, m := range regexp.MustCompile(`\b\d{1,3}(?:\.\d{1,3}){3}:\d+\b`).FindAllString(section, -1) {
+		if !strings.HasPrefix(m, "127.") {
+			got[m] = true
+		}
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("README's section names the replicas' addresses %v, Caddyfile.replicas and inbox-postgres.env %v", slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(want)))
+	}
+
+	// serve answers readiness there, on the admin address only, and its
+	// webhook path is under the prefix Caddy passes.
+	srv := startServer(t, filepath.Join(t.TempDir(), "inbox.db"), "--admin-addr", "127.0.0.1:0")
+	get := func(u string) int {
+		resp, err := http.Get(u)
+		if err != nil {
+			t.Fatalf("GET %s: %v", u, err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := get(srv.admin + sub["health_uri"]); code != http.StatusOK {
+		t.Errorf("GET %s on the admin address: %d, want 200", sub["health_uri"], code)
+	}
+	webURL, err := url.Parse(srv.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := get("http://" + webURL.Host + sub["health_uri"]); code == http.StatusOK {
+		t.Errorf("GET %s on the webhook address answers 200: health_port would not be needed", sub["health_uri"])
+	}
+	if !strings.HasPrefix(webURL.Path, "/webhooks/") {
+		t.Errorf("serve's webhook path %s is not under Caddy's /webhooks/*", webURL.Path)
+	}
+}
+
+// probeTimeout is serve's bound on a readiness probe's reads of the store
+// (probeTimeout in serve.go), which a health check must outwait.
+const probeTimeout = 2 * time.Second

@@ -17,46 +17,11 @@ const (
 
 // Store is what serve, the dispatcher and the operator's commands use of
 // the database that keeps the rows: sqlite.Store on one machine,
-// postgres.Store shared by several. Unless said otherwise, a method fails
-// only when the database cannot be read or written, and a write that
-// fails changed nothing.
+// postgres.Store shared by several. inbox/storetest is the suite every
+// implementation passes. Unless said otherwise, a method fails only when
+// the database cannot be read or written, and a write that fails changed
+// nothing.
 type Store interface {
-	Rows
-	Expectations
-}
-
-// Expectations is the part of Store that remembers the keys refused while
-// the store was down and the jobs the application expects, and hands the
-// overdue ones to a poller (package reconcile).
-type Expectations interface {
-	// RecordRefusals adds refusals remembered while the store was down to
-	// what each key has; a key whose row exists by now is left out.
-	RecordRefusals(ctx context.Context, refusals []Refusal) error
-	// Missed returns the refused keys not delivered since, first refused
-	// before before (every one when before is zero).
-	Missed(ctx context.Context, before time.Time) ([]Refusal, error)
-	// Expect records that a delivery of each job is expected by due; it
-	// fails, recording nothing, on an invalid job id (ErrInvalidJobID).
-	Expect(ctx context.Context, jobs []string, statusURL string, due time.Time) ([]Expectation, error)
-	// Expected returns the expectations at now, only the overdue ones with
-	// overdue.
-	Expected(ctx context.Context, now time.Time, overdue bool) ([]Expectation, error)
-	// ClaimPolls leases up to max waiting expectations due at now to owner
-	// until until.
-	ClaimPolls(ctx context.Context, owner string, now, until time.Time, max int) ([]Poll, error)
-	// SettlePolls records the results of polls owner claimed; a result
-	// whose claim is gone is counted in stale.
-	SettlePolls(ctx context.Context, owner string, results []PollResult) (stale int, err error)
-	// NextPoll returns when the first waiting expectation is due a poll.
-	NextPoll(ctx context.Context) (at time.Time, ok bool, err error)
-	// Reconciliation counts the missed keys and the expectations at now.
-	Reconciliation(ctx context.Context, now time.Time) (Reconciliation, error)
-}
-
-// Rows is the part of Store that keeps the rows: deliveries, the queue the
-// dispatcher takes, the operator's reads and changes, and the store's own
-// health. inbox/storetest is the suite every implementation passes.
-type Rows interface {
 	// Put stores one classified delivery under the landing rules (Land)
 	// and returns once the transaction that holds it has committed.
 	Put(ctx context.Context, d Delivery) (Result, error)
@@ -66,8 +31,8 @@ type Rows interface {
 	// counted in stale.
 	Settle(ctx context.Context, owner string, settled []Settlement, claim Claim) (jobs []Job, stale int, err error)
 	// Start counts the attempts of jobs as they start and renews owner's
-	// lease on each until until; it returns the jobs it counted, Started
-	// set. A job left out must not be attempted.
+	// lease on each until until; it returns the jobs it counted, marked
+	// started (MarkStarted). A job left out must not be attempted.
 	Start(ctx context.Context, owner string, jobs []Job, now, until time.Time) ([]Job, error)
 	// NextDue returns when the first new row becomes claimable; ok is
 	// false when there is no new row.
@@ -110,6 +75,29 @@ type Rows interface {
 	RecordSecretUses(ctx context.Context, uses []SecretUse) error
 	// SecretUses returns every recorded secret use.
 	SecretUses(ctx context.Context) ([]SecretUse, error)
+
+	// RecordRefusals adds refusals remembered while the store was down to
+	// what each key has; a key whose row exists by now is left out.
+	RecordRefusals(ctx context.Context, refusals []Refusal) error
+	// Missed returns the refused keys not delivered since, first refused
+	// before before (every one when before is zero).
+	Missed(ctx context.Context, before time.Time) ([]Refusal, error)
+	// Expect records that a delivery of each job is expected by due; it
+	// fails, recording nothing, on an invalid job id (ErrInvalidJobID).
+	Expect(ctx context.Context, jobs []string, statusURL string, due time.Time) ([]Expectation, error)
+	// Expected returns the expectations at now, only the overdue ones with
+	// overdue.
+	Expected(ctx context.Context, now time.Time, overdue bool) ([]Expectation, error)
+	// ClaimPolls leases up to max waiting expectations due at now to owner
+	// until until.
+	ClaimPolls(ctx context.Context, owner string, now, until time.Time, max int) ([]Poll, error)
+	// SettlePolls records the results of polls owner claimed; a result
+	// whose claim is gone is counted in stale.
+	SettlePolls(ctx context.Context, owner string, results []PollResult) (stale int, err error)
+	// NextPoll returns when the first waiting expectation is due a poll.
+	NextPoll(ctx context.Context) (at time.Time, ok bool, err error)
+	// Reconciliation counts the missed keys and the expectations at now.
+	Reconciliation(ctx context.Context, now time.Time) (Reconciliation, error)
 
 	// Ping reports whether the store can commit now.
 	Ping(ctx context.Context) error

@@ -281,6 +281,10 @@ func (s *Store) land(ctx context.Context, tx pgx.Tx, batch []*putRequest) ([]inb
 	if err := countRepeats(ctx, tx, keys, now); err != nil {
 		return nil, err
 	}
+	// In the same transaction: a stored key is never also missing.
+	if err := settleArrivals(ctx, tx, batch, now); err != nil {
+		return nil, err
+	}
 	return results, nil
 }
 

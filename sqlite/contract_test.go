@@ -3,6 +3,7 @@ package sqlite_test
 import (
 	"testing"
 
+	"inbox/inbox"
 	"inbox/inbox/storetest"
 	"inbox/sqlite"
 	"inbox/sqlite/sqlitetest"
@@ -11,7 +12,7 @@ import (
 // TestStoreContract runs the store suite against the SQLite store, each
 // test on a fresh file in its own t.TempDir().
 func TestStoreContract(t *testing.T) {
-	storetest.Run(t, func(t *testing.T, opts storetest.Options) storetest.Store {
+	storetest.Run(t, func(t *testing.T, opts storetest.Options) inbox.Store {
 		return sqlitetest.MustOpen(t, sqlite.Options{Now: opts.Now})
 	})
 }

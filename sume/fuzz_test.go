@@ -48,4 +48,3 @@ func FuzzParseSignature(f *testing.F) {
 		}
 	})
 }
-

@@ -16,10 +16,6 @@ import (
 	"inbox/inbox"
 )
 
-// Store is what the suite runs against: the rows' part of inbox.Store.
-// (The refusals and expectations join it once every store has them.)
-type Store = inbox.Rows
-
 // Options are what the suite asks of the store it opens.
 type Options struct {
 	// Now is the store's clock: every time the store stamps (received_at,
@@ -38,7 +34,7 @@ type Options struct {
 // A store that does not support Reprocess returns an error wrapping
 // errors.ErrUnsupported from it; the suite then skips, saying so, the tests
 // that need it.
-func Run(t *testing.T, open func(t *testing.T, opts Options) Store) {
+func Run(t *testing.T, open func(t *testing.T, opts Options) inbox.Store) {
 	o := opener(open)
 	t.Run("put", func(t *testing.T) { runPut(t, o) })
 	t.Run("queue", func(t *testing.T) { runQueue(t, o) })
@@ -46,9 +42,10 @@ func Run(t *testing.T, open func(t *testing.T, opts Options) Store) {
 	t.Run("read", func(t *testing.T) { runRead(t, o) })
 	t.Run("count", func(t *testing.T) { runCount(t, o) })
 	t.Run("reprocess", func(t *testing.T) { runReprocess(t, o) })
+	t.Run("reconcile", func(t *testing.T) { runReconcile(t, o) })
 }
 
-type opener func(t *testing.T, opts Options) Store
+type opener func(t *testing.T, opts Options) inbox.Store
 
 // Clock is a clock the suite moves by hand.
 type Clock struct {
@@ -83,7 +80,7 @@ var t0 = time.Date(2027, 1, 1, 12, 0, 0, 0, time.UTC)
 // env is one test's store and its clock.
 type env struct {
 	t     *testing.T
-	s     Store
+	s     inbox.Store
 	clock *Clock
 }
 
