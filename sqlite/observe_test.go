@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"inbox/inbox"
 	"inbox/sqlite"
 	"inbox/sqlite/sqlitetest"
 )
@@ -77,33 +76,3 @@ func TestOnCommit(t *testing.T) {
 	}
 }
 
-func TestCountByStatus(t *testing.T) {
-	s := sqlitetest.MustOpen(t, sqlite.Options{})
-	ctx := context.Background()
-	for _, d := range []inbox.Delivery{
-		job("job_1"), job("job_2"), job("job_1"),
-		inbox.Classify("", inbox.Named{}, []byte(`not json`), 1, rules),
-		inbox.Classify("", inbox.Named{}, []byte(`{"event":"webhook.test"}`), 1, rules),
-	} {
-		if _, err := s.Put(ctx, d); err != nil {
-			t.Fatal(err)
-		}
-	}
-	got, err := s.CountByStatus(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := map[inbox.Status]int64{inbox.StatusNew: 2, inbox.StatusDone: 0, inbox.StatusParked: 1, inbox.StatusIgnored: 1}
-	if len(got) != len(want) {
-		t.Fatalf("got %v, want %v", got, want)
-	}
-	for st, n := range want {
-		if got[st] != n {
-			t.Errorf("%s: got %d, want %d", st, got[st], n)
-		}
-	}
-	s.Close()
-	if _, err := s.CountByStatus(ctx); err == nil {
-		t.Error("no error from a closed store")
-	}
-}

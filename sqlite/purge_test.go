@@ -59,38 +59,6 @@ func reopen(t *testing.T, s *sqlite.Store, now func() time.Time) *sqlite.Store {
 	return sqlitetest.MustOpenPath(t, path, sqlite.Options{Now: now})
 }
 
-// TestPurgeRefuses: new rows, parked rows by status, unknown reasons and a
-// retention under MinRetention are refused, by Purge and Purgeable alike.
-func TestPurgeRefuses(t *testing.T) {
-	s := sqlitetest.MustOpen(t, sqlite.Options{Now: func() time.Time { return time.Now().Add(-48 * time.Hour) }})
-	putAll(t, s, []string{`{"event":"job.completed","job_id":"job_1"}`, `{"event":"webhook.test","request_id":"req_1"}`})
-	s = reopen(t, s, time.Now)
-	longAgo := time.Now().Add(-inbox.MinRetention - time.Minute)
-	for _, sel := range []inbox.PurgeSelection{
-		{Before: longAgo, Statuses: []inbox.Status{inbox.StatusNew}},
-		{Before: longAgo, Statuses: []inbox.Status{inbox.StatusDone, inbox.StatusNew}},
-		{Before: longAgo, Statuses: []inbox.Status{inbox.StatusParked}},
-		{Before: longAgo, Statuses: []inbox.Status{"lost"}},
-		{Before: longAgo, Reasons: []inbox.Reason{"lost"}},
-		{Before: time.Now(), Statuses: settledStatuses},
-		{Before: time.Now().Add(time.Hour), Statuses: settledStatuses},
-		{Before: time.Now().Add(-inbox.MinRetention + time.Minute), Statuses: settledStatuses},
-	} {
-		if _, err := s.Purge(context.Background(), sel); err == nil {
-			t.Errorf("Purge(%+v): no error", sel)
-		}
-		if _, err := s.Purgeable(context.Background(), sel); err == nil {
-			t.Errorf("Purgeable(%+v): no error", sel)
-		}
-	}
-	st, err := s.Stats(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.ByStatus[inbox.StatusNew] != 1 || st.ByStatus[inbox.StatusIgnored] != 1 {
-		t.Errorf("left %v, want both rows", st.ByStatus)
-	}
-}
 
 // TestPurgeKeepsUnfinishedWork: rows whose work is unfinished stay past
 // any retention: new rows, waiting or claimed, and rows the dispatcher

@@ -2,12 +2,9 @@ package sqlite_test
 
 import (
 	"context"
-	"crypto/sha256"
 	"database/sql"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"testing"
 
@@ -107,26 +104,3 @@ func TestReprocessSkipsRowsChangedMeanwhile(t *testing.T) {
 	}
 }
 
-// TestMoveAsideKeepsSource moves another source's parked job row aside and
-// checks it keeps its source's id, as put would have keyed it.
-func TestMoveAsideKeepsSource(t *testing.T) {
-	ctx := context.Background()
-	s := sqlitetest.MustOpen(t, sqlite.Options{})
-	recv := inbox.Rules{Events: []string{"push"}, MaxBody: 10}
-	big := []byte(`{"a":"` + strings.Repeat("x", 40) + `"}`)
-	if _, err := s.Put(ctx, keyed("gh", "d1", "push", big, 1, recv)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Put(ctx, keyed("gh", "d1", "ping", []byte(`{}`), 1, recv)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Reprocess(ctx, inbox.Selection{Reason: inbox.ReasonUnknownEvent},
-		inbox.SourceRules{"gh": {Kind: inbox.KindKeyed, Events: []string{"push", "ping"}, MaxBody: 10}}, false); err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256(big)
-	want := inbox.RowID("gh", inbox.BodyKey(hex.EncodeToString(sum[:])))
-	if _, err := s.Get(ctx, want); err != nil {
-		t.Fatalf("the job row's body is not at %s: %v", want, err)
-	}
-}

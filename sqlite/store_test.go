@@ -124,13 +124,6 @@ func TestReadOnlyRefusesWrites(t *testing.T) {
 	}
 }
 
-func TestPutAfterClose(t *testing.T) {
-	s := sqlitetest.MustOpen(t, sqlite.Options{})
-	s.Close()
-	if _, err := s.Put(context.Background(), job("job_1")); !errors.Is(err, inbox.ErrClosed) {
-		t.Fatalf("Put after Close: %v, want ErrClosed", err)
-	}
-}
 
 // TestFailedBatchFailsOnlyItself holds the write lock from another
 // connection so one batch fails, then checks the next one commits.
