@@ -41,6 +41,10 @@ type Rules struct {
 	// MaxBody is the normal body limit in bytes; a larger verified body is
 	// parked too_large. Zero means no limit.
 	MaxBody int64
+	// ByBody, for KindKeyed, keys every delivery by its body's sha256 (a
+	// generic HMAC source with key_from = "sha256"), as Named.ByBody does
+	// one delivery: so reprocess keys a stored row as its source does now.
+	ByBody bool
 }
 
 // Named is what a KindKeyed source's scheme named of a verified delivery.
@@ -145,7 +149,7 @@ func classifyKeyed(n Named, body []byte, r Rules) Delivery {
 	d := newDelivery(body)
 	d.Event = n.Event
 	key := n.Key
-	if n.ByBody {
+	if n.ByBody || r.ByBody {
 		// The source's own choice of key, not one the sender wrote: a
 		// sender-chosen key is never taken in the body-keyed space.
 		key = d.Key

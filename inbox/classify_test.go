@@ -82,6 +82,8 @@ func TestClassifyKeysOnce(t *testing.T) {
 		{"sender key sha256:", "hm", inbox.Named{Key: "sha256:" + sum(`{}`)}, `{}`, keyedRules, "hm/sha256:" + sum(`{}`), "", inbox.StatusParked, inbox.ReasonMissingKey},
 		{"sender key sha256: ignored when by body", "hm", inbox.Named{Key: "sha256:forged", ByBody: true}, `{}`, keyedRules, "hm/sha256:" + sum(`{}`), "hm/sha256:" + sum(`{}`), inbox.StatusNew, ""},
 		{"sume kind ignores Named", "", inbox.Named{Key: "other", Event: "x"}, job, sume, "j1", "j1", inbox.StatusNew, ""},
+		// Rules that key every delivery by its body: no key named is needed.
+		{"rules key by body", "hm", inbox.Named{Event: "e"}, `{"a":1}`, inbox.Rules{Kind: inbox.KindKeyed, ByBody: true}, "hm/sha256:" + sum(`{"a":1}`), "hm/sha256:" + sum(`{"a":1}`), inbox.StatusNew, ""},
 	}
 	for _, tt := range tests {
 		d := inbox.Classify(tt.source, tt.n, []byte(tt.body), 1, tt.r)
@@ -96,5 +98,19 @@ func TestClassifyKeysOnce(t *testing.T) {
 			t.Errorf("%s: reclassified as key %q job %q %s %s, want what receipt made: %q %q %s %s", tt.name,
 				again.Key, again.JobID, again.Status, again.Reason, d.Key, d.JobID, d.Status, d.Reason)
 		}
+	}
+}
+
+// TestReclassifyByBody: a row parked missing_key before its source keyed
+// by the body (no job_id) is keyed by its own sum under rules that do.
+func TestReclassifyByBody(t *testing.T) {
+	d := keyed("hm", "", "e", []byte(`{"a":1}`), 1, inbox.Rules{})
+	if d.Status != inbox.StatusParked || d.Reason != inbox.ReasonMissingKey || d.JobID != "" {
+		t.Fatalf("setup: %+v", d)
+	}
+	row := inbox.Event{ID: d.Key, Source: "hm", Event: "e", Body: d.Body, SHA256: d.SHA256}
+	again := inbox.Reclassify(row, inbox.Rules{Kind: inbox.KindKeyed, ByBody: true})
+	if again.Status != inbox.StatusNew || again.Key != d.Key || again.JobID != d.Key {
+		t.Errorf("reclassified as %s %s key %q job %q, want new where it is, its job its id", again.Status, again.Reason, again.Key, again.JobID)
 	}
 }

@@ -89,6 +89,8 @@ func Reclassify(e Event, r Rules) Delivery {
 	var n Named
 	if r.Kind == KindKeyed {
 		n.Event = e.Event
+		// A row parked missing_key has no job_id: under rules that key by
+		// the body, it is keyed again by its own sum.
 		if e.JobID != "" {
 			n.Key = KeyOf(e.Source, e.JobID)
 			// A key of the body's own sum was the source's choice (a

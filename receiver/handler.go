@@ -62,7 +62,7 @@ type Config struct {
 	// Scheme verifies deliveries; nil is Sume's under Tolerance. A scheme
 	// that is a scheme.Identifier names each delivery's key and event;
 	// otherwise inbox.Classify reads the body as Sume's. It sets
-	// Rules.Kind (scheme.KindOf).
+	// Rules.Kind and Rules.ByBody (scheme.Rules).
 	Scheme scheme.Scheme
 	// Secrets verify the signature; any one of them may match (rotation).
 	Secrets []string
@@ -158,7 +158,7 @@ func NewHandler(store Store, cfg Config, log zerolog.Logger) (*Handler, error) {
 		cfg.Scheme = scheme.Sume{Tolerance: cfg.Tolerance}
 	}
 	// The scheme decides how rows are keyed, as it does for reprocess.
-	cfg.Rules.Kind = scheme.KindOf(cfg.Scheme)
+	cfg.Rules = scheme.Rules(cfg.Scheme, cfg.Rules)
 	if cfg.Accepted == 0 {
 		cfg.Accepted = http.StatusNoContent
 	}

@@ -65,6 +65,10 @@ func NewHMAC(o HMACOptions) (*HMAC, error) {
 	return &HMAC{opts: o}, nil
 }
 
+// KeysByBody reports whether the scheme keys each delivery by its body's
+// sha256 (key_from = "sha256").
+func (s *HMAC) KeysByBody() bool { return s.opts.KeyFrom == "sha256" }
+
 // Name returns "hmac".
 func (*HMAC) Name() string { return "hmac" }
 

@@ -107,6 +107,16 @@ func KindOf(s Scheme) inbox.Kind {
 	return inbox.KindBody
 }
 
+// Rules returns r with what s decides of classification: the Kind, and
+// for a scheme that keys every delivery by its body (KeysByBody), ByBody.
+func Rules(s Scheme, r inbox.Rules) inbox.Rules {
+	r.Kind = KindOf(s)
+	if b, ok := s.(interface{ KeysByBody() bool }); ok {
+		r.ByBody = b.KeysByBody()
+	}
+	return r
+}
+
 // Named returns what inbox.Classify takes of id.
 func (id Identity) Named() inbox.Named {
 	return inbox.Named{Key: id.Key, Event: id.Event, ByBody: id.ByBody}

@@ -333,6 +333,30 @@ func runReprocess(t *testing.T, o opener) {
 		}
 	})
 
+	// A source that keys every delivery by its body's sha256: its rows
+	// parked missing_key (as a build that did not key them so parked
+	// them) are stored where they are. (Their job_id stays empty: no row
+	// can land beside a row keyed by its own bytes.)
+	t.Run("rows keyed by their body", func(t *testing.T) {
+		e := o.fresh(t)
+		body := []byte(`{"order":1}`)
+		parked := e.put(keyed("hm", "", "order.paid", body, deliveryTS, inbox.Rules{}))
+		if parked.Reason != inbox.ReasonMissingKey {
+			t.Fatalf("setup: %+v", parked)
+		}
+		rep := e.reprocess(inbox.Selection{Reason: inbox.ReasonMissingKey}, inbox.SourceRules{"hm": {Kind: inbox.KindKeyed, ByBody: true}}, false)
+		if rep.Moved != 1 {
+			t.Errorf("report %+v, want the row moved to new", rep)
+		}
+		if r := e.get(parked.ID); r.Status != inbox.StatusNew || r.Event != "order.paid" {
+			t.Errorf("%s = %s %s event %q, want new where it is", parked.ID, r.Status, r.Reason, r.Event)
+		}
+		// A repeat of the bytes is counted on it.
+		if res := e.put(inbox.Classify("hm", inbox.Named{ByBody: true, Event: "order.paid"}, body, deliveryTS, inbox.Rules{Kind: inbox.KindKeyed})); res.Outcome != inbox.OutcomeDuplicate || res.ID != parked.ID {
+			t.Errorf("repeat: %+v, want a duplicate on %s", res, parked.ID)
+		}
+	})
+
 	// Once one parked row of a job has become the job's new row (where it
 	// was, or taking over the job's parked row), a later parked row of the
 	// job with the same event and status folds into it, as a repeat would:
