@@ -1,6 +1,7 @@
-// Command inbox receives signed webhooks, stores each job once in SQLite,
-// parks what it can never process, and gives operators the commands to look
-// after it.
+// Command inbox receives signed webhooks, stores each job once (in SQLite,
+// see store.go), parks what it can never process, and gives operators the
+// commands to look after it. This package only wires: the commands, the
+// logger, the store --db names.
 package main
 
 import (
@@ -45,7 +46,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 	usageError := func(c *cli.Context, err error, _ bool) error {
 		return fmt.Errorf("%w (see --help)", err)
 	}
-	commands := append([]*cli.Command{serveCommand(stderr), dispatchCommand(stderr)}, admin.Commands()...)
+	commands := append([]*cli.Command{serveCommand(stderr), dispatchCommand(stderr)}, admin.Commands(adminOpener)...)
 	commands = append(commands, admin.SecretCommand())
 	for _, c := range commands {
 		// A command with its own (alert, whose exit codes cron reads) keeps it.
@@ -133,12 +134,20 @@ func logLevelFlag() *cli.StringFlag {
 	return &cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error", EnvVars: []string{"INBOX_LOG_LEVEL"}}
 }
 
+// checkLogLevel refuses a --log-level zerolog does not know.
+func checkLogLevel(level string) error {
+	if _, err := zerolog.ParseLevel(level); err != nil || level == "" {
+		return fmt.Errorf("--log-level: unknown level %q", level)
+	}
+	return nil
+}
+
 // newLogger returns a JSON logger, or a readable one when w is a terminal.
 func newLogger(w io.Writer, level string) (zerolog.Logger, error) {
-	lvl, err := zerolog.ParseLevel(level)
-	if err != nil || level == "" {
-		return zerolog.Logger{}, fmt.Errorf("--log-level: unknown level %q", level)
+	if err := checkLogLevel(level); err != nil {
+		return zerolog.Logger{}, err
 	}
+	lvl, _ := zerolog.ParseLevel(level)
 	if f, ok := w.(*os.File); ok {
 		if _, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS); err == nil {
 			w = zerolog.ConsoleWriter{Out: f, TimeFormat: time.RFC3339}

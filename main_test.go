@@ -1,266 +1,16 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
-	"fmt"
 	"io"
-	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"slices"
-	"strconv"
+	"regexp"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
-	"time"
 
-	"inbox/sume"
+	"github.com/urfave/cli/v2"
 )
-
-const e2eSecret = "e2e-secret-value"
-
-// buildBinary builds the real inbox binary once per test run.
-var buildBinary = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "inbox-bin-")
-	if err != nil {
-		return "", err
-	}
-	bin := filepath.Join(dir, "inbox")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		return "", &buildError{out: string(out), err: err}
-	}
-	return bin, nil
-})
-
-type buildError struct {
-	out string
-	err error
-}
-
-func (e *buildError) Error() string { return e.err.Error() + ": " + e.out }
-
-func binary(t testing.TB) string {
-	t.Helper()
-	bin, err := buildBinary()
-	if err != nil {
-		t.Fatalf("build: %v", err)
-	}
-	return bin
-}
-
-// server is a running `inbox serve`.
-type server struct {
-	cmd   *exec.Cmd
-	url   string // the webhook URL
-	admin string // where /healthz, /readyz and /metrics answer: http://host:port
-	logs  *syncBuffer
-	done  chan struct{} // closed once the process has exited
-	err   error         // cmd.Wait's, once done is closed
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// startServer runs the binary's serve on a free port and waits until it
-// listens. It is killed when the test ends if still running.
-func startServer(t testing.TB, db string, args ...string) *server {
-	t.Helper()
-	return startServerWrapped(t, db, nil, args...)
-}
-
-// startServerWrapped is startServer with the binary run under a wrapper
-// command (such as strace). The server runs in its own process group, and
-// signals go to the whole group.
-func startServerWrapped(t testing.TB, db string, wrapper []string, args ...string) *server {
-	t.Helper()
-	argv := append(append(wrapper, binary(t), "serve", "--addr", "127.0.0.1:0", "--db", db), args...)
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Env = append(os.Environ(), "SUME_COM_WEBHOOK_SIGNING_SECRET="+e2eSecret)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	s := &server{cmd: cmd, logs: &syncBuffer{}, done: make(chan struct{})}
-	// One line per endpoint: webhooks, and admin with --admin-addr.
-	listening := make(chan [2]string, 2)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			line := sc.Text()
-			s.logs.Write([]byte(line + "\n"))
-			var m struct{ Message, Addr, Serves string }
-			if json.Unmarshal([]byte(line), &m) == nil && m.Message == "listening" {
-				listening <- [2]string{m.Serves, "http://" + m.Addr}
-			}
-		}
-		s.err = cmd.Wait()
-		close(s.done)
-	}()
-	t.Cleanup(func() {
-		s.signal(syscall.SIGKILL)
-		<-s.done
-	})
-	timeout := time.After(20 * time.Second)
-	for s.url == "" || s.admin == "" {
-		select {
-		case l := <-listening:
-			switch l[0] {
-			case "webhooks":
-				s.url = l[1] + "/webhooks/sume"
-				if !slices.Contains(args, "--admin-addr") {
-					s.admin = l[1]
-				}
-			case "admin":
-				s.admin = l[1]
-			}
-		case <-s.done:
-			t.Fatalf("server exited at start: %v\n%s", s.err, s.logs)
-		case <-timeout:
-			t.Fatalf("server did not start:\n%s", s.logs)
-		}
-	}
-	return s
-}
-
-// signal sends sig to the server's process group. Once the server has
-// exited it does nothing.
-func (s *server) signal(sig syscall.Signal) {
-	syscall.Kill(-s.cmd.Process.Pid, sig)
-}
-
-// send posts body signed the way the provider does and returns the status.
-func send(t testing.TB, client *http.Client, url, body, secret string) int {
-	t.Helper()
-	ts := strconv.FormatInt(time.Now().Unix(), 10)
-	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set(sume.HeaderTimestamp, ts)
-	req.Header.Set(sume.HeaderSignature, sume.SignatureHeader(ts, []byte(body), secret))
-	resp, err := client.Do(req)
-	if err != nil {
-		return 0
-	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	return resp.StatusCode
-}
-
-// runCLI runs the binary and returns stdout, stderr and the exit code.
-func runCLI(t testing.TB, env []string, args ...string) (string, string, int) {
-	t.Helper()
-	cmd := exec.Command(binary(t), args...)
-	cmd.Env = append(os.Environ(), env...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return stdout.String(), stderr.String(), code
-}
-
-// TestNewUser walks the README: serve, a signed delivery answered 204, and
-// `inbox list` showing the row while serve runs.
-func TestNewUser(t *testing.T) {
-	db := filepath.Join(t.TempDir(), "inbox.db")
-	srv := startServer(t, db)
-	body := `{"event":"job.completed","job_id":"job_1","status":"COMPLETED"}`
-	if got := send(t, http.DefaultClient, srv.url, body, e2eSecret); got != http.StatusNoContent {
-		t.Fatalf("signed delivery: status %d, want 204\n%s", got, srv.logs)
-	}
-	if got := send(t, http.DefaultClient, srv.url, body, "forged"); got != http.StatusUnauthorized {
-		t.Fatalf("forged delivery: status %d, want 401", got)
-	}
-	out, errOut, code := runCLI(t, nil, "list", "--db", db, "--json")
-	if code != 0 {
-		t.Fatalf("list: exit %d: %s", code, errOut)
-	}
-	var row struct {
-		ID, Status, Event, Reason string
-		Deliveries                int
-		ReceivedAt                time.Time `json:"received_at"`
-	}
-	if err := json.Unmarshal([]byte(out), &row); err != nil {
-		t.Fatalf("list --json: %v: %q", err, out)
-	}
-	if row.ID != "job_1" || row.Status != "new" || row.Event != "job.completed" || row.Deliveries != 1 || row.ReceivedAt.IsZero() {
-		t.Errorf("row = %+v", row)
-	}
-	out, _, code = runCLI(t, nil, "stats", "--db", db)
-	if code != 0 || !strings.Contains(out, "new") || !strings.Contains(out, "1") {
-		t.Errorf("stats: exit %d:\n%s", code, out)
-	}
-	if strings.Contains(srv.logs.String(), e2eSecret) || strings.Contains(srv.logs.String(), "job.completed\\\"") {
-		t.Errorf("log holds the secret or the body:\n%s", srv.logs)
-	}
-}
-
-// TestCLIErrors checks that mistakes give one clear line and a non-zero exit.
-func TestCLIErrors(t *testing.T) {
-	missing := filepath.Join(t.TempDir(), "missing.db")
-	for _, args := range [][]string{
-		{"list", "--db", missing},
-		{"stats", "--db", missing},
-		{"list", "--bogus"},
-		{"list", "--status", "lost", "--db", missing},
-		{"parked", "--db", missing},
-		{"parked", "--bogus"},
-		{"parked", "--since", "yesterday", "--db", missing},
-		{"show", "--db", missing, "job_1"},
-		{"show", "--db", missing},
-		{"reprocess", "--db", missing, "--all"},
-		{"reprocess", "--db", missing},
-		{"reprocess", "--reason", "lost", "--db", missing},
-		{"redeliver", "--db", missing, "--reason", "conflict"},
-		{"redeliver", "--api-key", "k"},
-		{"alert", "--db", missing},
-		{"alert", "--bogus"},
-		{"purge", "--db", missing, "--older-than", "30d"},
-		{"purge", "--db", missing},
-		{"send", "--secret", "s", "--url", "http://127.0.0.1:1/webhooks/sume"},
-		{"send", "--secret", ""},
-	} {
-		out, errOut, code := runCLI(t, nil, args...)
-		if code == 0 {
-			t.Errorf("%v: exit 0", args)
-		}
-		if lines := strings.Count(strings.TrimSpace(errOut), "\n") + 1; lines != 1 || out != "" {
-			t.Errorf("%v: want one line on stderr, got stdout %q stderr %q", args, out, errOut)
-		}
-		if strings.Contains(errOut, "goroutine") {
-			t.Errorf("%v: stack trace: %s", args, errOut)
-		}
-	}
-}
 
 // TestHelpShowsExamples checks that every command's help has an example.
 func TestHelpShowsExamples(t *testing.T) {
@@ -285,187 +35,71 @@ func TestHelpShowsExamples(t *testing.T) {
 	}
 }
 
-// TestOperateWhileServing runs the operator's commands on the real binary
-// while serve holds the database: send, parked, show, reprocess, alert,
-// purge. A sender keeps delivering while reprocess rewrites 72 MiB of
-// bodies and purge runs; serve, waiting at most 500ms for the lock, must
-// never answer 503.
-func TestOperateWhileServing(t *testing.T) {
-	db := filepath.Join(t.TempDir(), "inbox.db")
-	srv := startServer(t, db, "--busy-timeout", "500ms")
-	env := []string{"SUME_COM_WEBHOOK_SIGNING_SECRET=" + e2eSecret}
-	run := func(want int, args ...string) string {
-		t.Helper()
-		out, errOut, code := runCLI(t, env, args...)
-		if code != want {
-			t.Fatalf("%v: exit %d, want %d\nstdout: %s\nstderr: %s", args, code, want, out, errOut)
-		}
-		return out
-	}
-
-	if out := run(0, "send", "--url", srv.url, "--job-id", "job_send"); out != "204 No Content\n" {
-		t.Errorf("send printed %q, want the status", out)
-	}
-	run(0, "send", "--url", srv.url, "--job-id", "job_odd", "--event", "job.exploded")
-	var row struct{ ID, Status, Event, JobStatus string }
-	if err := json.Unmarshal([]byte(run(0, "show", "--db", db, "--json", "job_send")), &row); err != nil {
-		t.Fatal(err)
-	}
-	if row.Status != "new" || row.Event != "job.completed" {
-		t.Errorf("sent row = %+v, want new job.completed", row)
-	}
-	if out := run(0, "parked", "--db", db, "--group-by", "reason"); !strings.Contains(out, "unknown_event  1") {
-		t.Errorf("parked --group-by reason:\n%s", out)
-	}
-
-	// The row is a second old at most: with --max-age 0s it counts.
-	if out := run(0, "alert", "--db", db); out != "" {
-		t.Errorf("alert under the threshold printed %q", out)
-	}
-	out, errOut, code := runCLI(t, nil, "alert", "--db", db, "--max-age", "0s")
-	if code != 1 || !strings.HasPrefix(out, "unknown_event  1 parked longer than 0s") || errOut != "" {
-		t.Errorf("alert: exit %d, stdout %q, stderr %q; want 1, the lines, nothing on stderr", code, out, errOut)
-	}
-
-	// Bodies above serve's --max-body (1MiB), parked too_large.
-	const big = 48
-	for i := range big {
-		body := fmt.Sprintf(`{"event":"job.completed","job_id":"job_big_%d","status":"COMPLETED","pad":%q}`, i, strings.Repeat("x", 3<<19))
-		if got := send(t, http.DefaultClient, srv.url, body, e2eSecret); got != http.StatusNoContent {
-			t.Fatalf("big delivery %d: status %d", i, got)
-		}
-	}
-
-	ctx, stop := context.WithCancel(context.Background())
-	var live load
-	sending := make(chan struct{})
-	go func() {
-		defer close(sending)
-		live.run(ctx, func() string { return srv.url }, 1, "job_live")
-	}()
-	time.Sleep(100 * time.Millisecond)
-	run(0, "reprocess", "--db", db, "--reason", "unknown_event", "--event", "job.completed", "--event", "job.exploded")
-	if out := run(0, "reprocess", "--db", db, "--reason", "too_large", "--max-body", "4MiB"); !strings.HasPrefix(out, fmt.Sprintf("moved to new: %d\n", big)) {
-		t.Errorf("reprocess too_large:\n%s", out)
-	}
-	run(0, "purge", "--db", db, "--older-than", "7d")
-	time.Sleep(100 * time.Millisecond)
-	stop()
-	<-sending
-	acked, statuses, _ := live.snapshot()
-	t.Logf("deliveries while reprocess and purge ran: %v", statuses)
-	if acked == 0 || statuses[http.StatusNoContent] != acked || len(statuses) != 1 {
-		t.Errorf("while reprocess and purge ran serve answered %v, want only 204s\n%s", statuses, srv.logs)
-	}
-
-	if err := json.Unmarshal([]byte(run(0, "show", "--db", db, "--json", "job_odd")), &row); err != nil {
-		t.Fatal(err)
-	}
-	if row.Status != "new" || row.Event != "job.exploded" {
-		t.Errorf("reprocessed row = %+v, want new job.exploded", row)
-	}
-	if got := send(t, http.DefaultClient, srv.url, `{"event":"job.completed","job_id":"job_after"}`, e2eSecret); got != http.StatusNoContent {
-		t.Errorf("serve after the commands: status %d\n%s", got, srv.logs)
-	}
+// envFile reads deploy/inbox.env: each variable, set or commented out, and
+// its value.
+func envFile(t *testing.T) (set, commented map[string]string) {
+	t.Helper()
+	return readEnvFile(t, "deploy/inbox.env")
 }
 
-func TestSendRejected(t *testing.T) {
-	db := filepath.Join(t.TempDir(), "inbox.db")
-	srv := startServer(t, db)
-	body := filepath.Join(t.TempDir(), "body.json")
-	if err := os.WriteFile(body, []byte("not json \x00"), 0o600); err != nil {
+// readEnvFile reads an environment file as systemd does: each variable,
+// set or commented out, and its value, one pair of enclosing quotes
+// removed.
+func readEnvFile(t *testing.T, name string) (set, commented map[string]string) {
+	t.Helper()
+	b, err := os.ReadFile(name)
+	if err != nil {
 		t.Fatal(err)
 	}
-	out, errOut, code := runCLI(t, []string{"SUME_COM_WEBHOOK_SIGNING_SECRET=wrong"}, "send", "--url", srv.url)
-	if code == 0 || out != "401 Unauthorized\n" || strings.Count(errOut, "\n") != 1 || strings.Contains(errOut, "wrong") {
-		t.Errorf("wrong secret: exit %d, stdout %q, stderr %q", code, out, errOut)
+	set, commented = map[string]string{}, map[string]string{}
+	line := regexp.MustCompile(`^(#?)([A-Z][A-Z0-9_]*)=(.*)$`)
+	for _, l := range strings.Split(string(b), "\n") {
+		if m := line.FindStringSubmatch(l); m != nil {
+			v := m[3]
+			if len(v) >= 2 && (v[0] == '\'' || v[0] == '"') && v[len(v)-1] == v[0] {
+				v = v[1 : len(v)-1]
+			}
+			if m[1] == "" {
+				set[m[2]] = v
+			} else {
+				commented[m[2]] = v
+			}
+		}
 	}
-	// The file's exact bytes are signed and stored.
-	if _, errOut, code := runCLI(t, nil, "send", "--url", srv.url, "--secret", e2eSecret, "--body-file", body); code != 0 {
-		t.Fatalf("send --body-file: exit %d: %s", code, errOut)
-	}
-	out, _, _ = runCLI(t, nil, "parked", "--db", db, "--json")
-	var row struct {
-		Reason string
-		Size   int
-	}
-	if err := json.Unmarshal([]byte(out), &row); err != nil || row.Reason != "unparseable" || row.Size != len("not json \x00") {
-		t.Errorf("parked --json = %q, want the file's bytes parked unparseable", out)
-	}
+	return set, commented
 }
 
-// TestAlertExitCodes checks the codes cron sees, and that stderr stays
-// quiet unless the inbox cannot be read.
-func TestAlertExitCodes(t *testing.T) {
-	dir := t.TempDir()
-	garbage := filepath.Join(dir, "garbage.db")
-	if err := os.WriteFile(garbage, bytes.Repeat([]byte("garbage "), 200), 0o600); err != nil {
+// TestDeployEnvFile checks that inbox.env lists every variable of serve's
+// and dispatch's flags and every secret inbox.toml names, and sets nothing
+// serve refuses once INBOX_CONFIG is uncommented.
+func TestDeployEnvFile(t *testing.T) {
+	set, commented := envFile(t)
+	app := newApp(io.Discard, io.Discard)
+	for _, name := range []string{"serve", "dispatch"} {
+		for _, f := range app.Command(name).Flags {
+			for _, env := range f.(cli.DocGenerationFlag).GetEnvVars() {
+				if _, ok := set[env]; !ok {
+					if _, ok := commented[env]; !ok {
+						t.Errorf("inbox.env lacks %s (%s --%s)", env, name, f.Names()[0])
+					}
+				}
+			}
+		}
+	}
+	toml, err := os.ReadFile("deploy/inbox.toml")
+	if err != nil {
 		t.Fatal(err)
 	}
-	empty := filepath.Join(dir, "empty.db")
-	startServer(t, empty) // creates it, and holds it open meanwhile
-	for _, tt := range []struct {
-		db   string
-		code int
-	}{{empty, 0}, {filepath.Join(dir, "missing.db"), 2}, {garbage, 2}} {
-		out, errOut, code := runCLI(t, nil, "alert", "--db", tt.db, "--max-age", "0s")
-		if code != tt.code || out != "" {
-			t.Errorf("%s: exit %d, stdout %q; want %d and nothing", filepath.Base(tt.db), code, out, tt.code)
-		}
-		if lines := strings.Count(errOut, "\n"); (tt.code == 0 && errOut != "") || (tt.code == 2 && (lines != 1 || !strings.HasPrefix(errOut, "inbox: "))) {
-			t.Errorf("%s: stderr %q", filepath.Base(tt.db), errOut)
+	for _, m := range regexp.MustCompile(`(?m)^#?env = "([A-Z0-9_]+)"`).FindAllStringSubmatch(string(toml), -1) {
+		if _, ok := set[m[1]]; !ok {
+			if _, ok := commented[m[1]]; !ok {
+				t.Errorf("inbox.toml names %s, inbox.env does not list it", m[1])
+			}
 		}
 	}
-}
-
-// TestAlertUsageErrors: every mistake in alert's command line or
-// environment exits 2, as an unreadable inbox does; 1 means an alert.
-func TestAlertUsageErrors(t *testing.T) {
-	db := filepath.Join(t.TempDir(), "inbox.db")
-	startServer(t, db) // creates it
-	for _, tt := range []struct {
-		env  []string
-		args []string
-	}{
-		{nil, []string{"--max-age", "yesterday"}},
-		{nil, []string{"--max-age", "-1h"}},
-		{nil, []string{"--reason", "lost"}},
-		{nil, []string{"--min-count", "0"}},
-		{nil, []string{"--min-count", "many"}},
-		{nil, []string{"--bogus"}},
-		{nil, []string{"job_1"}},
-		{[]string{"INBOX_ALERT_MAX_AGE=soon"}, nil},
-		{[]string{"INBOX_ALERT_MIN_COUNT=abc"}, nil},
-		{[]string{"INBOX_ALERT_MIN_COUNT=0"}, nil},
-		{[]string{"INBOX_ALERT_REASON=lost"}, nil},
-		{[]string{"INBOX_JSON=maybe"}, nil},
-	} {
-		out, errOut, code := runCLI(t, tt.env, append([]string{"alert", "--db", db}, tt.args...)...)
-		if code != 2 || out != "" || strings.Count(errOut, "\n") != 1 || !strings.HasPrefix(errOut, "inbox: ") {
-			t.Errorf("%v %v: exit %d, stdout %q, stderr %q; want 2 and one line on stderr", tt.env, tt.args, code, out, errOut)
+	for _, env := range []string{"INBOX_PATH", "INBOX_TOLERANCE", "INBOX_EVENTS", "INBOX_MAX_BODY", "INBOX_MAX_REQUEST"} {
+		if _, ok := set[env]; ok {
+			t.Errorf("inbox.env sets %s: serve refuses it once INBOX_CONFIG is uncommented", env)
 		}
-	}
-}
-
-// TestHelpVersionUnknown checks inbox help [command], --version, and that a
-// word that is no command is an error saying so.
-func TestHelpVersionUnknown(t *testing.T) {
-	for _, tt := range []struct {
-		args []string
-		code int
-		want string
-	}{
-		{[]string{"help"}, 0, "inbox serve"},
-		{[]string{"help", "serve"}, 0, "inbox serve - receive webhooks"},
-		{[]string{"--version"}, 0, "inbox version "},
-	} {
-		out, errOut, code := runCLI(t, nil, tt.args...)
-		if code != tt.code || !strings.Contains(out, tt.want) {
-			t.Errorf("%v: exit %d, stdout %q, stderr %q; want %d and %q", tt.args, code, out, errOut, tt.code, tt.want)
-		}
-	}
-	out, errOut, code := runCLI(t, nil, "bogus")
-	if want := "inbox: unknown command \"bogus\" (see inbox --help)\n"; code == 0 || out != "" || errOut != want {
-		t.Errorf("bogus: exit %d, stdout %q, stderr %q; want non-zero and %q", code, out, errOut, want)
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
 
-	"inbox/inbox"
 	"inbox/metrics"
 	"inbox/reconcile"
 	"inbox/sume"
@@ -36,36 +35,54 @@ func reconcileFlags() []cli.Flag {
 	}
 }
 
-// newReconciler builds the loop that records refusals (when refusals is
-// not nil) and, with --api-key, polls overdue expectations. It fails on a
-// flag out of range or an API URL the key must not go to.
-func newReconciler(c *cli.Context, store *inbox.Store, refusals *reconcile.Refusals, log zerolog.Logger, reg prometheus.Registerer) (*reconcile.Reconciler, error) {
+// reconcileConfig is what the polling flags say, checked.
+type reconcileConfig struct {
+	loop   reconcile.Config // without Refusals, API and OnRequest
+	apiURL string
+	// api is the Sume client with --api-key; nil without it: no polling.
+	api *sume.Client
+}
+
+// parseReconcile reads the polling flags. It fails on a flag out of range,
+// the placeholder key, or an API URL the key must not go to.
+func parseReconcile(c *cli.Context) (reconcileConfig, error) {
 	// Zero is a default to reconcile.New; on the command line it is a mistake.
 	if c.Duration("poll-every") <= 0 || c.Duration("poll-backoff") <= 0 {
-		return nil, fmt.Errorf("--poll-every %s and --poll-backoff %s must be positive", c.Duration("poll-every"), c.Duration("poll-backoff"))
+		return reconcileConfig{}, fmt.Errorf("--poll-every %s and --poll-backoff %s must be positive", c.Duration("poll-every"), c.Duration("poll-backoff"))
 	}
 	if c.Int("api-concurrency") < 1 || c.Float64("api-rate") <= 0 {
-		return nil, fmt.Errorf("--api-concurrency %d and --api-rate %g: want at least 1 request at once, and a rate above 0 a second", c.Int("api-concurrency"), c.Float64("api-rate"))
+		return reconcileConfig{}, fmt.Errorf("--api-concurrency %d and --api-rate %g: want at least 1 request at once, and a rate above 0 a second", c.Int("api-concurrency"), c.Float64("api-rate"))
 	}
-	cfg := reconcile.Config{
-		Refusals:    refusals,
+	rc := reconcileConfig{apiURL: c.String("api-url"), loop: reconcile.Config{
 		PollEvery:   c.Duration("poll-every"),
 		Backoff:     c.Duration("poll-backoff"),
 		MaxBackoff:  max(reconcile.DefaultMaxBackoff, c.Duration("poll-backoff")),
 		Concurrency: c.Int("api-concurrency"),
 		Rate:        c.Float64("api-rate"),
-	}
+	}}
 	if key := c.String("api-key"); key != "" {
 		if strings.HasPrefix(key, "replace-with") {
-			return nil, errors.New("SUME_API_KEY (--api-key) is the placeholder of deploy/inbox.env: set your key, or leave it unset")
+			return reconcileConfig{}, errors.New("SUME_API_KEY (--api-key) is the placeholder of deploy/inbox.env: set your key, or leave it unset")
 		}
 		client, err := apiClient(c)
 		if err != nil {
-			return nil, err
+			return reconcileConfig{}, err
 		}
-		cfg.API = client
+		rc.api = client
+	}
+	return rc, nil
+}
+
+// newReconciler builds the loop rc describes, which records refusals
+// (when refusals is not nil) and, with an API key, polls overdue
+// expectations. It fails when reconcile.New refuses the settings.
+func newReconciler(rc reconcileConfig, store reconcile.Store, refusals *reconcile.Refusals, log zerolog.Logger, reg prometheus.Registerer) (*reconcile.Reconciler, error) {
+	cfg := rc.loop
+	cfg.Refusals = refusals
+	if rc.api != nil {
+		cfg.API = rc.api
 		cfg.OnRequest = metrics.NewReconcile(reg).Requested
-		log.Info().Str("api_url", client.BaseURL).Msg("polling overdue expected jobs")
+		log.Info().Str("api_url", rc.api.BaseURL).Msg("polling overdue expected jobs")
 	}
 	r, err := reconcile.New(store, cfg, log)
 	if err != nil {
@@ -86,9 +103,9 @@ func apiClient(c *cli.Context) (*sume.Client, error) {
 }
 
 // handleExpect adds POST /expect to mux: applications register the jobs
-// they started there. A status URL must be on --api-url's host.
-func handleExpect(c *cli.Context, mux *http.ServeMux, store reconcile.Expecter, log zerolog.Logger) {
-	client := &sume.Client{BaseURL: c.String("api-url")}
+// they started there. A status URL must be on apiURL's host (--api-url).
+func handleExpect(apiURL string, mux *http.ServeMux, store reconcile.Expecter, log zerolog.Logger) {
+	client := &sume.Client{BaseURL: apiURL}
 	check := func(u string) error {
 		_, err := client.CheckStatusURL(u)
 		return err

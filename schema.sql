@@ -41,8 +41,8 @@ CREATE TABLE IF NOT EXISTS events (
   -- When the row last changed status (parked, revived, handed on).
   updated_at   INTEGER NOT NULL,
   -- The columns below hand new rows to the application (the dispatcher).
-  -- They were added after the first version: inbox.Open adds them to an
-  -- older database (inbox/migrate.go declares them again, for that).
+  -- They were added after the first version: sqlite.Open adds them to an
+  -- older database (sqlite/migrate.go declares them again, for that).
   --
   -- Delivery attempts made for the row's current body, counted when a
   -- dispatcher claims it; reprocess resets it.

@@ -89,170 +89,234 @@ Examples:
 			logLevelFlag(),
 		}, append(dispatchFlags(), reconcileFlags()...)...),
 		Action: func(c *cli.Context) error {
-			if err := admin.NoArgs(c); err != nil {
-				return err
-			}
-			log, err := newLogger(logOut, c.String("log-level"))
+			cfg, err := parseServe(c)
 			if err != nil {
 				return err
 			}
-			rules, err := admin.Rules(c)
+			log, err := newLogger(logOut, cfg.logLevel)
 			if err != nil {
 				return err
 			}
-			maxRequest, err := admin.ParseSize(c.String("max-request"))
-			if err != nil {
-				return fmt.Errorf("--max-request: %w", err)
-			}
-			adminAddr := c.String("admin-addr")
-			sources, err := serveSources(c, rules, maxRequest)
-			if err != nil {
-				return err
-			}
-			if file := c.String("config"); file != "" && valueSecrets(sources) {
-				if who := readableByOthers(file); who != "" {
-					log.Warn().Str("config", file).Msg("the config holds secrets (value = ...) and is readable by " + who + ": chmod 0600 it, or use env = ...")
-				}
-			}
-			for _, src := range sources {
-				if err := checkPath(src.Path, adminAddr == ""); err != nil {
-					return err
-				}
-			}
-			lim := receiver.DefaultLimits()
-			lim.ReadHeaderTimeout = c.Duration("read-header-timeout")
-			lim.ReadTimeout = c.Duration("read-timeout")
-			lim.WriteTimeout = lim.ReadTimeout + time.Second
-			if lim.ReadHeaderTimeout <= 0 || lim.ReadTimeout < lim.ReadHeaderTimeout {
-				return fmt.Errorf("--read-header-timeout %s and --read-timeout %s: want 0 < header timeout <= read timeout", lim.ReadHeaderTimeout, lim.ReadTimeout)
-			}
-			if bt := c.Duration("body-timeout"); bt <= 0 || bt > lim.ReadTimeout {
-				return fmt.Errorf("--body-timeout %s: want 0 < body timeout <= --read-timeout %s", bt, lim.ReadTimeout)
-			}
-			if c.Int("max-in-flight") < 1 {
-				return fmt.Errorf("--max-in-flight must be at least 1, got %d", c.Int("max-in-flight"))
-			}
-			if err := checkBusyTimeout(c.Duration("busy-timeout"), lim.WriteTimeout); err != nil {
-				return err
-			}
-			bodyMemory, err := admin.ParseSize(c.String("max-body-memory"))
-			if err != nil {
-				return fmt.Errorf("--max-body-memory: %w", err)
-			}
-			budget := receiver.NewBudget(bodyMemory)
-			for _, src := range sources {
-				if !budget.Holds(src.HardCap) {
-					return fmt.Errorf("--max-body-memory %s: want at least twice the request cap of source %s (--max-request or max_request, %d bytes)", c.String("max-body-memory"), src.Name, src.HardCap)
-				}
-			}
-
 			// Bind first: a busy port must not leave a new, empty database
 			// behind.
-			ln, aln, err := listen(c.String("addr"), adminAddr)
+			ln, aln, err := listen(cfg.addr, cfg.adminAddr)
 			if err != nil {
 				return err
 			}
 			defer closeAll(ln, aln)
 			reg := newRegistry()
 			m := metrics.New(reg)
-			store, err := inbox.Open(c.Context, c.String("db"), inbox.Options{
-				Schema:      schema,
-				BusyTimeout: c.Duration("busy-timeout"),
-				OnCommit:    m.Committed,
-				OnFileLost:  logFileLost(log, c.String("db")),
+			store, err := openStore(c.Context, cfg.db, storeOptions{
+				schema:      schema,
+				busyTimeout: cfg.busyTimeout,
+				onCommit:    m.Committed,
+				onFileLost:  logFileLost(log, describeDB(cfg.db)),
 			})
 			if err != nil {
 				return err
 			}
 			defer store.Close()
-			reg.MustRegister(metrics.NewStoreCollector(store, probeTimeout, nil))
-			refusals := reconcile.NewRefusals(reconcile.DefaultMaxRefusals, nil)
-			metrics.Refusals(reg, refusals.Len, refusals.Dropped)
-			reg.MustRegister(metrics.NewReconcileCollector(store, probeTimeout, nil))
-			rec, err := newReconciler(c, store, refusals, log, reg)
-			if err != nil {
-				return err
-			}
-			// The dispatcher shares the store, so its writes go through the
-			// store's one writer, in the receiver's commits.
-			var d *dispatch.Dispatcher
-			var deps []health.Dependency
-			if destinationSet(c) {
-				var closeDest func()
-				if d, closeDest, deps, err = newDispatcher(c, store, log, reg, false); err != nil {
-					return err
-				}
-				defer closeDest()
-			}
-			web := http.NewServeMux()
-			var handlers []*receiver.Handler
-			// One count for every source: --max-in-flight bounds the process.
-			inFlight, receiving := new(atomic.Int64), new(atomic.Int64)
-			for _, src := range sources {
-				h, err := receiver.NewHandler(store, receiver.Config{
-					Source:      src.Name,
-					Scheme:      src.Scheme,
-					Keys:        src.Keys,
-					Tolerance:   src.Tolerance,
-					Accepted:    src.Accepted,
-					Rules:       src.Rules,
-					HardCap:     src.HardCap,
-					MaxInFlight: c.Int("max-in-flight"),
-					InFlight:    inFlight,
-					Receiving:   receiving,
-					Budget:      budget,
-					BodyTimeout: c.Duration("body-timeout"),
-					OnAnswer:    m.Answered(src.Name),
-					OnSkew:      m.Skewed(src.Name),
-					OnRefused:   refusals.Add,
-				}, log)
-				if err != nil {
-					return fmt.Errorf("source %s: %w", src.Name, err)
-				}
-				handlers = append(handlers, h)
-				web.Handle(src.Path, h)
-			}
-			metrics.InFlight(reg, func() int { return int(inFlight.Load() + receiving.Load()) })
-			ops := web
-			if adminAddr != "" {
-				ops = http.NewServeMux()
-			}
-			handleOps(ops, store, reg, log, deps...)
-			if adminAddr != "" {
-				handleExpect(c, ops, store, log)
-			}
-			endpoints := []receiver.Endpoint{{Name: "webhooks", Listener: ln, Handler: web}}
-			if aln != nil {
-				endpoints = append(endpoints, receiver.Endpoint{Name: "admin", Listener: aln, Handler: ops})
-			}
-			for _, src := range sources {
-				log.Info().Str("db", store.Path()).Str("source", src.Name).Str("scheme", src.Scheme.Name()).Str("path", src.Path).
-					Strs("events", src.Rules.Events).Bool("dispatch", d != nil).Msg("starting")
-			}
-			// The dispatcher and the recorder outlive the receiver's drain: they
-			// stop once Serve has returned, so the last requests' rows can still
-			// be handed on and their secret uses are saved.
-			ctx, cancel := context.WithCancel(context.WithoutCancel(c.Context))
-			defer cancel()
-			recorded := make(chan error, 1)
-			go func() { recorded <- recordSecretUses(ctx, store, handlers) }()
-			dispatched := make(chan error, 1)
-			if d != nil {
-				go func() { dispatched <- d.Run(ctx) }()
-			} else {
-				dispatched <- nil
-			}
-			reconciled := make(chan error, 1)
-			go func() { reconciled <- rec.Run(ctx) }()
-			serveErr := receiver.Serve(c.Context, lim, log, endpoints...)
-			cancel()
-			if err := errors.Join(serveErr, <-dispatched, <-recorded, <-reconciled, store.Close()); err != nil {
-				return err
-			}
-			log.Info().Msg("stopped")
-			return nil
+			return runServe(c.Context, cfg, store, serveDeps{ln: ln, aln: aln, reg: reg, metrics: m, log: log})
 		},
 	}
+}
+
+// serveConfig is what serve's flags and --config say, checked: all that
+// runServe needs but the store and the listeners.
+type serveConfig struct {
+	db, logLevel    string
+	addr, adminAddr string
+	configFile      string // --config; "" without it
+	sources         []admin.Source
+	// readableConfig, when set, is who besides this user can read the
+	// --config file that holds secrets: warned of at start.
+	readableConfig string
+	limits         receiver.Limits
+	bodyTimeout    time.Duration
+	busyTimeout    time.Duration
+	maxInFlight    int
+	// bodyMemory bounds the bodies held in memory at once (--max-body-memory).
+	bodyMemory int64
+	reconcile  reconcileConfig
+	// dispatch is the destination's settings; nil when no destination flag
+	// is set.
+	dispatch *dispatchConfig
+}
+
+// parseServe reads serve's flags into a serveConfig. It fails, naming the
+// flag, on any value serve cannot run with; it opens nothing and binds
+// nothing.
+func parseServe(c *cli.Context) (serveConfig, error) {
+	if err := admin.NoArgs(c); err != nil {
+		return serveConfig{}, err
+	}
+	cfg := serveConfig{db: c.String("db"), logLevel: c.String("log-level"), configFile: c.String("config"), addr: c.String("addr"), adminAddr: c.String("admin-addr"),
+		bodyTimeout: c.Duration("body-timeout"), busyTimeout: c.Duration("busy-timeout"), maxInFlight: c.Int("max-in-flight")}
+	if err := checkLogLevel(cfg.logLevel); err != nil {
+		return serveConfig{}, err
+	}
+	rules, err := admin.Rules(c)
+	if err != nil {
+		return serveConfig{}, err
+	}
+	maxRequest, err := admin.ParseSize(c.String("max-request"))
+	if err != nil {
+		return serveConfig{}, fmt.Errorf("--max-request: %w", err)
+	}
+	if cfg.sources, err = serveSources(c, rules, maxRequest); err != nil {
+		return serveConfig{}, err
+	}
+	if cfg.configFile != "" && valueSecrets(cfg.sources) {
+		cfg.readableConfig = readableByOthers(cfg.configFile)
+	}
+	for _, src := range cfg.sources {
+		if err := checkPath(src.Path, cfg.adminAddr == ""); err != nil {
+			return serveConfig{}, err
+		}
+	}
+	lim := receiver.DefaultLimits()
+	lim.ReadHeaderTimeout = c.Duration("read-header-timeout")
+	lim.ReadTimeout = c.Duration("read-timeout")
+	lim.WriteTimeout = lim.ReadTimeout + time.Second
+	if lim.ReadHeaderTimeout <= 0 || lim.ReadTimeout < lim.ReadHeaderTimeout {
+		return serveConfig{}, fmt.Errorf("--read-header-timeout %s and --read-timeout %s: want 0 < header timeout <= read timeout", lim.ReadHeaderTimeout, lim.ReadTimeout)
+	}
+	cfg.limits = lim
+	if cfg.bodyTimeout <= 0 || cfg.bodyTimeout > lim.ReadTimeout {
+		return serveConfig{}, fmt.Errorf("--body-timeout %s: want 0 < body timeout <= --read-timeout %s", cfg.bodyTimeout, lim.ReadTimeout)
+	}
+	if cfg.maxInFlight < 1 {
+		return serveConfig{}, fmt.Errorf("--max-in-flight must be at least 1, got %d", cfg.maxInFlight)
+	}
+	if err := checkBusyTimeout(cfg.busyTimeout, lim.WriteTimeout); err != nil {
+		return serveConfig{}, err
+	}
+	if cfg.bodyMemory, err = admin.ParseSize(c.String("max-body-memory")); err != nil {
+		return serveConfig{}, fmt.Errorf("--max-body-memory: %w", err)
+	}
+	budget := receiver.NewBudget(cfg.bodyMemory)
+	for _, src := range cfg.sources {
+		if !budget.Holds(src.HardCap) {
+			return serveConfig{}, fmt.Errorf("--max-body-memory %s: want at least twice the request cap of source %s (--max-request or max_request, %d bytes)", c.String("max-body-memory"), src.Name, src.HardCap)
+		}
+	}
+	if cfg.reconcile, err = parseReconcile(c); err != nil {
+		return serveConfig{}, err
+	}
+	if destinationSet(c) {
+		d, err := parseDispatch(c)
+		if err != nil {
+			return serveConfig{}, err
+		}
+		cfg.dispatch = &d
+	}
+	return cfg, nil
+}
+
+// serveDeps are what serve made before the store: the listeners (aln nil
+// without --admin-addr), the metrics and the logger.
+type serveDeps struct {
+	ln, aln net.Listener
+	reg     *prometheus.Registry
+	metrics *metrics.Metrics
+	log     zerolog.Logger
+}
+
+// runServe serves cfg's sources on store until ctx is done, then drains
+// the requests in flight, stops the dispatcher and saves the secret uses.
+// It closes store before it returns.
+func runServe(ctx context.Context, cfg serveConfig, store inbox.Store, deps serveDeps) error {
+	log, reg, m := deps.log, deps.reg, deps.metrics
+	if cfg.readableConfig != "" {
+		log.Warn().Str("config", cfg.configFile).Msg("the config holds secrets (value = ...) and is readable by " + cfg.readableConfig + ": chmod 0600 it, or use env = ...")
+	}
+	reg.MustRegister(metrics.NewStoreCollector(store, probeTimeout, nil))
+	refusals := reconcile.NewRefusals(reconcile.DefaultMaxRefusals, nil)
+	metrics.Refusals(reg, refusals.Len, refusals.Dropped)
+	reg.MustRegister(metrics.NewReconcileCollector(store, probeTimeout, nil))
+	rec, err := newReconciler(cfg.reconcile, store, refusals, log, reg)
+	if err != nil {
+		return err
+	}
+	// The dispatcher shares the store, so its writes go through the
+	// store's one writer, in the receiver's commits.
+	var d *dispatch.Dispatcher
+	var destDeps []health.Dependency
+	if cfg.dispatch != nil {
+		var closeDest func()
+		if d, closeDest, destDeps, err = newDispatcher(ctx, *cfg.dispatch, store, log, reg, false); err != nil {
+			return err
+		}
+		defer closeDest()
+	}
+	web := http.NewServeMux()
+	var handlers []*receiver.Handler
+	// One count for every source: --max-in-flight bounds the process.
+	inFlight, receiving := new(atomic.Int64), new(atomic.Int64)
+	budget := receiver.NewBudget(cfg.bodyMemory)
+	for _, src := range cfg.sources {
+		h, err := receiver.NewHandler(store, receiver.Config{
+			Source:      src.Name,
+			Scheme:      src.Scheme,
+			Keys:        src.Keys,
+			Tolerance:   src.Tolerance,
+			Accepted:    src.Accepted,
+			Rules:       src.Rules,
+			HardCap:     src.HardCap,
+			MaxInFlight: cfg.maxInFlight,
+			InFlight:    inFlight,
+			Receiving:   receiving,
+			Budget:      budget,
+			BodyTimeout: cfg.bodyTimeout,
+			OnAnswer:    m.Answered(src.Name),
+			OnSkew:      m.Skewed(src.Name),
+			OnRefused:   refusals.Add,
+		}, log)
+		if err != nil {
+			return fmt.Errorf("source %s: %w", src.Name, err)
+		}
+		handlers = append(handlers, h)
+		web.Handle(src.Path, h)
+	}
+	metrics.InFlight(reg, func() int { return int(inFlight.Load() + receiving.Load()) })
+	ops := web
+	if deps.aln != nil {
+		ops = http.NewServeMux()
+	}
+	handleOps(ops, store, reg, log, destDeps...)
+	if deps.aln != nil {
+		handleExpect(cfg.reconcile.apiURL, ops, store, log)
+	}
+	endpoints := []receiver.Endpoint{{Name: "webhooks", Listener: deps.ln, Handler: web}}
+	if deps.aln != nil {
+		endpoints = append(endpoints, receiver.Endpoint{Name: "admin", Listener: deps.aln, Handler: ops})
+	}
+	for _, src := range cfg.sources {
+		log.Info().Str("db", describeDB(cfg.db)).Str("source", src.Name).Str("scheme", src.Scheme.Name()).Str("path", src.Path).
+			Strs("events", src.Rules.Events).Bool("dispatch", d != nil).Msg("starting")
+	}
+	// The dispatcher and the recorder outlive the receiver's drain: they
+	// stop once Serve has returned, so the last requests' rows can still
+	// be handed on and their secret uses are saved.
+	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	recorded := make(chan error, 1)
+	go func() { recorded <- recordSecretUses(bg, store, handlers) }()
+	dispatched := make(chan error, 1)
+	if d != nil {
+		go func() { dispatched <- d.Run(bg) }()
+	} else {
+		dispatched <- nil
+	}
+	reconciled := make(chan error, 1)
+	go func() { reconciled <- rec.Run(bg) }()
+	serveErr := receiver.Serve(ctx, cfg.limits, log, endpoints...)
+	cancel()
+	if err := errors.Join(serveErr, <-dispatched, <-recorded, <-reconciled, store.Close()); err != nil {
+		return err
+	}
+	log.Info().Msg("stopped")
+	return nil
 }
 
 // answerMargin is what a 503 needs after the busy timeout to reach the
@@ -334,7 +398,7 @@ const secretUsePeriod = time.Minute
 
 // recordSecretUses saves the handlers' secret uses every secretUsePeriod
 // and once more when ctx is done, then returns the last save's error.
-func recordSecretUses(ctx context.Context, store *inbox.Store, handlers []*receiver.Handler) error {
+func recordSecretUses(ctx context.Context, store inbox.Store, handlers []*receiver.Handler) error {
 	save := func(ctx context.Context) error {
 		var uses []inbox.SecretUse
 		for _, h := range handlers {

@@ -1,10 +1,12 @@
 // Package admin holds the operator's commands, one file each. Every command
-// opens the inbox database on its own, so it works while serve runs: reads
-// through query-only connections, writes in IMMEDIATE transactions that wait
-// up to --busy-timeout for serve's lock.
+// opens the store --db names on its own, through the Opener main gives it,
+// so it works while serve runs: on SQLite, reads through query-only
+// connections, writes in IMMEDIATE transactions that wait up to
+// --busy-timeout for serve's lock.
 package admin
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,23 +21,37 @@ import (
 	"inbox/inbox"
 )
 
-// Commands returns the admin commands.
-func Commands() []*cli.Command {
+// Access is how a command opens the store.
+type Access struct {
+	// Write opens it for writing; otherwise it is opened read-only, and
+	// any write fails.
+	Write bool
+	// BusyTimeout is how long a write waits for the lock serve or another
+	// command holds.
+	BusyTimeout time.Duration
+}
+
+// Opener opens the existing store db (--db) names, as a asks. It never
+// creates one: a mistyped path is an error, not a new database.
+type Opener func(ctx context.Context, db string, a Access) (inbox.Store, error)
+
+// Commands returns the admin commands, which open their stores with open.
+func Commands(open Opener) []*cli.Command {
 	return []*cli.Command{
-		listCommand(),
-		statsCommand(),
-		parkedCommand(),
-		showCommand(),
-		reprocessCommand(),
-		redeliverCommand(nil),
-		alertCommand(),
-		purgeCommand(),
+		listCommand(open),
+		statsCommand(open),
+		parkedCommand(open),
+		showCommand(open),
+		reprocessCommand(open),
+		redeliverCommand(open, nil),
+		alertCommand(open),
+		purgeCommand(open),
 		sendCommand(),
-		backupCommand(),
-		sourcesCommand(),
-		missedCommand(),
-		expectCommand(),
-		expectedCommand(),
+		backupCommand(open),
+		sourcesCommand(open),
+		missedCommand(open),
+		expectCommand(open),
+		expectedCommand(open),
 	}
 }
 
@@ -47,7 +63,7 @@ func Commands() []*cli.Command {
 func DBFlag() *cli.StringFlag {
 	return &cli.StringFlag{
 		Name:    "db",
-		Usage:   "path of the inbox database",
+		Usage:   "the inbox database: a SQLite file's path, or a postgres:// URL (PostgreSQL, shared by replicas)",
 		Value:   "inbox.db",
 		EnvVars: []string{"INBOX_DB"},
 	}
@@ -155,18 +171,16 @@ func NoArgs(c *cli.Context) error {
 	return nil
 }
 
-// openRead opens the inbox named by --db for reading; it never creates one.
-func openRead(c *cli.Context) (*inbox.Store, error) {
-	return inbox.Open(c.Context, c.String("db"), inbox.Options{ReadOnly: true})
+// openRead opens the store named by --db for reading; it never creates
+// one.
+func openRead(c *cli.Context, open Opener) (inbox.Store, error) {
+	return open(c.Context, c.String("db"), Access{BusyTimeout: inbox.DefaultBusyTimeout})
 }
 
-// openWrite opens the inbox named by --db for writing; it never creates
+// openWrite opens the store named by --db for writing; it never creates
 // one, and its writes wait up to --busy-timeout for another process's lock.
-func openWrite(c *cli.Context) (*inbox.Store, error) {
-	return inbox.Open(c.Context, c.String("db"), inbox.Options{
-		MustExist:   true,
-		BusyTimeout: c.Duration("busy-timeout"),
-	})
+func openWrite(c *cli.Context, open Opener) (inbox.Store, error) {
+	return open(c.Context, c.String("db"), Access{Write: true, BusyTimeout: c.Duration("busy-timeout")})
 }
 
 // printRows prints vals as JSON lines with --json, exactly as stored, else

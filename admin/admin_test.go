@@ -17,7 +17,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"inbox/inbox"
-	"inbox/inbox/inboxtest"
+	"inbox/sqlite"
+	"inbox/sqlite/sqlitetest"
 )
 
 // testRules classify as serve does by default, with a small body limit so
@@ -38,7 +39,7 @@ func exploded(jobID string) string {
 func newDB(t *testing.T) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "inbox.db")
-	s := inboxtest.MustOpenPath(t, path, inbox.Options{})
+	s := sqlitetest.MustOpenPath(t, path, sqlite.Options{})
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -49,9 +50,9 @@ func newDB(t *testing.T) string {
 // (classify, then Put), with the store's clock at receivedAt.
 func fill(t *testing.T, path string, receivedAt time.Time, bodies ...string) {
 	t.Helper()
-	s := inboxtest.MustOpenPath(t, path, inbox.Options{Now: func() time.Time { return receivedAt }})
+	s := sqlitetest.MustOpenPath(t, path, sqlite.Options{Now: func() time.Time { return receivedAt }})
 	for _, b := range bodies {
-		if _, err := s.Put(context.Background(), inbox.Classify([]byte(b), deliveryTS, testRules)); err != nil {
+		if _, err := s.Put(context.Background(), inbox.Classify("", inbox.Named{}, []byte(b), deliveryTS, testRules)); err != nil {
 			t.Fatalf("put %s: %v", b, err)
 		}
 	}
@@ -63,7 +64,7 @@ func fill(t *testing.T, path string, receivedAt time.Time, bodies ...string) {
 // run runs the admin commands as the binary does, its output in a buffer.
 func run(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	return runCommands(t, Commands(), args...)
+	return runCommands(t, Commands(testOpen), args...)
 }
 
 func runCommands(t *testing.T, cmds []*cli.Command, args ...string) (string, error) {
@@ -191,7 +192,7 @@ func TestAge(t *testing.T) {
 
 // sha is the hex sha256 of body, as row keys use it.
 func sha(body string) string {
-	return inbox.Classify([]byte(body), 0, inbox.Rules{}).SHA256
+	return inbox.Classify("", inbox.Named{}, []byte(body), 0, inbox.Rules{}).SHA256
 }
 
 // sameJSON fails the test unless got and want encode alike.
@@ -224,9 +225,9 @@ func openTestWriter(t *testing.T, path string) *sql.DB {
 }
 
 // openReadOnly opens a read-only store on path.
-func openReadOnly(t *testing.T, path string) *inbox.Store {
+func openReadOnly(t *testing.T, path string) *sqlite.Store {
 	t.Helper()
-	return inboxtest.MustOpenPath(t, path, inbox.Options{ReadOnly: true})
+	return sqlitetest.MustOpenPath(t, path, sqlite.Options{ReadOnly: true})
 }
 
 // TestFlagsCarryNothingOver: a value one run takes from the environment is
@@ -246,4 +247,14 @@ func TestFlagsCarryNothingOver(t *testing.T) {
 	if out, err := run(t, "stats", "--db", path); err != nil || !strings.HasPrefix(out, "STATUS") {
 		t.Errorf("stats without INBOX_JSON: %v, %q; want the table", err, out)
 	}
+}
+
+// testOpen opens the SQLite databases the tests make, as main's opener
+// opens a path.
+func testOpen(ctx context.Context, db string, a Access) (inbox.Store, error) {
+	s, err := sqlite.Open(ctx, db, sqlite.Options{ReadOnly: !a.Write, MustExist: true, BusyTimeout: a.BusyTimeout})
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
 }

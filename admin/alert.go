@@ -23,7 +23,7 @@ const (
 // broken is err with alert's exit code 2.
 func broken(err error) error { return cli.Exit(err, alertBroken) }
 
-func alertCommand() *cli.Command {
+func alertCommand(open Opener) *cli.Command {
 	return &cli.Command{
 		Name:  "alert",
 		Usage: "for cron: print parked rows older than --max-age (or parked in every hour), missed and overdue jobs; exit 1 if any",
@@ -84,9 +84,9 @@ Examples:
 				return broken(err)
 			}
 			if c.IsSet("parked-every-hour") {
-				return alertEveryHour(c, every, r)
+				return alertEveryHour(c, open, every, r)
 			}
-			store, err := openRead(c)
+			store, err := openRead(c, open)
 			if err != nil {
 				return broken(err)
 			}
@@ -151,14 +151,14 @@ type everyHour struct {
 
 // alertEveryHour raises when at least --min-count rows were parked in each
 // of the hour-long windows that cover every back from now.
-func alertEveryHour(c *cli.Context, every time.Duration, r inbox.Reason) error {
+func alertEveryHour(c *cli.Context, open Opener, every time.Duration, r inbox.Reason) error {
 	if every < time.Hour || every%time.Hour != 0 || every > maxAlertHours*time.Hour {
 		return broken(fmt.Errorf("--parked-every-hour %s: want whole hours from 1h to %dd, such as 24h or 2d", formatDuration(every), maxAlertHours/24))
 	}
 	if c.IsSet("max-age") {
 		return broken(errors.New("--parked-every-hour and --max-age (or INBOX_ALERT_MAX_AGE) are two alerts: run one command for each"))
 	}
-	store, err := openRead(c)
+	store, err := openRead(c, open)
 	if err != nil {
 		return broken(err)
 	}

@@ -19,7 +19,7 @@ type late struct {
 	overdue []inbox.Expectation
 }
 
-func lateJobs(c *cli.Context, store *inbox.Store) (late, error) {
+func lateJobs(c *cli.Context, store inbox.Store) (late, error) {
 	after, err := age(c, "missed-after")
 	if err != nil {
 		return late{}, err

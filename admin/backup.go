@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,11 +10,9 @@ import (
 	"path/filepath"
 
 	"github.com/urfave/cli/v2"
-
-	"inbox/inbox"
 )
 
-func backupCommand() *cli.Command {
+func backupCommand(open Opener) *cli.Command {
 	return &cli.Command{
 		Name:      "backup",
 		Usage:     "write a consistent copy of the database, while serve runs",
@@ -47,9 +46,18 @@ Examples:
 			}
 			dest := paths[0]
 			force := c.Bool("force")
+			opened, err := openRead(c, open)
+			if err != nil {
+				return err
+			}
+			defer opened.Close()
+			store, ok := opened.(Backuper)
+			if !ok {
+				return fmt.Errorf("backup: --db %s is not a SQLite database: back up this store with its own tools (PostgreSQL: pg_dump)", c.String("db"))
+			}
 			// Before the check for an existing PATH, whose error suggests
 			// --force: over the live database that would corrupt it.
-			if err := notLive(c.String("db"), dest); err != nil {
+			if err := notLive(store, c.String("db"), dest); err != nil {
 				return err
 			}
 			if _, err := os.Stat(dest); err == nil && !force {
@@ -57,11 +65,6 @@ Examples:
 			} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return err
 			}
-			store, err := openRead(c)
-			if err != nil {
-				return err
-			}
-			defer store.Close()
 
 			tmp, err := os.CreateTemp(filepath.Dir(dest), "."+filepath.Base(dest)+".tmp-*")
 			if err != nil {
@@ -79,7 +82,7 @@ Examples:
 			}
 			// Again: PATH, or a folder on its way, may have changed while
 			// the copy was made.
-			if err := notLive(c.String("db"), dest); err != nil {
+			if err := notLive(store, c.String("db"), dest); err != nil {
 				return err
 			}
 			if force {
@@ -107,9 +110,20 @@ Examples:
 	}
 }
 
+// Backuper is a store that writes consistent copies of itself to files:
+// the SQLite store. backup refuses a store that is not one.
+type Backuper interface {
+	// Backup writes a checked copy to path and returns the rows in it.
+	Backup(ctx context.Context, path string) (int64, error)
+	// LiveFile says what target is of the store's own files ("the live
+	// database", "the live database's -wal file"), however it is spelled;
+	// "" when it is none of them.
+	LiveFile(target string) (string, error)
+}
+
 // notLive refuses a backup PATH that is one of the database's own files.
-func notLive(db, dest string) error {
-	what, err := inbox.LiveFile(db, dest)
+func notLive(store Backuper, db, dest string) error {
+	what, err := store.LiveFile(dest)
 	if err != nil {
 		return fmt.Errorf("backup: %w", err)
 	}

@@ -8,7 +8,8 @@ import (
 	"time"
 
 	"inbox/inbox"
-	"inbox/inbox/inboxtest"
+	"inbox/sqlite"
+	"inbox/sqlite/sqlitetest"
 )
 
 func TestBackup(t *testing.T) {
@@ -25,7 +26,7 @@ func TestBackup(t *testing.T) {
 	if err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("copy: %v, mode %v; want 0600", err, fi.Mode())
 	}
-	copied := inboxtest.MustOpenPath(t, dest, inbox.Options{ReadOnly: true})
+	copied := sqlitetest.MustOpenPath(t, dest, sqlite.Options{ReadOnly: true})
 	if ev, err := copied.Get(t.Context(), "job_3"); err != nil || ev.Reason != inbox.ReasonUnknownEvent {
 		t.Errorf("job_3 in the copy: %+v, %v", ev, err)
 	}

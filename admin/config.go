@@ -209,6 +209,8 @@ func (fs fileSource) source(getenv func(string) string, lenient bool) (Source, e
 	default:
 		return Source{}, fmt.Errorf("scheme %q: want sume, vibe, standard-webhooks, stripe, github or hmac", fs.Scheme)
 	}
+	// Reprocess keys the rows as the receiver does.
+	src.Rules = scheme.Rules(src.Scheme, src.Rules)
 	if fs.Scheme != "hmac" && fs.HMAC != (fileHMAC{}) {
 		return Source{}, errors.New("[source.hmac] belongs to scheme hmac only")
 	}

@@ -13,7 +13,7 @@ import (
 	"inbox/sume"
 )
 
-func expectCommand() *cli.Command {
+func expectCommand(open Opener) *cli.Command {
 	return &cli.Command{
 		Name:      "expect",
 		Usage:     "record that the application started jobs and expects their deliveries",
@@ -65,7 +65,7 @@ Examples:
 			if err != nil {
 				return err
 			}
-			store, err := openWrite(c)
+			store, err := openWrite(c, open)
 			if err != nil {
 				return err
 			}
@@ -82,7 +82,7 @@ Examples:
 	}
 }
 
-func expectedCommand() *cli.Command {
+func expectedCommand(open Opener) *cli.Command {
 	return &cli.Command{
 		Name:  "expected",
 		Usage: "list the expected jobs and where each stands",
@@ -105,7 +105,7 @@ Examples:
 			if err := NoArgs(c); err != nil {
 				return err
 			}
-			store, err := openRead(c)
+			store, err := openRead(c, open)
 			if err != nil {
 				return err
 			}

@@ -10,7 +10,7 @@ import (
 	"inbox/inbox"
 )
 
-func listCommand() *cli.Command {
+func listCommand(open Opener) *cli.Command {
 	return &cli.Command{
 		Name:  "list",
 		Usage: "list rows, newest first",
@@ -49,7 +49,7 @@ Examples:
 			if limit < 0 {
 				return fmt.Errorf("--limit %d: want 0 (all rows) or more", limit)
 			}
-			store, err := openRead(c)
+			store, err := openRead(c, open)
 			if err != nil {
 				return err
 			}

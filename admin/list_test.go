@@ -12,7 +12,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"inbox/inbox"
-	"inbox/inbox/inboxtest"
+	"inbox/sqlite"
+	"inbox/sqlite/sqlitetest"
 )
 
 // runStderr runs the admin commands as the binary does and returns what
@@ -20,7 +21,7 @@ import (
 func runStderr(t *testing.T, args ...string) (string, string, error) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	app := &cli.App{Name: "inbox", Commands: Commands(), Writer: &out, ErrWriter: &errOut,
+	app := &cli.App{Name: "inbox", Commands: Commands(testOpen), Writer: &out, ErrWriter: &errOut,
 		ExitErrHandler: func(*cli.Context, error) {}}
 	err := app.RunContext(context.Background(), append([]string{"inbox"}, args...))
 	return out.String(), errOut.String(), err
@@ -45,13 +46,13 @@ func hostileDB(t *testing.T) string {
 	t.Helper()
 	path := newDB(t)
 	fill(t, path, time.Now().Add(-time.Minute), fmt.Sprintf(`{"event":%q,"job_id":"job_long"}`, strings.Repeat("e", 10<<10)))
-	s := inboxtest.MustOpenPath(t, path, inbox.Options{})
+	s := sqlitetest.MustOpenPath(t, path, sqlite.Options{})
 	for i, h := range hostile {
 		rules := inbox.Rules{}
 		if i%2 == 1 {
 			rules.Events = []string{"push"}
 		}
-		d := inbox.ClassifyKeyed("gh", fmt.Sprintf("d%d", i), h.event, []byte(`{}`), deliveryTS, rules)
+		d := keyed("gh", fmt.Sprintf("d%d", i), h.event, []byte(`{}`), deliveryTS, rules)
 		if _, err := s.Put(context.Background(), d); err != nil {
 			t.Fatal(err)
 		}

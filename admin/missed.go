@@ -9,7 +9,7 @@ import (
 	"inbox/inbox"
 )
 
-func missedCommand() *cli.Command {
+func missedCommand(open Opener) *cli.Command {
 	return &cli.Command{
 		Name:  "missed",
 		Usage: "list keys answered 503 (the store was down) and not delivered since",
@@ -31,7 +31,7 @@ Examples:
 			if err := NoArgs(c); err != nil {
 				return err
 			}
-			store, err := openRead(c)
+			store, err := openRead(c, open)
 			if err != nil {
 				return err
 			}

@@ -13,7 +13,7 @@ import (
 	"inbox/inbox"
 )
 
-func parkedCommand() *cli.Command {
+func parkedCommand(open Opener) *cli.Command {
 	return &cli.Command{
 		Name:  "parked",
 		Usage: "list parked rows, newest first, or count them per reason",
@@ -64,12 +64,12 @@ Examples:
 			}
 			f := inbox.Filter{Status: inbox.StatusParked, Reason: r, Source: source}
 			if c.Bool("per-hour") {
-				return parkedPerHour(c, f, since)
+				return parkedPerHour(c, open, f, since)
 			}
 			if since > 0 {
 				f.Since = time.Now().Add(-since)
 			}
-			store, err := openRead(c)
+			store, err := openRead(c, open)
 			if err != nil {
 				return err
 			}
@@ -107,7 +107,7 @@ const barWidth = 50
 
 // parkedPerHour prints the rows f selects parked in each clock hour (UTC)
 // of the last since (chartHours when 0), the current hour last.
-func parkedPerHour(c *cli.Context, f inbox.Filter, since time.Duration) error {
+func parkedPerHour(c *cli.Context, open Opener, f inbox.Filter, since time.Duration) error {
 	if c.String("group-by") != "" {
 		return errors.New("--per-hour and --group-by: choose one")
 	}
@@ -118,7 +118,7 @@ func parkedPerHour(c *cli.Context, f inbox.Filter, since time.Duration) error {
 	if hours > maxChartHours {
 		return fmt.Errorf("--since %s with --per-hour: at most %dd (%d hours)", formatDuration(since), maxChartHours/24, maxChartHours)
 	}
-	store, err := openRead(c)
+	store, err := openRead(c, open)
 	if err != nil {
 		return err
 	}

@@ -13,7 +13,7 @@ import (
 	"inbox/inbox"
 )
 
-func purgeCommand() *cli.Command {
+func purgeCommand(open Opener) *cli.Command {
 	return &cli.Command{
 		Name:  "purge",
 		Usage: "delete done and ignored rows not delivered for longer than the retention",
@@ -78,11 +78,11 @@ Examples:
 				Statuses: []inbox.Status{inbox.StatusDone, inbox.StatusIgnored},
 				Reasons:  reasons,
 			}
-			open, count := openWrite, (*inbox.Store).Purge
+			opened, count := openWrite, inbox.Store.Purge
 			if c.Bool("dry-run") {
-				open, count = openRead, (*inbox.Store).Purgeable
+				opened, count = openRead, inbox.Store.Purgeable
 			}
-			store, err := open(c)
+			store, err := opened(c, open)
 			if err != nil {
 				return err
 			}

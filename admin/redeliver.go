@@ -17,7 +17,7 @@ import (
 
 // redeliverCommand builds redeliver; sleep waits between retries, a real
 // timer when nil (tests pass one that does not sleep).
-func redeliverCommand(sleep func(context.Context, time.Duration) error) *cli.Command {
+func redeliverCommand(open Opener, sleep func(context.Context, time.Duration) error) *cli.Command {
 	return &cli.Command{
 		Name:      "redeliver",
 		Usage:     "ask the provider to send jobs' webhooks again",
@@ -64,16 +64,16 @@ Examples:
 			if chosen := btoi(r != "") + btoi(len(jobs) > 0) + btoi(c.Bool("missed")); chosen != 1 {
 				return errors.New("redeliver needs exactly one of: job ids, --reason or --missed")
 			}
-			if err := refuseOtherSources(c, jobs); err != nil {
+			if err := refuseOtherSources(c, open, jobs); err != nil {
 				return err
 			}
 			if r != "" {
-				if jobs, err = parkedJobs(c, r); err != nil {
+				if jobs, err = parkedJobs(c, open, r); err != nil {
 					return err
 				}
 			}
 			if c.Bool("missed") {
-				if jobs, err = missedJobs(c); err != nil {
+				if jobs, err = missedJobs(c, open); err != nil {
 					return err
 				}
 			}
@@ -153,11 +153,11 @@ func (r redeliverResult) line(dryRun bool) string {
 // can, and only those are looked up; a Sume job id may hold one too, so
 // without a readable database (redeliver never needed one for ids) the ids
 // are taken as Sume's.
-func refuseOtherSources(c *cli.Context, ids []string) error {
+func refuseOtherSources(c *cli.Context, open Opener, ids []string) error {
 	if !slices.ContainsFunc(ids, func(id string) bool { return strings.Contains(id, "/") }) {
 		return nil
 	}
-	store, err := openRead(c)
+	store, err := openRead(c, open)
 	if err != nil {
 		return nil
 	}
@@ -183,8 +183,8 @@ func refuseOtherSources(c *cli.Context, ids []string) error {
 // parkedJobs returns the job ids of the parked Sume rows with reason r,
 // each once; rows that name no job, and other sources' rows (Sume's API
 // knows nothing of them), are left out.
-func parkedJobs(c *cli.Context, r inbox.Reason) ([]string, error) {
-	store, err := openRead(c)
+func parkedJobs(c *cli.Context, open Opener, r inbox.Reason) ([]string, error) {
+	store, err := openRead(c, open)
 	if err != nil {
 		return nil, err
 	}
@@ -207,8 +207,8 @@ func parkedJobs(c *cli.Context, r inbox.Reason) ([]string, error) {
 // missedJobs returns the Sume jobs of the refused keys not delivered since,
 // each once; keys that name no job (a body that was not a job event), and
 // other sources' keys, are left out.
-func missedJobs(c *cli.Context) ([]string, error) {
-	store, err := openRead(c)
+func missedJobs(c *cli.Context, open Opener) ([]string, error) {
+	store, err := openRead(c, open)
 	if err != nil {
 		return nil, err
 	}

@@ -72,7 +72,7 @@ func (f *fakeAPI) redeliver(t *testing.T, args ...string) (string, error, []time
 		waits = append(waits, d)
 		return nil
 	}
-	out, err := runCommands(t, []*cli.Command{redeliverCommand(sleep)},
+	out, err := runCommands(t, []*cli.Command{redeliverCommand(testOpen, sleep)},
 		append([]string{"redeliver", "--api-url", f.srv.URL, "--api-key", testAPIKey}, args...)...)
 	return out, err, waits
 }
@@ -172,7 +172,7 @@ func TestRedeliverRefuses(t *testing.T) {
 		{"redeliver", "--api-key", "k", "--retries", "-1", "job_1"},
 		{"redeliver", "--api-key", "k", "--api-url", "ftp://x", "job_1"},
 	} {
-		out, err := runCommands(t, []*cli.Command{redeliverCommand(nil)}, args...)
+		out, err := runCommands(t, []*cli.Command{redeliverCommand(testOpen, nil)}, args...)
 		if err == nil {
 			t.Errorf("%v: no error; output %q", args, out)
 		}
@@ -214,7 +214,7 @@ func TestReasonVariablesAreEachCommands(t *testing.T) {
 // clear is refused once, before any job.
 func TestRedeliverChecksTheURLOnce(t *testing.T) {
 	for _, dryRun := range []string{"--dry-run=false", "--dry-run"} {
-		out, err := runCommands(t, []*cli.Command{redeliverCommand(nil)}, "redeliver", dryRun, "--api-key", testAPIKey,
+		out, err := runCommands(t, []*cli.Command{redeliverCommand(testOpen, nil)}, "redeliver", dryRun, "--api-key", testAPIKey,
 			"--api-url", "http://api.example.com", "job_1", "job_2")
 		if err == nil || !strings.Contains(err.Error(), "plain http") || out != "" {
 			t.Errorf("%s: err = %v, output %q; want one error and no line per job", dryRun, err, out)

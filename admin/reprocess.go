@@ -13,7 +13,7 @@ import (
 	"inbox/inbox"
 )
 
-func reprocessCommand() *cli.Command {
+func reprocessCommand(open Opener) *cli.Command {
 	return &cli.Command{
 		Name:      "reprocess",
 		Usage:     "classify parked rows again, with today's rules",
@@ -25,9 +25,10 @@ checked on receipt. Without --config only Sume rows are classified: other
 sources' ids are refused and their rows passed over. With --config (the
 file serve reads; its secrets are not read) the rows of every source in it
 are, each under its source's events and max_body, and --event and
---max-body are refused: a Sume row's body is read again, another source's
-row keeps the key and event recorded on receipt (its id <source>/<key>,
-its event column), since its key may have come from a header. The rows of one job are taken together, oldest first,
+--max-body are refused: the body of a row of a source of scheme sume
+(whatever its name) is read again, another source's row keeps the key and
+event recorded on receipt (its id <source>/<key>, its event column), since
+its key may have come from a header. The rows of one job are taken together, oldest first,
 the job's own row first: a job row that is now storable becomes new where it
 is; a storable row beside it is folded into the job's new or done row when
 that holds the same event and status (its deliveries added, the parked row
@@ -73,7 +74,7 @@ Examples:
 			if err != nil {
 				return err
 			}
-			store, err := openWrite(c)
+			store, err := openWrite(c, open)
 			if err != nil {
 				return err
 			}

@@ -11,7 +11,8 @@ import (
 	"time"
 
 	"inbox/inbox"
-	"inbox/inbox/inboxtest"
+	"inbox/sqlite"
+	"inbox/sqlite/sqlitetest"
 )
 
 // reprocessJSON runs reprocess --json and decodes its report.
@@ -415,14 +416,14 @@ func TestReprocessReportsCommittedBatches(t *testing.T) {
 func TestReprocessEverySource(t *testing.T) {
 	path := newDB(t)
 	now := time.Now()
-	s := inboxtest.MustOpenPath(t, path, inbox.Options{Now: func() time.Time { return now }})
+	s := sqlitetest.MustOpenPath(t, path, sqlite.Options{Now: func() time.Time { return now }})
 	push := inbox.Rules{Events: []string{"push"}}
-	vibe := inbox.ClassifyKeyed("vibe", "run_1", "scheduled_job.run", []byte(`{"runId":"run_1"}`), deliveryTS, inbox.Rules{})
+	vibe := keyed("vibe", "run_1", "scheduled_job.run", []byte(`{"runId":"run_1"}`), deliveryTS, inbox.Rules{})
 	vibe.Response = []byte(`{"accepted":true}`)
 	for _, d := range []inbox.Delivery{
-		inbox.ClassifyKeyed("gh", "d1", "ping", []byte(`{"zen":"x"}`), deliveryTS, push),                                                        // parked unknown_event
-		inbox.ClassifyKeyed("gh", "", "push", []byte(`{"ref":"main"}`), deliveryTS, push),                                                       // parked missing_key
-		inbox.ClassifyKeyed("gh", "d2", "push", []byte(`{"ref":"dev","pad":1}`), deliveryTS, inbox.Rules{Events: []string{"push"}, MaxBody: 4}), // too_large
+		keyed("gh", "d1", "ping", []byte(`{"zen":"x"}`), deliveryTS, push),                                                        // parked unknown_event
+		keyed("gh", "", "push", []byte(`{"ref":"main"}`), deliveryTS, push),                                                       // parked missing_key
+		keyed("gh", "d2", "push", []byte(`{"ref":"dev","pad":1}`), deliveryTS, inbox.Rules{Events: []string{"push"}, MaxBody: 4}), // too_large
 		vibe,
 	} {
 		if _, err := s.Put(context.Background(), d); err != nil {

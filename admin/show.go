@@ -18,7 +18,7 @@ import (
 	"inbox/inbox"
 )
 
-func showCommand() *cli.Command {
+func showCommand(open Opener) *cli.Command {
 	return &cli.Command{
 		Name:      "show",
 		Usage:     "print one row and its body",
@@ -52,7 +52,7 @@ Examples:
 			if source != "" {
 				ids[0] = inbox.RowID(source, ids[0])
 			}
-			store, err := openRead(c)
+			store, err := openRead(c, open)
 			if err != nil {
 				return err
 			}

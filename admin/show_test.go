@@ -9,7 +9,8 @@ import (
 	"time"
 
 	"inbox/inbox"
-	"inbox/inbox/inboxtest"
+	"inbox/sqlite"
+	"inbox/sqlite/sqlitetest"
 )
 
 func TestShow(t *testing.T) {
@@ -98,10 +99,10 @@ func TestShow(t *testing.T) {
 func TestSourceAddressing(t *testing.T) {
 	path := newDB(t)
 	fill(t, path, time.Now(), completed("job_1"), exploded("job_2"))
-	s := inboxtest.MustOpenPath(t, path, inbox.Options{})
+	s := sqlitetest.MustOpenPath(t, path, sqlite.Options{})
 	for _, d := range []inbox.Delivery{
-		inbox.ClassifyKeyed("vibe", "run_1", "scheduled_job.run", []byte(`{"runId":"run_1"}`), deliveryTS, inbox.Rules{}),
-		inbox.ClassifyKeyed("gh", "d1", "ping", []byte(`{}`), deliveryTS, inbox.Rules{Events: []string{"push"}}),
+		keyed("vibe", "run_1", "scheduled_job.run", []byte(`{"runId":"run_1"}`), deliveryTS, inbox.Rules{}),
+		keyed("gh", "d1", "ping", []byte(`{}`), deliveryTS, inbox.Rules{Events: []string{"push"}}),
 	} {
 		if _, err := s.Put(context.Background(), d); err != nil {
 			t.Fatal(err)

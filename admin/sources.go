@@ -24,7 +24,7 @@ type sourceSecret struct {
 	LastVerified time.Time `json:"last_verified_at,omitzero"`
 }
 
-func sourcesCommand() *cli.Command {
+func sourcesCommand(open Opener) *cli.Command {
 	return &cli.Command{
 		Name:  "sources",
 		Usage: "list the configured sources and when each secret last verified a delivery",
@@ -56,7 +56,7 @@ Examples:
 					return err
 				}
 			}
-			store, err := openRead(c)
+			store, err := openRead(c, open)
 			if err != nil {
 				return err
 			}

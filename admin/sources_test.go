@@ -7,8 +7,9 @@ import (
 	"time"
 
 	"inbox/inbox"
-	"inbox/inbox/inboxtest"
 	"inbox/scheme"
+	"inbox/sqlite"
+	"inbox/sqlite/sqlitetest"
 )
 
 // liveVibeSecret is a secret in Vibe's form: vjs_ and the unpadded
@@ -147,7 +148,7 @@ env = "TEST_SW_SECRET"
 func TestSourcesWithoutConfig(t *testing.T) {
 	db := newDB(t)
 	verified := time.Now().Add(-time.Hour).Truncate(time.Second)
-	s := inboxtest.MustOpenPath(t, db, inbox.Options{})
+	s := sqlitetest.MustOpenPath(t, db, sqlite.Options{})
 	if err := s.RecordSecretUses(t.Context(), []inbox.SecretUse{
 		{Source: "sume", Fingerprint: scheme.Secret{Key: []byte("whsec_old")}.Fingerprint(), LastVerified: verified},
 	}); err != nil {

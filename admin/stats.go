@@ -12,7 +12,7 @@ import (
 	"inbox/inbox"
 )
 
-func statsCommand() *cli.Command {
+func statsCommand(open Opener) *cli.Command {
 	return &cli.Command{
 		Name:  "stats",
 		Usage: "count rows per status and parked rows per reason; show the delivery queue",
@@ -31,7 +31,7 @@ Examples:
 			if err := NoArgs(c); err != nil {
 				return err
 			}
-			store, err := openRead(c)
+			store, err := openRead(c, open)
 			if err != nil {
 				return err
 			}

@@ -8,7 +8,8 @@ import (
 	"time"
 
 	"inbox/inbox"
-	"inbox/inbox/inboxtest"
+	"inbox/sqlite"
+	"inbox/sqlite/sqlitetest"
 )
 
 // dispatched opens path as a dispatcher would, claims every new row and
@@ -16,7 +17,7 @@ import (
 // claimed, with no attempt started, until the lease, an hour, runs out).
 func dispatched(t *testing.T, path string, now time.Time, fates map[string]inbox.Settlement) {
 	t.Helper()
-	s := inboxtest.MustOpenPath(t, path, inbox.Options{})
+	s := sqlitetest.MustOpenPath(t, path, sqlite.Options{})
 	ctx := context.Background()
 	jobs, _, err := s.Settle(ctx, "test", nil, inbox.Claim{Now: now, Until: now.Add(time.Hour), Max: 100})
 	if err != nil {

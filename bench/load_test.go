@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"inbox/sume"
+	"inbox/scheme"
 )
 
 // jobCounter is a receiver that verifies each delivery and counts how often
@@ -28,7 +28,7 @@ func (c *jobCounter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		JobID string `json:"job_id"`
 	}
 	if err == nil {
-		_, err = sume.Verify(r.Header.Get(sume.HeaderTimestamp), r.Header.Get(sume.HeaderSignature), body, []string{c.secret}, time.Minute, time.Now())
+		_, err = scheme.Sume{Tolerance: time.Minute}.Verify(r.Header, body, []scheme.Secret{{Key: []byte(c.secret)}}, time.Now())
 	}
 	if err == nil {
 		err = json.Unmarshal(body, &doc)

@@ -17,7 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 
-	"inbox/sume"
+	"inbox/scheme"
 )
 
 // referenceArg as the first argument runs the bench binary as a reference
@@ -179,8 +179,7 @@ func (h *referenceHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusRequestEntityTooLarge)
 		return
 	}
-	_, err = sume.Verify(r.Header.Get(sume.HeaderTimestamp), r.Header.Get(sume.HeaderSignature),
-		body, []string{h.secret}, refTolerance, time.Now())
+	_, err = scheme.Sume{Tolerance: refTolerance}.Verify(r.Header, body, []scheme.Secret{{Key: []byte(h.secret)}}, time.Now())
 	if err != nil {
 		w.WriteHeader(http.StatusUnauthorized)
 		return

@@ -134,7 +134,7 @@ func New(store Store, cfg Config, log zerolog.Logger) (*Dispatcher, error) {
 		cfg.Workers = DefaultWorkers
 	}
 	if cfg.Schedule == nil {
-		cfg.Schedule = DefaultSchedule
+		cfg.Schedule = DefaultSchedule()
 	}
 	if cfg.Timeout == 0 {
 		cfg.Timeout = DefaultTimeout

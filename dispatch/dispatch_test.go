@@ -19,8 +19,9 @@ import (
 
 	"inbox/dispatch"
 	"inbox/inbox"
-	"inbox/inbox/inboxtest"
 	"inbox/scheme"
+	"inbox/sqlite"
+	"inbox/sqlite/sqlitetest"
 )
 
 var rules = inbox.Rules{Events: []string{"job.completed", "job.failed", "job.canceled"}, MaxBody: 1 << 20}
@@ -50,11 +51,11 @@ func body(id string) string {
 }
 
 // storeWith opens a store on the clock holding a new row for each id.
-func storeWith(t *testing.T, c *clock, ids ...string) *inbox.Store {
+func storeWith(t *testing.T, c *clock, ids ...string) *sqlite.Store {
 	t.Helper()
-	s := inboxtest.MustOpen(t, inbox.Options{Now: c.Now})
+	s := sqlitetest.MustOpen(t, sqlite.Options{Now: c.Now})
 	for _, id := range ids {
-		if _, err := s.Put(context.Background(), inbox.Classify([]byte(body(id)), 1_800_000_000, rules)); err != nil {
+		if _, err := s.Put(context.Background(), inbox.Classify("", inbox.Named{}, []byte(body(id)), 1_800_000_000, rules)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -63,7 +64,7 @@ func storeWith(t *testing.T, c *clock, ids ...string) *inbox.Store {
 
 // start runs a dispatcher until the test ends, and checks that it stops
 // cleanly.
-func start(t *testing.T, s *inbox.Store, cfg dispatch.Config) *dispatch.Dispatcher {
+func start(t *testing.T, s *sqlite.Store, cfg dispatch.Config) *dispatch.Dispatcher {
 	t.Helper()
 	if cfg.Poll == 0 {
 		cfg.Poll = time.Millisecond
@@ -102,7 +103,7 @@ func settleDown() { time.Sleep(30 * time.Millisecond) }
 
 // waitRetry waits until the failure of the attempt'th attempt at id is
 // recorded, so that the clock moves on from the time it was recorded at.
-func waitRetry(t *testing.T, s *inbox.Store, id string, attempt int64) {
+func waitRetry(t *testing.T, s *sqlite.Store, id string, attempt int64) {
 	t.Helper()
 	waitFor(t, fmt.Sprintf("attempt %d at %s recorded", attempt, id), func() bool {
 		e := row(t, s, id)
@@ -110,7 +111,7 @@ func waitRetry(t *testing.T, s *inbox.Store, id string, attempt int64) {
 	})
 }
 
-func row(t *testing.T, s *inbox.Store, id string) inbox.Event {
+func row(t *testing.T, s *sqlite.Store, id string) inbox.Event {
 	t.Helper()
 	e, err := s.Get(context.Background(), id)
 	if err != nil {
@@ -174,7 +175,7 @@ func TestRetryScheduleThenPark(t *testing.T) {
 	a := newApp(t, http.StatusInternalServerError)
 	start(t, s, dispatch.Config{Destination: forward(t, a.URL, c), Now: c.Now})
 
-	for i, wait := range dispatch.DefaultSchedule {
+	for i, wait := range dispatch.DefaultSchedule() {
 		attempt := int64(i + 1)
 		waitRetry(t, s, "job_1", attempt)
 		e := row(t, s, "job_1")

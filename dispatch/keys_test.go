@@ -16,16 +16,17 @@ import (
 	"inbox/dispatch"
 	"inbox/inbox"
 	"inbox/scheme"
+	"inbox/sqlite"
 )
 
-// keyed stores rows of other sources than Sume on the clock's store: a Vibe
+// putKeyed stores rows of other sources than Sume on the clock's store: a Vibe
 // run and a GitHub delivery, keyed by (source, key) as the receiver keys
 // them.
-func keyed(t *testing.T, s *inbox.Store) {
+func putKeyed(t *testing.T, s *sqlite.Store) {
 	t.Helper()
 	for _, d := range []inbox.Delivery{
-		inbox.ClassifyKeyed("vibe", "run_1", "scheduled_job.run", []byte(`{"runId":"run_1"}`), 1_800_000_000, inbox.Rules{}),
-		inbox.ClassifyKeyed("gh", "72d3162e-cc78-11e3-81ab-4c9367dc0958", "push", []byte(`{"ref":"main"}`), 1_800_000_000, inbox.Rules{}),
+		keyed("vibe", "run_1", "scheduled_job.run", []byte(`{"runId":"run_1"}`), 1_800_000_000, inbox.Rules{}),
+		keyed("gh", "72d3162e-cc78-11e3-81ab-4c9367dc0958", "push", []byte(`{"ref":"main"}`), 1_800_000_000, inbox.Rules{}),
 	} {
 		if _, err := s.Put(context.Background(), d); err != nil {
 			t.Fatal(err)
@@ -48,7 +49,7 @@ var wantKeys = map[string][2]string{ // row id: source, key
 func TestForwardKeys(t *testing.T) {
 	c := newClock()
 	s := storeWith(t, c, "job_1")
-	keyed(t, s)
+	putKeyed(t, s)
 	a := newApp(t, http.StatusNoContent)
 	key := []byte("0123456789abcdef0123456789abcdef")
 	f, err := dispatch.NewForward(a.URL, "whsec_"+base64.StdEncoding.EncodeToString(key), c.Now)
@@ -96,7 +97,7 @@ func TestExecKeys(t *testing.T) {
 	}
 	c := newClock()
 	s := storeWith(t, c, "job_1")
-	keyed(t, s)
+	putKeyed(t, s)
 	start(t, s, dispatch.Config{Destination: e, Now: c.Now})
 	for id, want := range wantKeys {
 		waitFor(t, id+" done", func() bool { return row(t, s, id).Status == inbox.StatusDone })

@@ -6,9 +6,12 @@ import (
 	"time"
 )
 
-// DefaultSchedule is how long to wait before each retry: after the first
-// failed attempt 1s, then 5s, 30s and 5m; a fifth failure parks the row.
-var DefaultSchedule = []time.Duration{time.Second, 5 * time.Second, 30 * time.Second, 5 * time.Minute}
+// DefaultSchedule returns how long to wait before each retry: after the
+// first failed attempt 1s, then 5s, 30s and 5m; a fifth failure parks the
+// row. The slice is the caller's to change.
+func DefaultSchedule() []time.Duration {
+	return []time.Duration{time.Second, 5 * time.Second, 30 * time.Second, 5 * time.Minute}
+}
 
 // maxDelay bounds one wait of a schedule.
 const maxDelay = 7 * 24 * time.Hour

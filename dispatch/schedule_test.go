@@ -10,7 +10,7 @@ import (
 
 func TestParseSchedule(t *testing.T) {
 	for in, want := range map[string][]time.Duration{
-		"1s,5s,30s,5m": dispatch.DefaultSchedule,
+		"1s,5s,30s,5m": dispatch.DefaultSchedule(),
 		" 100ms , 2h ": {100 * time.Millisecond, 2 * time.Hour},
 		"none":         {},
 		"0s":           {0},
@@ -24,5 +24,15 @@ func TestParseSchedule(t *testing.T) {
 		if got, err := dispatch.ParseSchedule(in); err == nil {
 			t.Errorf("ParseSchedule(%q) = %v, want an error", in, got)
 		}
+	}
+}
+
+// TestDefaultScheduleIsACopy: changing the schedule one caller got changes
+// nothing for the next.
+func TestDefaultScheduleIsACopy(t *testing.T) {
+	got := dispatch.DefaultSchedule()
+	got[0] = time.Hour
+	if again := dispatch.DefaultSchedule(); again[0] != time.Second {
+		t.Errorf("DefaultSchedule()[0] = %s after a caller changed its copy", again[0])
 	}
 }

@@ -15,7 +15,8 @@ import (
 
 	"inbox/dispatch"
 	"inbox/inbox"
-	"inbox/inbox/inboxtest"
+	"inbox/sqlite"
+	"inbox/sqlite/sqlitetest"
 )
 
 // hangingRows and goodRows are the case: 6 rows the destination
@@ -29,12 +30,12 @@ const (
 // queue stores hanging rows hang_0 ... first, then good rows good_000 ...,
 // each a millisecond after the one before, so they are claimed in that
 // order.
-func queue(t *testing.T, hanging, good int) *inbox.Store {
+func queue(t *testing.T, hanging, good int) *sqlite.Store {
 	t.Helper()
 	c := newClock()
-	s := inboxtest.MustOpen(t, inbox.Options{Now: c.Now})
+	s := sqlitetest.MustOpen(t, sqlite.Options{Now: c.Now})
 	put := func(id string) {
-		if _, err := s.Put(context.Background(), inbox.Classify([]byte(body(id)), 1_800_000_000, rules)); err != nil {
+		if _, err := s.Put(context.Background(), inbox.Classify("", inbox.Named{}, []byte(body(id)), 1_800_000_000, rules)); err != nil {
 			t.Fatal(err)
 		}
 		c.Advance(time.Millisecond)

@@ -13,8 +13,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"inbox/health"
-	"inbox/inbox"
-	"inbox/inbox/inboxtest"
+	"inbox/sqlite"
+	"inbox/sqlite/sqlitetest"
 )
 
 func probe(t *testing.T, h http.Handler) (int, string, http.Header) {
@@ -29,7 +29,7 @@ func probe(t *testing.T, h http.Handler) (int, string, http.Header) {
 // live throughout.
 func TestReady(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "inbox.db")
-	store := inboxtest.MustOpenPath(t, path, inbox.Options{BusyTimeout: 50 * time.Millisecond})
+	store := sqlitetest.MustOpenPath(t, path, sqlite.Options{BusyTimeout: 50 * time.Millisecond})
 	var logs bytes.Buffer
 	ready := health.Ready(store, time.Second, zerolog.New(&logs))
 	live := health.Live()
@@ -38,7 +38,7 @@ func TestReady(t *testing.T) {
 		t.Fatalf("ready: %d %q, want 200 ok", code, body)
 	}
 
-	release := inboxtest.HoldWriteLock(t, path)
+	release := sqlitetest.HoldWriteLock(t, path)
 	code, body, header := probe(t, ready)
 	if code != http.StatusServiceUnavailable || header.Get("Retry-After") == "" || strings.Contains(body, "lock") {
 		t.Errorf("write lock held: %d %q Retry-After %q; want 503 with Retry-After and no detail", code, body, header.Get("Retry-After"))
@@ -66,7 +66,7 @@ func TestReady(t *testing.T) {
 // TestReadyDependencies checks that a dependency's state is shown on
 // /readyz, and fails it only when the dependency gates readiness.
 func TestReadyDependencies(t *testing.T) {
-	store := inboxtest.MustOpen(t, inbox.Options{})
+	store := sqlitetest.MustOpen(t, sqlite.Options{})
 	up := false
 	state := func(context.Context) (bool, string) {
 		if up {

@@ -17,14 +17,44 @@ const EventTest = "webhook.test"
 // operators type and see in tables.
 const maxJobIDLen = 200
 
+// Kind is how a source's deliveries are keyed, which its scheme decides.
+type Kind int
+
+// The kinds of source.
+const (
+	// KindBody: the body names its job (Sume's scheme): Classify reads the
+	// job_id, the event and the status from the JSON.
+	KindBody Kind = iota
+	// KindKeyed: the scheme names each delivery's key and event (every
+	// scheme but Sume's), given to Classify as Named.
+	KindKeyed
+)
+
 // Rules are the settings classification depends on.
 type Rules struct {
+	// Kind is how the source's deliveries are keyed; the zero value reads
+	// bodies as Sume's.
+	Kind Kind
 	// Events are the event names stored as jobs; any other is parked
-	// unknown_event.
+	// unknown_event. For KindKeyed, empty stores every event.
 	Events []string
 	// MaxBody is the normal body limit in bytes; a larger verified body is
 	// parked too_large. Zero means no limit.
 	MaxBody int64
+	// ByBody, for KindKeyed, keys every delivery by its body's sha256 (a
+	// generic HMAC source with key_from = "sha256"), as Named.ByBody does
+	// one delivery: so reprocess keys a stored row as its source does now.
+	ByBody bool
+}
+
+// Named is what a KindKeyed source's scheme named of a verified delivery.
+type Named struct {
+	Key   string // the provider's idempotency key; "" when it names none
+	Event string // the event name; "" when it names none
+	// ByBody says the source keys each delivery by its body's sha256 (a
+	// generic HMAC source with key_from = "sha256"): Key is ignored, and
+	// the key is BodyKey of the body's sum.
+	ByBody bool
 }
 
 // Delivery is a verified body with what classification made of it: the row
@@ -80,31 +110,71 @@ func KeyOf(source, id string) string {
 	return strings.TrimPrefix(id, source+"/")
 }
 
-// ClassifyKeyed classifies a verified body of a source whose scheme names
-// the key and the event itself (every scheme but Sume's): a usable key and
-// an event in r.Events (any event when r.Events is empty) make a new row;
-// no usable key parks missing_key under the body's sha256, an event outside
-// the set parks unknown_event, a body above r.MaxBody parks too_large. The
-// delivery's JobID is RowID(source, key), like its Key. It never fails.
-func ClassifyKeyed(source, key, event string, body []byte, deliveryTS int64, r Rules) Delivery {
-	sum := sha256.Sum256(body)
-	d := Delivery{Source: source, Body: body, SHA256: hex.EncodeToString(sum[:]), DeliveryTS: deliveryTS, Event: event}
-	d.Key = RowID(source, BodyKey(d.SHA256))
-	if !usableJobID(key) {
+// Classify is the one place a row key is built. It decides what a
+// verified body of source ("" is DefaultSource) is, by the source's kind:
+//
+// KindBody (Sume's) follows the receiver contract in order: unparseable,
+// test ping, missing job_id, unknown event, payload too large, too large,
+// storable; n is not read.
+//
+// KindKeyed takes the key and the event n names: a usable key and an
+// event in r.Events (any event when r.Events is empty) make a new row; no
+// usable key parks missing_key, an event outside the set parks
+// unknown_event, a body above r.MaxBody parks too_large.
+//
+// Either way the delivery's Key and JobID are the row ids within source
+// (RowID) of the job or key; a body with none is keyed by its sha256. It
+// never fails: whatever the bytes are, they get a row and a status.
+func Classify(source string, n Named, body []byte, deliveryTS int64, r Rules) Delivery {
+	if source == "" {
+		source = DefaultSource
+	}
+	var d Delivery
+	if r.Kind == KindKeyed {
+		d = classifyKeyed(n, body, r)
+	} else {
+		d = classifyBody(body, r)
+	}
+	d.Source, d.DeliveryTS = source, deliveryTS
+	d.Key = RowID(source, d.Key)
+	if d.JobID != "" {
+		d.JobID = RowID(source, d.JobID)
+	}
+	return d
+}
+
+// classifyKeyed classifies a body by the key and event its scheme named;
+// Key and JobID are within the source.
+func classifyKeyed(n Named, body []byte, r Rules) Delivery {
+	d := newDelivery(body)
+	d.Event = n.Event
+	key := n.Key
+	if n.ByBody || r.ByBody {
+		// The source's own choice of key, not one the sender wrote: a
+		// sender-chosen key is never taken in the body-keyed space.
+		key = d.Key
+	} else if !usableJobID(key) {
 		return d.park(ReasonMissingKey)
 	}
-	// The job is the key's row id, so the key's own row has job_id = id
-	// and enters no partial index, as a Sume job row, while a row parked
-	// beside it names it (events_beside_job, purge, reprocess).
-	d.JobID = RowID(source, key)
-	d.Key = d.JobID
+	// The job is the key, so the key's own row has job_id = id and enters
+	// no partial index, as a Sume job row, while a row parked beside it
+	// names it (events_beside_job, purge, reprocess).
+	d.JobID, d.Key = key, key
 	switch {
-	case len(r.Events) > 0 && !slices.Contains(r.Events, event):
+	case len(r.Events) > 0 && !slices.Contains(r.Events, n.Event):
 		return d.park(ReasonUnknownEvent)
 	case r.MaxBody > 0 && int64(len(body)) > r.MaxBody:
 		return d.park(ReasonTooLarge)
 	}
 	d.Status = StatusNew
+	return d
+}
+
+// newDelivery is body keyed by its sha256, before classification.
+func newDelivery(body []byte) Delivery {
+	sum := sha256.Sum256(body)
+	d := Delivery{Body: body, SHA256: hex.EncodeToString(sum[:])}
+	d.Key = BodyKey(d.SHA256)
 	return d
 }
 
@@ -114,14 +184,9 @@ func BodyKey(sum string) string { return bodyKeyPrefix + sum }
 // bodyKeyPrefix starts the id of every row keyed by its body's hash.
 const bodyKeyPrefix = "sha256:"
 
-// Classify decides what a verified body is, following the receiver contract
-// in order: unparseable, test ping, missing job_id, unknown event, payload
-// too large, too large, storable. It never fails: whatever the bytes are,
-// they get a row and a status.
-func Classify(body []byte, deliveryTS int64, r Rules) Delivery {
-	sum := sha256.Sum256(body)
-	d := Delivery{Body: body, SHA256: hex.EncodeToString(sum[:]), DeliveryTS: deliveryTS}
-	d.Key = BodyKey(d.SHA256)
+// classifyBody reads a Sume body; Key and JobID are within the source.
+func classifyBody(body []byte, r Rules) Delivery {
+	d := newDelivery(body)
 
 	// Fields by their exact names, as the provider writes them and as the
 	// application will read them: decoding into a tagged struct would also

@@ -1,5 +1,8 @@
 // Package inbox is the domain of the webhook inbox: what a verified delivery
-// is, how it is classified, and the SQLite store that keeps each job once.
+// is, how it is classified and keyed (Classify), what it does to the row
+// already holding its key (Land), what reprocessing decides (Decide), and
+// the contract every store keeps (Store). It holds no SQL: sqlite/ and
+// postgres/ implement Store, and inbox/storetest is the suite both run.
 package inbox
 
 import (
@@ -59,9 +62,9 @@ func Reasons() []Reason {
 // Valid reports whether r is one of Reasons.
 func (r Reason) Valid() bool { return slices.Contains(Reasons(), r) }
 
-// byHandler reports whether r is one the dispatcher parks with: the row
+// ByHandler reports whether r is one the dispatcher parks with: the row
 // holds a storable job event the application did not take.
-func (r Reason) byHandler() bool {
+func (r Reason) ByHandler() bool {
 	return r == ReasonHandlerFailed || r == ReasonHandlerRejected
 }
 

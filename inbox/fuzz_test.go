@@ -36,7 +36,7 @@ func FuzzClassify(f *testing.F) {
 	rules := inbox.Rules{Events: []string{"job.completed", "job.failed", "job.canceled"}, MaxBody: 256}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		kept := bytes.Clone(body)
-		d := inbox.Classify(body, 1_800_000_000, rules)
+		d := inbox.Classify("", inbox.Named{}, body, 1_800_000_000, rules)
 		if !bytes.Equal(body, kept) || !bytes.Equal(d.Body, kept) {
 			t.Fatal("the body was changed")
 		}
@@ -44,7 +44,7 @@ func FuzzClassify(f *testing.F) {
 		if d.SHA256 != hex.EncodeToString(sum[:]) || d.DeliveryTS != 1_800_000_000 {
 			t.Fatalf("sha256 %s, delivery_ts %d", d.SHA256, d.DeliveryTS)
 		}
-		if again := inbox.Classify(kept, 1_800_000_000, rules); again.Key != d.Key || again.Status != d.Status || again.Reason != d.Reason {
+		if again := inbox.Classify("", inbox.Named{}, kept, 1_800_000_000, rules); again.Key != d.Key || again.Status != d.Status || again.Reason != d.Reason {
 			t.Fatal("not deterministic")
 		}
 

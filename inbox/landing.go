@@ -1,9 +1,18 @@
 package inbox
 
-// The landing rules as pure functions, for a store that is not this
-// package's SQLite store (postgres/): it reads the row that holds a key in
-// its own way and asks here what a delivery does to it, so the rules stay
-// in one place (merge.go).
+// The landing rules: what a delivery does to the row that already holds
+// its key. A store reads that row in its own way and asks here, so the
+// rules live in one place for every store.
+
+// Result is what Put did with one delivery.
+type Result struct {
+	Outcome Outcome
+	ID      string // the row the delivery landed on
+	Reason  Reason // set when Outcome is OutcomeParked
+	// Response is the answer body saved on that row: the delivery's own on
+	// a new row, the first accepted delivery's on a repeat; nil for none.
+	Response []byte
+}
 
 // Landing is what a delivery does to the row that already holds its key.
 type Landing int
@@ -12,19 +21,34 @@ type Landing int
 const (
 	// LandRevive: the row is parked as received and the delivery storable,
 	// so the delivery takes the row over (contract row 17).
-	LandRevive Landing = Landing(landRevive)
-	// LandRepeat: counted on the row (contract row 15).
-	LandRepeat Landing = Landing(landRepeat)
-	// LandBeside: the delivery is parked beside the row, keyed by its bytes
-	// (contract row 16); see Beside.
-	LandBeside Landing = Landing(landBeside)
+	LandRevive Landing = iota
+	// LandRepeat: the same bytes, or the same job event: counted on the row
+	// (contract row 15). A row the dispatcher parked holds a storable job
+	// event, so it counts repeats like a new or done row: only a person
+	// revives it.
+	LandRepeat
+	// LandBeside: something else; the delivery is parked beside the row,
+	// keyed by its bytes (contract row 16); see Beside.
+	LandBeside
 )
 
 // Land returns what d does to row, the row that holds d.Key. It reads the
 // row's Status, Reason, SHA256, Event, JobStatus and Source only.
 func Land(row Event, d Delivery) Landing {
-	return Landing(landOn(current{status: row.Status, reason: row.Reason, sha: row.SHA256,
-		event: row.Event, jobStatus: row.JobStatus, source: row.Source}, d))
+	holdsJob := row.Status != StatusParked || row.Reason.ByHandler()
+	switch {
+	case row.Source != SourceOf(d):
+		// A Sume job_id that reads "<source>/<key>": never merged into
+		// another source's row.
+		return LandBeside
+	case !holdsJob && d.Status == StatusNew:
+		return LandRevive
+	case row.SHA256 == d.SHA256,
+		holdsJob && d.Status == StatusNew &&
+			row.Event == d.Event && row.JobStatus == d.JobStatus:
+		return LandRepeat
+	}
+	return LandBeside
 }
 
 // Beside returns d as it is kept when it lands beside the row that holds
@@ -39,13 +63,17 @@ func Beside(d Delivery) Delivery {
 }
 
 // Fresh is the result of a delivery that made a row of its own.
-func Fresh(d Delivery) Result { return fresh(d) }
+func Fresh(d Delivery) Result {
+	switch d.Status {
+	case StatusParked:
+		return Result{Outcome: OutcomeParked, ID: d.Key, Reason: d.Reason, Response: d.Response}
+	case StatusIgnored:
+		return Result{Outcome: OutcomeIgnored, ID: d.Key, Response: d.Response}
+	default:
+		return Result{Outcome: OutcomeStored, ID: d.Key, Response: d.Response}
+	}
+}
 
 // SourceOf returns the source d came through: DefaultSource when d.Source
 // is empty.
 func SourceOf(d Delivery) string { return d.source() }
-
-// Reclassify classifies the stored row e, body included, again under r, as
-// Reprocess does: a DefaultSource body is read again; another source's row
-// keeps the key and the event recorded at receipt.
-func Reclassify(e Event, r Rules) Delivery { return reclassify(e, r) }

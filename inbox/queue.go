@@ -1,13 +1,6 @@
 package inbox
 
-import (
-	"context"
-	"database/sql"
-	"errors"
-	"fmt"
-	"strings"
-	"time"
-)
+import "time"
 
 // Job is a new row claimed for delivery to the application.
 type Job struct {
@@ -21,7 +14,8 @@ type Job struct {
 	Event   string
 	Body    []byte
 	Attempt int // this attempt's number, from 1; counted as it starts (Store.Start)
-	// started is set by Start: the row's attempts already count Attempt.
+	// started is set by Start (MarkStarted): the row's attempts already
+	// count Attempt.
 	started bool
 }
 
@@ -36,6 +30,15 @@ func (j Job) Origin() (source, key string) {
 		key = KeyOf(source, j.ID)
 	}
 	return source, key
+}
+
+// held is the attempt count of the row while j's claim holds: Attempt once
+// Start counted it, one less before.
+func (j Job) held() int {
+	if j.started {
+		return j.Attempt
+	}
+	return j.Attempt - 1
 }
 
 // Claim asks for up to Max rows that are due at Now, leased until Until.
@@ -68,292 +71,6 @@ type Settlement struct {
 	Error   string    // with FateRetry, FatePark and FateExhausted: the error, never the body
 }
 
-// Settle records the settlements of rows that owner claimed, then claims
-// rows as claim asks (none when claim.Max is 0) for owner, all in one
-// transaction of the store's writer, shared with whatever else it commits
-// then. A claim sets the row's next_attempt_at to the lease's end, so a row
-// whose dispatcher died is claimed again once the lease runs out, and
-// leaves its attempt count alone: an attempt counts when it starts (Start),
-// so a dispatcher that dies between claiming and sending costs the row no
-// attempt. The outcome of a claim that Start did not mark counts its
-// attempt then. Rows are claimed oldest due first.
-//
-// A settlement whose claim is gone (its lease ran out and the row was
-// claimed again, or a person changed the row) changes nothing and is
-// counted in stale. Settle fails, with nothing changed, when the database
-// cannot be written; the settlements can then be given again. When ctx ends
-// first, Settle returns its error, yet the transaction may still commit,
-// claims included: pass a ctx that ends only when giving up is right.
-func (s *Store) Settle(ctx context.Context, owner string, settled []Settlement, claim Claim) (jobs []Job, stale int, err error) {
-	if owner == "" {
-		return nil, 0, errors.New("settle: no owner")
-	}
-	if claim.Max > 0 && !claim.Until.After(claim.Now) {
-		return nil, 0, fmt.Errorf("settle: lease until %s is not after %s", claim.Until, claim.Now)
-	}
-	// The op may still run after ctx is done and writeOp has returned: it
-	// writes only its own variables, read only after it succeeded.
-	var gotJobs []Job
-	var gotStale int
-	err = s.writeOp(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		gotJobs, gotStale = nil, 0
-		var done []Settlement
-		for _, st := range settled {
-			if st.Fate == FateDone {
-				done = append(done, st)
-				continue
-			}
-			applied, err := settle(ctx, tx, owner, st)
-			if err != nil {
-				return err
-			}
-			if !applied {
-				gotStale++
-			}
-		}
-		for start := 0; start < len(done); start += maxDoneBatch {
-			batch := done[start:min(start+maxDoneBatch, len(done))]
-			n, err := settleDone(ctx, tx, owner, batch)
-			if err != nil {
-				return err
-			}
-			gotStale += len(batch) - n
-		}
-		if claim.Max <= 0 {
-			return nil
-		}
-		var err error
-		gotJobs, err = claimRows(ctx, tx, owner, claim)
-		return err
-	})
-	if err != nil {
-		return nil, 0, fmt.Errorf("settle: %w", err)
-	}
-	return gotJobs, gotStale, nil
-}
-
-// maxDoneBatch bounds the rows one statement marks done or starts (four
-// parameters each at most, well under SQLite's limit).
-const maxDoneBatch = 1000
-
-// settleDone marks done the rows of batch whose claims hold, in one
-// statement (the common outcome: one statement per transaction, not per
-// row), and returns how many it marked.
-func settleDone(ctx context.Context, tx *sql.Tx, owner string, batch []Settlement) (int, error) {
-	if len(batch) == 0 {
-		return 0, nil
-	}
-	values := strings.Repeat("(?, ?, ?, ?), ", len(batch))
-	args := make([]any, 0, 4*len(batch)+1)
-	for _, st := range batch {
-		args = append(args, st.Job.ID, st.Job.held(), st.Job.Attempt, millis(st.At))
-	}
-	args = append(args, owner)
-	// VALUES names its columns column1, column2, column3: id, attempts the
-	// claim holds, attempt.
-	res, err := tx.ExecContext(ctx, `UPDATE events SET status = 'done', done_at = s.column4,
-		updated_at = s.column4, lease_owner = NULL, lease_until = NULL, next_attempt_at = 0,
-		attempts = s.column3
-		FROM (VALUES `+values[:len(values)-2]+`) AS s
-		WHERE events.id = s.column1 AND events.attempts = s.column2
-		AND events.lease_owner = ? AND events.status = 'new'`, args...)
-	if err != nil {
-		return 0, fmt.Errorf("mark %d rows done: %w", len(batch), err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return 0, fmt.Errorf("mark %d rows done: %w", len(batch), err)
-	}
-	return int(n), nil
-}
-
-// held is the attempt count of the row while j's claim holds: Attempt once
-// Start counted it, one less before.
-func (j Job) held() int {
-	if j.started {
-		return j.Attempt
-	}
-	return j.Attempt - 1
-}
-
-// claimGuard matches a row only while the claim it names holds: the same
-// owner, and the attempt count the claim left (or Start made) unchanged.
-const claimGuard = ` WHERE id = ? AND status = 'new' AND lease_owner = ? AND attempts = ?`
-
-func settle(ctx context.Context, tx *sql.Tx, owner string, st Settlement) (bool, error) {
-	guard := []any{st.Job.ID, owner, st.Job.held()}
-	var q string
-	var args []any
-	switch st.Fate {
-	case FateRetry:
-		q = `UPDATE events SET lease_owner = NULL, lease_until = NULL, next_attempt_at = ?, last_error = ?,
-			attempts = ?`
-		args = []any{millis(st.RetryAt), st.Error, st.Job.Attempt}
-	case FatePark:
-		if !st.Reason.Valid() {
-			return false, fmt.Errorf("park %s: unknown reason %q", st.Job.ID, st.Reason)
-		}
-		q = `UPDATE events SET status = 'parked', reason = ?, last_error = ?, updated_at = ?,
-			lease_owner = NULL, lease_until = NULL, next_attempt_at = 0, attempts = ?`
-		args = []any{string(st.Reason), st.Error, millis(st.At), st.Job.Attempt}
-	case FateExhausted:
-		if st.Job.started || !st.Reason.Valid() {
-			return false, fmt.Errorf("park %s unattempted: attempt %d started or unknown reason %q", st.Job.ID, st.Job.Attempt, st.Reason)
-		}
-		q = `UPDATE events SET status = 'parked', reason = ?, last_error = ?, updated_at = ?,
-			lease_owner = NULL, lease_until = NULL, next_attempt_at = 0`
-		args = []any{string(st.Reason), st.Error, millis(st.At)}
-	case FateRelease:
-		if st.Job.started {
-			return false, fmt.Errorf("release %s: attempt %d has started", st.Job.ID, st.Job.Attempt)
-		}
-		q = `UPDATE events SET lease_owner = NULL, lease_until = NULL, next_attempt_at = ?`
-		args = []any{millis(st.At)}
-	default:
-		return false, fmt.Errorf("settle %s: unknown fate %d", st.Job.ID, st.Fate)
-	}
-	res, err := tx.ExecContext(ctx, q+claimGuard, append(args, guard...)...)
-	if err != nil {
-		return false, fmt.Errorf("settle %s: %w", st.Job.ID, err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return false, fmt.Errorf("settle %s: %w", st.Job.ID, err)
-	}
-	return n == 1, nil
-}
-
-// claimRows leases up to c.Max due new rows to owner, their attempts not
-// counted yet. The events_queue index serves the inner query, so it reads
-// only the rows it takes.
-func claimRows(ctx context.Context, tx *sql.Tx, owner string, c Claim) ([]Job, error) {
-	until := millis(c.Until)
-	rows, err := tx.QueryContext(ctx, `UPDATE events
-		SET lease_owner = ?, lease_until = ?, next_attempt_at = ?
-		WHERE rowid IN (SELECT rowid FROM events WHERE status = 'new' AND next_attempt_at <= ?
-			ORDER BY next_attempt_at, received_at LIMIT ?)
-		RETURNING id, source, coalesce(event, ''), body, attempts + 1`,
-		owner, until, until, millis(c.Now), c.Max)
-	if err != nil {
-		return nil, fmt.Errorf("claim: %w", err)
-	}
-	defer rows.Close()
-	var jobs []Job
-	for rows.Next() {
-		var j Job
-		if err := rows.Scan(&j.ID, &j.Source, &j.Event, &j.Body, &j.Attempt); err != nil {
-			return nil, fmt.Errorf("claim: %w", err)
-		}
-		j.Key = KeyOf(j.Source, j.ID)
-		jobs = append(jobs, j)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("claim: %w", err)
-	}
-	return jobs, nil
-}
-
-// Start counts the attempts of jobs, as the dispatcher is about to make
-// them, and renews owner's lease on each row to run from now until until,
-// so an attempt gets the whole lease however long its row waited for a
-// worker. It returns the jobs whose attempts it counted, marked started,
-// to settle with, in the order given. A job it leaves out must not be
-// attempted: its claim is gone (the row was settled, released, taken over
-// or changed by a person), its lease ran out before now, or it was started
-// already. It commits in the writer's next transaction, shared with
-// whatever else it commits then, with one statement per maxDoneBatch jobs,
-// and fails, with nothing changed, when the database cannot be written.
-// When ctx ends first, Start returns its error, yet the attempts may have
-// been counted.
-func (s *Store) Start(ctx context.Context, owner string, jobs []Job, now, until time.Time) ([]Job, error) {
-	if len(jobs) == 0 {
-		return nil, nil
-	}
-	if !until.After(now) {
-		return nil, fmt.Errorf("start: lease until %s is not after %s", until, now)
-	}
-	var todo []Job
-	seen := map[string]bool{}
-	for _, j := range jobs {
-		// A row given twice (two copies of one claim) starts once.
-		if !j.started && !seen[j.ID] {
-			seen[j.ID] = true
-			todo = append(todo, j)
-		}
-	}
-	// The op may still run after ctx is done and writeOp has returned: it
-	// writes only its own variable, read only after it succeeded.
-	var counted map[string]bool
-	err := s.writeOp(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		counted = map[string]bool{}
-		for from := 0; from < len(todo); from += maxDoneBatch {
-			if err := startBatch(ctx, tx, owner, todo[from:min(from+maxDoneBatch, len(todo))], now, until, counted); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("start %d attempts: %w", len(todo), err)
-	}
-	var started []Job
-	for _, j := range todo {
-		if counted[j.ID] {
-			j.started = true
-			started = append(started, j)
-		}
-	}
-	return started, nil
-}
-
-// startBatch counts the attempts of batch whose claims hold, in one
-// statement, and adds their ids to counted.
-func startBatch(ctx context.Context, tx *sql.Tx, owner string, batch []Job, now, until time.Time, counted map[string]bool) error {
-	values := strings.Repeat("(?, ?, ?), ", len(batch))
-	args := []any{millis(until), millis(until)}
-	for _, j := range batch {
-		args = append(args, j.ID, j.held(), j.Attempt)
-	}
-	args = append(args, owner, millis(now))
-	// VALUES names its columns column1, column2, column3: id, attempts the
-	// claim holds, attempt.
-	rows, err := tx.QueryContext(ctx, `UPDATE events SET attempts = s.column3, lease_until = ?, next_attempt_at = ?
-		FROM (VALUES `+values[:len(values)-2]+`) AS s
-		WHERE events.id = s.column1 AND events.attempts = s.column2
-		AND events.lease_owner = ? AND events.status = 'new' AND events.lease_until > ?
-		RETURNING events.id`, args...)
-	if err != nil {
-		return fmt.Errorf("count %d attempts: %w", len(batch), err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return fmt.Errorf("count %d attempts: %w", len(batch), err)
-		}
-		counted[id] = true
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("count %d attempts: %w", len(batch), err)
-	}
-	return nil
-}
-
-// NextDue returns when the first new row becomes claimable (a time at or
-// before now for a row that is due); ok is false when there is no new row.
-// It reads, so it never waits for the write lock.
-func (s *Store) NextDue(ctx context.Context) (due time.Time, ok bool, err error) {
-	var ms sql.NullInt64
-	err = s.read.QueryRowContext(ctx, `SELECT min(next_attempt_at) FROM events WHERE status = 'new'`).Scan(&ms)
-	if err != nil {
-		return time.Time{}, false, fmt.Errorf("next due row: %w", err)
-	}
-	if !ms.Valid {
-		return time.Time{}, false, nil
-	}
-	return fromMillis(ms.Int64), true, nil
-}
-
 // Queue describes the new rows: what the application still has to take.
 type Queue struct {
 	Depth    int64     `json:"depth"`     // new rows, claimed or not
@@ -368,21 +85,4 @@ func (q Queue) Age(now time.Time) time.Duration {
 		return 0
 	}
 	return max(now.Sub(q.Oldest), 0)
-}
-
-// Queue reads the queue's state at now, in one query.
-func (s *Store) Queue(ctx context.Context, now time.Time) (Queue, error) {
-	var q Queue
-	var oldest sql.NullInt64
-	err := s.read.QueryRowContext(ctx, `SELECT count(*), min(received_at),
-		coalesce(sum(lease_owner IS NOT NULL AND lease_until > ?1), 0),
-		coalesce(sum(attempts > 0 AND next_attempt_at > ?1 AND lease_owner IS NULL), 0)
-		FROM events WHERE status = 'new'`, millis(now)).Scan(&q.Depth, &oldest, &q.InFlight, &q.Retrying)
-	if err != nil {
-		return Queue{}, fmt.Errorf("read the queue: %w", err)
-	}
-	if oldest.Valid {
-		q.Oldest = fromMillis(oldest.Int64)
-	}
-	return q, nil
 }

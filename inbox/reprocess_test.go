@@ -1,131 +1,92 @@
 package inbox_test
 
 import (
-	"context"
-	"crypto/sha256"
-	"database/sql"
-	"encoding/hex"
-	"errors"
-	"fmt"
 	"strings"
-	"sync"
 	"testing"
 
 	"inbox/inbox"
-	"inbox/inbox/inboxtest"
 )
 
-// putAll stores the bodies concurrently, so group commit keeps it quick.
-func putAll(t *testing.T, s *inbox.Store, bodies []string) {
-	t.Helper()
-	var wg sync.WaitGroup
-	errs := make([]error, len(bodies))
-	for i, b := range bodies {
-		wg.Go(func() {
-			_, errs[i] = s.Put(context.Background(), inbox.Classify([]byte(b), 1_800_000_000, rules))
-		})
+// TestDecide runs the reprocess decision over each state a job's row can
+// be in when one of its parked rows classifies again.
+func TestDecide(t *testing.T) {
+	rules := inbox.Rules{Events: []string{"job.completed"}}
+	body := `{"event":"job.completed","job_id":"j1","status":"COMPLETED"}`
+	storable := inbox.Classify("", inbox.Named{}, []byte(body), 1, rules)
+	unknown := inbox.Classify("", inbox.Named{}, []byte(`{"event":"job.odd","job_id":"j1"}`), 1, rules)
+	ping := inbox.Classify("", inbox.Named{}, []byte(`{"event":"webhook.test"}`), 1, rules)
+	own := inbox.Event{ID: "j1", Source: "sume", Status: inbox.StatusParked, Reason: inbox.ReasonUnknownEvent, SHA256: unknown.SHA256}
+	beside := inbox.Event{ID: "sha256:" + storable.SHA256, Source: "sume", JobID: "j1", Status: inbox.StatusParked, Reason: inbox.ReasonConflict, SHA256: storable.SHA256}
+	newRow := func(event, status string) *inbox.Event {
+		return &inbox.Event{ID: "j1", Source: "sume", Status: inbox.StatusNew, SHA256: "other", Event: event, JobStatus: status}
 	}
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			t.Fatalf("put %d: %v", i, err)
+	ptr := func(e inbox.Event) *inbox.Event { return &e }
+	tests := []struct {
+		name string
+		job  inbox.ReprocessJob
+		row  inbox.Event
+		d    inbox.Delivery
+		want inbox.Decision
+	}{
+		{"not storable stays parked with its reason now", inbox.ReprocessJob{Key: "j1", Row: ptr(own)}, own, unknown,
+			inbox.Decision{Step: inbox.StepPark, Reason: inbox.ReasonUnknownEvent}},
+		{"a ping keeps its recorded reason", inbox.ReprocessJob{Key: "sha256:x"}, inbox.Event{ID: "sha256:x", Reason: inbox.ReasonMissingJobID}, ping,
+			inbox.Decision{Step: inbox.StepPark, Reason: inbox.ReasonMissingJobID}},
+		{"own row storable becomes new", inbox.ReprocessJob{Key: "j1", Row: ptr(inbox.Event{ID: "j1", Status: inbox.StatusParked, SHA256: storable.SHA256})},
+			inbox.Event{ID: "j1", SHA256: storable.SHA256}, storable, inbox.Decision{Step: inbox.StepNew}},
+		{"own row changed meanwhile", inbox.ReprocessJob{Key: "j1", Row: ptr(inbox.Event{ID: "j1", Status: inbox.StatusParked, SHA256: "changed"})},
+			inbox.Event{ID: "j1", SHA256: storable.SHA256}, storable, inbox.Decision{Step: inbox.StepChanged}},
+		{"own row gone", inbox.ReprocessJob{Key: "j1"}, inbox.Event{ID: "j1", SHA256: storable.SHA256}, storable, inbox.Decision{Step: inbox.StepChanged}},
+		{"no job row: becomes it", inbox.ReprocessJob{Key: "j1"}, beside, storable, inbox.Decision{Step: inbox.StepNew}},
+		{"job row parked and kept: taken over", inbox.ReprocessJob{Key: "j1", Row: ptr(own), Own: ptr(own)}, beside, storable, inbox.Decision{Step: inbox.StepTakeOver}},
+		{"job row parked, not kept in this run", inbox.ReprocessJob{Key: "j1", Row: ptr(own)}, beside, storable, inbox.Decision{Step: inbox.StepChanged}},
+		{"job row same event: folded", inbox.ReprocessJob{Key: "j1", Row: newRow("job.completed", "COMPLETED")}, beside, storable, inbox.Decision{Step: inbox.StepFold}},
+		{"job row other status: conflict", inbox.ReprocessJob{Key: "j1", Row: newRow("job.completed", "ERROR")}, beside, storable,
+			inbox.Decision{Step: inbox.StepPark, Reason: inbox.ReasonConflict}},
+	}
+	for _, tt := range tests {
+		got, err := tt.job.Decide(tt.row, tt.d)
+		if err != nil || got != tt.want {
+			t.Errorf("%s: got %+v, %v; want %+v", tt.name, got, err, tt.want)
+		}
+	}
+	if _, err := (inbox.ReprocessJob{Key: "j2"}).Decide(beside, storable); err == nil || !strings.Contains(err.Error(), `names job "j1", recorded as "j2"`) {
+		t.Errorf("a row naming another job: %v", err)
+	}
+}
+
+// TestAppliedFoldsLaterRows checks the job state after a row became the
+// job's new row: a later parked row of the same job, event and status
+// folds into it, whatever the source (a source other than sume too).
+func TestAppliedFoldsLaterRows(t *testing.T) {
+	for _, source := range []string{"", "sume", "acme"} {
+		rules := inbox.Rules{Events: []string{"job.completed"}}
+		first := inbox.Classify(source, inbox.Named{}, []byte(`{"event":"job.completed","job_id":"j1","status":"COMPLETED","n":1}`), 1, rules)
+		second := inbox.Classify(source, inbox.Named{}, []byte(`{"event":"job.completed","job_id":"j1","status":"COMPLETED","n":2}`), 1, rules)
+		job := inbox.ReprocessJob{Key: first.Key}
+		row1 := inbox.Event{ID: inbox.Beside(first).Key, Source: inbox.SourceOf(first), SHA256: first.SHA256}
+		dec, err := job.Decide(row1, first)
+		if err != nil || dec.Step != inbox.StepNew {
+			t.Fatalf("%q: first row: %+v %v, want StepNew", source, dec, err)
+		}
+		job = job.Applied(row1, first, dec)
+		row2 := inbox.Event{ID: inbox.Beside(second).Key, Source: inbox.SourceOf(second), SHA256: second.SHA256}
+		if dec, err := job.Decide(row2, second); err != nil || dec.Step != inbox.StepFold {
+			t.Errorf("%q: a later row of the same job and event: %+v %v, want StepFold", source, dec, err)
 		}
 	}
 }
 
-// TestReprocessBatches reprocesses more rows than one transaction carries.
-func TestReprocessBatches(t *testing.T) {
-	s := inboxtest.MustOpen(t, inbox.Options{})
-	const n = 250
-	bodies := make([]string, n)
-	for i := range bodies {
-		bodies[i] = fmt.Sprintf(`{"event":"job.exploded","job_id":"job_%d"}`, i)
-	}
-	putAll(t, s, bodies)
-	r := rules
-	r.Events = append([]string{"job.exploded"}, r.Events...)
-	rep, err := s.Reprocess(context.Background(), inbox.Selection{Reason: inbox.ReasonUnknownEvent}, inbox.SourceRules{inbox.DefaultSource: r}, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rep.Moved != n || len(rep.Parked) != 0 {
-		t.Errorf("report %+v, want %d moved", rep, n)
-	}
-	st, err := s.Stats(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.ByStatus[inbox.StatusNew] != n || st.ByStatus[inbox.StatusParked] != 0 {
-		t.Errorf("rows %v, want %d new", st.ByStatus, n)
-	}
-}
-
-func TestReprocessReadOnly(t *testing.T) {
-	path := t.TempDir() + "/inbox.db"
-	inboxtest.MustOpenPath(t, path, inbox.Options{})
-	ro := inboxtest.MustOpenPath(t, path, inbox.Options{ReadOnly: true})
-	if _, err := ro.Reprocess(context.Background(), inbox.Selection{All: true}, inbox.SourceRules{inbox.DefaultSource: rules}, true); err == nil {
-		t.Error("a read-only store reprocessed")
-	}
-}
-
-// TestReprocessSkipsRowsChangedMeanwhile changes rows after reprocess read
-// them and before it applies what it found: those rows are left as they
-// are, and counted as changed.
-func TestReprocessSkipsRowsChangedMeanwhile(t *testing.T) {
-	ctx := context.Background()
-	s := inboxtest.MustOpen(t, inbox.Options{})
-	putAll(t, s, []string{`{"event":"job.exploded","job_id":"job_1"}`, `{"event":"job.exploded","job_id":"job_2"}`,
-		`{"event":"job.exploded","job_id":"job_3"}`})
-	r := rules
-	r.Events = append([]string{"job.exploded"}, r.Events...)
-	rep, err := inbox.ReprocessForTest(ctx, s, inbox.Selection{All: true}, r, func() {
-		// A delivery revives job_1 with another body; job_2 is deleted.
-		if _, err := s.Put(ctx, job("job_1")); err != nil {
-			t.Fatal(err)
-		}
-		if err := inbox.WriteOpForTest(s, func(ctx context.Context, tx *sql.Tx) error {
-			_, err := tx.ExecContext(ctx, `DELETE FROM events WHERE status = 'parked'`)
-			return err
-		}); err != nil {
-			t.Fatal(err)
-		}
-		putAll(t, s, []string{`{"event":"job.exploded","job_id":"job_3"}`})
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rep.Changed != 2 || rep.Moved != 1 {
-		t.Errorf("report %+v, want 2 changed and 1 moved", rep)
-	}
-	if e, err := s.Get(ctx, "job_1"); err != nil || e.Event != "job.completed" || e.Status != inbox.StatusNew {
-		t.Errorf("job_1 = %+v, %v; want the delivery's job.completed, new", e, err)
-	}
-	if _, err := s.Get(ctx, "job_2"); !errors.Is(err, inbox.ErrNotFound) {
-		t.Errorf("job_2: %v, want it gone", err)
-	}
-}
-
-// TestMoveAsideKeepsSource moves another source's parked job row aside and
-// checks it keeps its source's id, as put would have keyed it.
-func TestMoveAsideKeepsSource(t *testing.T) {
-	ctx := context.Background()
-	s := inboxtest.MustOpen(t, inbox.Options{})
-	recv := inbox.Rules{Events: []string{"push"}, MaxBody: 10}
-	big := []byte(`{"a":"` + strings.Repeat("x", 40) + `"}`)
-	if _, err := s.Put(ctx, inbox.ClassifyKeyed("gh", "d1", "push", big, 1, recv)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Put(ctx, inbox.ClassifyKeyed("gh", "d1", "ping", []byte(`{}`), 1, recv)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Reprocess(ctx, inbox.Selection{Reason: inbox.ReasonUnknownEvent},
-		inbox.SourceRules{"gh": {Events: []string{"push", "ping"}, MaxBody: 10}}, false); err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256(big)
-	want := inbox.RowID("gh", inbox.BodyKey(hex.EncodeToString(sum[:])))
-	if _, err := s.Get(ctx, want); err != nil {
-		t.Fatalf("the job row's body is not at %s: %v", want, err)
+// TestReprocessCount counts each row where it ended.
+func TestReprocessCount(t *testing.T) {
+	var rep inbox.ReprocessReport
+	rep.Count(inbox.Decision{Step: inbox.StepNew}, true)
+	rep.Count(inbox.Decision{Step: inbox.StepTakeOver}, true)
+	rep.Count(inbox.Decision{Step: inbox.StepFold}, true)
+	rep.Count(inbox.Decision{Step: inbox.StepPark, Reason: inbox.ReasonConflict}, true)
+	rep.Count(inbox.Decision{Step: inbox.StepPark, Reason: inbox.ReasonConflict}, false)
+	rep.Count(inbox.Decision{Step: inbox.StepChanged}, true)
+	if rep.Moved != 2 || rep.Folded != 1 || rep.Parked[inbox.ReasonConflict] != 1 || rep.Changed != 2 {
+		t.Errorf("got %+v", rep)
 	}
 }

@@ -1,9 +1,8 @@
 package inbox
 
-// The attempt bookkeeping of a claimed Job, for a store that is not this
-// package's SQLite store (postgres/): Start marks the jobs it counted, and
-// the settle guard matches the attempt count a claim holds. The rules stay
-// in queue.go; these only let another store apply them.
+// The attempt bookkeeping of a claimed Job, for the stores: Start marks the
+// jobs it counted, and the settle guard matches the attempt count a claim
+// holds.
 
 // MarkStarted returns j as Start returns a job whose attempt it counted.
 func MarkStarted(j Job) Job {

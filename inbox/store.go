@@ -2,391 +2,106 @@ package inbox
 
 import (
 	"context"
-	"database/sql"
-	"errors"
-	"fmt"
-	"net/url"
-	"os"
-	"path/filepath"
-	"strings"
-	"sync"
 	"time"
-
-	"modernc.org/sqlite"
 )
 
-// Defaults for Options fields left zero.
+// Defaults a store applies to settings left zero.
 const (
+	// DefaultBusyTimeout is how long a write waits for a lock another
+	// process (or replica) holds before it fails, and the receiver answers
+	// 503.
 	DefaultBusyTimeout = 3 * time.Second
-	DefaultMaxBatch    = 256
-	readConns          = 4
+	// DefaultMaxBatch bounds how many deliveries one group commit carries.
+	DefaultMaxBatch = 256
 )
 
-// Options configure Open.
-type Options struct {
-	// Schema is applied at open when set (the contents of schema.sql). Every
-	// statement in it must be idempotent.
-	Schema string
-	// ReadOnly opens only the read pool: Put, and any write, fails.
-	ReadOnly bool
-	// MustExist refuses to create a database that is not there yet; the
-	// admin commands use it so a mistyped path is an error, not a new file.
-	MustExist bool
-	// BusyTimeout is how long a connection waits for another process's lock
-	// before the operation fails (and the receiver answers 503).
-	BusyTimeout time.Duration
-	// MaxBatch bounds how many deliveries one group commit carries.
-	MaxBatch int
-	// Now is the clock; time.Now when nil.
-	Now func() time.Time
-	// OnCommit, when set, is called by the writer after each group commit
-	// with the number of deliveries it carried, how long it took and its
-	// error. It runs on the writer goroutine, so it must return at once.
-	// Commits that carried only Ping's probe are not reported.
-	OnCommit func(n int, took time.Duration, err error)
-	// OnFileLost, when set, is called once when the database path (or its
-	// -wal's or -shm's) stops naming the file the store has open, with the
-	// error saying how (it wraps ErrFileLost), and with nil once it names it
-	// again. It runs on whichever of the store's goroutines noticed, within
-	// a second, so it must return at once and must not call the store.
-	OnFileLost func(err error)
+// Store is what serve, the dispatcher and the operator's commands use of
+// the database that keeps the rows: sqlite.Store on one machine,
+// postgres.Store shared by several. inbox/storetest is the suite every
+// implementation passes. Unless said otherwise, a method fails only when
+// the database cannot be read or written, and a write that fails changed
+// nothing.
+type Store interface {
+	// Put stores one classified delivery under the landing rules (Land)
+	// and returns once the transaction that holds it has committed.
+	Put(ctx context.Context, d Delivery) (Result, error)
+	// Settle records the settlements of rows that owner claimed, then
+	// claims rows as claim asks (none when claim.Max is 0), in one
+	// transaction. A settlement whose claim is gone changes nothing and is
+	// counted in stale.
+	Settle(ctx context.Context, owner string, settled []Settlement, claim Claim) (jobs []Job, stale int, err error)
+	// Start counts the attempts of jobs as they start and renews owner's
+	// lease on each until until; it returns the jobs it counted, marked
+	// started (MarkStarted). A job left out must not be attempted.
+	Start(ctx context.Context, owner string, jobs []Job, now, until time.Time) ([]Job, error)
+	// NextDue returns when the first new row becomes claimable; ok is
+	// false when there is no new row.
+	NextDue(ctx context.Context) (due time.Time, ok bool, err error)
+	// Queue reads the queue's state at now.
+	Queue(ctx context.Context, now time.Time) (Queue, error)
+
+	// Get returns the row with the given id, body included, or an error
+	// wrapping ErrNotFound.
+	Get(ctx context.Context, id string) (Event, error)
+	// List returns the rows f selects without their bodies, newest first.
+	List(ctx context.Context, f Filter) ([]Event, error)
+	// Count counts the rows f selects, f.Limit aside.
+	Count(ctx context.Context, f Filter) (int64, error)
+	// Stats counts rows per status, reason and source, and reads the queue.
+	Stats(ctx context.Context) (Stats, error)
+	// CountByStatus counts the rows of each status, every status included.
+	CountByStatus(ctx context.Context) (map[Status]int64, error)
+	// ParkedByReason counts the parked rows f selects, per reason, most
+	// rows first.
+	ParkedByReason(ctx context.Context, f Filter) ([]ReasonCount, error)
+	// ParkedPerHour counts the parked rows f selects per hour they were
+	// parked, in the hours hour-long windows that end at end, oldest
+	// first.
+	ParkedPerHour(ctx context.Context, f Filter, end time.Time, hours int) ([]HourCount, error)
+
+	// Purgeable counts what Purge would delete and keep; it refuses what
+	// Purge refuses.
+	Purgeable(ctx context.Context, sel PurgeSelection) (PurgeReport, error)
+	// Purge deletes the rows sel selects that hold no unfinished work; it
+	// refuses a selection PurgeSelection.Check refuses.
+	Purge(ctx context.Context, sel PurgeSelection) (PurgeReport, error)
+	// Reprocess classifies the selected parked rows again under rules and
+	// applies what ReprocessJob.Decide chooses; with dryRun it changes
+	// nothing and reports what a real run would do.
+	Reprocess(ctx context.Context, sel Selection, rules SourceRules, dryRun bool) (ReprocessReport, error)
+
+	// RecordSecretUses saves when each secret last verified a delivery,
+	// keeping the later time.
+	RecordSecretUses(ctx context.Context, uses []SecretUse) error
+	// SecretUses returns every recorded secret use.
+	SecretUses(ctx context.Context) ([]SecretUse, error)
+
+	// RecordRefusals adds refusals remembered while the store was down to
+	// what each key has; a key whose row exists by now is left out.
+	RecordRefusals(ctx context.Context, refusals []Refusal) error
+	// Missed returns the refused keys not delivered since, first refused
+	// before before (every one when before is zero).
+	Missed(ctx context.Context, before time.Time) ([]Refusal, error)
+	// Expect records that a delivery of each job is expected by due; it
+	// fails, recording nothing, on an invalid job id (ErrInvalidJobID).
+	Expect(ctx context.Context, jobs []string, statusURL string, due time.Time) ([]Expectation, error)
+	// Expected returns the expectations at now, only the overdue ones with
+	// overdue.
+	Expected(ctx context.Context, now time.Time, overdue bool) ([]Expectation, error)
+	// ClaimPolls leases up to max waiting expectations due at now to owner
+	// until until.
+	ClaimPolls(ctx context.Context, owner string, now, until time.Time, max int) ([]Poll, error)
+	// SettlePolls records the results of polls owner claimed; a result
+	// whose claim is gone is counted in stale.
+	SettlePolls(ctx context.Context, owner string, results []PollResult) (stale int, err error)
+	// NextPoll returns when the first waiting expectation is due a poll.
+	NextPoll(ctx context.Context) (at time.Time, ok bool, err error)
+	// Reconciliation counts the missed keys and the expectations at now.
+	Reconciliation(ctx context.Context, now time.Time) (Reconciliation, error)
+
+	// Ping reports whether the store can commit now.
+	Ping(ctx context.Context) error
+	// Close finishes what the store started and releases it; a second call
+	// returns the first's error.
+	Close() error
 }
-
-// Store is the SQLite inbox. It has one write connection. Deliveries (Put)
-// go through the writer goroutine, which commits those waiting together in
-// one transaction. The operator's writes (Reprocess, Purge) and Ping begin
-// their own IMMEDIATE transactions on that same connection, so they take
-// turns with the writer's commits; other processes' writes wait on SQLite's
-// lock, up to the busy timeout. Reads (Get, List, Stats, ParkedByReason,
-// Purgeable, and Reprocess's reading of bodies) use their own query-only
-// connections, so they never wait behind a commit.
-type Store struct {
-	path     string
-	now      func() time.Time
-	maxBatch int
-	busy     time.Duration
-	onCommit func(n int, took time.Duration, err error)
-
-	guard *guard // nil when read-only
-
-	write  *sql.DB   // nil when read-only
-	insert *sql.Stmt // the delivery insert, prepared once on the write connection
-	ckpt   *sql.DB   // the checkpointer's own connection; nil when read-only
-	read   *sql.DB
-
-	reqs      chan *putRequest
-	closing   chan struct{}
-	stopped   sync.WaitGroup // the writer and the checkpointer
-	closeOnce sync.Once
-	closeErr  error
-}
-
-// Open opens (and unless opts.MustExist, creates) the inbox at path, checks
-// that WAL and synchronous FULL are in force, upgrades a database made by an
-// earlier version (see migrate) and applies opts.Schema. It fails if the
-// file cannot be created or opened, is not a database, or the pragmas do not
-// take; read-only, also when the database needs the upgrade.
-func Open(ctx context.Context, path string, opts Options) (*Store, error) {
-	if path == "" || strings.ContainsAny(path, "?#") {
-		return nil, fmt.Errorf("open store: invalid database path %q", path)
-	}
-	if opts.BusyTimeout <= 0 {
-		opts.BusyTimeout = DefaultBusyTimeout
-	}
-	if opts.MaxBatch <= 0 {
-		opts.MaxBatch = DefaultMaxBatch
-	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
-	if err := createFile(path, opts.MustExist || opts.ReadOnly); err != nil {
-		return nil, fmt.Errorf("open store: %w", err)
-	}
-	s := &Store{path: path, now: opts.Now, maxBatch: opts.MaxBatch, busy: opts.BusyTimeout, onCommit: opts.OnCommit}
-
-	var err error
-	if !opts.ReadOnly {
-		s.guard = &guard{}
-		if err := s.guard.watch(path, "the database"); err != nil {
-			return nil, fmt.Errorf("open store: %w", err)
-		}
-		if s.write, err = openWriter(ctx, path, opts, s.guard); err != nil {
-			return nil, err
-		}
-		if err := s.watchFiles(); err != nil {
-			s.closeDBs()
-			return nil, fmt.Errorf("open store: %w", err)
-		}
-		s.guard.onChange = opts.OnFileLost
-	}
-	if s.read, err = openPool(path, readDSN(opts.BusyTimeout), readConns, s.guard); err != nil {
-		s.closeDBs()
-		return nil, fmt.Errorf("open store: %w", err)
-	}
-	if err := s.read.PingContext(ctx); err != nil {
-		s.closeDBs()
-		return nil, fmt.Errorf("open store: %w", err)
-	}
-	if opts.ReadOnly {
-		// A read-only store cannot add the columns its queries read.
-		if missing, err := missingColumns(ctx, s.read); err != nil || len(missing) > 0 {
-			s.closeDBs()
-			if err == nil {
-				err = fmt.Errorf("%s was made by an earlier inbox: open it once with serve, dispatch or a command that writes, to upgrade it", path)
-			}
-			return nil, fmt.Errorf("open store: %w", err)
-		}
-	}
-	if !opts.ReadOnly {
-		// Preparing once saves the writer a parse of the INSERT per row,
-		// which profiles showed was half the cost of each insert.
-		if s.insert, err = s.write.PrepareContext(ctx, insertSQL); err != nil {
-			s.closeDBs()
-			return nil, fmt.Errorf("open store: prepare insert: %w", err)
-		}
-		if s.ckpt, err = openPool(path, writeDSN(opts.BusyTimeout), 1, s.guard); err != nil {
-			s.closeDBs()
-			return nil, fmt.Errorf("open store: %w", err)
-		}
-		s.reqs = make(chan *putRequest)
-		s.closing = make(chan struct{})
-		s.stopped.Add(2)
-		go s.runWriter()
-		go s.runCheckpointer()
-	}
-	return s, nil
-}
-
-// watchFiles adds the -wal and -shm files to what the guard watches, once
-// the write connection has made them; SQLite names them after the
-// database's real path, symbolic links resolved. It fails when the path
-// named another file by the time SQLite opened it.
-func (s *Store) watchFiles() error {
-	if err := s.guard.check(); err != nil {
-		return err
-	}
-	real, err := filepath.EvalSymlinks(s.path)
-	if err != nil {
-		return err
-	}
-	for _, suffix := range []string{"-wal", "-shm"} {
-		if err := s.guard.watch(real+suffix, "its "+suffix); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// openWriter opens the single write connection, checks the pragmas, adds
-// the columns an older database lacks and applies the schema.
-func openWriter(ctx context.Context, path string, opts Options, g *guard) (*sql.DB, error) {
-	// One connection: SQLite admits one writer at a time anyway, and a single
-	// connection (the writer goroutine's commits, and Reprocess's and Purge's
-	// transactions, one after another) serializes our own writes without
-	// busy-waiting on ourselves, leaving busy_timeout for other processes
-	// (the admin CLI).
-	db, err := openPool(path, writeDSN(opts.BusyTimeout), 1, g)
-	if err != nil {
-		return nil, fmt.Errorf("open store: %w", err)
-	}
-	var mode string
-	var sync int
-	if err := db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("open store: %w", err)
-	}
-	if err := db.QueryRowContext(ctx, "PRAGMA synchronous").Scan(&sync); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("open store: %w", err)
-	}
-	if mode != "wal" || sync != 2 {
-		db.Close()
-		return nil, fmt.Errorf("open store: journal_mode=%s synchronous=%d, want wal and 2 (FULL)", mode, sync)
-	}
-	if err := migrate(ctx, db, opts.Schema); err != nil {
-		db.Close()
-		return nil, err
-	}
-	return db, nil
-}
-
-// writeDSN carries every pragma in the DSN so that each connection the pool
-// opens gets them (a PRAGMA through Exec reaches only one connection).
-// Transactions begin IMMEDIATE: busy_timeout does not cover a read
-// transaction that later upgrades to a write.
-func writeDSN(busy time.Duration) string {
-	q := busyDSN(busy)
-	q.Add("_pragma", "journal_mode(WAL)")
-	q.Add("_pragma", "synchronous(FULL)")
-	q.Add("_pragma", "foreign_keys(ON)")
-	q.Set("_txlock", "immediate")
-	return q.Encode()
-}
-
-// readDSN opens connections that refuse writes.
-func readDSN(busy time.Duration) string {
-	q := busyDSN(busy)
-	q.Add("_pragma", "query_only(ON)")
-	return q.Encode()
-}
-
-// busyDSN opens connections that wait up to busy for another's lock. Each
-// opens the file only if it exists (mode=rw): a connection the pool opens
-// later, after the file was removed, must not create an empty one.
-func busyDSN(busy time.Duration) url.Values {
-	q := url.Values{}
-	q.Set("mode", "rw")
-	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
-	return q
-}
-
-// fileURI is path as an SQLite URI, so that the mode in the DSN reaches
-// SQLite (the driver passes a plain path's query to no one).
-func fileURI(path string) string {
-	p := strings.ReplaceAll(path, "%", "%25")
-	if filepath.IsAbs(p) {
-		return "file://" + p
-	}
-	return "file:" + p
-}
-
-// openPool opens a pool of up to conns connections to path. With g, each
-// connection refuses to open, begin or commit once g finds a file lost.
-func openPool(path, dsn string, conns int, g *guard) (*sql.DB, error) {
-	c, err := sqlite.NewConnector(fileURI(path) + "?" + dsn)
-	if err != nil {
-		return nil, err
-	}
-	if g != nil {
-		c = &guardedConnector{base: c, g: g}
-	}
-	db := sql.OpenDB(c)
-	db.SetMaxOpenConns(conns)
-	db.SetMaxIdleConns(conns)
-	db.SetConnMaxLifetime(0)
-	db.SetConnMaxIdleTime(0)
-	return db, nil
-}
-
-// createFile makes the database file readable by its owner only before
-// SQLite creates it (SQLite gives the -wal and -shm files the same mode).
-// It refuses to when a -wal or -shm file is there without its database:
-// the database was moved or removed while in use, and an empty one in its
-// place would hide that every row is gone.
-func createFile(path string, mustExist bool) error {
-	if _, err := os.Stat(path); err == nil {
-		return nil
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	if mustExist {
-		return fmt.Errorf("no inbox database at %s", path)
-	}
-	if _, err := os.Lstat(path); err == nil {
-		return fmt.Errorf("%s is a symbolic link to a file that does not exist: the database was moved or removed; point it at the database, or remove the link", path)
-	}
-	for _, suffix := range []string{"-wal", "-shm"} {
-		if _, err := os.Lstat(path + suffix); err == nil {
-			return fmt.Errorf("no database at %s, but its %s file is there: the database was moved or removed while in use; put it back, or remove %s-wal and %s-shm to start an empty inbox",
-				path, suffix, path, path)
-		}
-	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, os.ErrExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	return f.Close()
-}
-
-// Path returns the database file's path.
-func (s *Store) Path() string { return s.path }
-
-// Close stops the writer after the batch it is committing, fails deliveries
-// that were not yet taken with ErrClosed, and closes the database. When a
-// file was lost (see ErrFileLost) it first copies every committed page into
-// the database file it has open and empties the -wal: SQLite skips that
-// checkpoint when the database has moved, and the -wal left at the path
-// would be replayed into whatever database is opened there next. The
-// emptied -wal stays: at a path that names no database now, it makes the
-// next start refuse to create an empty one (see createFile).
-func (s *Store) Close() error {
-	s.closeOnce.Do(func() {
-		var errs []error
-		if s.write != nil {
-			close(s.closing)
-			s.stopped.Wait()
-			if s.guard.check() != nil {
-				errs = append(errs, s.checkpointLost())
-			}
-		}
-		s.closeErr = errors.Join(append(errs, s.closeDBs())...)
-	})
-	return s.closeErr
-}
-
-// checkpointLost runs a TRUNCATE checkpoint on the write connection, or on
-// the checkpointer's when that one is gone. It fails when another process's
-// reader kept it from copying every page.
-func (s *Store) checkpointLost() error {
-	var err error
-	for _, db := range []*sql.DB{s.write, s.ckpt} {
-		var busy, frames, copied int
-		if err = db.QueryRow("PRAGMA wal_checkpoint(TRUNCATE)").Scan(&busy, &frames, &copied); err == nil {
-			if busy != 0 {
-				return fmt.Errorf("close store: copy the WAL into the lost database file: another process kept it busy; %d of %d pages copied", copied, frames)
-			}
-			return nil
-		}
-	}
-	return fmt.Errorf("close store: copy the WAL into the lost database file: %w", err)
-}
-
-func (s *Store) closeDBs() error {
-	var errs []error
-	if s.insert != nil {
-		errs = append(errs, s.insert.Close())
-	}
-	if s.write != nil {
-		errs = append(errs, s.write.Close())
-	}
-	if s.ckpt != nil {
-		errs = append(errs, s.ckpt.Close())
-	}
-	if s.read != nil {
-		errs = append(errs, s.read.Close())
-	}
-	return errors.Join(errs...)
-}
-
-// Ping reports whether the store can commit now. It fails when a file the
-// store opened is lost, and otherwise commits a write of its own (the one
-// row of the probe table) through the writer, beside the deliveries
-// waiting then: an empty transaction writes nothing, so it would pass
-// through a full disk, an I/O error or a read-only file system that fails
-// every delivery. Its commit waits for another process's lock like a
-// delivery's, up to the busy timeout, or until ctx is done.
-func (s *Store) Ping(ctx context.Context) error {
-	if s.write == nil {
-		return s.read.PingContext(ctx)
-	}
-	if err := s.guard.check(); err != nil {
-		return fmt.Errorf("ping store: %w", err)
-	}
-	now := millis(s.now())
-	probe := func(ctx context.Context, tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO probe (id, at) VALUES (1, ?)
-			ON CONFLICT(id) DO UPDATE SET at = excluded.at`, now)
-		return err
-	}
-	if err := s.send(ctx, &putRequest{op: probe, probe: true, done: make(chan putResult, 1)}).err; err != nil {
-		return fmt.Errorf("ping store: %w", err)
-	}
-	return nil
-}
-
-func millis(t time.Time) int64 { return t.UnixMilli() }
-
-func fromMillis(ms int64) time.Time { return time.UnixMilli(ms).UTC() }

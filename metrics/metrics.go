@@ -18,7 +18,7 @@ import (
 const namespace = "inbox"
 
 // Metrics counts deliveries and commits. Its methods fit the hooks of
-// receiver.Config (OnAnswer, through Answered) and inbox.Options (OnCommit).
+// receiver.Config (OnAnswer, through Answered) and sqlite.Options (OnCommit).
 type Metrics struct {
 	deliveries   *prometheus.CounterVec
 	duration     *prometheus.HistogramVec
@@ -92,7 +92,7 @@ func (m *Metrics) Skewed(source string) func(skew time.Duration) {
 	return func(skew time.Duration) { h.Observe(skew.Seconds()) }
 }
 
-// Committed records one group commit; it fits inbox.Options.OnCommit.
+// Committed records one group commit; it fits sqlite.Options.OnCommit.
 func (m *Metrics) Committed(n int, took time.Duration, err error) {
 	m.commitTime.Observe(took.Seconds())
 	if err != nil {

@@ -13,10 +13,11 @@ import (
 	"github.com/rs/zerolog"
 
 	"inbox/inbox"
-	"inbox/inbox/inboxtest"
 	"inbox/metrics"
 	"inbox/metrics/metricstest"
 	"inbox/receiver"
+	"inbox/sqlite"
+	"inbox/sqlite/sqlitetest"
 	"inbox/sume"
 )
 
@@ -27,7 +28,7 @@ var now = time.Unix(1_800_000_000, 0)
 // heldStore holds the first Put until release is closed, then stores
 // through the real store.
 type heldStore struct {
-	*inbox.Store
+	*sqlite.Store
 	entered, release chan struct{}
 }
 
@@ -42,7 +43,7 @@ func (h heldStore) Put(ctx context.Context, d inbox.Delivery) (inbox.Result, err
 func TestMetricsAfterKnownTraffic(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := metrics.New(reg)
-	store := inboxtest.MustOpen(t, inbox.Options{OnCommit: m.Committed, Now: func() time.Time { return now }})
+	store := sqlitetest.MustOpen(t, sqlite.Options{OnCommit: m.Committed, Now: func() time.Time { return now }})
 	// Rows are received at now; the collector looks 90 s later.
 	reg.MustRegister(metrics.NewStoreCollector(store, time.Second, func() time.Time { return now.Add(90 * time.Second) }))
 	cfg := receiver.Config{
@@ -153,11 +154,11 @@ func TestMetricsAfterKnownTraffic(t *testing.T) {
 // of the oldest parked row, read at scrape time.
 func TestStoreGauges(t *testing.T) {
 	clock := now
-	store := inboxtest.MustOpen(t, inbox.Options{Now: func() time.Time { return clock }})
+	store := sqlitetest.MustOpen(t, sqlite.Options{Now: func() time.Time { return clock }})
 	rules := inbox.Rules{Events: []string{"job.completed"}}
 	put := func(body string) {
 		t.Helper()
-		if _, err := store.Put(context.Background(), inbox.Classify([]byte(body), now.Unix(), rules)); err != nil {
+		if _, err := store.Put(context.Background(), inbox.Classify("", inbox.Named{}, []byte(body), now.Unix(), rules)); err != nil {
 			t.Fatal(err)
 		}
 	}

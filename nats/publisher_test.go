@@ -23,8 +23,9 @@ import (
 
 	"inbox/dispatch"
 	"inbox/inbox"
-	"inbox/inbox/inboxtest"
 	"inbox/nats"
+	"inbox/sqlite"
+	"inbox/sqlite/sqlitetest"
 )
 
 const subject = "sume.jobs.terminal"
@@ -282,11 +283,11 @@ func TestDispatchToStream(t *testing.T) {
 	st := addStream(t, s)
 	p := connect(t, s)
 	now := time.Now()
-	store := inboxtest.MustOpen(t, inbox.Options{})
+	store := sqlitetest.MustOpen(t, sqlite.Options{})
 	rules := inbox.Rules{Events: []string{"job.completed"}}
 	const n = 200
 	for i := range n {
-		if _, err := store.Put(context.Background(), inbox.Classify(body(fmt.Sprintf("job_%03d", i)), 1, rules)); err != nil {
+		if _, err := store.Put(context.Background(), inbox.Classify("", inbox.Named{}, body(fmt.Sprintf("job_%03d", i)), 1, rules)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -443,13 +444,13 @@ func TestOutagePauses(t *testing.T) {
 	url := s.ClientURL()
 	addStream(t, s)
 	p := connect(t, s)
-	store := inboxtest.MustOpen(t, inbox.Options{})
+	store := sqlitetest.MustOpen(t, sqlite.Options{})
 	rules := inbox.Rules{Events: []string{"job.completed"}}
 	put := func(prefix string, n int) []string {
 		var ids []string
 		for i := range n {
 			id := fmt.Sprintf("%s_%03d", prefix, i)
-			if _, err := store.Put(context.Background(), inbox.Classify(body(id), 1, rules)); err != nil {
+			if _, err := store.Put(context.Background(), inbox.Classify("", inbox.Named{}, body(id), 1, rules)); err != nil {
 				t.Fatal(err)
 			}
 			ids = append(ids, id)

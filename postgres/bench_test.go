@@ -31,7 +31,7 @@ func BenchmarkPut(b *testing.B) {
 				i -= 5 // a repeat of an earlier job
 			}
 			body := fmt.Sprintf(`{"event":"job.completed","job_id":"job_%d","status":"COMPLETED","payload":{"pad":%q}}`, i, pad)
-			if _, err := s.Put(context.Background(), inbox.Classify([]byte(body), 1_800_000_000, rules)); err != nil {
+			if _, err := s.Put(context.Background(), inbox.Classify("", inbox.Named{}, []byte(body), 1_800_000_000, rules)); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"testing"
 
+	"inbox/inbox"
 	"inbox/inbox/storetest"
 	"inbox/postgres"
 )
@@ -11,7 +12,7 @@ import (
 // a schema of its own.
 func TestStoreContract(t *testing.T) {
 	databaseURL(t)
-	storetest.Run(t, func(t *testing.T, opts storetest.Options) storetest.Store {
+	storetest.Run(t, func(t *testing.T, opts storetest.Options) inbox.Store {
 		return mustOpen(t, testURL(t), postgres.Options{Now: opts.Now})
 	})
 }

@@ -22,7 +22,7 @@ func TestPurgePassesOverHeldRows(t *testing.T) {
 	s := mustOpen(t, dsn, postgres.Options{BusyTimeout: busy, Now: clock})
 	ctx := context.Background()
 	for _, body := range []string{`not json`, `[1]`, `"x"`} {
-		if _, err := s.Put(ctx, inbox.Classify([]byte(body), 1_800_000_000, rules)); err != nil {
+		if _, err := s.Put(ctx, inbox.Classify("", inbox.Named{}, []byte(body), 1_800_000_000, rules)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -30,7 +30,7 @@ func TestPurgePassesOverHeldRows(t *testing.T) {
 	now = time.Now()
 	mu.Unlock()
 	held, release, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
-	heldID := inbox.BodyKey(inbox.Classify([]byte(`[1]`), 0, rules).SHA256)
+	heldID := inbox.BodyKey(inbox.Classify("", inbox.Named{}, []byte(`[1]`), 0, rules).SHA256)
 	go func() { done <- holdRow(ctx, dsn, heldID, held, release) }()
 	select {
 	case <-held:

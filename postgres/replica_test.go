@@ -15,11 +15,11 @@ import (
 var rules = inbox.Rules{Events: []string{"job.completed", "job.failed", "job.canceled"}, MaxBody: 1 << 20}
 
 func job(id string) inbox.Delivery {
-	return inbox.Classify([]byte(fmt.Sprintf(`{"event":"job.completed","job_id":%q,"status":"COMPLETED"}`, id)), 1_800_000_000, rules)
+	return inbox.Classify("", inbox.Named{}, []byte(fmt.Sprintf(`{"event":"job.completed","job_id":%q,"status":"COMPLETED"}`, id)), 1_800_000_000, rules)
 }
 
 func failed(id string) inbox.Delivery {
-	return inbox.Classify([]byte(fmt.Sprintf(`{"event":"job.failed","job_id":%q,"status":"ERROR"}`, id)), 1_800_000_000, rules)
+	return inbox.Classify("", inbox.Named{}, []byte(fmt.Sprintf(`{"event":"job.failed","job_id":%q,"status":"ERROR"}`, id)), 1_800_000_000, rules)
 }
 
 // replicas opens n stores on one schema at once, as replicas starting

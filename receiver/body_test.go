@@ -16,15 +16,16 @@ import (
 	"github.com/rs/zerolog"
 
 	"inbox/inbox"
-	"inbox/inbox/inboxtest"
+	"inbox/sqlite"
+	"inbox/sqlite/sqlitetest"
 	"inbox/sume"
 )
 
 // pacedEnv serves a real handler with bodyTimeout through Serve under lim,
 // on a free port, until the test ends.
-func pacedEnv(t *testing.T, lim Limits, bodyTimeout time.Duration) (*Handler, *inbox.Store, string) {
+func pacedEnv(t *testing.T, lim Limits, bodyTimeout time.Duration) (*Handler, *sqlite.Store, string) {
 	t.Helper()
-	store := inboxtest.MustOpen(t, inbox.Options{})
+	store := sqlitetest.MustOpen(t, sqlite.Options{})
 	h, err := NewHandler(store, Config{
 		Secrets:     []string{testSecret},
 		Tolerance:   5 * time.Minute,

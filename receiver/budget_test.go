@@ -17,7 +17,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"inbox/inbox"
-	"inbox/inbox/inboxtest"
+	"inbox/sqlite"
+	"inbox/sqlite/sqlitetest"
 )
 
 // budgetEnv serves a real handler under budget through Serve, on a free
@@ -25,7 +26,7 @@ import (
 func budgetEnv(t *testing.T, budget *Budget, store Store) (*Handler, string) {
 	t.Helper()
 	if store == nil {
-		store = inboxtest.MustOpen(t, inbox.Options{})
+		store = sqlitetest.MustOpen(t, sqlite.Options{})
 	}
 	h, err := NewHandler(store, Config{
 		Secrets:     []string{testSecret},
@@ -229,7 +230,7 @@ func TestBodyMemorySharedAcrossSources(t *testing.T) {
 // TestNewHandlerRefusesSmallBudget: a budget under twice the hard cap
 // could never take a body of the hard cap beside others.
 func TestNewHandlerRefusesSmallBudget(t *testing.T) {
-	store := inboxtest.MustOpen(t, inbox.Options{})
+	store := sqlitetest.MustOpen(t, sqlite.Options{})
 	for _, tt := range []struct {
 		budget int64
 		ok     bool

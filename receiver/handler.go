@@ -16,7 +16,6 @@ import (
 
 	"inbox/inbox"
 	"inbox/scheme"
-	"inbox/sume"
 )
 
 // Log field keys.
@@ -62,7 +61,8 @@ type Config struct {
 	Source string
 	// Scheme verifies deliveries; nil is Sume's under Tolerance. A scheme
 	// that is a scheme.Identifier names each delivery's key and event;
-	// otherwise inbox.Classify reads the body as Sume's.
+	// otherwise inbox.Classify reads the body as Sume's. It sets
+	// Rules.Kind and Rules.ByBody (scheme.Rules).
 	Scheme scheme.Scheme
 	// Secrets verify the signature; any one of them may match (rotation).
 	Secrets []string
@@ -157,6 +157,8 @@ func NewHandler(store Store, cfg Config, log zerolog.Logger) (*Handler, error) {
 	if cfg.Scheme == nil {
 		cfg.Scheme = scheme.Sume{Tolerance: cfg.Tolerance}
 	}
+	// The scheme decides how rows are keyed, as it does for reprocess.
+	cfg.Rules = scheme.Rules(cfg.Scheme, cfg.Rules)
 	if cfg.Accepted == 0 {
 		cfg.Accepted = http.StatusNoContent
 	}
@@ -333,21 +335,17 @@ func (h *Handler) receive(r *http.Request, body []byte) (inbox.Delivery, inbox.R
 	if v.Signed && h.cfg.OnSkew != nil {
 		h.cfg.OnSkew(now.Sub(time.Unix(v.TS, 0)))
 	}
-	var d inbox.Delivery
+	var named inbox.Named
+	var response []byte
 	if idf, ok := h.cfg.Scheme.(scheme.Identifier); ok {
 		id, err := idf.Identify(r.Header, body)
 		if err != nil {
 			return inbox.Delivery{}, inbox.Result{}, fmt.Errorf("%w: %w", errInvalid, err)
 		}
-		d = inbox.ClassifyKeyed(h.cfg.Source, id.Key, id.Event, body, v.TS, h.cfg.Rules)
-		d.Response = id.Response
-	} else {
-		d = inbox.Classify(body, v.TS, h.cfg.Rules)
-		d.Source = h.cfg.Source
-		if h.cfg.Source != inbox.DefaultSource {
-			d.Key = inbox.RowID(h.cfg.Source, d.Key)
-		}
+		named, response = id.Named(), id.Response
 	}
+	d := inbox.Classify(h.cfg.Source, named, body, v.TS, h.cfg.Rules)
+	d.Response = response
 	res, err := h.store.Put(r.Context(), d)
 	if err != nil {
 		if h.cfg.OnRefused != nil {
@@ -385,15 +383,15 @@ func answer(res inbox.Result, err error, accepted int) verdict {
 		return rejected(http.StatusRequestTimeout, "slow_body")
 	case errors.Is(err, errInvalid):
 		return rejected(http.StatusBadRequest, "invalid_payload")
-	case errors.Is(err, sume.ErrNoSignature), errors.Is(err, scheme.ErrNoSignature):
+	case errors.Is(err, scheme.ErrNoSignature):
 		return rejected(http.StatusUnauthorized, "no_signature")
-	case errors.Is(err, sume.ErrMalformedSignature), errors.Is(err, scheme.ErrMalformedSignature):
+	case errors.Is(err, scheme.ErrMalformedSignature):
 		return rejected(http.StatusUnauthorized, "malformed_signature")
-	case errors.Is(err, sume.ErrBadTimestamp), errors.Is(err, scheme.ErrBadTimestamp):
+	case errors.Is(err, scheme.ErrBadTimestamp):
 		return rejected(http.StatusUnauthorized, "bad_timestamp")
-	case errors.Is(err, sume.ErrStaleTimestamp), errors.Is(err, scheme.ErrStaleTimestamp):
+	case errors.Is(err, scheme.ErrStaleTimestamp):
 		return rejected(http.StatusUnauthorized, "stale_timestamp")
-	case errors.Is(err, sume.ErrMismatch), errors.Is(err, scheme.ErrMismatch):
+	case errors.Is(err, scheme.ErrMismatch):
 		return rejected(http.StatusUnauthorized, "mismatch")
 	case errors.Is(err, scheme.ErrCaller):
 		return rejected(http.StatusUnauthorized, "caller")

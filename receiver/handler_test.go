@@ -19,7 +19,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"inbox/inbox"
-	"inbox/inbox/inboxtest"
+	"inbox/sqlite"
+	"inbox/sqlite/sqlitetest"
 	"inbox/sume"
 )
 
@@ -35,14 +36,14 @@ var testNow = time.Unix(1_800_000_000, 0)
 // env is a real handler on a real SQLite file.
 type env struct {
 	h     *Handler
-	store *inbox.Store
+	store *sqlite.Store
 	logs  *bytes.Buffer
 }
 
-func newEnv(t *testing.T, store *inbox.Store) env {
+func newEnv(t *testing.T, store *sqlite.Store) env {
 	t.Helper()
 	if store == nil {
-		store = inboxtest.MustOpen(t, inbox.Options{})
+		store = sqlitetest.MustOpen(t, sqlite.Options{})
 	}
 	logs := &bytes.Buffer{}
 	h, err := NewHandler(store, Config{
@@ -427,14 +428,14 @@ func TestStoreDown(t *testing.T) {
 		}
 	}
 	t.Run("closed store", func(t *testing.T) {
-		store := inboxtest.MustOpen(t, inbox.Options{})
+		store := sqlitetest.MustOpen(t, sqlite.Options{})
 		e := newEnv(t, store)
 		store.Close()
 		check(t, e)
 	})
 	t.Run("locked past busy_timeout", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "inbox.db")
-		store := inboxtest.MustOpenPath(t, path, inbox.Options{BusyTimeout: 50 * time.Millisecond})
+		store := sqlitetest.MustOpenPath(t, path, sqlite.Options{BusyTimeout: 50 * time.Millisecond})
 		e := newEnv(t, store)
 		holder, err := sql.Open("sqlite", path+"?_txlock=immediate")
 		if err != nil {
@@ -489,7 +490,7 @@ func TestNoSecretsInLogs(t *testing.T) {
 
 // TestNewHandlerRefusesEmptySecret covers contract row 21.
 func TestNewHandlerRefusesEmptySecret(t *testing.T) {
-	store := inboxtest.MustOpen(t, inbox.Options{})
+	store := sqlitetest.MustOpen(t, sqlite.Options{})
 	for _, secrets := range [][]string{nil, {""}, {"ok", "  "}} {
 		_, err := NewHandler(store, Config{Secrets: secrets, Tolerance: time.Minute, HardCap: 1}, zerolog.Nop())
 		if err == nil {

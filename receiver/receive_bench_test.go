@@ -14,7 +14,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"inbox/inbox"
-	"inbox/inbox/inboxtest"
+	"inbox/sqlite"
+	"inbox/sqlite/sqlitetest"
 	"inbox/sume"
 )
 
@@ -23,7 +24,7 @@ import (
 // whole path: about 1 KiB bodies, unique job ids, one in ten a repeat.
 // Run: go test -run '^$' -bench Receive -cpu 32 -cpuprofile cpu.out ./receiver/
 func BenchmarkReceive(b *testing.B) {
-	store := inboxtest.MustOpen(b, inbox.Options{})
+	store := sqlitetest.MustOpen(b, sqlite.Options{})
 	h, err := NewHandler(store, Config{
 		Secrets:   []string{testSecret},
 		Tolerance: 5 * time.Minute,

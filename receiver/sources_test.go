@@ -12,15 +12,16 @@ import (
 	"github.com/rs/zerolog"
 
 	"inbox/inbox"
-	"inbox/inbox/inboxtest"
 	"inbox/scheme"
+	"inbox/sqlite"
+	"inbox/sqlite/sqlitetest"
 )
 
 const vibeSecret = "vjs_AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8"
 
 const vibeBody = `{"type":"scheduled_job.run","jobId":"job_vector","runId":"run_vector","scheduledFor":"2026-10-09T09:00:00.000Z","attempt":1,"late":false,"trigger":"schedule"}`
 
-func sourceHandler(t *testing.T, store *inbox.Store, cfg Config) *Handler {
+func sourceHandler(t *testing.T, store *sqlite.Store, cfg Config) *Handler {
 	t.Helper()
 	cfg.Now = func() time.Time { return testNow }
 	if cfg.HardCap == 0 {
@@ -47,7 +48,7 @@ func serve(h *Handler, r *http.Request) *httptest.ResponseRecorder {
 // of the run, 413 above 64 KiB, 401 for a bad signature or caller, 400 for
 // an invalid payload, and nothing stored but the accepted run.
 func TestVibeSource(t *testing.T) {
-	store := inboxtest.MustOpen(t, inbox.Options{})
+	store := sqlitetest.MustOpen(t, sqlite.Options{})
 	h := sourceHandler(t, store, Config{Source: "vibe", Scheme: scheme.Vibe{}, HardCap: scheme.VibeMaxBody, Accepted: 202,
 		Keys: []scheme.Secret{{Key: []byte("vjs_old"), Expires: testNow}, {Key: []byte(vibeSecret)}}})
 	req := func(body, secret, caller string) *http.Request {
@@ -100,7 +101,7 @@ func TestVibeSource(t *testing.T) {
 // scheme says, answered with the source's status, a repeat counted on the
 // row, a forgery refused.
 func TestKeyedSources(t *testing.T) {
-	store := inboxtest.MustOpen(t, inbox.Options{})
+	store := sqlitetest.MustOpen(t, sqlite.Options{})
 	swKey := []byte("0123456789abcdef0123456789abcdef")
 	hm, err := scheme.NewHMAC(scheme.HMACOptions{Header: "X-Sig", Encoding: "base64", KeyHeader: "X-Id", EventField: "kind"})
 	if err != nil {
@@ -166,7 +167,7 @@ func TestKeyedSources(t *testing.T) {
 // and hears nothing of a delivery that failed verification or of a scheme
 // that signs no time (GitHub).
 func TestSkewReported(t *testing.T) {
-	store := inboxtest.MustOpen(t, inbox.Options{})
+	store := sqlitetest.MustOpen(t, sqlite.Options{})
 	var skews []time.Duration
 	record := func(d time.Duration) { skews = append(skews, d) }
 	sumeH := sourceHandler(t, store, Config{Secrets: []string{testSecret}, Rules: inbox.Rules{Events: []string{"job.completed"}}, OnSkew: record})

@@ -14,8 +14,9 @@ import (
 	"github.com/rs/zerolog"
 
 	"inbox/inbox"
-	"inbox/inbox/inboxtest"
 	"inbox/reconcile"
+	"inbox/sqlite"
+	"inbox/sqlite/sqlitetest"
 	"inbox/sume"
 )
 
@@ -113,7 +114,7 @@ func newReconciler(t *testing.T, s reconcile.Store, cfg reconcile.Config) *recon
 // are dropped and counted, repeats of a held key still count, and what is
 // held reaches the store.
 func TestRefusalsBounded(t *testing.T) {
-	s := inboxtest.MustOpen(t, inbox.Options{})
+	s := sqlitetest.MustOpen(t, sqlite.Options{})
 	mem := reconcile.NewRefusals(3, nil)
 	for _, key := range []string{"job_1", "job_2", "job_1", "job_3", "job_4", "job_5", "job_2"} {
 		mem.Add(inbox.Delivery{Source: "sume", Key: key, JobID: key, Event: "job.completed", Body: []byte("the body")})
@@ -140,8 +141,8 @@ func TestRefusalsBounded(t *testing.T) {
 // is redelivered exactly once.
 func TestTwoPollersAskOnce(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "inbox.db")
-	s1 := inboxtest.MustOpenPath(t, path, inbox.Options{})
-	s2 := inboxtest.MustOpenPath(t, path, inbox.Options{})
+	s1 := sqlitetest.MustOpenPath(t, path, sqlite.Options{})
+	s2 := sqlitetest.MustOpenPath(t, path, sqlite.Options{})
 	a := newAPI(t, func(string) (int, string, string) { return 200, `{"status":"COMPLETED"}`, "" })
 	var jobs []string
 	for i := range 20 {
@@ -166,7 +167,7 @@ func TestTwoPollersAskOnce(t *testing.T) {
 // least that far away. Then, over many running jobs, the request rate
 // stays within the configured one.
 func TestRetryAfterAndRate(t *testing.T) {
-	s := inboxtest.MustOpen(t, inbox.Options{})
+	s := sqlitetest.MustOpen(t, sqlite.Options{})
 	busy := newAPI(t, func(string) (int, string, string) { return http.StatusTooManyRequests, "", "2" })
 	ctx := context.Background()
 	if _, err := s.Expect(ctx, []string{"job_a", "job_b"}, "", time.Now()); err != nil {
@@ -189,7 +190,7 @@ func TestRetryAfterAndRate(t *testing.T) {
 		}
 	}
 
-	s2 := inboxtest.MustOpen(t, inbox.Options{})
+	s2 := sqlitetest.MustOpen(t, sqlite.Options{})
 	running := newAPI(t, func(string) (int, string, string) { return 200, `{"status":"RUNNING"}`, "" })
 	var jobs []string
 	for i := range 40 {

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"time"
 
+	"inbox/inbox"
 	"inbox/sume"
 )
 
@@ -78,6 +79,10 @@ type Scheme interface {
 type Identity struct {
 	Key   string // the idempotency key; "" when the delivery names none
 	Event string // the event name; "" when it names none
+	// ByBody says the key is the body's sha256, the source's choice
+	// (key_from = "sha256"): Key is empty, and inbox.Classify builds the
+	// key from the body.
+	ByBody bool
 	// Response is the answer body the source saves with the row and gives
 	// again to every repeat; nil for none.
 	Response []byte
@@ -90,6 +95,31 @@ type Identifier interface {
 	// contract answers an invalid payload (Vibe); the others return an empty
 	// key instead, and the delivery is parked.
 	Identify(h http.Header, body []byte) (Identity, error)
+}
+
+// KindOf returns how the deliveries s verifies are keyed: inbox.KindKeyed
+// for an Identifier, which names each delivery's key and event, else
+// inbox.KindBody (Sume's bodies name their job).
+func KindOf(s Scheme) inbox.Kind {
+	if _, ok := s.(Identifier); ok {
+		return inbox.KindKeyed
+	}
+	return inbox.KindBody
+}
+
+// Rules returns r with what s decides of classification: the Kind, and
+// for a scheme that keys every delivery by its body (KeysByBody), ByBody.
+func Rules(s Scheme, r inbox.Rules) inbox.Rules {
+	r.Kind = KindOf(s)
+	if b, ok := s.(interface{ KeysByBody() bool }); ok {
+		r.ByBody = b.KeysByBody()
+	}
+	return r
+}
+
+// Named returns what inbox.Classify takes of id.
+func (id Identity) Named() inbox.Named {
+	return inbox.Named{Key: id.Key, Event: id.Event, ByBody: id.ByBody}
 }
 
 // single returns a header's value when it is sent exactly once, and ok

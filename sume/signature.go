@@ -1,5 +1,5 @@
-// Package sume adapts the Sume provider: its webhook signature scheme and
-// its API.
+// Package sume adapts the Sume provider: the form of its webhook signature
+// (verified by scheme.Sume) and its API.
 package sume
 
 import (
@@ -21,6 +21,8 @@ const (
 
 // Verification failures. Their texts name the cause for the log; none holds
 // a secret, a signature or the body, and none is ever sent to the client.
+// scheme.Sume returns them as scheme's errors too (errors.Is holds for
+// both), so one function maps them to statuses.
 var (
 	ErrNoSignature        = errors.New("no sume-v1 signature")
 	ErrMalformedSignature = errors.New("sume-v1 signature is not 64 lowercase hex characters")
@@ -29,38 +31,13 @@ var (
 	ErrMismatch           = errors.New("no signature matches a configured secret")
 )
 
-// Verify checks a Sume delivery: the signature header's sume-v1 entries
-// (comma-separated; several during a secret rotation), the timestamp's
-// freshness against now within tolerance in either direction, and an
-// HMAC-SHA256 of "<timestamp>.<body>" under each secret, compared in
-// constant time. It returns the timestamp in Unix seconds, or one of the
-// Err* values above.
-func Verify(timestamp, signature string, body []byte, secrets []string, tolerance time.Duration, now time.Time) (int64, error) {
-	ts, macs, err := Check(timestamp, signature, tolerance, now)
-	if err != nil {
-		return 0, err
-	}
-	ok := false
-	for _, secret := range secrets {
-		want := Sign(secret, timestamp, body)
-		for _, got := range macs {
-			// No early exit: the time taken does not depend on which entry or
-			// which secret matched.
-			if hmac.Equal(got, want) {
-				ok = true
-			}
-		}
-	}
-	if !ok {
-		return 0, ErrMismatch
-	}
-	return ts, nil
-}
-
-// Check does everything Verify does but compare MACs: it parses the
-// signature header's sume-v1 entries and the timestamp, and checks the
-// timestamp's freshness. It returns the timestamp and the MACs sent, or one
-// of the Err* values above (not ErrMismatch).
+// Check does everything verifying a Sume delivery takes but comparing the
+// MACs, which scheme.Sume does as every scheme does: it parses the
+// signature header's sume-v1 entries (comma-separated; several during a
+// secret rotation) and the timestamp, and checks the timestamp's
+// freshness against now within tolerance in either direction. It returns
+// the timestamp and the MACs sent, or one of the Err* values above (not
+// ErrMismatch).
 func Check(timestamp, signature string, tolerance time.Duration, now time.Time) (int64, [][]byte, error) {
 	macs, err := parseSignature(signature)
 	if err != nil {

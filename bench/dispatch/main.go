@@ -33,6 +33,7 @@ import (
 	"inbox/inbox"
 	"inbox/nats"
 	"inbox/receiver"
+	"inbox/sqlite"
 	"inbox/sume"
 )
 
@@ -113,7 +114,7 @@ func run(n, conns, workers, pad int) error {
 // keep-alive connections to the receiver and returns deliveries per second.
 func ingest(db, schema string, n, conns, pad int) (float64, error) {
 	ctx := context.Background()
-	store, err := inbox.Open(ctx, db, inbox.Options{Schema: schema})
+	store, err := sqlite.Open(ctx, db, sqlite.Options{Schema: schema})
 	if err != nil {
 		return 0, err
 	}
@@ -182,7 +183,7 @@ func drain(dir, src, schema string, n, workers int, newDest func(context.Context
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	store, err := inbox.Open(ctx, db, inbox.Options{Schema: schema})
+	store, err := sqlite.Open(ctx, db, sqlite.Options{Schema: schema})
 	if err != nil {
 		return 0, err
 	}

@@ -71,11 +71,11 @@ func runPut(t *testing.T, o opener) {
 		if res := e.put(classify(odd)); res.Outcome != inbox.OutcomeParked || res.Reason != inbox.ReasonUnknownEvent {
 			t.Errorf("NUL in the event: %+v, want parked unknown_event", res)
 		}
-		header := inbox.ClassifyKeyed("gh", "d9", "pu\xffsh\x00", []byte("{\"a\":\"\xff\"}"), deliveryTS, inbox.Rules{})
+		header := keyed("gh", "d9", "pu\xffsh\x00", []byte("{\"a\":\"\xff\"}"), deliveryTS, inbox.Rules{})
 		if res := e.put(header); res.Outcome != inbox.OutcomeStored {
 			t.Fatalf("bad bytes in a header's event: %+v, want stored", res)
 		}
-		again := inbox.ClassifyKeyed("gh", "d9", "pu\xffsh\x00", []byte(`{"a":2}`), deliveryTS, inbox.Rules{})
+		again := keyed("gh", "d9", "pu\xffsh\x00", []byte(`{"a":2}`), deliveryTS, inbox.Rules{})
 		if res := e.put(again); res.Outcome != inbox.OutcomeDuplicate {
 			t.Errorf("its repeat: %+v, want duplicate", res)
 		}
@@ -127,8 +127,8 @@ func runPut(t *testing.T, o opener) {
 			{"no job_id", classify(`{"event":"job.completed"}`), inbox.BodyKey(sha(`{"event":"job.completed"}`)), inbox.ReasonMissingJobID},
 			{"unknown event", classify(`{"event":"job.exploded","job_id":"job_x"}`), "job_x", inbox.ReasonUnknownEvent},
 			{"payload too large", classify(ptl), "job_ptl", inbox.ReasonPayloadTooLarge},
-			{"too large", inbox.Classify([]byte(tooLarge), deliveryTS, small), "job_big", inbox.ReasonTooLarge},
-			{"missing key", inbox.ClassifyKeyed("gh", "", "push", []byte(`{"ref":"main"}`), deliveryTS, push),
+			{"too large", inbox.Classify("", inbox.Named{}, []byte(tooLarge), deliveryTS, small), "job_big", inbox.ReasonTooLarge},
+			{"missing key", keyed("gh", "", "push", []byte(`{"ref":"main"}`), deliveryTS, push),
 				"gh/" + inbox.BodyKey(sha(`{"ref":"main"}`)), inbox.ReasonMissingKey},
 		} {
 			res := e.put(tt.d)
@@ -231,22 +231,22 @@ func runPut(t *testing.T, o opener) {
 
 	t.Run("sources keep their rows and saved responses", func(t *testing.T) {
 		e := o.fresh(t)
-		vibe := inbox.ClassifyKeyed("vibe", "run_1", "scheduled_job.run", []byte(`{"attempt":1}`), 1, inbox.Rules{})
+		vibe := keyed("vibe", "run_1", "scheduled_job.run", []byte(`{"attempt":1}`), 1, inbox.Rules{})
 		vibe.Response = []byte(`{"accepted":true}`)
 		if res := e.put(vibe); res.Outcome != inbox.OutcomeStored || res.ID != "vibe/run_1" || string(res.Response) != `{"accepted":true}` {
 			t.Fatalf("first vibe delivery: %+v", res)
 		}
-		again := inbox.ClassifyKeyed("vibe", "run_1", "scheduled_job.run", []byte(`{"attempt":2}`), 2, inbox.Rules{})
+		again := keyed("vibe", "run_1", "scheduled_job.run", []byte(`{"attempt":2}`), 2, inbox.Rules{})
 		again.Response = []byte(`{"other":true}`)
 		if res := e.put(again); res.Outcome != inbox.OutcomeDuplicate || string(res.Response) != `{"accepted":true}` {
 			t.Errorf("repeat: %+v, want a duplicate answered with the saved response", res)
 		}
-		if res := e.put(inbox.ClassifyKeyed("gh", "run_1", "push", []byte(`{}`), 1, inbox.Rules{})); res.ID != "gh/run_1" || res.Outcome != inbox.OutcomeStored || res.Response != nil {
+		if res := e.put(keyed("gh", "run_1", "push", []byte(`{}`), 1, inbox.Rules{})); res.ID != "gh/run_1" || res.Outcome != inbox.OutcomeStored || res.Response != nil {
 			t.Errorf("same key, other source: %+v", res)
 		}
 		// A Sume job_id "vibe/run_1" collides with the vibe row's id: parked
 		// beside it, never counted on it.
-		sume := inbox.Classify([]byte(`{"event":"job.completed","job_id":"vibe/run_1"}`), 1, inbox.Rules{Events: []string{"job.completed"}})
+		sume := inbox.Classify("", inbox.Named{}, []byte(`{"event":"job.completed","job_id":"vibe/run_1"}`), 1, inbox.Rules{Events: []string{"job.completed"}})
 		if res := e.put(sume); res.Outcome != inbox.OutcomeParked || res.Reason != inbox.ReasonConflict {
 			t.Errorf("sume job_id naming a vibe row: %+v, want parked conflict", res)
 		}
@@ -270,12 +270,12 @@ func runPut(t *testing.T, o opener) {
 	t.Run("saved response kept through a revival", func(t *testing.T) {
 		e := o.fresh(t)
 		only := inbox.Rules{Events: []string{"scheduled_job.run"}}
-		first := inbox.ClassifyKeyed("vibe", "run_1", "other", []byte(`{"a":1}`), 1, only)
+		first := keyed("vibe", "run_1", "other", []byte(`{"a":1}`), 1, only)
 		first.Response = []byte(`{"accepted":1}`)
 		if res := e.put(first); res.Outcome != inbox.OutcomeParked || string(res.Response) != `{"accepted":1}` {
 			t.Fatalf("parked vibe delivery = %+v", res)
 		}
-		second := inbox.ClassifyKeyed("vibe", "run_1", "scheduled_job.run", []byte(`{"a":2}`), 2, only)
+		second := keyed("vibe", "run_1", "scheduled_job.run", []byte(`{"a":2}`), 2, only)
 		second.Response = []byte(`{"accepted":2}`)
 		if res := e.put(second); res.Outcome != inbox.OutcomeRevived || string(res.Response) != `{"accepted":1}` {
 			t.Errorf("revival = %+v, want the first saved response", res)
@@ -284,9 +284,9 @@ func runPut(t *testing.T, o opener) {
 			t.Errorf("row response %s body %s", r.Response, r.Body)
 		}
 		// A revival of a row saved with no response saves the delivery's.
-		none := inbox.ClassifyKeyed("vibe", "run_2", "other", []byte(`{"b":1}`), 1, only)
+		none := keyed("vibe", "run_2", "other", []byte(`{"b":1}`), 1, only)
 		e.put(none)
-		withOne := inbox.ClassifyKeyed("vibe", "run_2", "scheduled_job.run", []byte(`{"b":2}`), 2, only)
+		withOne := keyed("vibe", "run_2", "scheduled_job.run", []byte(`{"b":2}`), 2, only)
 		withOne.Response = []byte(`{"accepted":3}`)
 		if res := e.put(withOne); res.Outcome != inbox.OutcomeRevived || string(res.Response) != `{"accepted":3}` {
 			t.Errorf("revival of a row with no response = %+v", res)

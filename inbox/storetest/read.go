@@ -28,7 +28,7 @@ func runRead(t *testing.T, o opener) {
 		for _, d := range []inbox.Delivery{
 			job("job_1"), classify(`not json`), classify(`{"event":"webhook.test"}`),
 			classify(`{"event":"job.exploded","job_id":"job_x"}`),
-			inbox.ClassifyKeyed("gh", "d1", "push", []byte(`{}`), 1, inbox.Rules{}), job("job_2"),
+			keyed("gh", "d1", "push", []byte(`{}`), 1, inbox.Rules{}), job("job_2"),
 		} {
 			e.put(d)
 			e.clock.Add(time.Minute)
@@ -166,7 +166,7 @@ func runCount(t *testing.T, o opener) {
 		e := o.fresh(t)
 		for _, d := range []inbox.Delivery{
 			job("job_1"), classify(`not json`), classify(`{"event":"webhook.test"}`),
-			classify(exploded("job_x")), inbox.ClassifyKeyed("gh", "d1", "push", []byte(`{}`), 1, inbox.Rules{}), job("job_2"),
+			classify(exploded("job_x")), keyed("gh", "d1", "push", []byte(`{}`), 1, inbox.Rules{}), job("job_2"),
 		} {
 			e.put(d)
 			e.clock.Add(time.Minute)

@@ -55,7 +55,7 @@ func runReconcile(t *testing.T, o opener) {
 			t.Errorf("reconciliation = %+v, %v; want 3 missed, the oldest at t0-1s", r, err)
 		}
 		e.put(job("job_a"))
-		e.put(inbox.ClassifyKeyed("gh", "d1", "push", []byte(`{}`), 1, inbox.Rules{}))
+		e.put(keyed("gh", "d1", "push", []byte(`{}`), 1, inbox.Rules{}))
 		missed, err = e.s.Missed(ctx, time.Time{})
 		if err != nil {
 			t.Fatal(err)

@@ -36,7 +36,7 @@ func (e *env) fill(receivedAt time.Time, bodies ...string) {
 	e.t.Helper()
 	e.clock.Set(receivedAt)
 	for _, b := range bodies {
-		e.put(inbox.Classify([]byte(b), deliveryTS, small))
+		e.put(inbox.Classify("", inbox.Named{}, []byte(b), deliveryTS, small))
 	}
 }
 
@@ -204,7 +204,7 @@ func runReprocess(t *testing.T, o opener) {
 	t.Run("refuses", func(t *testing.T) {
 		e := o.fresh(t)
 		e.fill(t0, completed("job_new"), exploded("job_parked"))
-		e.put(inbox.ClassifyKeyed("gh", "d1", "ping", []byte(`{}`), 1, inbox.Rules{Events: []string{"push"}}))
+		e.put(keyed("gh", "d1", "ping", []byte(`{}`), 1, inbox.Rules{Events: []string{"push"}}))
 		before := e.snapshot()
 		for _, tt := range []struct {
 			name string
@@ -228,7 +228,7 @@ func runReprocess(t *testing.T, o opener) {
 			t.Errorf("a missing id: %v, want ErrNotFound", err)
 		}
 		// Selections pass over rows of sources the rules do not name.
-		if rep := e.reprocess(inbox.Selection{All: true}, inbox.SourceRules{"other": {}}, false); rep.Moved != 0 || len(rep.Parked) != 0 {
+		if rep := e.reprocess(inbox.Selection{All: true}, inbox.SourceRules{"other": {Kind: inbox.KindKeyed}}, false); rep.Moved != 0 || len(rep.Parked) != 0 {
 			t.Errorf("all of another source: %+v, want nothing", rep)
 		}
 		if after := e.snapshot(); after != before {
@@ -277,12 +277,12 @@ func runReprocess(t *testing.T, o opener) {
 	t.Run("every source", func(t *testing.T) {
 		e := o.fresh(t)
 		push := inbox.Rules{Events: []string{"push"}}
-		vibe := inbox.ClassifyKeyed("vibe", "run_1", "scheduled_job.run", []byte(`{"runId":"run_1"}`), deliveryTS, inbox.Rules{})
+		vibe := keyed("vibe", "run_1", "scheduled_job.run", []byte(`{"runId":"run_1"}`), deliveryTS, inbox.Rules{})
 		vibe.Response = []byte(`{"accepted":true}`)
 		for _, d := range []inbox.Delivery{
-			inbox.ClassifyKeyed("gh", "d1", "ping", []byte(`{"zen":"x"}`), deliveryTS, push),                                                        // parked unknown_event
-			inbox.ClassifyKeyed("gh", "", "push", []byte(`{"ref":"main"}`), deliveryTS, push),                                                       // parked missing_key
-			inbox.ClassifyKeyed("gh", "d2", "push", []byte(`{"ref":"dev","pad":1}`), deliveryTS, inbox.Rules{Events: []string{"push"}, MaxBody: 4}), // too_large
+			keyed("gh", "d1", "ping", []byte(`{"zen":"x"}`), deliveryTS, push),                                                        // parked unknown_event
+			keyed("gh", "", "push", []byte(`{"ref":"main"}`), deliveryTS, push),                                                       // parked missing_key
+			keyed("gh", "d2", "push", []byte(`{"ref":"dev","pad":1}`), deliveryTS, inbox.Rules{Events: []string{"push"}, MaxBody: 4}), // too_large
 			vibe,
 		} {
 			e.put(d)
@@ -292,7 +292,7 @@ func runReprocess(t *testing.T, o opener) {
 			t.Fatalf("claimed %v, want vibe/run_1", ids(j))
 		}
 		e.settle("test", t0, inbox.Settlement{Job: j[0], Fate: inbox.FatePark, At: t0, Reason: inbox.ReasonHandlerFailed, Error: "HTTP 500"})
-		all := inbox.SourceRules{"gh": {Events: []string{"push", "ping"}, MaxBody: 1 << 10}, "vibe": {}}
+		all := inbox.SourceRules{"gh": {Kind: inbox.KindKeyed, Events: []string{"push", "ping"}, MaxBody: 1 << 10}, "vibe": {Kind: inbox.KindKeyed}}
 
 		if rep := e.reprocess(inbox.Selection{All: true}, sume(), false); rep.Moved != 0 || len(rep.Parked) != 0 {
 			t.Errorf("all of sume: %+v, want nothing", rep)
@@ -321,15 +321,100 @@ func runReprocess(t *testing.T, o opener) {
 		e := o.fresh(t)
 		recv := inbox.Rules{Events: []string{"push"}, MaxBody: 10}
 		big := `{"a":"` + strings.Repeat("x", 40) + `"}`
-		e.put(inbox.ClassifyKeyed("gh", "d1", "push", []byte(big), 1, recv))
-		e.put(inbox.ClassifyKeyed("gh", "d1", "ping", []byte(`{}`), 1, recv))
-		e.reprocess(inbox.Selection{Reason: inbox.ReasonUnknownEvent}, inbox.SourceRules{"gh": {Events: []string{"push", "ping"}, MaxBody: 10}}, false)
+		e.put(keyed("gh", "d1", "push", []byte(big), 1, recv))
+		e.put(keyed("gh", "d1", "ping", []byte(`{}`), 1, recv))
+		e.reprocess(inbox.Selection{Reason: inbox.ReasonUnknownEvent}, inbox.SourceRules{"gh": {Kind: inbox.KindKeyed, Events: []string{"push", "ping"}, MaxBody: 10}}, false)
 		want := inbox.RowID("gh", inbox.BodyKey(sha(big)))
 		if e.gone(want) {
 			t.Fatalf("the job row's body is not at %s", want)
 		}
 		if r := e.get("gh/d1"); r.Status != inbox.StatusNew || r.Event != "ping" {
 			t.Errorf("gh/d1 = %+v, want the ping, new", r)
+		}
+	})
+
+	// A source that keys every delivery by its body's sha256: its rows
+	// parked missing_key (as a build that did not key them so parked
+	// them) are stored where they are. (Their job_id stays empty: no row
+	// can land beside a row keyed by its own bytes.)
+	t.Run("rows keyed by their body", func(t *testing.T) {
+		e := o.fresh(t)
+		body := []byte(`{"order":1}`)
+		parked := e.put(keyed("hm", "", "order.paid", body, deliveryTS, inbox.Rules{}))
+		if parked.Reason != inbox.ReasonMissingKey {
+			t.Fatalf("setup: %+v", parked)
+		}
+		rep := e.reprocess(inbox.Selection{Reason: inbox.ReasonMissingKey}, inbox.SourceRules{"hm": {Kind: inbox.KindKeyed, ByBody: true}}, false)
+		if rep.Moved != 1 {
+			t.Errorf("report %+v, want the row moved to new", rep)
+		}
+		if r := e.get(parked.ID); r.Status != inbox.StatusNew || r.Event != "order.paid" {
+			t.Errorf("%s = %s %s event %q, want new where it is", parked.ID, r.Status, r.Reason, r.Event)
+		}
+		// A repeat of the bytes is counted on it.
+		if res := e.put(inbox.Classify("hm", inbox.Named{ByBody: true, Event: "order.paid"}, body, deliveryTS, inbox.Rules{Kind: inbox.KindKeyed})); res.Outcome != inbox.OutcomeDuplicate || res.ID != parked.ID {
+			t.Errorf("repeat: %+v, want a duplicate on %s", res, parked.ID)
+		}
+	})
+
+	// Once one parked row of a job has become the job's new row (where it
+	// was, or taking over the job's parked row), a later parked row of the
+	// job with the same event and status folds into it, as a repeat would:
+	// never parked conflict beside its own copy. For every kind of source.
+	t.Run("folds later rows into the row it made", func(t *testing.T) {
+		odd := func(id string, n int) string {
+			return fmt.Sprintf(`{"event":"job.odd","job_id":%q,"status":"COMPLETED","n":%d}`, id, n)
+		}
+		exploded := func(id string, n int) string {
+			return fmt.Sprintf(`{"event":"job.exploded","job_id":%q,"status":"COMPLETED","n":%d}`, id, n)
+		}
+		for _, tt := range []struct {
+			name, source string
+			kind         inbox.Kind
+			// first is the body the job's own row is parked with.
+			first func(string, int) string
+			// want is the report; deliveries the job row's count after.
+			want       inbox.ReprocessReport
+			deliveries int64
+		}{
+			{"own row made new, sume", inbox.DefaultSource, inbox.KindBody, exploded,
+				inbox.ReprocessReport{Moved: 1, Folded: 2, Parked: map[inbox.Reason]int{}}, 3},
+			{"own row made new, a sume-scheme source", "acme", inbox.KindBody, exploded,
+				inbox.ReprocessReport{Moved: 1, Folded: 2, Parked: map[inbox.Reason]int{}}, 3},
+			{"job row taken over, sume", inbox.DefaultSource, inbox.KindBody, odd,
+				inbox.ReprocessReport{Moved: 1, Folded: 1, Parked: map[inbox.Reason]int{inbox.ReasonUnknownEvent: 1}}, 2},
+			{"job row taken over, a sume-scheme source", "acme", inbox.KindBody, odd,
+				inbox.ReprocessReport{Moved: 1, Folded: 1, Parked: map[inbox.Reason]int{inbox.ReasonUnknownEvent: 1}}, 2},
+		} {
+			t.Run(tt.name, func(t *testing.T) {
+				e := o.fresh(t)
+				recv := inbox.Rules{Kind: tt.kind, Events: []string{"job.completed"}, MaxBody: 1 << 20}
+				put := func(body string) inbox.Result {
+					return e.put(inbox.Classify(tt.source, inbox.Named{}, []byte(body), deliveryTS, recv))
+				}
+				put(tt.first("j1", 1))
+				e.clock.Add(time.Millisecond)
+				beside2, beside3 := put(exploded("j1", 2)), put(exploded("j1", 3))
+				if beside2.Reason != inbox.ReasonUnknownEvent || beside3.Reason != inbox.ReasonUnknownEvent || beside2.ID == beside3.ID {
+					t.Fatalf("setup: %+v %+v, want two rows parked unknown_event beside the job", beside2, beside3)
+				}
+				now := recv
+				now.Events = []string{"job.completed", "job.exploded"}
+				rep := e.reprocess(inbox.Selection{Reason: inbox.ReasonUnknownEvent}, inbox.SourceRules{tt.source: now}, false)
+				key := inbox.RowID(tt.source, "j1")
+				job := e.get(key)
+				if job.Status != inbox.StatusNew || job.Event != "job.exploded" {
+					t.Fatalf("%s = %+v, want the job's new job.exploded row", key, job)
+				}
+				sameJSON(t, "report", rep, tt.want)
+				if job.Deliveries != tt.deliveries {
+					t.Errorf("%s has %d deliveries, want %d: the later rows' counted on it", key, job.Deliveries, tt.deliveries)
+				}
+				if !e.gone(beside3.ID) {
+					r := e.get(beside3.ID)
+					t.Errorf("the later row %s is still there, %s %s: want it folded into %s", r.ID, r.Status, r.Reason, key)
+				}
+			})
 		}
 	})
 }

@@ -16,39 +16,6 @@ import (
 	"inbox/inbox"
 )
 
-// Store is what a store offers the rest of inbox: the exported methods of
-// the SQLite store, *inbox.Store, that postgres.Store has too. (It moves to
-// inbox.Store once the SQLite store has its own folder.)
-type Store interface {
-	Put(ctx context.Context, d inbox.Delivery) (inbox.Result, error)
-	Settle(ctx context.Context, owner string, settled []inbox.Settlement, claim inbox.Claim) (jobs []inbox.Job, stale int, err error)
-	Start(ctx context.Context, owner string, jobs []inbox.Job, now, until time.Time) ([]inbox.Job, error)
-	NextDue(ctx context.Context) (due time.Time, ok bool, err error)
-	Queue(ctx context.Context, now time.Time) (inbox.Queue, error)
-	Get(ctx context.Context, id string) (inbox.Event, error)
-	List(ctx context.Context, f inbox.Filter) ([]inbox.Event, error)
-	Stats(ctx context.Context) (inbox.Stats, error)
-	CountByStatus(ctx context.Context) (map[inbox.Status]int64, error)
-	ParkedByReason(ctx context.Context, f inbox.Filter) ([]inbox.ReasonCount, error)
-	Count(ctx context.Context, f inbox.Filter) (int64, error)
-	ParkedPerHour(ctx context.Context, f inbox.Filter, end time.Time, hours int) ([]inbox.HourCount, error)
-	Purgeable(ctx context.Context, sel inbox.PurgeSelection) (inbox.PurgeReport, error)
-	Purge(ctx context.Context, sel inbox.PurgeSelection) (inbox.PurgeReport, error)
-	Reprocess(ctx context.Context, sel inbox.Selection, rules inbox.SourceRules, dryRun bool) (inbox.ReprocessReport, error)
-	RecordSecretUses(ctx context.Context, uses []inbox.SecretUse) error
-	SecretUses(ctx context.Context) ([]inbox.SecretUse, error)
-	RecordRefusals(ctx context.Context, refusals []inbox.Refusal) error
-	Missed(ctx context.Context, before time.Time) ([]inbox.Refusal, error)
-	Expect(ctx context.Context, jobs []string, statusURL string, due time.Time) ([]inbox.Expectation, error)
-	Expected(ctx context.Context, now time.Time, overdue bool) ([]inbox.Expectation, error)
-	ClaimPolls(ctx context.Context, owner string, now, until time.Time, max int) ([]inbox.Poll, error)
-	SettlePolls(ctx context.Context, owner string, results []inbox.PollResult) (stale int, err error)
-	NextPoll(ctx context.Context) (at time.Time, ok bool, err error)
-	Reconciliation(ctx context.Context, now time.Time) (inbox.Reconciliation, error)
-	Ping(ctx context.Context) error
-	Close() error
-}
-
 // Options are what the suite asks of the store it opens.
 type Options struct {
 	// Now is the store's clock: every time the store stamps (received_at,
@@ -67,7 +34,7 @@ type Options struct {
 // A store that does not support Reprocess returns an error wrapping
 // errors.ErrUnsupported from it; the suite then skips, saying so, the tests
 // that need it.
-func Run(t *testing.T, open func(t *testing.T, opts Options) Store) {
+func Run(t *testing.T, open func(t *testing.T, opts Options) inbox.Store) {
 	o := opener(open)
 	t.Run("put", func(t *testing.T) { runPut(t, o) })
 	t.Run("queue", func(t *testing.T) { runQueue(t, o) })
@@ -78,7 +45,7 @@ func Run(t *testing.T, open func(t *testing.T, opts Options) Store) {
 	t.Run("reconcile", func(t *testing.T) { runReconcile(t, o) })
 }
 
-type opener func(t *testing.T, opts Options) Store
+type opener func(t *testing.T, opts Options) inbox.Store
 
 // Clock is a clock the suite moves by hand.
 type Clock struct {
@@ -113,7 +80,7 @@ var t0 = time.Date(2027, 1, 1, 12, 0, 0, 0, time.UTC)
 // env is one test's store and its clock.
 type env struct {
 	t     *testing.T
-	s     Store
+	s     inbox.Store
 	clock *Clock
 }
 
@@ -135,9 +102,13 @@ func jobBody(id string) string {
 	return fmt.Sprintf(`{"event":"job.completed","job_id":%q,"status":"COMPLETED"}`, id)
 }
 
-func job(id string) inbox.Delivery { return inbox.Classify([]byte(jobBody(id)), deliveryTS, rules) }
+func job(id string) inbox.Delivery {
+	return inbox.Classify("", inbox.Named{}, []byte(jobBody(id)), deliveryTS, rules)
+}
 
-func classify(body string) inbox.Delivery { return inbox.Classify([]byte(body), deliveryTS, rules) }
+func classify(body string) inbox.Delivery {
+	return inbox.Classify("", inbox.Named{}, []byte(body), deliveryTS, rules)
+}
 
 func (e *env) put(d inbox.Delivery) inbox.Result {
 	e.t.Helper()
@@ -266,4 +237,11 @@ func ids(jobs []inbox.Job) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// keyed classifies body as a delivery of a KindKeyed source whose scheme
+// named key and event.
+func keyed(source, key, event string, body []byte, deliveryTS int64, r inbox.Rules) inbox.Delivery {
+	r.Kind = inbox.KindKeyed
+	return inbox.Classify(source, inbox.Named{Key: key, Event: event}, body, deliveryTS, r)
 }

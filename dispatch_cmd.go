@@ -1,0 +1,376 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+	"github.com/urfave/cli/v2"
+
+	"inbox/admin"
+	"inbox/deploy"
+	"inbox/dispatch"
+	"inbox/health"
+	"inbox/inbox"
+	"inbox/nats"
+	"inbox/receiver"
+	"inbox/reconcile"
+)
+
+// connectTimeout bounds looking up the NATS stream at start.
+const connectTimeout = 10 * time.Second
+
+// destinationHelp is the part of serve's and dispatch's help about handing
+// rows on.
+const destinationHelp = `Each new row is handed to exactly one destination, at least once, with its
+source (sume, vibe, ...), the provider's own key (Sume's job_id, Vibe's
+runId, GitHub's delivery id, ...) and the row id (<source>/<key>, or the
+bare key for sume: what inbox show takes):
+   --forward-url    POSTs the stored body with Idempotency-Key: <key>,
+                    Inbox-Source, Inbox-Key, Inbox-Row-Id, Inbox-Event and
+                    Inbox-Attempt, signed in the Standard Webhooks format
+                    (webhook-id: <key>, webhook-timestamp, webhook-signature:
+                    v1,<base64>) when --forward-secret is set. 2xx is success;
+                    any other 4xx than 408 and 429 parks the row
+                    handler_rejected at once; the rest is retried.
+   --exec           runs the command with /bin/sh -c, the body on stdin and
+                    INBOX_SOURCE, INBOX_KEY, INBOX_ROW_ID (and INBOX_JOB_ID,
+                    the same), INBOX_EVENT, INBOX_ATTEMPT in its environment,
+                    without this process's INBOX_* and SUME_* variables, the
+                    variables --config's secrets are read from, and any
+                    variable holding a configured secret.
+                    Exit 0 is success; exit 65 (EX_DATAERR) parks the row
+                    handler_rejected at once; any other exit, a signal or the
+                    --timeout (which kills its whole process group) is retried.
+   --nats-url and --nats-subject
+                    publish to JetStream with Nats-Msg-Id: <row id>,
+                    Idempotency-Key: <key> and the Inbox-* headers above, and
+                    wait for the stream's ack; a stream must cover the subject.
+                    A broker that is down never stops the start: it is
+                    connected in the background. While it is unreachable
+                    or its stream does not answer, dispatch pauses: no row
+                    is claimed or attempted, none uses up its retries, and
+                    it resumes within about a second of the broker's
+                    return; /readyz, inbox_nats_connected and
+                    inbox_dispatch_paused say how it stands.
+An attempt is counted when it starts (Inbox-Attempt, from 1). One running
+past --slow-after goes on beside the workers (at most --max-slow at once),
+so rows that hang at the destination do not hold the workers for --timeout.
+A failure is retried after each wait of --retry-schedule, then the row is
+parked handler_failed with the last error. Parked rows come back only
+through inbox reprocess. A row can be delivered more than once: key the
+application's writes and external effects on the source and the key.`
+
+// dispatchFlags are the flags that choose and tune the destination. They
+// are built per command: a flag value is filled in from the environment
+// when applied.
+func dispatchFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "forward-url", Usage: "POST each new row to this URL", EnvVars: []string{"INBOX_FORWARD_URL"}},
+		&cli.StringFlag{Name: "forward-secret", Usage: "sign forwarded rows with this Standard Webhooks secret, whsec_<base64 of the key> (inbox secret makes one); prefer the environment variable", EnvVars: []string{"INBOX_FORWARD_SECRET"}},
+		&cli.StringFlag{Name: "exec", Usage: "run this shell command for each new row, the body on stdin; exit 65 means never retry", EnvVars: []string{"INBOX_EXEC"}},
+		&cli.StringFlag{Name: "nats-url", Usage: "publish each new row to NATS JetStream at this URL", EnvVars: []string{"INBOX_NATS_URL"}},
+		&cli.StringFlag{Name: "nats-subject", Usage: "the subject to publish to; a JetStream stream must cover it", EnvVars: []string{"INBOX_NATS_SUBJECT"}},
+		&cli.IntFlag{Name: "workers", Value: dispatch.DefaultWorkers, Usage: "how many deliveries run at once, besides those past --slow-after", EnvVars: []string{"INBOX_WORKERS"}},
+		&cli.StringFlag{Name: "retry-schedule", Value: "1s,5s,30s,5m", Usage: "the wait before each retry; then the row is parked handler_failed (none: no retries)", EnvVars: []string{"INBOX_RETRY_SCHEDULE"}},
+		&cli.DurationFlag{Name: "timeout", Value: dispatch.DefaultTimeout, Usage: "how long one delivery attempt may take", EnvVars: []string{"INBOX_TIMEOUT"}},
+		&cli.DurationFlag{Name: "slow-after", Usage: "an attempt running longer goes on beside the workers, which take the next rows; 0 fits it to the destination: 1s at first, then 4 times its usual answer time, at least 250ms (never more than --timeout/20 at first, --timeout/4 after)", DefaultText: "0: fit the destination", EnvVars: []string{"INBOX_SLOW_AFTER"}},
+		&cli.IntFlag{Name: "max-slow", Value: dispatch.DefaultMaxSlow, Usage: "at most this many slow attempts run beside the workers (0: none; an attempt then holds its worker until it ends)", EnvVars: []string{"INBOX_MAX_SLOW"}},
+		&cli.DurationFlag{Name: "lease", Value: dispatch.DefaultLease, Usage: "how long a claim holds; a row whose dispatcher died is delivered again after it (at least twice --timeout)", EnvVars: []string{"INBOX_LEASE"}},
+	}
+}
+
+// destinationSet reports whether any destination flag is set.
+func destinationSet(c *cli.Context) bool {
+	for _, name := range []string{"forward-url", "exec", "nats-url", "nats-subject", "forward-secret"} {
+		if c.String(name) != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// dispatchConfig is what the destination flags say, checked.
+type dispatchConfig struct {
+	forwardURL, forwardSecret string
+	exec                      string
+	withheld                  dispatch.Withheld // with exec
+	natsURL, natsSubject      string
+	workers                   int
+	schedule                  []time.Duration
+	timeout, slowAfter, lease time.Duration
+	maxSlow                   int // -1: none
+}
+
+// parseDispatch reads the destination flags. It fails when not exactly one
+// destination is set, a flag is out of range, or --config (read for
+// --exec's withheld secrets) cannot be read.
+func parseDispatch(c *cli.Context) (dispatchConfig, error) {
+	var chosen []string
+	for _, name := range []string{"forward-url", "exec", "nats-url"} {
+		if c.String(name) != "" {
+			chosen = append(chosen, "--"+name)
+		}
+	}
+	switch {
+	case len(chosen) == 0:
+		return dispatchConfig{}, errors.New("no destination: set one of --forward-url, --exec or --nats-url")
+	case len(chosen) > 1:
+		return dispatchConfig{}, fmt.Errorf("one destination only, got %s", strings.Join(chosen, " and "))
+	case c.String("forward-secret") != "" && c.String("forward-url") == "":
+		return dispatchConfig{}, errors.New("--forward-secret needs --forward-url")
+	case (c.String("nats-url") == "") != (c.String("nats-subject") == ""):
+		return dispatchConfig{}, errors.New("--nats-url and --nats-subject go together")
+	case deploy.Placeholder(c.String("forward-secret")):
+		return dispatchConfig{}, errors.New("INBOX_FORWARD_SECRET (or --forward-secret) holds the placeholder of the shipped inbox.env: make a secret with inbox secret")
+	}
+	cfg := dispatchConfig{forwardURL: c.String("forward-url"), forwardSecret: c.String("forward-secret"),
+		exec: c.String("exec"), natsURL: c.String("nats-url"), natsSubject: c.String("nats-subject"),
+		workers: c.Int("workers"), timeout: c.Duration("timeout"), slowAfter: c.Duration("slow-after"),
+		lease: c.Duration("lease"), maxSlow: c.Int("max-slow")}
+	var err error
+	if cfg.schedule, err = dispatch.ParseSchedule(c.String("retry-schedule")); err != nil {
+		return dispatchConfig{}, fmt.Errorf("--retry-schedule: %w", err)
+	}
+	switch {
+	case cfg.maxSlow < 0:
+		return dispatchConfig{}, fmt.Errorf("--max-slow must be 0 or more, got %d", cfg.maxSlow)
+	case cfg.slowAfter < 0:
+		return dispatchConfig{}, fmt.Errorf("--slow-after must be 0 or more, got %s", cfg.slowAfter)
+	case cfg.maxSlow == 0:
+		cfg.maxSlow = -1 // none: Config's zero is the default
+	}
+	if cfg.exec != "" {
+		if cfg.withheld, err = withheld(c); err != nil {
+			return dispatchConfig{}, err
+		}
+	}
+	return cfg, nil
+}
+
+// newDispatcher builds the dispatcher cfg describes, on store. The
+// returned close releases the destination once the dispatcher has run; the
+// dependencies are what /readyz shows of the destination (the NATS
+// connection). A NATS server that cannot be reached never stops it: the
+// connection is made in the background. alone is inbox dispatch, whose
+// only work is the hand-off: a server that answers that no stream covers
+// the subject stops it, and the connection gates its readiness; inside
+// serve that is only logged and shown, since webhooks never wait on it.
+// It fails when a destination or the dispatcher refuses its settings.
+func newDispatcher(ctx context.Context, cfg dispatchConfig, store dispatch.Store, log zerolog.Logger, reg prometheus.Registerer, alone bool) (*dispatch.Dispatcher, func(), []health.Dependency, error) {
+	var dest dispatch.Destination
+	var deps []health.Dependency
+	var err error
+	closeDest := func() {}
+	switch {
+	case cfg.forwardURL != "":
+		dest, err = dispatch.NewForward(cfg.forwardURL, cfg.forwardSecret, nil)
+	case cfg.exec != "":
+		dest, err = dispatch.NewExec(cfg.exec, cfg.withheld)
+	default:
+		var p *nats.Publisher
+		if p, err = nats.Connect(cfg.natsURL, cfg.natsSubject, log); err != nil {
+			break
+		}
+		dest, closeDest = p, p.Close
+		deps = append(deps, health.Dependency{Name: "nats", State: p.State, Gates: alone})
+		if err = reg.Register(p.Collector()); err != nil {
+			break
+		}
+		cctx, cancel := context.WithTimeout(ctx, connectTimeout)
+		defer cancel()
+		switch cerr := p.Check(cctx); {
+		case cerr == nil:
+			log.Info().Str("stream", p.Stream()).Str("subject", cfg.natsSubject).Msg("publishing to JetStream")
+		case errors.Is(cerr, nats.ErrUnreachable):
+			// Logged by Connect; the rows wait for the connection.
+		case alone:
+			err = cerr
+		default:
+			log.Error().Err(cerr).Msg("nats: webhooks are still taken; dispatch is paused, their rows wait with no attempt counted, until a stream answers")
+		}
+	}
+	if err != nil {
+		closeDest()
+		return nil, nil, nil, err
+	}
+	d, err := dispatch.New(store, dispatch.Config{
+		Destination: dest,
+		Workers:     cfg.workers,
+		Schedule:    cfg.schedule,
+		Timeout:     cfg.timeout,
+		SlowAfter:   cfg.slowAfter,
+		MaxSlow:     cfg.maxSlow,
+		Lease:       cfg.lease,
+		Registerer:  reg,
+	}, log)
+	if err != nil {
+		closeDest()
+		return nil, nil, nil, err
+	}
+	return d, closeDest, deps, nil
+}
+
+// withheld names the secrets an --exec command must not see: every
+// variable a [[source.secret]] of --config names, and the values of every
+// secret configured: the sources', the Sume signing secrets (--secret,
+// SUME_COM_WEBHOOK_SIGNING_SECRET) and the Sume API key. The config is read
+// as inbox sources reads it, so a secret unset here is no error. It fails
+// when --config cannot be read.
+func withheld(c *cli.Context) (dispatch.Withheld, error) {
+	var w dispatch.Withheld
+	add := func(vals ...string) {
+		for _, v := range vals {
+			if v = strings.TrimSpace(v); v != "" {
+				w.Secrets = append(w.Secrets, v)
+			}
+		}
+	}
+	add(c.StringSlice("secret")...)
+	add(strings.Split(os.Getenv("SUME_COM_WEBHOOK_SIGNING_SECRET"), ",")...)
+	add(os.Getenv("SUME_API_KEY"))
+	file := c.String("config")
+	if file == "" {
+		return w, nil
+	}
+	sources, err := admin.DescribeSources(file, os.Getenv)
+	if err != nil {
+		return dispatch.Withheld{}, err
+	}
+	for _, src := range sources {
+		for _, e := range src.Secrets {
+			if e.Env != "" {
+				w.Names = append(w.Names, e.Env)
+				add(os.Getenv(e.Env))
+			}
+			if e.Key != nil {
+				w.Secrets = append(w.Secrets, string(e.Key)) // as decoded: not trimmed
+			}
+		}
+	}
+	return w, nil
+}
+
+func dispatchCommand(logOut io.Writer) *cli.Command {
+	return &cli.Command{
+		Name:  "dispatch",
+		Usage: "hand new rows to the application, without receiving",
+		Description: `Runs the dispatcher on its own against the database serve writes, so it can
+be stopped, upgraded and restarted without touching the receiver (run serve
+without a destination then). Several may run at once: each claims rows on a
+lease (--lease), so a row is held by one at a time, and a row whose
+dispatcher died is delivered again when its lease runs out. SIGTERM stops
+claiming, lets the attempts under way finish, gives back the rows not yet
+started, and exits 0. With --admin-addr it answers /healthz, /readyz and
+/metrics there (its inbox_dispatch_* counters; the queue's gauges are
+serve's).
+
+` + destinationHelp + `
+
+` + reconcileHelp + `
+
+Examples:
+   inbox dispatch --forward-url http://127.0.0.1:3000/jobs
+   inbox dispatch --admin-addr 127.0.0.1:8082 --forward-url http://127.0.0.1:3000/jobs
+   INBOX_FORWARD_SECRET=whsec_<base64 key> inbox dispatch --forward-url https://app.internal/jobs
+   inbox dispatch --exec './handle-job.sh' --workers 8 --timeout 2m --lease 5m
+   inbox dispatch --nats-url nats://127.0.0.1:4222 --nats-subject sume.jobs.terminal
+   inbox dispatch --exec 'python3 handle.py' --retry-schedule 10s,1m,10m,1h
+   inbox dispatch --config /etc/inbox/inbox.toml --exec /usr/local/bin/handle-job
+   inbox dispatch --forward-url http://127.0.0.1:3000/jobs --slow-after 2s --max-slow 32
+   SUME_API_KEY=... inbox dispatch --forward-url http://127.0.0.1:3000/jobs --api-url https://api.sume.com --poll-backoff 5m --api-concurrency 4`,
+		Flags: append([]cli.Flag{
+			admin.DBFlag(),
+			admin.ConfigFlag("serve's TOML file of [[source]] tables: with --exec, the variables its secrets are read from are kept from the command"),
+			&cli.StringFlag{Name: "admin-addr", Usage: "listen address for /healthz, /readyz and /metrics (the inbox_dispatch_* counters); empty: none", EnvVars: []string{"INBOX_DISPATCH_ADMIN_ADDR"}},
+			&cli.DurationFlag{Name: "busy-timeout", Value: inbox.DefaultBusyTimeout, Usage: "how long a write waits for serve's lock", EnvVars: []string{"INBOX_BUSY_TIMEOUT"}},
+			logLevelFlag(),
+		}, append(dispatchFlags(), reconcileFlags()...)...),
+		Action: func(c *cli.Context) error {
+			if err := admin.NoArgs(c); err != nil {
+				return err
+			}
+			log, err := newLogger(logOut, c.String("log-level"))
+			if err != nil {
+				return err
+			}
+			cfg, err := parseDispatch(c)
+			if err != nil {
+				return err
+			}
+			rcfg, err := parseReconcile(c)
+			if err != nil {
+				return err
+			}
+			var aln net.Listener
+			if addr := c.String("admin-addr"); addr != "" {
+				if aln, err = net.Listen("tcp", addr); err != nil {
+					return fmt.Errorf("--admin-addr: %w", err)
+				}
+				defer aln.Close()
+			}
+			db := c.String("db")
+			store, err := openStore(c.Context, db, storeOptions{
+				schema:      schema,
+				mustExist:   true,
+				busyTimeout: c.Duration("busy-timeout"),
+				onFileLost:  logFileLost(log, describeDB(db)),
+			})
+			if err != nil {
+				return err
+			}
+			defer store.Close()
+			reg := newRegistry()
+			d, closeDest, deps, err := newDispatcher(c.Context, cfg, store, log, reg, true)
+			if err != nil {
+				return err
+			}
+			defer closeDest()
+			rec, err := newReconciler(rcfg, store, nil, log, reg)
+			if err != nil {
+				return err
+			}
+			log.Info().Str("db", describeDB(db)).Msg("starting")
+			if err := runWithOps(c.Context, d, rec, rcfg.apiURL, aln, store, reg, log, deps...); err != nil {
+				return err
+			}
+			closeDest()
+			return store.Close()
+		},
+	}
+}
+
+// runWithOps runs d and rec until ctx is done and, when aln is not nil,
+// answers the probes, /metrics and POST /expect (status URLs on apiURL's
+// host) on it meanwhile. If that endpoint fails, the dispatcher is stopped
+// too.
+func runWithOps(ctx context.Context, d *dispatch.Dispatcher, rec *reconcile.Reconciler, apiURL string, aln net.Listener, store inbox.Store, reg *prometheus.Registry, log zerolog.Logger, deps ...health.Dependency) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	reconciled := make(chan error, 1)
+	go func() { reconciled <- rec.Run(ctx) }()
+	if aln == nil {
+		err := d.Run(ctx)
+		cancel()
+		return errors.Join(err, <-reconciled)
+	}
+	ops := http.NewServeMux()
+	handleOps(ops, store, reg, log, deps...)
+	handleExpect(apiURL, ops, store, log)
+	dispatched := make(chan error, 1)
+	go func() {
+		dispatched <- d.Run(ctx)
+		cancel() // the dispatcher is done: stop answering probes
+	}()
+	served := receiver.Serve(ctx, receiver.DefaultLimits(), log, receiver.Endpoint{Name: "admin", Listener: aln, Handler: ops})
+	cancel()
+	return errors.Join(<-dispatched, <-reconciled, served)
+}

@@ -1,0 +1,252 @@
+package sqlite_test
+
+import (
+	"context"
+	"database/sql"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"inbox/inbox"
+	"inbox/sqlite"
+	"inbox/sqlite/sqlitetest"
+)
+
+// oldDB makes a database the way the first version did, with one new and
+// one parked row, and returns its path.
+func oldDB(t *testing.T) string {
+	t.Helper()
+	return oldDBOf(t, "schema-v1.sql")
+}
+
+// oldDBOf makes a database from the fixture schema file, with one new and
+// one parked row, and returns its path.
+func oldDBOf(t *testing.T, fixture string) string {
+	t.Helper()
+	schema, err := os.ReadFile(filepath.Join("testdata", fixture))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "old.db")
+	db, err := sql.Open("sqlite", path+"?_pragma=journal_mode(WAL)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(string(schema)); err != nil {
+		t.Fatal(err)
+	}
+	_, err = db.Exec(`INSERT INTO events (id, job_id, status, reason, event, body, size, sha256,
+		delivery_ts, received_at, last_seen_at, updated_at) VALUES
+		('job_1', 'job_1', 'new', NULL, 'job.completed', X'7B7D', 2, 'x', 1, 1000, 1000, 1000),
+		('job_2', 'job_2', 'parked', 'unknown_event', 'job.odd', X'7B7D', 2, 'y', 1, 2000, 2000, 2000)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// columns describes every column of events: name, type, not null, default.
+func columns(t *testing.T, path string) []string {
+	t.Helper()
+	db, err := sql.Open("sqlite", path+"?_pragma=query_only(ON)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.Query(`SELECT name, type, "notnull", coalesce(dflt_value, 'NULL') FROM pragma_table_info('events') ORDER BY cid`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var name, typ, dflt string
+		var notNull bool
+		if err := rows.Scan(&name, &typ, &notNull, &dflt); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, strings.Join([]string{name, typ, map[bool]string{true: "NOT NULL"}[notNull], dflt}, " "))
+	}
+	return out
+}
+
+// sameColumnsAsSchema checks that the events table at path has the
+// columns a database made from schema.sql has.
+func sameColumnsAsSchema(t *testing.T, path string) {
+	t.Helper()
+	fresh := filepath.Join(t.TempDir(), "fresh.db")
+	if err := sqlitetest.MustOpenPath(t, fresh, sqlite.Options{}).Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := columns(t, path), columns(t, fresh); !reflect.DeepEqual(got, want) {
+		t.Errorf("migrated columns:\n%s\nwant those of schema.sql:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestMigrate opens a database of the first version: it is read-only
+// refused with a clear error, then upgraded by a writing open to the same
+// columns schema.sql makes, its rows kept and queued.
+func TestMigrate(t *testing.T) {
+	path := oldDB(t)
+	ctx := context.Background()
+	if _, err := sqlite.Open(ctx, path, sqlite.Options{ReadOnly: true}); err == nil || !strings.Contains(err.Error(), "earlier inbox") {
+		t.Fatalf("read-only open of an old database: %v, want the upgrade error", err)
+	}
+
+	// The admin commands open without the schema; they upgrade too.
+	s := sqlitetest.MustOpenPath(t, path, sqlite.Options{MustExist: true, Schema: "-- no schema: as the admin commands open"})
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	sameColumnsAsSchema(t, path)
+
+	// Opening again finds nothing to do; the schema adds the queue index.
+	s = sqlitetest.MustOpenPath(t, path, sqlite.Options{})
+	e, err := s.Get(ctx, "job_1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Status != inbox.StatusNew || e.Attempts != 0 || e.LeaseOwner != "" || !e.DoneAt.IsZero() {
+		t.Errorf("migrated row = %+v, want new, no attempts, no lease", e)
+	}
+	jobs, _, err := s.Settle(ctx, "test", nil, inbox.Claim{Now: time.UnixMilli(5000), Until: time.UnixMilli(9000), Max: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(jobs) != 1 || jobs[0].ID != "job_1" || jobs[0].Attempt != 1 {
+		t.Errorf("claimed %+v from the migrated database, want job_1 at attempt 1", jobs)
+	}
+	// The added CHECK holds on the migrated table too.
+	err = sqlite.WriteOpForTest(s, func(ctx context.Context, tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `UPDATE events SET lease_until = NULL WHERE id = 'job_1'`)
+		return err
+	})
+	if err == nil {
+		t.Error("a lease with an owner and no end was accepted")
+	}
+}
+
+// TestMigrateSources opens a database of the version before sources: its
+// rows become the default source's, with their ids unchanged, and it gains
+// the columns and the table schema.sql has.
+func TestMigrateSources(t *testing.T) {
+	path := oldDBOf(t, "schema-v2.sql")
+	ctx := context.Background()
+	s := sqlitetest.MustOpenPath(t, path, sqlite.Options{})
+	e, err := s.Get(ctx, "job_2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Source != inbox.DefaultSource || e.Response != nil || e.Reason != inbox.ReasonUnknownEvent {
+		t.Errorf("migrated row: source %q response %q reason %s, want sume, none, unknown_event", e.Source, e.Response, e.Reason)
+	}
+	if err := s.RecordSecretUses(ctx, []inbox.SecretUse{{Source: "sume", Fingerprint: "abcd", LastVerified: time.UnixMilli(7000)}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	sameColumnsAsSchema(t, path)
+}
+
+// TestQueryPlans checks that the store's queries read through the indexes
+// meant for them, the partial ones included: SQLite uses a partial index
+// only when the query repeats its condition, which is easy to lose.
+func TestQueryPlans(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "inbox.db")
+	if err := sqlitetest.MustOpenPath(t, path, sqlite.Options{}).Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", path+"?_pragma=query_only(ON)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	parked, parkedArgs := sqlite.WhereForTest(inbox.Filter{Status: inbox.StatusParked, Reason: inbox.ReasonConflict})
+	tests := []struct {
+		name  string
+		query string
+		args  []any
+		index string
+	}{
+		{"claim", `SELECT rowid FROM events WHERE status = 'new' AND next_attempt_at <= 5
+			ORDER BY next_attempt_at, received_at LIMIT 10`, nil, "events_queue"},
+		{"list parked", `SELECT id FROM events` + parked + ` ORDER BY received_at DESC, id`, parkedArgs, "events_settled_received"},
+		{"purge", `SELECT rowid FROM events WHERE ` + sqlite.PurgeWhereForTest, []any{"done", 5}, "events_settled_last_seen"},
+		{"beside rows", `SELECT 1 FROM events WHERE ` + sqlite.BesideRemainsForTest, []any{`["conflict"]`, 5}, "events_beside_job"},
+	}
+	for _, tt := range tests {
+		rows, err := db.Query(`EXPLAIN QUERY PLAN `+tt.query, tt.args...)
+		if err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		var plan []string
+		for rows.Next() {
+			var id, parent, unused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, detail)
+		}
+		rows.Close()
+		// A sort of ties on the last ORDER BY term (the id) is fine.
+		if got := strings.Join(plan, "; "); !strings.Contains(got, "INDEX "+tt.index) || strings.Contains(got, "TEMP B-TREE FOR ORDER BY") {
+			t.Errorf("%s plan: %s; want the %s index, no sort", tt.name, got, tt.index)
+		}
+	}
+}
+
+// TestMigrateRekeysBareJobIDs opens a database in which a source of Sume's
+// scheme under another name stored bare job ids (as serve did before
+// Classify keyed every source's jobs within the source): the open gives
+// them the job's row id, so reprocess takes the rows as one job rather
+// than failing, and a later repeat of the same event folds into the row.
+func TestMigrateRekeysBareJobIDs(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "inbox.db")
+	s := sqlitetest.MustOpenPath(t, path, sqlite.Options{})
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	body1 := `{"event":"job.exploded","job_id":"j1","status":"COMPLETED","n":1}`
+	body2 := `{"event":"job.exploded","job_id":"j1","status":"COMPLETED","n":2}`
+	sum := func(b string) string { return inbox.Classify("", inbox.Named{}, []byte(b), 1, inbox.Rules{}).SHA256 }
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = db.Exec(`INSERT INTO events (id, job_id, status, reason, event, job_status, body, size, sha256,
+		delivery_ts, received_at, last_seen_at, updated_at, source) VALUES
+		('acme/j1', 'j1', 'parked', 'unknown_event', 'job.exploded', 'COMPLETED', ?, ?, ?, 1, 1000, 1000, 1000, 'acme'),
+		(?, 'j1', 'parked', 'unknown_event', 'job.exploded', 'COMPLETED', ?, ?, ?, 1, 2000, 2000, 2000, 'acme'),
+		('gh/d1', 'gh/d1', 'new', NULL, 'push', NULL, X'7B7D', 2, 'z', 1, 3000, 3000, 3000, 'gh'),
+		('j1', 'j1', 'parked', 'unknown_event', 'job.exploded', 'COMPLETED', X'7B7D', 2, 'w', 1, 3000, 3000, 3000, 'sume')`,
+		[]byte(body1), len(body1), sum(body1), "acme/sha256:"+sum(body2), []byte(body2), len(body2), sum(body2))
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	s = sqlitetest.MustOpenPath(t, path, sqlite.Options{})
+	ctx := context.Background()
+	for id, want := range map[string]string{"acme/j1": "acme/j1", "acme/sha256:" + sum(body2): "acme/j1", "gh/d1": "gh/d1", "j1": "j1"} {
+		if e, err := s.Get(ctx, id); err != nil || e.JobID != want {
+			t.Errorf("%s: job_id %q (%v), want %q", id, e.JobID, err, want)
+		}
+	}
+	rules := inbox.SourceRules{"acme": {Events: []string{"job.exploded"}}}
+	rep, err := s.Reprocess(ctx, inbox.Selection{All: true}, rules, false)
+	if err != nil {
+		t.Fatalf("reprocess: %v", err)
+	}
+	if rep.Moved != 1 || rep.Folded != 1 {
+		t.Errorf("report %+v, want the job row made new and the other folded into it", rep)
+	}
+	if e, err := s.Get(ctx, "acme/j1"); err != nil || e.Status != inbox.StatusNew || e.Deliveries != 2 {
+		t.Errorf("acme/j1 = %+v, %v; want new with 2 deliveries", e, err)
+	}
+}

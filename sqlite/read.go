@@ -1,0 +1,159 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"inbox/inbox"
+)
+
+// eventColumns are the columns scanEvent reads, in its order.
+const eventColumns = `id, job_id, status, reason, event, job_status, result_url,
+	size, sha256, delivery_ts, received_at, deliveries, last_seen_at, updated_at,
+	attempts, next_attempt_at, lease_owner, lease_until, last_error, done_at, source, response`
+
+// Get returns the row with the given id, body included, or ErrNotFound.
+func (s *Store) Get(ctx context.Context, id string) (inbox.Event, error) {
+	row := s.read.QueryRowContext(ctx, `SELECT `+eventColumns+`, body FROM events WHERE id = ?`, id)
+	e, err := scanEvent(row.Scan, true)
+	if errors.Is(err, sql.ErrNoRows) {
+		return inbox.Event{}, fmt.Errorf("get %s: %w", id, inbox.ErrNotFound)
+	}
+	if err != nil {
+		return inbox.Event{}, fmt.Errorf("get %s: %w", id, err)
+	}
+	return e, nil
+}
+
+// settled is the condition of the partial indexes on rows that have left
+// 'new' (schema.sql); a query repeats it word for word to use them.
+const settled = "status <> 'new'"
+
+// where returns the filter as a WHERE clause ("" when it selects every
+// row) and its arguments.
+func where(f inbox.Filter) (string, []any) {
+	var conds []string
+	var args []any
+	if f.Source != "" {
+		conds = append(conds, "source = ?")
+		args = append(args, f.Source)
+	}
+	if f.Status != "" {
+		conds = append(conds, "status = ?")
+		args = append(args, string(f.Status))
+		if f.Status != inbox.StatusNew {
+			conds = append(conds, settled) // lets SQLite use the partial indexes
+		}
+	}
+	if f.Reason != "" {
+		conds = append(conds, "reason = ?")
+		args = append(args, string(f.Reason))
+	}
+	if !f.Since.IsZero() {
+		conds = append(conds, "received_at >= ?")
+		args = append(args, millis(f.Since))
+	}
+	if !f.Before.IsZero() {
+		conds = append(conds, "received_at < ?")
+		args = append(args, millis(f.Before))
+	}
+	if len(conds) == 0 {
+		return "", nil
+	}
+	return ` WHERE ` + strings.Join(conds, " AND "), args
+}
+
+// List returns rows without their bodies, newest first.
+func (s *Store) List(ctx context.Context, f inbox.Filter) ([]inbox.Event, error) {
+	where, args := where(f)
+	q := `SELECT ` + eventColumns + ` FROM events` + where + ` ORDER BY received_at DESC, id`
+	if f.Limit > 0 {
+		q += fmt.Sprintf(` LIMIT %d`, f.Limit)
+	}
+	rows, err := s.read.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list: %w", err)
+	}
+	defer rows.Close()
+	var out []inbox.Event
+	for rows.Next() {
+		e, err := scanEvent(rows.Scan, false)
+		if err != nil {
+			return nil, fmt.Errorf("list: %w", err)
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list: %w", err)
+	}
+	return out, nil
+}
+
+// Stats reads the counts in one query, so they agree with each other, and
+// the queue at the store's clock in another.
+func (s *Store) Stats(ctx context.Context) (inbox.Stats, error) {
+	st := inbox.Stats{ByStatus: map[inbox.Status]int64{}, ByReason: map[inbox.Reason]int64{}, Attempts: map[inbox.Status]int64{},
+		BySource: map[string]map[inbox.Status]int64{}}
+	rows, err := s.read.QueryContext(ctx,
+		`SELECT source, status, COALESCE(reason, ''), count(*), sum(attempts) FROM events GROUP BY source, status, reason`)
+	if err != nil {
+		return inbox.Stats{}, fmt.Errorf("stats: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var source, status, reason string
+		var n, attempts int64
+		if err := rows.Scan(&source, &status, &reason, &n, &attempts); err != nil {
+			return inbox.Stats{}, fmt.Errorf("stats: %w", err)
+		}
+		if st.BySource[source] == nil {
+			st.BySource[source] = map[inbox.Status]int64{}
+		}
+		st.BySource[source][inbox.Status(status)] += n
+		st.ByStatus[inbox.Status(status)] += n
+		st.Attempts[inbox.Status(status)] += attempts
+		if reason != "" {
+			st.ByReason[inbox.Reason(reason)] += n
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return inbox.Stats{}, fmt.Errorf("stats: %w", err)
+	}
+	if st.Queue, err = s.Queue(ctx, s.now()); err != nil {
+		return inbox.Stats{}, fmt.Errorf("stats: %w", err)
+	}
+	return st, nil
+}
+
+func scanEvent(scan func(...any) error, withBody bool) (inbox.Event, error) {
+	var e inbox.Event
+	var jobID, reason, event, jobStatus, resultURL, leaseOwner, lastError sql.NullString
+	var received, lastSeen, updated, nextAttempt int64
+	var leaseUntil, doneAt sql.NullInt64
+	dest := []any{&e.ID, &jobID, &e.Status, &reason, &event, &jobStatus, &resultURL,
+		&e.Size, &e.SHA256, &e.DeliveryTS, &received, &e.Deliveries, &lastSeen, &updated,
+		&e.Attempts, &nextAttempt, &leaseOwner, &leaseUntil, &lastError, &doneAt, &e.Source, &e.Response}
+	if withBody {
+		dest = append(dest, &e.Body)
+	}
+	if err := scan(dest...); err != nil {
+		return inbox.Event{}, err
+	}
+	e.JobID, e.Reason, e.Event = jobID.String, inbox.Reason(reason.String), event.String
+	e.JobStatus, e.ResultURL = jobStatus.String, resultURL.String
+	e.ReceivedAt, e.LastSeenAt, e.UpdatedAt = fromMillis(received), fromMillis(lastSeen), fromMillis(updated)
+	e.LeaseOwner, e.LastError = leaseOwner.String, lastError.String
+	if nextAttempt != 0 {
+		e.NextAttemptAt = fromMillis(nextAttempt)
+	}
+	if leaseUntil.Valid {
+		e.LeaseUntil = fromMillis(leaseUntil.Int64)
+	}
+	if doneAt.Valid {
+		e.DoneAt = fromMillis(doneAt.Int64)
+	}
+	return e, nil
+}

@@ -1,0 +1,50 @@
+package sqlite_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"inbox/inbox"
+	"inbox/sqlite"
+	"inbox/sqlite/sqlitetest"
+)
+
+// TestWriteOpIsolated fails a write that shares the writer with
+// deliveries: its change is undone, the deliveries commit.
+func TestWriteOpIsolated(t *testing.T) {
+	s := sqlitetest.MustOpen(t, sqlite.Options{})
+	boom := errors.New("boom")
+	var wg sync.WaitGroup
+	errs := make([]error, 50)
+	for i := range errs {
+		wg.Go(func() { _, errs[i] = s.Put(context.Background(), job(fmt.Sprintf("job_%d", i))) })
+	}
+	for range 10 {
+		err := sqlite.WriteOpForTest(s, func(ctx context.Context, tx *sql.Tx) error {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM events`); err != nil {
+				return err
+			}
+			return boom
+		})
+		if !errors.Is(err, boom) {
+			t.Errorf("op error = %v, want boom", err)
+		}
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("put %d beside a failing op: %v", i, err)
+		}
+	}
+	st, err := s.Stats(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.ByStatus[inbox.StatusNew] != 50 {
+		t.Errorf("%d rows, want 50: a failed op's delete survived", st.ByStatus[inbox.StatusNew])
+	}
+}

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"context"
+	"net/url"
+	"strings"
+	"time"
+
+	"inbox/admin"
+	"inbox/inbox"
+	"inbox/postgres"
+	"inbox/sqlite"
+)
+
+// storeOptions are what a command asks of the store --db names.
+type storeOptions struct {
+	// readOnly opens it for reading only; mustExist refuses to create one.
+	readOnly, mustExist bool
+	// schema is applied at open (SQLite): serve's and dispatch's.
+	schema string
+	// busyTimeout bounds a write's wait for another's lock.
+	busyTimeout time.Duration
+	// onCommit and onFileLost are the store's observers (see sqlite.Options).
+	onCommit   func(n int, took time.Duration, err error)
+	onFileLost func(error)
+}
+
+// isPostgres reports whether db is a PostgreSQL URL rather than a path.
+func isPostgres(db string) bool {
+	return strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://")
+}
+
+// openStore opens the store db names: a postgres:// or postgresql:// URL
+// is PostgreSQL, anything else the path of a SQLite file. It is the one
+// place that knows every store. It fails as the store's Open does, with
+// the error on one line.
+func openStore(ctx context.Context, db string, o storeOptions) (inbox.Store, error) {
+	if !isPostgres(db) {
+		s, err := sqlite.Open(ctx, db, sqlite.Options{
+			Schema:      o.schema,
+			ReadOnly:    o.readOnly,
+			MustExist:   o.mustExist,
+			BusyTimeout: o.busyTimeout,
+			OnCommit:    o.onCommit,
+			OnFileLost:  o.onFileLost,
+		})
+		if err != nil {
+			return nil, err // not a nil *sqlite.Store in a non-nil interface
+		}
+		return s, nil
+	}
+	s, err := postgres.Open(ctx, db, postgres.Options{
+		ReadOnly:    o.readOnly,
+		BusyTimeout: o.busyTimeout,
+		OnCommit:    o.onCommit,
+	})
+	if err != nil {
+		return nil, oneLine{err}
+	}
+	return s, nil
+}
+
+// oneLine is an error whose text is kept on one line, as main prints
+// errors: the driver's connection errors list each address tried on a line
+// of its own.
+type oneLine struct{ err error }
+
+func (e oneLine) Error() string {
+	return strings.Join(strings.Fields(strings.ReplaceAll(e.err.Error(), "\n", "; ")), " ")
+}
+
+func (e oneLine) Unwrap() error { return e.err }
+
+// describeDB is db as logs show it: a SQLite path as given, a PostgreSQL
+// URL without its password and query (which may hold one).
+func describeDB(db string) string {
+	if !isPostgres(db) {
+		return db
+	}
+	u, err := url.Parse(db)
+	if err != nil {
+		return "postgres://"
+	}
+	u.RawQuery, u.Fragment = "", ""
+	return u.Redacted()
+}
+
+// adminOpener is how the operator's commands open the store --db names:
+// never creating one, read-only unless they write.
+func adminOpener(ctx context.Context, db string, a admin.Access) (inbox.Store, error) {
+	return openStore(ctx, db, storeOptions{readOnly: !a.Write, mustExist: true, busyTimeout: a.BusyTimeout})
+}

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"inbox/admin"
+	"inbox/inbox"
+)
+
+// TestOpenStorePath opens a SQLite file through the opener every command
+// uses: created by serve, refused to the commands when it is not there.
+func TestOpenStorePath(t *testing.T) {
+	ctx := context.Background()
+	db := filepath.Join(t.TempDir(), "inbox.db")
+	if _, err := adminOpener(ctx, db, admin.Access{}); err == nil {
+		t.Fatal("a command opened a database that is not there")
+	}
+	if _, err := os.Stat(db); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a command made %s: %v", db, err)
+	}
+	s, err := openStore(ctx, db, storeOptions{schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Put(ctx, inbox.Classify("", inbox.Named{}, []byte(`{"event":"webhook.test"}`), 1, inbox.Rules{})); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ro, err := adminOpener(ctx, db, admin.Access{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	if n, err := ro.Count(ctx, inbox.Filter{}); err != nil || n != 1 {
+		t.Errorf("count %d, %v; want the row serve stored", n, err)
+	}
+	if _, ok := ro.(admin.Backuper); !ok {
+		t.Error("the SQLite store does not back up")
+	}
+}
+
+// TestOpenStorePostgres checks that a PostgreSQL URL is taken for
+// PostgreSQL, never for a file path, and that a failure to open it is one
+// line without the URL's password.
+func TestOpenStorePostgres(t *testing.T) {
+	for _, db := range []string{"postgres://inbox:hunter2@127.0.0.1:1/inbox", "postgresql://inbox:hunter2@127.0.0.1:1/inbox?password=hunter2"} {
+		_, err := openStore(context.Background(), db, storeOptions{})
+		if err == nil {
+			t.Fatalf("%s: opened a server that is not there", db)
+		}
+		if strings.Contains(err.Error(), "hunter2") || strings.Contains(err.Error(), "\n") {
+			t.Errorf("error %q: holds the password or several lines", err)
+		}
+		if !strings.Contains(err.Error(), "127.0.0.1:1") {
+			t.Errorf("error %q: not PostgreSQL's connection error", err)
+		}
+		if _, err := os.Stat(db); err == nil {
+			t.Errorf("a file %s was made", db)
+		}
+	}
+	for db, want := range map[string]string{
+		"postgres://inbox:hunter2@db.internal:5432/inbox?sslmode=require&password=x": "postgres://inbox:xxxxx@db.internal:5432/inbox",
+		"/var/lib/inbox/inbox.db": "/var/lib/inbox/inbox.db",
+	} {
+		if got := describeDB(db); got != want {
+			t.Errorf("describeDB(%q) = %q, want %q", db, got, want)
+		}
+	}
+}
