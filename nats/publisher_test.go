@@ -564,7 +564,7 @@ func gathered(t *testing.T, reg prometheus.Gatherer, name string) float64 {
 
 // dispatcher runs a dispatcher of store into p until the test ends, with a
 // schedule of 50ms and 100ms, and returns its registry.
-func dispatcher(t *testing.T, store *inbox.Store, p *nats.Publisher) *prometheus.Registry {
+func dispatcher(t *testing.T, store *sqlite.Store, p *nats.Publisher) *prometheus.Registry {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	d, err := dispatch.New(store, dispatch.Config{Destination: p, Workers: 4, Poll: 5 * time.Millisecond,
@@ -586,12 +586,12 @@ func dispatcher(t *testing.T, store *inbox.Store, p *nats.Publisher) *prometheus
 }
 
 // putRows stores a new row for each of n ids made of prefix.
-func putRows(t *testing.T, store *inbox.Store, prefix string, n int) []string {
+func putRows(t *testing.T, store *sqlite.Store, prefix string, n int) []string {
 	t.Helper()
 	var ids []string
 	for i := range n {
 		id := fmt.Sprintf("%s_%03d", prefix, i)
-		if _, err := store.Put(context.Background(), inbox.Classify(body(id), 1, inbox.Rules{Events: []string{"job.completed"}})); err != nil {
+		if _, err := store.Put(context.Background(), inbox.Classify("", inbox.Named{}, body(id), 1, inbox.Rules{Events: []string{"job.completed"}})); err != nil {
 			t.Fatal(err)
 		}
 		ids = append(ids, id)
@@ -601,7 +601,7 @@ func putRows(t *testing.T, store *inbox.Store, prefix string, n int) []string {
 
 // checkUnattempted fails for each row of ids that is not new, unclaimed,
 // with no attempt counted.
-func checkUnattempted(t *testing.T, store *inbox.Store, ids []string) {
+func checkUnattempted(t *testing.T, store *sqlite.Store, ids []string) {
 	t.Helper()
 	for _, id := range ids {
 		e, err := store.Get(context.Background(), id)
@@ -619,7 +619,7 @@ func checkUnattempted(t *testing.T, store *inbox.Store, ids []string) {
 // for the rows of cut, whose publishes were under way when the link went,
 // any attempt up to that one (an earlier may have been stored, its
 // acknowledgement lost, and the retry acknowledged as its duplicate).
-func checkOnce(t *testing.T, store *inbox.Store, url string, ids []string, cut ...string) {
+func checkOnce(t *testing.T, store *sqlite.Store, url string, ids []string, cut ...string) {
 	t.Helper()
 	waitFor(t, 30*time.Second, "every row done", func() bool {
 		st, err := store.Stats(context.Background())
@@ -656,7 +656,7 @@ func TestNoStreamPauses(t *testing.T) {
 	s := runServer(t)
 	st := addStream(t, s)
 	p := connect(t, s)
-	store := inboxtest.MustOpen(t, inbox.Options{})
+	store := sqlitetest.MustOpen(t, sqlite.Options{})
 	reg := dispatcher(t, store, p)
 	if err := st.Purge(context.Background()); err != nil {
 		t.Fatal(err)
@@ -785,7 +785,7 @@ func TestStalledLinkPauses(t *testing.T) {
 	if err := p.Check(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	store := inboxtest.MustOpen(t, inbox.Options{})
+	store := sqlitetest.MustOpen(t, sqlite.Options{})
 	reg := dispatcher(t, store, p)
 	before := putRows(t, store, "before", 10)
 	waitFor(t, 10*time.Second, "rows published", func() bool {
