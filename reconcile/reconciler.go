@@ -180,7 +180,11 @@ func (r *Reconciler) flush(ctx context.Context) error {
 	for {
 		select {
 		case <-tick.C:
-			err := r.write(ctx)
+			// Not ctx: a write that commits after a cancel must not be
+			// given back to memory and written again (counted twice).
+			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalTimeout)
+			err := r.write(wctx)
+			cancel()
 			if err != nil && !failing {
 				r.log.Warn().Err(err).Int("waiting", r.cfg.Refusals.Len()).Msg("cannot record refused deliveries yet; retrying")
 			} else if err == nil && failing {
@@ -244,7 +248,8 @@ func (r *Reconciler) round(ctx context.Context, limiter <-chan time.Time) error 
 	batch := r.cfg.Concurrency * maxClaim
 	for ctx.Err() == nil {
 		now := r.cfg.Now()
-		polls, err := r.store.ClaimPolls(ctx, r.owner, now, now.Add(r.cfg.Lease), batch)
+		until := now.Add(r.cfg.Lease)
+		polls, err := r.store.ClaimPolls(ctx, r.owner, now, until, batch)
 		if err != nil {
 			return err
 		}
@@ -256,7 +261,7 @@ func (r *Reconciler) round(ctx context.Context, limiter <-chan time.Time) error 
 			go func() {
 				defer wg.Done()
 				for i := range work {
-					results[i] = r.pollOne(ctx, limiter, polls[i])
+					results[i] = r.pollOne(ctx, limiter, polls[i], until.Add(-r.cfg.Lease/leaseMargin))
 				}
 			}()
 		}
@@ -283,9 +288,15 @@ func (r *Reconciler) round(ctx context.Context, limiter <-chan time.Time) error 
 	return nil
 }
 
+// leaseMargin: a poll's requests end a fifth of the lease before it runs
+// out, so another replica never claims an expectation this one is still
+// asking the provider about.
+const leaseMargin = 5
+
 // pollOne polls one expectation: reads the job's status and, when it has
-// ended, asks for a redelivery.
-func (r *Reconciler) pollOne(ctx context.Context, limiter <-chan time.Time, p inbox.Poll) inbox.PollResult {
+// ended, asks for a redelivery. No request starts, and none runs, past
+// deadline (before the claim's lease ends): the poll is released instead.
+func (r *Reconciler) pollOne(ctx context.Context, limiter <-chan time.Time, p inbox.Poll, deadline time.Time) inbox.PollResult {
 	res := inbox.PollResult{Poll: p}
 	log := r.log.With().Str("job", p.JobID).Int64("poll", p.Attempt).Logger()
 	again := func(err error, wait time.Duration) inbox.PollResult {
@@ -301,10 +312,25 @@ func (r *Reconciler) pollOne(ctx context.Context, limiter <-chan time.Time, p in
 		log.Warn().Str("reason", reason).Msg("expectation closed")
 		return res
 	}
+	// leased bounds a request by what is left of the lease; ok is false when
+	// too little is left to start one.
+	leased := func() (context.Context, context.CancelFunc, bool) {
+		left := deadline.Sub(r.cfg.Now())
+		if left <= 0 {
+			return nil, nil, false
+		}
+		rctx, cancel := context.WithTimeout(ctx, left)
+		return rctx, cancel, true
+	}
 	if err := r.wait(ctx, limiter); err != nil {
 		return again(nil, 0) // stopping: released for the next poller
 	}
-	status, err := r.cfg.API.JobStatus(ctx, p.JobID, p.StatusURL)
+	rctx, cancel, ok := leased()
+	if !ok {
+		return again(nil, 0) // the lease is nearly over: released
+	}
+	status, err := r.cfg.API.JobStatus(rctx, p.JobID, p.StatusURL)
+	cancel()
 	r.count(RequestStatus, err)
 	switch {
 	case ctx.Err() != nil:
@@ -328,7 +354,11 @@ func (r *Reconciler) pollOne(ctx context.Context, limiter <-chan time.Time, p in
 	if err := r.wait(ctx, limiter); err != nil {
 		return again(nil, 0)
 	}
-	err = r.cfg.API.Redeliver(ctx, p.JobID)
+	if rctx, cancel, ok = leased(); !ok {
+		return again(nil, 0)
+	}
+	err = r.cfg.API.Redeliver(rctx, p.JobID)
+	cancel()
 	r.count(RequestRedeliver, err)
 	switch {
 	case ctx.Err() != nil:

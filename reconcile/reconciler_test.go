@@ -217,3 +217,70 @@ func TestRetryAfterAndRate(t *testing.T) {
 		t.Errorf("only %d requests in %s: the poller hardly polled", n, window)
 	}
 }
+
+// claims records, for each job, until when the claims that took it hold.
+type claims struct {
+	reconcile.Store
+	mu    sync.Mutex
+	until map[string][]time.Time
+}
+
+func (c *claims) ClaimPolls(ctx context.Context, owner string, now, until time.Time, max int) ([]inbox.Poll, error) {
+	polls, err := c.Store.ClaimPolls(ctx, owner, now, until, max)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range polls {
+		c.until[p.JobID] = append(c.until[p.JobID], until)
+	}
+	return polls, err
+}
+
+// TestPollsEndBeforeTheLease claims polls whose requests take a third of
+// the lease each, one at a time, on a clock that runs 50 times fast: no
+// request starts in the last fifth of the lease it was claimed under (and
+// a request is cut at that point, on the real clock), so another replica
+// claiming the expectation once the lease is over never asks the provider
+// about a job this one is still asking about; a poll there is no time
+// left for is released and claimed again.
+func TestPollsEndBeforeTheLease(t *testing.T) {
+	const scale, lease = 50, 30 * time.Second
+	base := time.Now()
+	now := func() time.Time { return base.Add(time.Since(base) * scale) }
+	s := sqlitetest.MustOpen(t, sqlite.Options{})
+	c := &claims{Store: s, until: map[string][]time.Time{}}
+	var late []string // read once Run has ended
+	a := newAPI(t, func(job string) (int, string, string) {
+		c.mu.Lock()
+		if u := c.until[job]; len(u) == 0 || now().After(u[len(u)-1].Add(-lease/5)) {
+			late = append(late, job)
+		}
+		c.mu.Unlock()
+		time.Sleep(lease / 3 / scale)
+		return 200, `{"status":"RUNNING"}`, ""
+	})
+	jobs := []string{"job_a", "job_b", "job_c", "job_d"}
+	if _, err := s.Expect(context.Background(), jobs, "", now()); err != nil {
+		t.Fatal(err)
+	}
+	run(t, 2*time.Second, newReconciler(t, c, reconcile.Config{API: a.client(), Backoff: time.Hour,
+		Concurrency: 1, Rate: 1000, Lease: lease, Now: now}))
+	gets, _, _ := a.counts()
+	c.mu.Lock()
+	reclaimed := 0
+	for _, u := range c.until {
+		reclaimed += len(u) - 1
+	}
+	c.mu.Unlock()
+	t.Logf("status polls %v; %d polls released and claimed again; requests started late: %v", gets, reclaimed, late)
+	if len(late) > 0 {
+		t.Errorf("requests for %v started in the last fifth of their lease", late)
+	}
+	for _, job := range jobs {
+		if gets[job] != 1 {
+			t.Errorf("%s polled %d times, want once", job, gets[job])
+		}
+	}
+	if reclaimed == 0 {
+		t.Error("no poll was released: the test did not reach the lease's end")
+	}
+}
