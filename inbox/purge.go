@@ -96,3 +96,10 @@ func NewPurgeReport(sel PurgeSelection) PurgeReport {
 	}
 	return rep
 }
+
+// CountParked counts n parked rows of reason deleted: under their reason,
+// and among the parked rows.
+func (r *PurgeReport) CountParked(reason Reason, n int64) {
+	r.DeletedParked[reason] += n
+	r.Deleted[StatusParked] += n
+}

@@ -71,8 +71,7 @@ func (s *Store) Purgeable(ctx context.Context, sel inbox.PurgeSelection) (inbox.
 			if err := rows.Scan(&r, &n); err != nil {
 				return rep, fmt.Errorf("count parked rows to purge: %w", err)
 			}
-			rep.DeletedParked[r] = n
-			rep.Deleted[inbox.StatusParked] += n
+			rep.CountParked(r, n)
 		}
 		if err := rows.Err(); err != nil {
 			return rep, fmt.Errorf("count parked rows to purge: %w", err)
@@ -104,8 +103,7 @@ func (s *Store) Purge(ctx context.Context, sel inbox.PurgeSelection) (inbox.Purg
 		where, args = where+` AND reason = ?`, append(args, string(r))
 		for {
 			n, err := s.purgeTx(ctx, where, args)
-			rep.DeletedParked[r] += n
-			rep.Deleted[inbox.StatusParked] += n
+			rep.CountParked(r, n)
 			if err != nil {
 				return rep, fmt.Errorf("purge parked %s rows: %w", r, err)
 			}
@@ -188,27 +186,15 @@ func (s *Store) purgeTx(ctx context.Context, where string, args []any) (int64, e
 	return n, nil
 }
 
-// checkPurge refuses a selection a purge must never run, and returns its
+// checkPurge refuses a selection a purge must never run
+// (inbox.PurgeSelection.Check, at the store's clock), and returns its
 // reasons as the JSON array the queries take.
 func (s *Store) checkPurge(sel inbox.PurgeSelection) (string, error) {
-	if floor := s.now().Add(-inbox.MinRetention); sel.Before.After(floor) {
-		return "", fmt.Errorf("purge: a retention under %dd would delete rows whose deliveries may still arrive", inbox.MinRetention/(24*time.Hour))
-	}
-	for _, st := range sel.Statuses {
-		switch {
-		case st == inbox.StatusNew:
-			return "", errors.New("purge: new rows are never purged")
-		case st == inbox.StatusParked:
-			return "", errors.New("purge: parked rows are chosen by reason")
-		case !st.Valid():
-			return "", fmt.Errorf("purge: unknown status %q", st)
-		}
+	if err := sel.Check(s.now()); err != nil {
+		return "", err
 	}
 	names := make([]string, len(sel.Reasons))
 	for i, r := range sel.Reasons {
-		if !r.Valid() {
-			return "", fmt.Errorf("purge: unknown reason %q", r)
-		}
 		names[i] = string(r)
 	}
 	b, err := json.Marshal(names)
