@@ -255,17 +255,24 @@ func (s *Store) Start(ctx context.Context, owner string, jobs []inbox.Job, now, 
 // clock is from the database's), a time at or before now for a row that is
 // due; ok is false when there is no new row.
 func (s *Store) NextDue(ctx context.Context) (due time.Time, ok bool, err error) {
+	due, ok, err = s.earliest(ctx, `min(next_attempt_at) FROM events WHERE status = 'new'`)
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("next due row: %w", err)
+	}
+	return due, ok, nil
+}
+
+// earliest reads first, "min(<column>) FROM ...", a time in milliseconds
+// on the store's clock, and places it on this process's clock: moved by
+// how far this clock is from the store's. ok is false when first is NULL.
+func (s *Store) earliest(ctx context.Context, first string) (at time.Time, ok bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, s.busy)
 	defer cancel()
 	var next *int64
 	var now int64
-	err = s.pool.QueryRow(ctx, `SELECT min(next_attempt_at), coalesce($1::bigint, `+dbNow+`)
-		FROM events WHERE status = 'new'`, s.clockArg()).Scan(&next, &now)
-	if err != nil {
-		return time.Time{}, false, fmt.Errorf("next due row: %w", err)
-	}
-	if next == nil {
-		return time.Time{}, false, nil
+	err = s.pool.QueryRow(ctx, `SELECT coalesce($1::bigint, `+dbNow+`), `+first, s.clockArg()).Scan(&now, &next)
+	if err != nil || next == nil {
+		return time.Time{}, false, err
 	}
 	return s.localNow().Add(time.Duration(*next-now) * time.Millisecond).UTC(), true, nil
 }
