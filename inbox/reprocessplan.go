@@ -2,6 +2,7 @@ package inbox
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -189,14 +190,35 @@ func PlanJob(j JobRows, rules SourceRules, read func(id string) (Event, bool, er
 	return p, nil
 }
 
-// Apply carries p out, each row as ReprocessJob.Decide chooses, on the job
-// whose key current holds (nil when no row holds it), and counts each row
-// in rep where it ended. apply runs a store's statements for one row's
-// decision (never StepChanged) and reports false when the row, or the row
-// it would land on, changed meanwhile and was left alone; for StepTakeOver
-// it moves the job's own row aside and sets *job to job.MovedAside(). Apply
-// fails when a row names another job than recorded, or when apply fails.
-func (p JobPlan) Apply(current *Event, rep *ReprocessReport, apply func(job *ReprocessJob, r Reclassified, dec Decision) (bool, error)) error {
+// ReprocessTx is a store's transaction applying reprocess plans: the
+// statements of each step JobPlan.Apply takes. Each names a row by its id,
+// its status parked and the sha256 it was classified by; one that reports
+// false found the row changed since it was read, and left it alone.
+type ReprocessTx interface {
+	// Park keeps r parked with reason.
+	Park(ctx context.Context, r Reclassified, reason Reason) (bool, error)
+	// StillParked reports whether r is still parked as read.
+	StillParked(ctx context.Context, r Reclassified) (bool, error)
+	// Fold adds r's deliveries to the row at into, which holds the same
+	// event, and removes r.
+	Fold(ctx context.Context, r Reclassified, into string) (bool, error)
+	// MakeNew makes r the job's new row under key, queued afresh: no
+	// attempts, no lease, no error; its body stays as it is.
+	MakeNew(ctx context.Context, r Reclassified, key string) (bool, error)
+	// MoveAside re-keys the job's parked row from, holding sha, as to;
+	// when a row holds to, it holds the same bytes, and from's deliveries
+	// are added to it instead.
+	MoveAside(ctx context.Context, from, to, sha string) error
+}
+
+// Apply carries p out in tx, each row as ReprocessJob.Decide chooses, on
+// the job whose key current holds (nil when no row holds it), and counts
+// each row in rep where it ended: a row tx found changed among the rows
+// changed meanwhile. For StepTakeOver the job's own row is moved aside,
+// keyed by its body's sha256 within its source as a delivery beside the
+// job is, once the taking row is found still parked. Apply fails when a
+// row names another job than recorded, or when tx fails.
+func (p JobPlan) Apply(ctx context.Context, tx ReprocessTx, current *Event, rep *ReprocessReport) error {
 	rep.Changed += p.Changed
 	job := ReprocessJob{Key: p.Job, Row: current}
 	for _, r := range p.Rows {
@@ -207,11 +229,9 @@ func (p JobPlan) Apply(current *Event, rep *ReprocessReport, apply func(job *Rep
 		if err != nil {
 			return err
 		}
-		ok := false
-		if dec.Step != StepChanged {
-			if ok, err = apply(&job, r, dec); err != nil {
-				return err
-			}
+		ok, err := step(ctx, tx, &job, r, dec)
+		if err != nil {
+			return err
 		}
 		rep.Count(dec, ok)
 		if ok {
@@ -219,4 +239,28 @@ func (p JobPlan) Apply(current *Event, rep *ReprocessReport, apply func(job *Rep
 		}
 	}
 	return nil
+}
+
+// step runs dec's statements for r, a row of job, in tx; false when r, or
+// the row it would land on, changed. Once StepTakeOver has moved the job's
+// own row aside, job says so.
+func step(ctx context.Context, tx ReprocessTx, job *ReprocessJob, r Reclassified, dec Decision) (bool, error) {
+	switch dec.Step {
+	case StepChanged:
+		return false, nil
+	case StepPark:
+		return tx.Park(ctx, r, dec.Reason)
+	case StepFold:
+		return tx.Fold(ctx, r, job.Key)
+	case StepTakeOver:
+		if ok, err := tx.StillParked(ctx, r); !ok || err != nil {
+			return ok, err
+		}
+		own := job.Own
+		if err := tx.MoveAside(ctx, job.Key, RowID(own.Source, BodyKey(own.SHA256)), own.SHA256); err != nil {
+			return false, err
+		}
+		*job = job.MovedAside()
+	}
+	return tx.MakeNew(ctx, r, job.Key)
 }

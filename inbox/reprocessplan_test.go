@@ -1,6 +1,7 @@
 package inbox_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"reflect"
@@ -186,45 +187,76 @@ func TestPlanJob(t *testing.T) {
 	}
 }
 
-// TestApply carries a job's plan out through a recording apply: each row
-// as Decide chooses, a row made new is what later rows fold into, a row
-// the store found changed is counted changed and changes nothing, and
-// StepChanged never reaches the store.
+// planTx is an inbox.ReprocessTx that records each statement and finds
+// changed the rows named in changed.
+type planTx struct {
+	calls   []string
+	changed map[string]bool
+	err     error
+}
+
+func (p *planTx) did(call string, id string) (bool, error) {
+	p.calls = append(p.calls, call)
+	return !p.changed[id], p.err
+}
+
+func (p *planTx) Park(_ context.Context, r inbox.Reclassified, reason inbox.Reason) (bool, error) {
+	return p.did(fmt.Sprintf("park %s %s", short(r.ID), reason), r.ID)
+}
+func (p *planTx) StillParked(_ context.Context, r inbox.Reclassified) (bool, error) {
+	return p.did("parked? "+short(r.ID), r.ID)
+}
+func (p *planTx) Fold(_ context.Context, r inbox.Reclassified, into string) (bool, error) {
+	return p.did(fmt.Sprintf("fold %s into %s", short(r.ID), into), r.ID)
+}
+func (p *planTx) MakeNew(_ context.Context, r inbox.Reclassified, key string) (bool, error) {
+	return p.did(fmt.Sprintf("new %s as %s", short(r.ID), key), r.ID)
+}
+func (p *planTx) MoveAside(_ context.Context, from, to, sha string) error {
+	_, err := p.did(fmt.Sprintf("aside %s as %s", from, short(to)), from)
+	if sha == "" {
+		return errors.New("no sha256")
+	}
+	return err
+}
+
+func short(id string) string { return id[:min(len(id), 12)] }
+
+// TestApply carries a job's plan out through a recording transaction: each
+// row as Decide chooses, the job's own row moved aside under its body's
+// key before a storable row takes the job's key, a row made new is what
+// later rows fold into, a row the store found changed is counted changed
+// and changes nothing, and StepChanged never reaches the store.
 func TestApply(t *testing.T) {
+	ctx := context.Background()
 	rules := inbox.Rules{Events: []string{"job.completed"}}
 	d1 := inbox.Classify("", inbox.Named{}, []byte(`{"event":"job.completed","job_id":"j1","status":"COMPLETED","n":1}`), 1, rules)
 	d2 := inbox.Classify("", inbox.Named{}, []byte(`{"event":"job.completed","job_id":"j1","status":"COMPLETED","n":2}`), 1, rules)
 	d3 := inbox.Classify("", inbox.Named{}, []byte(`{"event":"job.completed","job_id":"j1","status":"ERROR"}`), 1, rules)
 	odd := inbox.Classify("", inbox.Named{}, []byte(`{"event":"job.odd","job_id":"j1"}`), 1, rules)
-	beside := func(d inbox.Delivery, selected bool) inbox.Reclassified {
+	beside := func(d inbox.Delivery) inbox.Reclassified {
 		return inbox.Reclassified{Event: inbox.Event{ID: inbox.Beside(d).Key, Source: inbox.SourceOf(d), SHA256: d.SHA256,
-			Status: inbox.StatusParked, Reason: inbox.ReasonConflict}, Delivery: d, Selected: selected}
+			Status: inbox.StatusParked, Reason: inbox.ReasonConflict}, Delivery: d, Selected: true}
 	}
-	plan := inbox.JobPlan{Job: "j1", Changed: 2, Rows: []inbox.Reclassified{
-		{Event: inbox.Event{ID: "j1", Source: inbox.DefaultSource, SHA256: odd.SHA256, Status: inbox.StatusParked, Reason: inbox.ReasonUnknownEvent}, Delivery: odd},
-		beside(d1, true), beside(d2, true), beside(d3, true),
-	}}
-	current := &inbox.Event{ID: "j1", Source: inbox.DefaultSource, Status: inbox.StatusParked, SHA256: odd.SHA256, Reason: inbox.ReasonUnknownEvent}
-	var calls []string
-	rep := inbox.ReprocessReport{}
-	err := plan.Apply(current, &rep, func(job *inbox.ReprocessJob, r inbox.Reclassified, dec inbox.Decision) (bool, error) {
-		calls = append(calls, fmt.Sprintf("%s:%d", r.ID[:min(len(r.ID), 12)], dec.Step))
-		if dec.Step == inbox.StepTakeOver {
-			*job = job.MovedAside()
-		}
-		return true, nil
-	})
-	if err != nil {
+	own := inbox.Reclassified{Event: inbox.Event{ID: "j1", Source: inbox.DefaultSource, SHA256: odd.SHA256,
+		Status: inbox.StatusParked, Reason: inbox.ReasonUnknownEvent}, Delivery: odd}
+	plan := inbox.JobPlan{Job: "j1", Changed: 2, Rows: []inbox.Reclassified{own, beside(d1), beside(d2), beside(d3)}}
+	current := own.Event
+	tx := &planTx{}
+	var rep inbox.ReprocessReport
+	if err := plan.Apply(ctx, tx, &current, &rep); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{
-		"j1:0", // own row stays parked (kept, may be taken over)
-		fmt.Sprintf("%s:%d", beside(d1, true).ID[:12], inbox.StepTakeOver), // the first storable row takes the key
-		fmt.Sprintf("%s:%d", beside(d2, true).ID[:12], inbox.StepFold),     // the same event folds into it
-		fmt.Sprintf("%s:%d", beside(d3, true).ID[:12], inbox.StepPark),     // another status: conflict
+		"park j1 unknown_event",
+		"parked? " + short(beside(d1).ID),
+		"aside j1 as " + short(inbox.BodyKey(odd.SHA256)),
+		"new " + short(beside(d1).ID) + " as j1",
+		"fold " + short(beside(d2).ID) + " into j1",
+		"park " + short(beside(d3).ID) + " conflict",
 	}
-	if !reflect.DeepEqual(calls, want) {
-		t.Errorf("calls: got %v, want %v", calls, want)
+	if !reflect.DeepEqual(tx.calls, want) {
+		t.Errorf("statements:\n got %q\nwant %q", tx.calls, want)
 	}
 	if rep.Moved != 1 || rep.Folded != 1 || rep.Changed != 2 || rep.JobRows != 1 ||
 		rep.Parked[inbox.ReasonUnknownEvent] != 1 || rep.Parked[inbox.ReasonConflict] != 1 {
@@ -233,33 +265,27 @@ func TestApply(t *testing.T) {
 
 	// The store finds the first storable row changed: it is counted so,
 	// and the next storable row becomes the job's row instead.
-	plan = inbox.JobPlan{Job: "j1", Rows: []inbox.Reclassified{beside(d1, true), beside(d2, true)}}
-	rep, calls = inbox.ReprocessReport{}, nil
-	err = plan.Apply(nil, &rep, func(job *inbox.ReprocessJob, r inbox.Reclassified, dec inbox.Decision) (bool, error) {
-		calls = append(calls, fmt.Sprint(dec.Step))
-		return len(calls) > 1, nil
-	})
-	if err != nil || !reflect.DeepEqual(calls, []string{fmt.Sprint(inbox.StepNew), fmt.Sprint(inbox.StepNew)}) || rep.Changed != 1 || rep.Moved != 1 {
-		t.Errorf("a row changed meanwhile: calls %v, report %+v, %v", calls, rep, err)
+	plan = inbox.JobPlan{Job: "j1", Rows: []inbox.Reclassified{beside(d1), beside(d2)}}
+	tx, rep = &planTx{changed: map[string]bool{beside(d1).ID: true}}, inbox.ReprocessReport{}
+	if err := plan.Apply(ctx, tx, nil, &rep); err != nil {
+		t.Fatal(err)
+	}
+	want = []string{"new " + short(beside(d1).ID) + " as j1", "new " + short(beside(d2).ID) + " as j1"}
+	if !reflect.DeepEqual(tx.calls, want) || rep.Changed != 1 || rep.Moved != 1 {
+		t.Errorf("a row changed meanwhile: statements %q, report %+v", tx.calls, rep)
 	}
 
 	// The own row changed since it was read: StepChanged, the store is
 	// never asked.
 	plan = inbox.JobPlan{Job: "j1", Rows: []inbox.Reclassified{{Event: inbox.Event{ID: "j1", SHA256: d1.SHA256}, Delivery: d1, Selected: true}}}
-	rep = inbox.ReprocessReport{}
-	err = plan.Apply(&inbox.Event{ID: "j1", Status: inbox.StatusParked, SHA256: "other"}, &rep, func(*inbox.ReprocessJob, inbox.Reclassified, inbox.Decision) (bool, error) {
-		t.Error("apply called for a changed row")
-		return true, nil
-	})
-	if err != nil || rep.Changed != 1 {
-		t.Errorf("own row changed: report %+v, %v", rep, err)
+	tx, rep = &planTx{}, inbox.ReprocessReport{}
+	if err := plan.Apply(ctx, tx, &inbox.Event{ID: "j1", Status: inbox.StatusParked, SHA256: "other"}, &rep); err != nil || rep.Changed != 1 || len(tx.calls) != 0 {
+		t.Errorf("own row changed: statements %q, report %+v, %v", tx.calls, rep, err)
 	}
 
 	failed := errors.New("write failed")
-	plan = inbox.JobPlan{Job: "j1", Rows: []inbox.Reclassified{beside(d1, true)}}
-	if err := plan.Apply(nil, &inbox.ReprocessReport{}, func(*inbox.ReprocessJob, inbox.Reclassified, inbox.Decision) (bool, error) {
-		return false, failed
-	}); !errors.Is(err, failed) {
-		t.Errorf("a failed apply: got %v", err)
+	plan = inbox.JobPlan{Job: "j1", Rows: []inbox.Reclassified{beside(d1)}}
+	if err := plan.Apply(ctx, &planTx{err: failed}, nil, &inbox.ReprocessReport{}); !errors.Is(err, failed) {
+		t.Errorf("a failed statement: got %v", err)
 	}
 }

@@ -205,10 +205,8 @@ func readCurrent(ctx context.Context, tx pgx.Tx, id string) (inbox.Event, error)
 	return r, err
 }
 
-// applyJob applies one job's plan as inbox.JobPlan.Apply decides. Every
-// statement names the row's id, its status parked and the sha256 it was
-// classified by, so a row that changed since it was read is left alone and
-// counted as changed.
+// applyJob applies one job's plan as inbox.JobPlan.Apply decides, with
+// the statements of reprocessTx.
 func applyJob(ctx context.Context, tx pgx.Tx, p inbox.JobPlan, now int64, rep *inbox.ReprocessReport) error {
 	var current *inbox.Event
 	row, err := readCurrent(ctx, tx, p.Job)
@@ -217,71 +215,55 @@ func applyJob(ctx context.Context, tx pgx.Tx, p inbox.JobPlan, now int64, rep *i
 	} else if !errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("read %s: %w", p.Job, err)
 	}
-	return p.Apply(current, rep, func(job *inbox.ReprocessJob, r inbox.Reclassified, dec inbox.Decision) (bool, error) {
-		return apply(ctx, tx, job, r, dec, now)
-	})
+	return p.Apply(ctx, reprocessTx{tx: tx, now: now}, current, rep)
 }
 
-// apply runs dec's statements for r, a row of job; false when r, or the
-// job's row it would land on, changed and it was left alone. For
-// inbox.StepTakeOver it moves job's own row aside first, and updates job
-// once it has.
-func apply(ctx context.Context, tx pgx.Tx, job *inbox.ReprocessJob, r inbox.Reclassified, dec inbox.Decision, now int64) (bool, error) {
-	switch dec.Step {
-	case inbox.StepPark:
-		return stayParked(ctx, tx, r, dec.Reason, now)
-	case inbox.StepFold:
-		return fold(ctx, tx, r, job.Key)
-	case inbox.StepTakeOver:
-		if ok, err := stillParked(ctx, tx, r); !ok || err != nil {
-			return ok, err
-		}
-		if err := moveAside(ctx, tx, job.Key, job.Own.Source, job.Own.SHA256); err != nil {
-			return false, err
-		}
-		*job = job.MovedAside()
-	}
-	return makeNew(ctx, tx, r, job.Key, now)
+// reprocessTx is inbox.ReprocessTx in tx, at now. Every statement names the
+// row's id, its status parked and the sha256 it was classified by, so a
+// row that changed since it was read is left alone (false).
+type reprocessTx struct {
+	tx  pgx.Tx
+	now int64
 }
 
 // unchanged is the condition every reprocess statement adds: the row is
 // still parked and holds the body it was classified by ($2).
 const unchanged = ` AND status = 'parked' AND sha256 = $2`
 
-// makeNew makes the parked row r the job's new row, keyed by jobID, queued
+// MakeNew makes the parked row r the job's new row, keyed by jobID, queued
 // afresh for the dispatcher: no attempts, no lease, no error.
-func makeNew(ctx context.Context, tx pgx.Tx, r inbox.Reclassified, jobID string, now int64) (bool, error) {
-	tag, err := tx.Exec(ctx, `UPDATE events SET id = $3, status = 'new', reason = NULL,
+func (t reprocessTx) MakeNew(ctx context.Context, r inbox.Reclassified, jobID string) (bool, error) {
+	tag, err := t.tx.Exec(ctx, `UPDATE events SET id = $3, status = 'new', reason = NULL,
 		event = $4, job_status = $5, result_url = NULL, updated_at = $6,
 		attempts = 0, next_attempt_at = 0, lease_owner = NULL, lease_until = NULL,
 		last_error = NULL, done_at = NULL
 		WHERE id = $1`+unchanged,
-		r.ID, r.SHA256, jobID, nullable(r.Delivery.Event), nullable(r.Delivery.JobStatus), now)
+		r.ID, r.SHA256, jobID, nullable(r.Delivery.Event), nullable(r.Delivery.JobStatus), t.now)
 	if err != nil {
 		return false, fmt.Errorf("make %s new as %s: %w", r.ID, jobID, err)
 	}
 	return tag.RowsAffected() == 1, nil
 }
 
-// stayParked keeps r parked with reason; false when r changed meanwhile.
-// An unchanged reason is only checked.
-func stayParked(ctx context.Context, tx pgx.Tx, r inbox.Reclassified, reason inbox.Reason, now int64) (bool, error) {
-	tag, err := tx.Exec(ctx, `UPDATE events SET reason = $3, updated_at = $4
-		WHERE id = $1 AND reason <> $3`+unchanged, r.ID, r.SHA256, string(reason), now)
+// Park keeps r parked with reason; false when r changed meanwhile. An
+// unchanged reason is only checked.
+func (t reprocessTx) Park(ctx context.Context, r inbox.Reclassified, reason inbox.Reason) (bool, error) {
+	tag, err := t.tx.Exec(ctx, `UPDATE events SET reason = $3, updated_at = $4
+		WHERE id = $1 AND reason <> $3`+unchanged, r.ID, r.SHA256, string(reason), t.now)
 	if err != nil {
 		return false, fmt.Errorf("re-park %s as %s: %w", r.ID, reason, err)
 	}
 	if tag.RowsAffected() == 1 {
 		return true, nil
 	}
-	return stillParked(ctx, tx, r)
+	return t.StillParked(ctx, r)
 }
 
-// stillParked reports whether r is still parked with the body it was
+// StillParked reports whether r is still parked with the body it was
 // classified by, and locks it.
-func stillParked(ctx context.Context, tx pgx.Tx, r inbox.Reclassified) (bool, error) {
+func (t reprocessTx) StillParked(ctx context.Context, r inbox.Reclassified) (bool, error) {
 	var one int
-	err := tx.QueryRow(ctx, `SELECT 1 FROM events WHERE id = $1`+unchanged+` FOR UPDATE`, r.ID, r.SHA256).Scan(&one)
+	err := t.tx.QueryRow(ctx, `SELECT 1 FROM events WHERE id = $1`+unchanged+` FOR UPDATE`, r.ID, r.SHA256).Scan(&one)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, nil
 	}
@@ -291,10 +273,10 @@ func stillParked(ctx context.Context, tx pgx.Tx, r inbox.Reclassified) (bool, er
 	return true, nil
 }
 
-// fold adds the deliveries of the parked row r to the row at into, which
+// Fold adds the deliveries of the parked row r to the row at into, which
 // holds the same event, and removes r.
-func fold(ctx context.Context, tx pgx.Tx, r inbox.Reclassified, into string) (bool, error) {
-	ok, err := foldRow(ctx, tx, r.ID, into, r.SHA256)
+func (t reprocessTx) Fold(ctx context.Context, r inbox.Reclassified, into string) (bool, error) {
+	ok, err := foldRow(ctx, t.tx, r.ID, into, r.SHA256)
 	if err != nil {
 		return false, fmt.Errorf("fold %s into %s: %w", r.ID, into, err)
 	}
@@ -324,22 +306,20 @@ func foldRow(ctx context.Context, tx pgx.Tx, from, into, sha string) (bool, erro
 	return true, nil
 }
 
-// moveAside re-keys the job's parked row by its body's sha256 within its
-// source, as Put keys a row parked beside a job, so another row can take
-// the job's key without its body being lost. When a row with that key
-// exists it holds the same bytes, and the job row's deliveries are counted
-// on it instead.
-func moveAside(ctx context.Context, tx pgx.Tx, jobID, source, sha string) error {
-	key := inbox.RowID(source, inbox.BodyKey(sha))
-	if _, err := readCurrent(ctx, tx, key); err == nil {
-		if _, err := foldRow(ctx, tx, jobID, key, sha); err != nil {
+// MoveAside re-keys the job's parked row jobID, holding sha, as key, so
+// another row can take the job's key without its body being lost. When a
+// row with key exists it holds the same bytes, and the job row's
+// deliveries are counted on it instead.
+func (t reprocessTx) MoveAside(ctx context.Context, jobID, key, sha string) error {
+	if _, err := readCurrent(ctx, t.tx, key); err == nil {
+		if _, err := foldRow(ctx, t.tx, jobID, key, sha); err != nil {
 			return fmt.Errorf("fold %s into %s: %w", jobID, key, err)
 		}
 		return nil
 	} else if !errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("read %s: %w", key, err)
 	}
-	if _, err := tx.Exec(ctx, `UPDATE events SET id = $3 WHERE id = $1`+unchanged, jobID, sha, key); err != nil {
+	if _, err := t.tx.Exec(ctx, `UPDATE events SET id = $3 WHERE id = $1`+unchanged, jobID, sha, key); err != nil {
 		return fmt.Errorf("move %s aside as %s: %w", jobID, key, err)
 	}
 	return nil
