@@ -1,6 +1,7 @@
 package inbox_test
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -34,16 +35,30 @@ func TestPurgeSelectionCheck(t *testing.T) {
 	}
 }
 
-// TestPurgeReportCountParked counts parked rows under their reason and
-// among the parked rows, from a report that lists every selected one.
-func TestPurgeReportCountParked(t *testing.T) {
-	rep := inbox.NewPurgeReport(inbox.PurgeSelection{Statuses: []inbox.Status{inbox.StatusDone},
-		Reasons: []inbox.Reason{inbox.ReasonConflict, inbox.ReasonUnknownEvent}})
-	rep.CountParked(inbox.ReasonConflict, 3)
-	rep.CountParked(inbox.ReasonConflict, 2)
-	rep.CountParked(inbox.ReasonUnknownEvent, 1)
-	if rep.DeletedParked[inbox.ReasonConflict] != 5 || rep.DeletedParked[inbox.ReasonUnknownEvent] != 1 ||
-		rep.Deleted[inbox.StatusParked] != 6 || rep.Deleted[inbox.StatusDone] != 0 || len(rep.Deleted) != 2 {
+// TestPurgeSteps: a purge deletes the parked rows of each reason first,
+// then ignored, then done rows, each only when selected, and counts each
+// pass under its status and, for parked rows, its reason.
+func TestPurgeSteps(t *testing.T) {
+	sel := inbox.PurgeSelection{Statuses: []inbox.Status{inbox.StatusDone, inbox.StatusIgnored},
+		Reasons: []inbox.Reason{inbox.ReasonConflict, inbox.ReasonUnknownEvent}}
+	var got []string
+	for _, s := range sel.Steps() {
+		got = append(got, s.String())
+	}
+	if want := []string{"parked conflict", "parked unknown_event", "ignored", "done"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("Steps: got %q, want %q", got, want)
+	}
+	if got := (inbox.PurgeSelection{Statuses: []inbox.Status{inbox.StatusDone}}).Steps(); !reflect.DeepEqual(got, []inbox.PurgeStep{{Status: inbox.StatusDone}}) {
+		t.Errorf("done only: got %v", got)
+	}
+
+	rep := inbox.NewPurgeReport(sel)
+	rep.CountDeleted(inbox.PurgeStep{Status: inbox.StatusParked, Reason: inbox.ReasonConflict}, 3)
+	rep.CountDeleted(inbox.PurgeStep{Status: inbox.StatusParked, Reason: inbox.ReasonConflict}, 2)
+	rep.CountDeleted(inbox.PurgeStep{Status: inbox.StatusParked, Reason: inbox.ReasonUnknownEvent}, 1)
+	rep.CountDeleted(inbox.PurgeStep{Status: inbox.StatusDone}, 4)
+	if rep.DeletedParked[inbox.ReasonConflict] != 5 || rep.DeletedParked[inbox.ReasonUnknownEvent] != 1 || len(rep.DeletedParked) != 2 ||
+		rep.Deleted[inbox.StatusParked] != 6 || rep.Deleted[inbox.StatusDone] != 4 || rep.Deleted[inbox.StatusIgnored] != 0 || len(rep.Deleted) != 3 {
 		t.Errorf("got %+v", rep)
 	}
 }

@@ -73,7 +73,7 @@ func (s *Store) Purgeable(ctx context.Context, sel inbox.PurgeSelection) (inbox.
 			if err := rows.Scan(&r, &n); err != nil {
 				return rep, fmt.Errorf("count parked rows to purge: %w", err)
 			}
-			rep.CountParked(r, n)
+			rep.CountDeleted(inbox.PurgeStep{Status: inbox.StatusParked, Reason: r}, n)
 		}
 		if err := rows.Err(); err != nil {
 			return rep, fmt.Errorf("count parked rows to purge: %w", err)
@@ -102,26 +102,15 @@ func (s *Store) Purge(ctx context.Context, sel inbox.PurgeSelection) (inbox.Purg
 	if s.readOnly {
 		return rep, errors.New("purge: store is read-only")
 	}
-	// Parked rows before done rows: a done row goes only once the parked
-	// rows beside it have gone.
-	for _, r := range sel.Reasons {
-		w, args := purgeFilter(inbox.StatusParked, sel.Before, reasons)
-		w, args = w+fmt.Sprintf(` AND reason = $%d`, len(args)+1), append(args, string(r))
-		n, err := s.purgeRows(ctx, w, args)
-		rep.CountParked(r, n)
-		if err != nil {
-			return rep, fmt.Errorf("purge parked %s rows: %w", r, err)
+	for _, step := range sel.Steps() {
+		w, args := purgeFilter(step.Status, sel.Before, reasons)
+		if step.Status == inbox.StatusParked {
+			w, args = w+fmt.Sprintf(` AND reason = $%d`, len(args)+1), append(args, string(step.Reason))
 		}
-	}
-	for _, st := range []inbox.Status{inbox.StatusIgnored, inbox.StatusDone} {
-		if !slices.Contains(sel.Statuses, st) {
-			continue
-		}
-		w, args := purgeFilter(st, sel.Before, reasons)
 		n, err := s.purgeRows(ctx, w, args)
-		rep.Deleted[st] += n
+		rep.CountDeleted(step, n)
 		if err != nil {
-			return rep, fmt.Errorf("purge %s rows: %w", st, err)
+			return rep, fmt.Errorf("purge %s rows: %w", step, err)
 		}
 	}
 	kctx, cancel := context.WithTimeout(ctx, s.busy)

@@ -71,7 +71,7 @@ func (s *Store) Purgeable(ctx context.Context, sel inbox.PurgeSelection) (inbox.
 			if err := rows.Scan(&r, &n); err != nil {
 				return rep, fmt.Errorf("count parked rows to purge: %w", err)
 			}
-			rep.CountParked(r, n)
+			rep.CountDeleted(inbox.PurgeStep{Status: inbox.StatusParked, Reason: r}, n)
 		}
 		if err := rows.Err(); err != nil {
 			return rep, fmt.Errorf("count parked rows to purge: %w", err)
@@ -96,32 +96,16 @@ func (s *Store) Purge(ctx context.Context, sel inbox.PurgeSelection) (inbox.Purg
 	if s.write == nil {
 		return rep, errors.New("purge: store is read-only")
 	}
-	// Parked rows before done rows: a done row goes only once the parked
-	// rows beside it have gone.
-	for _, r := range sel.Reasons {
-		where, args := purgeFilter(inbox.StatusParked, sel.Before, reasons)
-		where, args = where+` AND reason = ?`, append(args, string(r))
+	for _, step := range sel.Steps() {
+		where, args := purgeFilter(step.Status, sel.Before, reasons)
+		if step.Status == inbox.StatusParked {
+			where, args = where+` AND reason = ?`, append(args, string(step.Reason))
+		}
 		for {
 			n, err := s.purgeTx(ctx, where, args)
-			rep.CountParked(r, n)
+			rep.CountDeleted(step, n)
 			if err != nil {
-				return rep, fmt.Errorf("purge parked %s rows: %w", r, err)
-			}
-			if n < purgeBatch {
-				break
-			}
-		}
-	}
-	for _, st := range []inbox.Status{inbox.StatusIgnored, inbox.StatusDone} {
-		if !slices.Contains(sel.Statuses, st) {
-			continue
-		}
-		where, args := purgeFilter(st, sel.Before, reasons)
-		for {
-			n, err := s.purgeTx(ctx, where, args)
-			rep.Deleted[st] += n
-			if err != nil {
-				return rep, fmt.Errorf("purge %s rows: %w", st, err)
+				return rep, fmt.Errorf("purge %s rows: %w", step, err)
 			}
 			if n < purgeBatch {
 				break
