@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/urfave/cli/v2"
+
+	"inbox/deploy/deploytest"
 )
 
 // TestHelpShowsExamples checks that every command's help has an example.
@@ -35,45 +37,11 @@ func TestHelpShowsExamples(t *testing.T) {
 	}
 }
 
-// envFile reads deploy/inbox.env: each variable, set or commented out, and
-// its value.
-func envFile(t *testing.T) (set, commented map[string]string) {
-	t.Helper()
-	return readEnvFile(t, "deploy/inbox.env")
-}
-
-// readEnvFile reads an environment file as systemd does: each variable,
-// set or commented out, and its value, one pair of enclosing quotes
-// removed.
-func readEnvFile(t *testing.T, name string) (set, commented map[string]string) {
-	t.Helper()
-	b, err := os.ReadFile(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	set, commented = map[string]string{}, map[string]string{}
-	line := regexp.MustCompile(`^(#?)([A-Z][A-Z0-9_]*)=(.*)$`)
-	for _, l := range strings.Split(string(b), "\n") {
-		if m := line.FindStringSubmatch(l); m != nil {
-			v := m[3]
-			if len(v) >= 2 && (v[0] == '\'' || v[0] == '"') && v[len(v)-1] == v[0] {
-				v = v[1 : len(v)-1]
-			}
-			if m[1] == "" {
-				set[m[2]] = v
-			} else {
-				commented[m[2]] = v
-			}
-		}
-	}
-	return set, commented
-}
-
 // TestDeployEnvFile checks that inbox.env lists every variable of serve's
 // and dispatch's flags and every secret inbox.toml names, and sets nothing
 // serve refuses once INBOX_CONFIG is uncommented.
 func TestDeployEnvFile(t *testing.T) {
-	set, commented := envFile(t)
+	set, commented := deploytest.EnvFile(t, "inbox.env")
 	app := newApp(io.Discard, io.Discard)
 	for _, name := range []string{"serve", "dispatch"} {
 		for _, f := range app.Command(name).Flags {

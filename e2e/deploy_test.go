@@ -23,47 +23,14 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"inbox/deploy"
+	"inbox/deploy/deploytest"
 )
-
-// envFile reads deploy/inbox.env: each variable, set or commented out, and
-// its value.
-func envFile(t *testing.T) (set, commented map[string]string) {
-	t.Helper()
-	return readEnvFile(t, "../deploy/inbox.env")
-}
-
-// readEnvFile reads an environment file as systemd does: each variable,
-// set or commented out, and its value, one pair of enclosing quotes
-// removed.
-func readEnvFile(t *testing.T, name string) (set, commented map[string]string) {
-	t.Helper()
-	b, err := os.ReadFile(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	set, commented = map[string]string{}, map[string]string{}
-	line := regexp.MustCompile(`^(#?)([A-Z][A-Z0-9_]*)=(.*)$`)
-	for _, l := range strings.Split(string(b), "\n") {
-		if m := line.FindStringSubmatch(l); m != nil {
-			v := m[3]
-			if len(v) >= 2 && (v[0] == '\'' || v[0] == '"') && v[len(v)-1] == v[0] {
-				v = v[1 : len(v)-1]
-			}
-			if m[1] == "" {
-				set[m[2]] = v
-			} else {
-				commented[m[2]] = v
-			}
-		}
-	}
-	return set, commented
-}
 
 // TestDeployConfigStarts follows the README's "Several providers" step
 // literally: inbox.env with INBOX_CONFIG and the secrets uncommented, and
 // deploy/inbox.toml, start serve.
 func TestDeployConfigStarts(t *testing.T) {
-	set, commented := envFile(t)
+	set, commented := deploytest.EnvFile(t, "inbox.env")
 	dir := t.TempDir()
 	env := []string{"PATH=" + os.Getenv("PATH")}
 	for k, v := range set {
@@ -174,7 +141,7 @@ func realSecrets() []string {
 // Each is one line naming the variable and exit 1, before any database is
 // made.
 func TestDeployPlaceholdersRefused(t *testing.T) {
-	set, commented := envFile(t)
+	set, commented := deploytest.EnvFile(t, "inbox.env")
 	placeholders := map[string]string{}
 	for _, vars := range []map[string]string{commented, set} {
 		for k, v := range vars {
@@ -312,7 +279,7 @@ func flagEnvVars(t *testing.T) map[string]string {
 // deploy/inbox-postgres.env gives its VM.
 func replicaAddrs(t *testing.T) (web, admin netip.AddrPort) {
 	t.Helper()
-	set, _ := readEnvFile(t, "../deploy/inbox-postgres.env")
+	set, _ := deploytest.EnvFile(t, "inbox-postgres.env")
 	var err error
 	if web, err = netip.ParseAddrPort(set["INBOX_ADDR"]); err != nil {
 		t.Fatalf("inbox-postgres.env: INBOX_ADDR %q: %v", set["INBOX_ADDR"], err)
@@ -333,7 +300,7 @@ func replicaAddrs(t *testing.T) (web, admin netip.AddrPort) {
 // dispatch start with every one of its values (the database swapped for a
 // file and the addresses for loopback ones, this machine not being the VM).
 func TestDeployReplicaEnvFile(t *testing.T) {
-	set, commented := readEnvFile(t, "../deploy/inbox-postgres.env")
+	set, commented := deploytest.EnvFile(t, "inbox-postgres.env")
 	flags := flagEnvVars(t)
 	for _, vars := range []map[string]string{set, commented} {
 		for k := range vars {
@@ -407,7 +374,7 @@ func TestDeployReplicaEnvFile(t *testing.T) {
 
 	// inbox.env as shipped, then this file with its commented variables
 	// uncommented: each value must be one serve and dispatch take.
-	shipped, _ := envFile(t)
+	shipped, _ := deploytest.EnvFile(t, "inbox.env")
 	env := []string{"PATH=" + os.Getenv("PATH")}
 	for k, v := range shipped {
 		env = append(env, k+"="+v)

@@ -325,8 +325,14 @@ func (r *recorder) attempts() map[string][]string {
 	return out
 }
 
+// rowAttempt is a row's status and recorded attempts.
+type rowAttempt struct {
+	Status   string
+	Attempts int
+}
+
 // rowAttempts reads each row's status and recorded attempts.
-func rowAttempts(t *testing.T, db string) map[string][2]string {
+func rowAttempts(t *testing.T, db string) map[string]rowAttempt {
 	t.Helper()
 	conn, err := sql.Open("sqlite", db+"?_pragma=query_only(ON)&_pragma=busy_timeout(5000)")
 	if err != nil {
@@ -338,13 +344,17 @@ func rowAttempts(t *testing.T, db string) map[string][2]string {
 		t.Fatal(err)
 	}
 	defer rows.Close()
-	out := map[string][2]string{}
+	out := map[string]rowAttempt{}
 	for rows.Next() {
-		var id, status, attempts string
-		if err := rows.Scan(&id, &status, &attempts); err != nil {
+		var id string
+		var r rowAttempt
+		if err := rows.Scan(&id, &r.Status, &r.Attempts); err != nil {
 			t.Fatal(err)
 		}
-		out[id] = [2]string{status, attempts}
+		out[id] = r
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
 	}
 	return out
 }
@@ -386,8 +396,8 @@ func TestCrashBeforeSendCostsNoAttempt(t *testing.T) {
 	sent := app.attempts()
 	t.Logf("after %d crashes: %d rows reached the application", crashes, len(sent))
 	for id, r := range rows {
-		if got, want := r[1], strconv.Itoa(len(sent[id])); got != want {
-			t.Errorf("%s: %s attempts recorded, %s requests sent", id, got, want)
+		if got, want := r.Attempts, len(sent[id]); got != want {
+			t.Errorf("%s: %d attempts recorded, %d requests sent", id, got, want)
 		}
 	}
 
@@ -405,8 +415,8 @@ func TestCrashBeforeSendCostsNoAttempt(t *testing.T) {
 	d.kill(syscall.SIGTERM)
 	rows, sent = rowAttempts(t, db), app.attempts()
 	for id, r := range rows {
-		if r[0] != "done" || r[1] != strconv.Itoa(len(sent[id])) {
-			t.Errorf("%s: %s after %s attempts, %d requests sent; want done, one attempt per request", id, r[0], r[1], len(sent[id]))
+		if r.Status != "done" || r.Attempts != len(sent[id]) {
+			t.Errorf("%s: %s after %d attempts, %d requests sent; want done, one attempt per request", id, r.Status, r.Attempts, len(sent[id]))
 		}
 		if len(sent[id]) == 0 || sent[id][0] != "1" {
 			t.Errorf("%s: requests said attempts %v, want the first to say 1", id, sent[id])

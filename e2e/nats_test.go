@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -114,40 +113,6 @@ func (b *broker) messages() map[string][]string {
 	return out
 }
 
-// natsRowAttempts returns each row's status and attempts.
-func natsRowAttempts(t *testing.T, db string) map[string]struct {
-	Status   string
-	Attempts int
-} {
-	t.Helper()
-	conn, err := sql.Open("sqlite", db+"?_pragma=query_only(ON)&_pragma=busy_timeout(5000)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	rows, err := conn.Query(`SELECT id, status, attempts FROM events`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	out := map[string]struct {
-		Status   string
-		Attempts int
-	}{}
-	for rows.Next() {
-		var id string
-		var r struct {
-			Status   string
-			Attempts int
-		}
-		if err := rows.Scan(&id, &r.Status, &r.Attempts); err != nil {
-			t.Fatal(err)
-		}
-		out[id] = r
-	}
-	return out
-}
-
 // waitLong is waitFor with a bound of its own, for what waits on a
 // reconnection or a retry.
 func waitLong(t *testing.T, d time.Duration, what string, cond func() bool) {
@@ -208,7 +173,7 @@ func TestServeNATSOutage(t *testing.T) {
 	}
 	unattempted := func(ids []string) {
 		t.Helper()
-		rows := natsRowAttempts(t, db)
+		rows := rowAttempts(t, db)
 		for _, id := range ids {
 			if r := rows[id]; r.Status != "new" || r.Attempts != 0 {
 				t.Errorf("%s after %s with the broker down: %s, %d attempts; want new, none", id, natsOutage, r.Status, r.Attempts)
@@ -279,7 +244,7 @@ func TestServeNATSOutage(t *testing.T) {
 	total := len(atStart) + len(between) + len(loaded)
 	waitLong(t, 30*time.Second, "every row done", allDone(total))
 
-	rows := natsRowAttempts(t, db)
+	rows := rowAttempts(t, db)
 	msgs := b.messages()
 	failedOnStream, retried := 0, 0
 	for _, id := range append(append(atStart, between...), loaded...) {

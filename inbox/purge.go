@@ -96,3 +96,44 @@ func NewPurgeReport(sel PurgeSelection) PurgeReport {
 	}
 	return rep
 }
+
+// PurgeStep is one pass of a purge: the rows of Status, and of those
+// parked the ones with Reason.
+type PurgeStep struct {
+	Status Status
+	Reason Reason // with StatusParked
+}
+
+// String names the rows of s: "done", "parked conflict".
+func (s PurgeStep) String() string {
+	if s.Status == StatusParked {
+		return "parked " + string(s.Reason)
+	}
+	return string(s.Status)
+}
+
+// Steps returns the passes a purge of sel makes, in order: the parked rows
+// of each of sel.Reasons first, then the ignored rows, then the done rows,
+// each when selected. A done row stays while a parked row of its job
+// stays, so it goes only once the parked rows beside it have gone.
+func (sel PurgeSelection) Steps() []PurgeStep {
+	var steps []PurgeStep
+	for _, r := range sel.Reasons {
+		steps = append(steps, PurgeStep{Status: StatusParked, Reason: r})
+	}
+	for _, st := range []Status{StatusIgnored, StatusDone} {
+		if slices.Contains(sel.Statuses, st) {
+			steps = append(steps, PurgeStep{Status: st})
+		}
+	}
+	return steps
+}
+
+// CountDeleted counts n rows deleted by step: under its status, and for
+// parked rows under their reason too.
+func (r *PurgeReport) CountDeleted(step PurgeStep, n int64) {
+	r.Deleted[step.Status] += n
+	if step.Status == StatusParked {
+		r.DeletedParked[step.Reason] += n
+	}
+}

@@ -39,3 +39,50 @@ type SecretUse struct {
 	Fingerprint  string    `json:"fingerprint"`
 	LastVerified time.Time `json:"last_verified_at"`
 }
+
+// NewStats returns Stats with every map made, counting nothing.
+func NewStats() Stats {
+	return Stats{ByStatus: map[Status]int64{}, ByReason: map[Reason]int64{}, Attempts: map[Status]int64{},
+		BySource: map[string]map[Status]int64{}}
+}
+
+// Count counts n rows of source with status and reason ("" for none), on
+// which attempts delivery attempts are recorded. st must come from
+// NewStats.
+func (st *Stats) Count(source string, status Status, reason Reason, n, attempts int64) {
+	if st.BySource[source] == nil {
+		st.BySource[source] = map[Status]int64{}
+	}
+	st.BySource[source][status] += n
+	st.ByStatus[status] += n
+	st.Attempts[status] += attempts
+	if reason != "" {
+		st.ByReason[reason] += n
+	}
+}
+
+// Hours returns the hours hour-long windows that end at end, oldest
+// first, each counting 0; nil when hours is not above 0. The first one's
+// Start is where a store's count begins. Times are kept to the
+// millisecond, in UTC, as the stores keep them.
+func Hours(end time.Time, hours int) []HourCount {
+	if hours <= 0 {
+		return nil
+	}
+	end = time.UnixMilli(end.UnixMilli()).UTC()
+	out := make([]HourCount, hours)
+	start := end.Add(-time.Duration(hours) * time.Hour)
+	for i := range out {
+		out[i].Start = start.Add(time.Duration(i) * time.Hour)
+	}
+	return out
+}
+
+// CountAgo sets the count of the window ago hours before the last one of
+// hs (0 for the last, [end-1h, end)) to n; an ago outside hs is passed
+// over.
+func CountAgo(hs []HourCount, ago, n int64) {
+	if ago >= 0 && ago < int64(len(hs)) {
+		hs[len(hs)-1-int(ago)].Count = n
+	}
+}

@@ -47,7 +47,7 @@ const unfinishedQuery = `SELECT (SELECT count(*) FROM events WHERE status = 'new
 func (s *Store) Purgeable(ctx context.Context, sel inbox.PurgeSelection) (inbox.PurgeReport, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.busy)
 	defer cancel()
-	rep := newPurgeReport(sel)
+	rep := inbox.NewPurgeReport(sel)
 	reasons, err := s.checkPurge(ctx, sel)
 	if err != nil {
 		return rep, err
@@ -68,13 +68,12 @@ func (s *Store) Purgeable(ctx context.Context, sel inbox.PurgeSelection) (inbox.
 		}
 		defer rows.Close()
 		for rows.Next() {
-			var r string
+			var r inbox.Reason
 			var n int64
 			if err := rows.Scan(&r, &n); err != nil {
 				return rep, fmt.Errorf("count parked rows to purge: %w", err)
 			}
-			rep.DeletedParked[inbox.Reason(r)] = n
-			rep.Deleted[inbox.StatusParked] += n
+			rep.CountDeleted(inbox.PurgeStep{Status: inbox.StatusParked, Reason: r}, n)
 		}
 		if err := rows.Err(); err != nil {
 			return rep, fmt.Errorf("count parked rows to purge: %w", err)
@@ -93,7 +92,7 @@ func (s *Store) Purgeable(ctx context.Context, sel inbox.PurgeSelection) (inbox.
 // meanwhile is passed over, never deleted from under it. On an error, the
 // report says what earlier statements deleted.
 func (s *Store) Purge(ctx context.Context, sel inbox.PurgeSelection) (inbox.PurgeReport, error) {
-	rep := newPurgeReport(sel)
+	rep := inbox.NewPurgeReport(sel)
 	cctx, cancel := context.WithTimeout(ctx, s.busy)
 	reasons, err := s.checkPurge(cctx, sel)
 	cancel()
@@ -103,27 +102,15 @@ func (s *Store) Purge(ctx context.Context, sel inbox.PurgeSelection) (inbox.Purg
 	if s.readOnly {
 		return rep, errors.New("purge: store is read-only")
 	}
-	// Parked rows before done rows: a done row goes only once the parked
-	// rows beside it have gone.
-	for _, r := range sel.Reasons {
-		w, args := purgeFilter(inbox.StatusParked, sel.Before, reasons)
-		w, args = w+fmt.Sprintf(` AND reason = $%d`, len(args)+1), append(args, string(r))
-		n, err := s.purgeRows(ctx, w, args)
-		rep.DeletedParked[r] += n
-		rep.Deleted[inbox.StatusParked] += n
-		if err != nil {
-			return rep, fmt.Errorf("purge parked %s rows: %w", r, err)
+	for _, step := range sel.Steps() {
+		w, args := purgeFilter(step.Status, sel.Before, reasons)
+		if step.Status == inbox.StatusParked {
+			w, args = w+fmt.Sprintf(` AND reason = $%d`, len(args)+1), append(args, string(step.Reason))
 		}
-	}
-	for _, st := range []inbox.Status{inbox.StatusIgnored, inbox.StatusDone} {
-		if !slices.Contains(sel.Statuses, st) {
-			continue
-		}
-		w, args := purgeFilter(st, sel.Before, reasons)
 		n, err := s.purgeRows(ctx, w, args)
-		rep.Deleted[st] += n
+		rep.CountDeleted(step, n)
 		if err != nil {
-			return rep, fmt.Errorf("purge %s rows: %w", st, err)
+			return rep, fmt.Errorf("purge %s rows: %w", step, err)
 		}
 	}
 	kctx, cancel := context.WithTimeout(ctx, s.busy)
@@ -153,20 +140,6 @@ func (s *Store) purgeRows(ctx context.Context, w string, args []any) (int64, err
 			return total, err
 		}
 	}
-}
-
-func newPurgeReport(sel inbox.PurgeSelection) inbox.PurgeReport {
-	rep := inbox.PurgeReport{Deleted: map[inbox.Status]int64{}, DeletedParked: map[inbox.Reason]int64{}}
-	for _, st := range sel.Statuses {
-		rep.Deleted[st] = 0
-	}
-	if len(sel.Reasons) > 0 {
-		rep.Deleted[inbox.StatusParked] = 0
-	}
-	for _, r := range sel.Reasons {
-		rep.DeletedParked[r] = 0
-	}
-	return rep
 }
 
 // purgeFilter is the WHERE clause, and its arguments, of the rows of
@@ -200,34 +173,22 @@ func (s *Store) kept(ctx context.Context, sel inbox.PurgeSelection, reasons []st
 	return nil
 }
 
-// checkPurge refuses a selection a purge must never run, as the SQLite
-// store does, and returns its reasons as the array the queries take. The
-// retention is measured on the store's clock (the database's): the clock
-// of the machine the command runs on cannot shorten it.
+// checkPurge refuses a selection a purge must never run
+// (inbox.PurgeSelection.Check), and returns its reasons as the array the
+// queries take. The retention is measured on the store's clock (the
+// database's): the clock of the machine the command runs on cannot shorten
+// it.
 func (s *Store) checkPurge(ctx context.Context, sel inbox.PurgeSelection) ([]string, error) {
-	for _, st := range sel.Statuses {
-		switch {
-		case st == inbox.StatusNew:
-			return nil, errors.New("purge: new rows are never purged")
-		case st == inbox.StatusParked:
-			return nil, errors.New("purge: parked rows are chosen by reason")
-		case !st.Valid():
-			return nil, fmt.Errorf("purge: unknown status %q", st)
-		}
-	}
-	reasons := make([]string, len(sel.Reasons))
-	for i, r := range sel.Reasons {
-		if !r.Valid() {
-			return nil, fmt.Errorf("purge: unknown reason %q", r)
-		}
-		reasons[i] = string(r)
-	}
 	now, err := s.clockNow(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("purge: %w", err)
 	}
-	if floor := now.Add(-inbox.MinRetention); sel.Before.After(floor) {
-		return nil, fmt.Errorf("purge: a retention under %dd would delete rows whose deliveries may still arrive", inbox.MinRetention/(24*time.Hour))
+	if err := sel.Check(now); err != nil {
+		return nil, err
+	}
+	reasons := make([]string, len(sel.Reasons))
+	for i, r := range sel.Reasons {
+		reasons[i] = string(r)
 	}
 	return reasons, nil
 }

@@ -32,36 +32,17 @@ import (
 // A settlement whose claim is gone (its lease ran out and the row was
 // claimed again, or a person changed the row) changes nothing and is
 // counted in stale. Settle fails, with nothing changed, when the database
-// cannot be written or a settlement names an unknown fate or reason.
+// cannot be written or inbox.CheckSettle refuses the call (a settlement
+// of an unknown fate or reason, say).
 func (s *Store) Settle(ctx context.Context, owner string, settled []inbox.Settlement, claim inbox.Claim) (jobs []inbox.Job, stale int, err error) {
-	if owner == "" {
-		return nil, 0, errors.New("settle: no owner")
+	if err := inbox.CheckSettle(owner, settled, claim); err != nil {
+		return nil, 0, fmt.Errorf("settle: %w", err)
 	}
 	if s.readOnly {
 		return nil, 0, errors.New("settle: store is read-only")
 	}
-	if claim.Max > 0 && !claim.Until.After(claim.Now) {
-		return nil, 0, fmt.Errorf("settle: lease until %s is not after %s", claim.Until, claim.Now)
-	}
 	ref := claim.Now
 	for _, st := range settled {
-		switch st.Fate {
-		case inbox.FateDone, inbox.FateRetry:
-		case inbox.FateRelease:
-			if st.Job.Started() {
-				return nil, 0, fmt.Errorf("settle: release %s: attempt %d has started", st.Job.ID, st.Job.Attempt)
-			}
-		case inbox.FatePark:
-			if !st.Reason.Valid() {
-				return nil, 0, fmt.Errorf("settle: park %s: unknown reason %q", st.Job.ID, st.Reason)
-			}
-		case inbox.FateExhausted:
-			if st.Job.Started() || !st.Reason.Valid() {
-				return nil, 0, fmt.Errorf("settle: park %s unattempted: attempt %d started or unknown reason %q", st.Job.ID, st.Job.Attempt, st.Reason)
-			}
-		default:
-			return nil, 0, fmt.Errorf("settle %s: unknown fate %d", st.Job.ID, st.Fate)
-		}
 		if claim.Now.IsZero() && st.At.After(ref) {
 			ref = st.At
 		}
@@ -215,17 +196,9 @@ func (s *Store) Start(ctx context.Context, owner string, jobs []inbox.Job, now, 
 	if s.readOnly {
 		return nil, errors.New("start: store is read-only")
 	}
-	if !until.After(now) {
-		return nil, fmt.Errorf("start: lease until %s is not after %s", until, now)
-	}
-	var todo []inbox.Job
-	seen := map[string]bool{}
-	for _, j := range jobs {
-		// A row given twice (two copies of one claim) starts once.
-		if !j.Started() && !seen[j.ID] {
-			seen[j.ID] = true
-			todo = append(todo, j)
-		}
+	todo, err := inbox.Startable(jobs, now, until)
+	if err != nil {
+		return nil, fmt.Errorf("start: %w", err)
 	}
 	if len(todo) == 0 {
 		return nil, nil
@@ -243,7 +216,7 @@ func (s *Store) Start(ctx context.Context, owner string, jobs []inbox.Job, now, 
 	ctx, cancel := context.WithTimeout(ctx, s.busy)
 	defer cancel()
 	var counted map[string]bool
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		counted = map[string]bool{}
 		now, err := s.txNow(ctx, tx)
 		if err != nil {
@@ -282,17 +255,24 @@ func (s *Store) Start(ctx context.Context, owner string, jobs []inbox.Job, now, 
 // clock is from the database's), a time at or before now for a row that is
 // due; ok is false when there is no new row.
 func (s *Store) NextDue(ctx context.Context) (due time.Time, ok bool, err error) {
+	due, ok, err = s.earliest(ctx, `min(next_attempt_at) FROM events WHERE status = 'new'`)
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("next due row: %w", err)
+	}
+	return due, ok, nil
+}
+
+// earliest reads first, "min(<column>) FROM ...", a time in milliseconds
+// on the store's clock, and places it on this process's clock: moved by
+// how far this clock is from the store's. ok is false when first is NULL.
+func (s *Store) earliest(ctx context.Context, first string) (at time.Time, ok bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, s.busy)
 	defer cancel()
 	var next *int64
 	var now int64
-	err = s.pool.QueryRow(ctx, `SELECT min(next_attempt_at), coalesce($1::bigint, `+dbNow+`)
-		FROM events WHERE status = 'new'`, s.clockArg()).Scan(&next, &now)
-	if err != nil {
-		return time.Time{}, false, fmt.Errorf("next due row: %w", err)
-	}
-	if next == nil {
-		return time.Time{}, false, nil
+	err = s.pool.QueryRow(ctx, `SELECT coalesce($1::bigint, `+dbNow+`), `+first, s.clockArg()).Scan(&now, &next)
+	if err != nil || next == nil {
+		return time.Time{}, false, err
 	}
 	return s.localNow().Add(time.Duration(*next-now) * time.Millisecond).UTC(), true, nil
 }

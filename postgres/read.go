@@ -89,8 +89,7 @@ func (s *Store) List(ctx context.Context, f inbox.Filter) ([]inbox.Event, error)
 func (s *Store) Stats(ctx context.Context) (inbox.Stats, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.busy)
 	defer cancel()
-	st := inbox.Stats{ByStatus: map[inbox.Status]int64{}, ByReason: map[inbox.Reason]int64{},
-		Attempts: map[inbox.Status]int64{}, BySource: map[string]map[inbox.Status]int64{}}
+	st := inbox.NewStats()
 	rows, err := s.pool.Query(ctx, `SELECT source, status, coalesce(reason, ''), count(*), sum(attempts)
 		FROM events GROUP BY source, status, reason`)
 	if err != nil {
@@ -103,15 +102,7 @@ func (s *Store) Stats(ctx context.Context) (inbox.Stats, error) {
 		if err := rows.Scan(&source, &status, &reason, &n, &attempts); err != nil {
 			return inbox.Stats{}, fmt.Errorf("stats: %w", err)
 		}
-		if st.BySource[source] == nil {
-			st.BySource[source] = map[inbox.Status]int64{}
-		}
-		st.BySource[source][inbox.Status(status)] += n
-		st.ByStatus[inbox.Status(status)] += n
-		st.Attempts[inbox.Status(status)] += attempts
-		if reason != "" {
-			st.ByReason[inbox.Reason(reason)] += n
-		}
+		st.Count(source, inbox.Status(status), inbox.Reason(reason), n, attempts)
 	}
 	if err := rows.Err(); err != nil {
 		return inbox.Stats{}, fmt.Errorf("stats: %w", err)
@@ -222,7 +213,8 @@ func (s *Store) Count(ctx context.Context, f inbox.Filter) (int64, error) {
 // ignored. A row parked again (reprocess) counts at its latest parking. It
 // fails only when the database cannot be read.
 func (s *Store) ParkedPerHour(ctx context.Context, f inbox.Filter, end time.Time, hours int) ([]inbox.HourCount, error) {
-	if hours <= 0 {
+	out := inbox.Hours(end, hours)
+	if out == nil {
 		return nil, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.busy)
@@ -230,8 +222,7 @@ func (s *Store) ParkedPerHour(ctx context.Context, f inbox.Filter, end time.Time
 	f.Status, f.Since, f.Before, f.Limit = inbox.StatusParked, time.Time{}, time.Time{}, 0
 	w, args := where(f)
 	hour := time.Hour.Milliseconds()
-	endMs := end.UnixMilli()
-	startMs := endMs - int64(hours)*hour
+	endMs, startMs := end.UnixMilli(), out[0].Start.UnixMilli()
 	n := len(args)
 	// ago is 0 for [end-1h, end), 1 for the hour before, and so on.
 	rows, err := s.pool.Query(ctx, fmt.Sprintf(`SELECT ($%d::bigint - updated_at - 1) / $%d::bigint AS ago, count(*)
@@ -241,18 +232,12 @@ func (s *Store) ParkedPerHour(ctx context.Context, f inbox.Filter, end time.Time
 		return nil, fmt.Errorf("count parked rows per hour: %w", err)
 	}
 	defer rows.Close()
-	out := make([]inbox.HourCount, hours)
-	for i := range out {
-		out[i].Start = fromMillis(startMs).Add(time.Duration(i) * time.Hour)
-	}
 	for rows.Next() {
 		var ago, count int64
 		if err := rows.Scan(&ago, &count); err != nil {
 			return nil, fmt.Errorf("count parked rows per hour: %w", err)
 		}
-		if ago >= 0 && ago < int64(hours) {
-			out[hours-1-int(ago)].Count = count
-		}
+		inbox.CountAgo(out, ago, count)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("count parked rows per hour: %w", err)

@@ -35,9 +35,7 @@ func (s *Store) RecordRefusals(ctx context.Context, refusals []inbox.Refusal) er
 	// Row locks in key order, as deliveries take them.
 	refusals = slices.Clone(refusals)
 	for i := range refusals {
-		if refusals[i].Source == "" {
-			refusals[i].Source = inbox.DefaultSource
-		}
+		refusals[i] = refusals[i].Normalized()
 	}
 	slices.SortFunc(refusals, func(a, b inbox.Refusal) int {
 		if c := strings.Compare(a.Source, b.Source); c != 0 {
@@ -49,10 +47,6 @@ func (s *Store) RecordRefusals(ctx context.Context, refusals []inbox.Refusal) er
 	defer cancel()
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		for _, r := range refusals {
-			last := r.Last
-			if last.Before(r.First) {
-				last = r.First
-			}
 			_, err := tx.Exec(ctx, `INSERT INTO refusals AS r
 				(source, key, job_id, event, first_refused_at, last_refused_at, refusals)
 				SELECT $1, $2, $3, $4, $5, $6, $7 WHERE NOT EXISTS (SELECT 1 FROM events WHERE id = $2)
@@ -63,7 +57,7 @@ func (s *Store) RecordRefusals(ctx context.Context, refusals []inbox.Refusal) er
 					job_id = coalesce(excluded.job_id, r.job_id),
 					event = coalesce(excluded.event, r.event)`,
 				pgText(r.Source), pgText(r.Key), nullable(pgText(r.JobID)), nullable(pgText(r.Event)),
-				r.First.UnixMilli(), last.UnixMilli(), max(r.Count, 1))
+				r.First.UnixMilli(), r.Last.UnixMilli(), r.Count)
 			if err != nil {
 				return fmt.Errorf("record refusal of %s: %w", r.Key, err)
 			}
@@ -185,7 +179,7 @@ func (s *Store) Expect(ctx context.Context, jobs []string, statusURL string, due
 		return nil, fmt.Errorf("expect: %w", err)
 	}
 	for i := range out {
-		out[i].Overdue = out[i].State == inbox.ExpectWaiting && !fromMillis(now).Before(out[i].DueAt)
+		out[i] = out[i].AsOf(fromMillis(now))
 	}
 	return out, nil
 }
@@ -210,9 +204,6 @@ func scanExpectation(row pgx.Row) (inbox.Expectation, error) {
 	if polled != 0 {
 		e.PolledAt = fromMillis(polled)
 	}
-	if e.State != inbox.ExpectWaiting {
-		e.NextPollAt = time.Time{}
-	}
 	return e, nil
 }
 
@@ -233,8 +224,7 @@ func (s *Store) Expected(ctx context.Context, now time.Time, overdue bool) ([]in
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (inbox.Expectation, error) {
 		e, err := scanExpectation(r)
-		e.Overdue = e.State == inbox.ExpectWaiting && !now.Before(e.DueAt)
-		return e, err
+		return e.AsOf(now), err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read expectations: %w", err)
@@ -297,10 +287,6 @@ func (s *Store) ClaimPolls(ctx context.Context, owner string, now, until time.Ti
 	return polls, nil
 }
 
-// maxPollError bounds the error text kept on an expectation, as the SQLite
-// store does.
-const maxPollError = 500
-
 // SettlePolls records the results of polls owner claimed; their At and
 // Next are placed on the store's clock relative to the latest At, as
 // Settle places a dispatcher's times. A result whose claim is gone (the
@@ -315,13 +301,11 @@ func (s *Store) SettlePolls(ctx context.Context, owner string, results []inbox.P
 	if s.readOnly {
 		return 0, errors.New("settle polls: store is read-only")
 	}
+	if err := inbox.CheckPollResults(results); err != nil {
+		return 0, fmt.Errorf("settle polls: %w", err)
+	}
 	var ref time.Time
 	for _, r := range results {
-		switch r.Fate {
-		case inbox.PollAgain, inbox.PollRedelivered, inbox.PollClose:
-		default:
-			return 0, fmt.Errorf("settle polls: settle poll of %s: unknown fate %d", r.Poll.JobID, r.Fate)
-		}
 		if r.At.After(ref) {
 			ref = r.At
 		}
@@ -345,12 +329,8 @@ func (s *Store) SettlePolls(ctx context.Context, owner string, results []inbox.P
 		}
 		at := func(t time.Time) int64 { return now + t.Sub(ref).Milliseconds() }
 		for _, r := range results {
-			errText := r.Error
-			if len(errText) > maxPollError {
-				errText = strings.ToValidUTF8(errText[:maxPollError], "") + "..."
-			}
 			args := []any{r.Poll.Source, r.Poll.JobID, owner, r.Poll.Attempt,
-				at(r.At), nullable(pgText(r.JobStatus)), nullable(pgText(errText))}
+				at(r.At), nullable(pgText(r.JobStatus)), nullable(pgText(r.KeptError()))}
 			set := `lease_owner = NULL, lease_until = NULL, polled_at = $5, job_status = coalesce($6, job_status), last_error = $7`
 			switch r.Fate {
 			case inbox.PollAgain:
@@ -360,12 +340,8 @@ func (s *Store) SettlePolls(ctx context.Context, owner string, results []inbox.P
 				set += `, next_poll_at = $8, redeliveries = redeliveries + 1`
 				args = append(args, at(r.Next))
 			case inbox.PollClose:
-				reason := r.Reason
-				if reason == "" {
-					reason = "closed"
-				}
 				set += `, state = 'closed', reason = $8, settled_at = $5`
-				args = append(args, pgText(reason))
+				args = append(args, pgText(r.CloseReason()))
 			}
 			tag, err := tx.Exec(ctx, `UPDATE expectations SET `+set+
 				` WHERE source = $1 AND job_id = $2 AND lease_owner = $3 AND polls = $4 AND state = 'waiting'`, args...)
@@ -400,19 +376,11 @@ func (s *Store) SettlePolls(ctx context.Context, owner string, results []inbox.P
 // NextPoll returns when the first waiting expectation becomes due, on this
 // process's clock (as NextDue does); ok is false when none waits.
 func (s *Store) NextPoll(ctx context.Context) (at time.Time, ok bool, err error) {
-	ctx, cancel := context.WithTimeout(ctx, s.busy)
-	defer cancel()
-	var next *int64
-	var now int64
-	err = s.pool.QueryRow(ctx, `SELECT min(next_poll_at), coalesce($1::bigint, `+dbNow+`)
-		FROM expectations WHERE state = 'waiting'`, s.clockArg()).Scan(&next, &now)
+	at, ok, err = s.earliest(ctx, `min(next_poll_at) FROM expectations WHERE state = 'waiting'`)
 	if err != nil {
 		return time.Time{}, false, fmt.Errorf("next poll: %w", err)
 	}
-	if next == nil {
-		return time.Time{}, false, nil
-	}
-	return s.localNow().Add(time.Duration(*next-now) * time.Millisecond).UTC(), true, nil
+	return at, ok, nil
 }
 
 // Reconciliation reads the counts at now, in two queries.

@@ -4,14 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strings"
 	"time"
 
 	"inbox/inbox"
 )
-
-// maxPollError bounds the error text kept on an expectation.
-const maxPollError = 500
 
 // Expect records that a delivery of each of Sume's jobs is expected by due,
 // its status read at statusURL ("" for the API's own) when it is late, and
@@ -57,7 +53,7 @@ func (s *Store) Expect(ctx context.Context, jobs []string, statusURL string, due
 		return nil, fmt.Errorf("expect: %w", err)
 	}
 	for i := range out {
-		out[i].Overdue = out[i].State == inbox.ExpectWaiting && !fromMillis(now).Before(out[i].DueAt)
+		out[i] = out[i].AsOf(fromMillis(now))
 	}
 	return out, nil
 }
@@ -81,9 +77,6 @@ func scanExpectation(sc scanner) (inbox.Expectation, error) {
 	}
 	if polled != 0 {
 		e.PolledAt = fromMillis(polled)
-	}
-	if e.State != inbox.ExpectWaiting {
-		e.NextPollAt = time.Time{}
 	}
 	return e, nil
 }
@@ -122,8 +115,7 @@ func (s *Store) Expected(ctx context.Context, now time.Time, overdue bool) ([]in
 		if err != nil {
 			return nil, fmt.Errorf("read expectations: %w", err)
 		}
-		e.Overdue = e.State == inbox.ExpectWaiting && !now.Before(e.DueAt)
-		out = append(out, e)
+		out = append(out, e.AsOf(now))
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read expectations: %w", err)
@@ -180,16 +172,15 @@ func (s *Store) SettlePolls(ctx context.Context, owner string, results []inbox.P
 	if len(results) == 0 {
 		return 0, nil
 	}
+	if err := inbox.CheckPollResults(results); err != nil {
+		return 0, fmt.Errorf("settle polls: %w", err)
+	}
 	var gotStale int
 	err = s.writeOp(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		gotStale = 0
 		for _, r := range results {
-			errText := r.Error
-			if len(errText) > maxPollError {
-				errText = strings.ToValidUTF8(errText[:maxPollError], "") + "..."
-			}
 			set := `lease_owner = NULL, lease_until = NULL, polled_at = ?, job_status = coalesce(?, job_status), last_error = ?`
-			args := []any{millis(r.At), nullable(r.JobStatus), nullable(errText)}
+			args := []any{millis(r.At), nullable(r.JobStatus), nullable(r.KeptError())}
 			switch r.Fate {
 			case inbox.PollAgain:
 				set += `, next_poll_at = ?`
@@ -198,14 +189,8 @@ func (s *Store) SettlePolls(ctx context.Context, owner string, results []inbox.P
 				set += `, next_poll_at = ?, redeliveries = redeliveries + 1`
 				args = append(args, millis(r.Next))
 			case inbox.PollClose:
-				reason := r.Reason
-				if reason == "" {
-					reason = "closed"
-				}
 				set += `, state = 'closed', reason = ?, settled_at = ?`
-				args = append(args, reason, millis(r.At))
-			default:
-				return fmt.Errorf("settle poll of %s: unknown fate %d", r.Poll.JobID, r.Fate)
+				args = append(args, r.CloseReason(), millis(r.At))
 			}
 			res, err := tx.ExecContext(ctx, `UPDATE expectations SET `+set+
 				` WHERE source = ? AND job_id = ? AND lease_owner = ? AND polls = ? AND state = 'waiting'`,

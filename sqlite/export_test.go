@@ -3,6 +3,8 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"math"
+	"slices"
 
 	"inbox/inbox"
 )
@@ -63,7 +65,8 @@ func ReprocessForTest(ctx context.Context, s *Store, sel inbox.Selection, rules 
 	if err != nil {
 		return inbox.ReprocessReport{}, err
 	}
-	plans, err := s.planJobs(ctx, groupJobs(rows), sr)
+	// One batch of every job.
+	plans, err := s.planJobs(ctx, slices.Concat(inbox.Batches(rows, math.MaxInt, math.MaxInt64)...), sr)
 	if err != nil {
 		return inbox.ReprocessReport{}, err
 	}

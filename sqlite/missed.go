@@ -20,14 +20,7 @@ func (s *Store) RecordRefusals(ctx context.Context, refusals []inbox.Refusal) er
 	}
 	err := s.writeOp(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		for _, r := range refusals {
-			if r.Source == "" {
-				r.Source = inbox.DefaultSource
-			}
-			count := max(r.Count, 1)
-			last := r.Last
-			if last.Before(r.First) {
-				last = r.First
-			}
+			r = r.Normalized()
 			// WHERE on the SELECT: SQLite needs it to read the upsert's ON.
 			_, err := tx.ExecContext(ctx, `INSERT INTO refusals
 				(source, key, job_id, event, first_refused_at, last_refused_at, refusals)
@@ -38,7 +31,7 @@ func (s *Store) RecordRefusals(ctx context.Context, refusals []inbox.Refusal) er
 					refusals = refusals + excluded.refusals,
 					job_id = coalesce(excluded.job_id, job_id),
 					event = coalesce(excluded.event, event)`,
-				r.Source, r.Key, nullable(r.JobID), nullable(r.Event), millis(r.First), millis(last), count)
+				r.Source, r.Key, nullable(r.JobID), nullable(r.Event), millis(r.First), millis(r.Last), r.Count)
 			if err != nil {
 				return fmt.Errorf("record refusal of %s: %w", r.Key, err)
 			}

@@ -43,13 +43,13 @@ func (s *Store) ParkedByReason(ctx context.Context, f inbox.Filter) ([]inbox.Rea
 // ignored. A row parked again (reprocess) counts at its latest parking. It
 // fails only when the database cannot be read.
 func (s *Store) ParkedPerHour(ctx context.Context, f inbox.Filter, end time.Time, hours int) ([]inbox.HourCount, error) {
-	if hours <= 0 {
+	out := inbox.Hours(end, hours)
+	if out == nil {
 		return nil, nil
 	}
 	f.Status, f.Since, f.Before, f.Limit = inbox.StatusParked, time.Time{}, time.Time{}, 0
 	where, args := where(f)
-	endMs := millis(end)
-	startMs := endMs - int64(hours)*time.Hour.Milliseconds()
+	endMs, startMs := millis(end), millis(out[0].Start)
 	// ago is 0 for [end-1h, end), 1 for the hour before, and so on.
 	rows, err := s.read.QueryContext(ctx, `SELECT (? - updated_at - 1) / ? AS ago, count(*)
 		FROM events`+where+` AND updated_at >= ? AND updated_at < ? GROUP BY ago`,
@@ -58,18 +58,12 @@ func (s *Store) ParkedPerHour(ctx context.Context, f inbox.Filter, end time.Time
 		return nil, fmt.Errorf("count parked rows per hour: %w", err)
 	}
 	defer rows.Close()
-	out := make([]inbox.HourCount, hours)
-	for i := range out {
-		out[i].Start = fromMillis(startMs).Add(time.Duration(i) * time.Hour)
-	}
 	for rows.Next() {
 		var ago, n int64
 		if err := rows.Scan(&ago, &n); err != nil {
 			return nil, fmt.Errorf("count parked rows per hour: %w", err)
 		}
-		if ago >= 0 && ago < int64(hours) {
-			out[hours-1-int(ago)].Count = n
-		}
+		inbox.CountAgo(out, ago, n)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("count parked rows per hour: %w", err)

@@ -71,8 +71,7 @@ func (s *Store) Purgeable(ctx context.Context, sel inbox.PurgeSelection) (inbox.
 			if err := rows.Scan(&r, &n); err != nil {
 				return rep, fmt.Errorf("count parked rows to purge: %w", err)
 			}
-			rep.DeletedParked[r] = n
-			rep.Deleted[inbox.StatusParked] += n
+			rep.CountDeleted(inbox.PurgeStep{Status: inbox.StatusParked, Reason: r}, n)
 		}
 		if err := rows.Err(); err != nil {
 			return rep, fmt.Errorf("count parked rows to purge: %w", err)
@@ -97,33 +96,16 @@ func (s *Store) Purge(ctx context.Context, sel inbox.PurgeSelection) (inbox.Purg
 	if s.write == nil {
 		return rep, errors.New("purge: store is read-only")
 	}
-	// Parked rows before done rows: a done row goes only once the parked
-	// rows beside it have gone.
-	for _, r := range sel.Reasons {
-		where, args := purgeFilter(inbox.StatusParked, sel.Before, reasons)
-		where, args = where+` AND reason = ?`, append(args, string(r))
+	for _, step := range sel.Steps() {
+		where, args := purgeFilter(step.Status, sel.Before, reasons)
+		if step.Status == inbox.StatusParked {
+			where, args = where+` AND reason = ?`, append(args, string(step.Reason))
+		}
 		for {
 			n, err := s.purgeTx(ctx, where, args)
-			rep.DeletedParked[r] += n
-			rep.Deleted[inbox.StatusParked] += n
+			rep.CountDeleted(step, n)
 			if err != nil {
-				return rep, fmt.Errorf("purge parked %s rows: %w", r, err)
-			}
-			if n < purgeBatch {
-				break
-			}
-		}
-	}
-	for _, st := range []inbox.Status{inbox.StatusIgnored, inbox.StatusDone} {
-		if !slices.Contains(sel.Statuses, st) {
-			continue
-		}
-		where, args := purgeFilter(st, sel.Before, reasons)
-		for {
-			n, err := s.purgeTx(ctx, where, args)
-			rep.Deleted[st] += n
-			if err != nil {
-				return rep, fmt.Errorf("purge %s rows: %w", st, err)
+				return rep, fmt.Errorf("purge %s rows: %w", step, err)
 			}
 			if n < purgeBatch {
 				break
@@ -188,27 +170,15 @@ func (s *Store) purgeTx(ctx context.Context, where string, args []any) (int64, e
 	return n, nil
 }
 
-// checkPurge refuses a selection a purge must never run, and returns its
+// checkPurge refuses a selection a purge must never run
+// (inbox.PurgeSelection.Check, at the store's clock), and returns its
 // reasons as the JSON array the queries take.
 func (s *Store) checkPurge(sel inbox.PurgeSelection) (string, error) {
-	if floor := s.now().Add(-inbox.MinRetention); sel.Before.After(floor) {
-		return "", fmt.Errorf("purge: a retention under %dd would delete rows whose deliveries may still arrive", inbox.MinRetention/(24*time.Hour))
-	}
-	for _, st := range sel.Statuses {
-		switch {
-		case st == inbox.StatusNew:
-			return "", errors.New("purge: new rows are never purged")
-		case st == inbox.StatusParked:
-			return "", errors.New("purge: parked rows are chosen by reason")
-		case !st.Valid():
-			return "", fmt.Errorf("purge: unknown status %q", st)
-		}
+	if err := sel.Check(s.now()); err != nil {
+		return "", err
 	}
 	names := make([]string, len(sel.Reasons))
 	for i, r := range sel.Reasons {
-		if !r.Valid() {
-			return "", fmt.Errorf("purge: unknown reason %q", r)
-		}
 		names[i] = string(r)
 	}
 	b, err := json.Marshal(names)

@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -23,16 +22,14 @@ import (
 //
 // A settlement whose claim is gone (its lease ran out and the row was
 // claimed again, or a person changed the row) changes nothing and is
-// counted in stale. Settle fails, with nothing changed, when the database
-// cannot be written; the settlements can then be given again. When ctx ends
+// counted in stale. Settle fails, with nothing changed, when
+// inbox.CheckSettle refuses the call, or when the database cannot be
+// written; the settlements can then be given again. When ctx ends
 // first, Settle returns its error, yet the transaction may still commit,
 // claims included: pass a ctx that ends only when giving up is right.
 func (s *Store) Settle(ctx context.Context, owner string, settled []inbox.Settlement, claim inbox.Claim) (jobs []inbox.Job, stale int, err error) {
-	if owner == "" {
-		return nil, 0, errors.New("settle: no owner")
-	}
-	if claim.Max > 0 && !claim.Until.After(claim.Now) {
-		return nil, 0, fmt.Errorf("settle: lease until %s is not after %s", claim.Until, claim.Now)
+	if err := inbox.CheckSettle(owner, settled, claim); err != nil {
+		return nil, 0, fmt.Errorf("settle: %w", err)
 	}
 	// The op may still run after ctx is done and writeOp has returned: it
 	// writes only its own variables, read only after it succeeded.
@@ -114,6 +111,8 @@ func settleDone(ctx context.Context, tx *sql.Tx, owner string, batch []inbox.Set
 // owner, and the attempt count the claim left (or Start made) unchanged.
 const claimGuard = ` WHERE id = ? AND status = 'new' AND lease_owner = ? AND attempts = ?`
 
+// settle records st, a settlement inbox.CheckSettle took, unless its claim
+// is gone (false).
 func settle(ctx context.Context, tx *sql.Tx, owner string, st inbox.Settlement) (bool, error) {
 	guard := []any{st.Job.ID, owner, st.Job.HeldAttempts()}
 	var q string
@@ -124,23 +123,14 @@ func settle(ctx context.Context, tx *sql.Tx, owner string, st inbox.Settlement) 
 			attempts = ?`
 		args = []any{millis(st.RetryAt), st.Error, st.Job.Attempt}
 	case inbox.FatePark:
-		if !st.Reason.Valid() {
-			return false, fmt.Errorf("park %s: unknown reason %q", st.Job.ID, st.Reason)
-		}
 		q = `UPDATE events SET status = 'parked', reason = ?, last_error = ?, updated_at = ?,
 			lease_owner = NULL, lease_until = NULL, next_attempt_at = 0, attempts = ?`
 		args = []any{string(st.Reason), st.Error, millis(st.At), st.Job.Attempt}
 	case inbox.FateExhausted:
-		if st.Job.Started() || !st.Reason.Valid() {
-			return false, fmt.Errorf("park %s unattempted: attempt %d started or unknown reason %q", st.Job.ID, st.Job.Attempt, st.Reason)
-		}
 		q = `UPDATE events SET status = 'parked', reason = ?, last_error = ?, updated_at = ?,
 			lease_owner = NULL, lease_until = NULL, next_attempt_at = 0`
 		args = []any{string(st.Reason), st.Error, millis(st.At)}
 	case inbox.FateRelease:
-		if st.Job.Started() {
-			return false, fmt.Errorf("release %s: attempt %d has started", st.Job.ID, st.Job.Attempt)
-		}
 		q = `UPDATE events SET lease_owner = NULL, lease_until = NULL, next_attempt_at = ?`
 		args = []any{millis(st.At)}
 	default:
@@ -200,25 +190,17 @@ func claimRows(ctx context.Context, tx *sql.Tx, owner string, c inbox.Claim) ([]
 // When ctx ends first, Start returns its error, yet the attempts may have
 // been counted.
 func (s *Store) Start(ctx context.Context, owner string, jobs []inbox.Job, now, until time.Time) ([]inbox.Job, error) {
-	if len(jobs) == 0 {
+	todo, err := inbox.Startable(jobs, now, until)
+	if err != nil {
+		return nil, fmt.Errorf("start: %w", err)
+	}
+	if len(todo) == 0 {
 		return nil, nil
-	}
-	if !until.After(now) {
-		return nil, fmt.Errorf("start: lease until %s is not after %s", until, now)
-	}
-	var todo []inbox.Job
-	seen := map[string]bool{}
-	for _, j := range jobs {
-		// A row given twice (two copies of one claim) starts once.
-		if !j.Started() && !seen[j.ID] {
-			seen[j.ID] = true
-			todo = append(todo, j)
-		}
 	}
 	// The op may still run after ctx is done and writeOp has returned: it
 	// writes only its own variable, read only after it succeeded.
 	var counted map[string]bool
-	err := s.writeOp(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	err = s.writeOp(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		counted = map[string]bool{}
 		for from := 0; from < len(todo); from += maxDoneBatch {
 			if err := startBatch(ctx, tx, owner, todo[from:min(from+maxDoneBatch, len(todo))], now, until, counted); err != nil {

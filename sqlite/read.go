@@ -95,8 +95,7 @@ func (s *Store) List(ctx context.Context, f inbox.Filter) ([]inbox.Event, error)
 // Stats reads the counts in one query, so they agree with each other, and
 // the queue at the store's clock in another.
 func (s *Store) Stats(ctx context.Context) (inbox.Stats, error) {
-	st := inbox.Stats{ByStatus: map[inbox.Status]int64{}, ByReason: map[inbox.Reason]int64{}, Attempts: map[inbox.Status]int64{},
-		BySource: map[string]map[inbox.Status]int64{}}
+	st := inbox.NewStats()
 	rows, err := s.read.QueryContext(ctx,
 		`SELECT source, status, COALESCE(reason, ''), count(*), sum(attempts) FROM events GROUP BY source, status, reason`)
 	if err != nil {
@@ -109,15 +108,7 @@ func (s *Store) Stats(ctx context.Context) (inbox.Stats, error) {
 		if err := rows.Scan(&source, &status, &reason, &n, &attempts); err != nil {
 			return inbox.Stats{}, fmt.Errorf("stats: %w", err)
 		}
-		if st.BySource[source] == nil {
-			st.BySource[source] = map[inbox.Status]int64{}
-		}
-		st.BySource[source][inbox.Status(status)] += n
-		st.ByStatus[inbox.Status(status)] += n
-		st.Attempts[inbox.Status(status)] += attempts
-		if reason != "" {
-			st.ByReason[inbox.Reason(reason)] += n
-		}
+		st.Count(source, inbox.Status(status), inbox.Reason(reason), n, attempts)
 	}
 	if err := rows.Err(); err != nil {
 		return inbox.Stats{}, fmt.Errorf("stats: %w", err)
