@@ -11,7 +11,6 @@ import (
 	"inbox/sqlite/sqlitetest"
 )
 
-
 // TestRefusalsRolledBackWithDelivery checks that clearing a refusal is part
 // of the delivery's transaction: a commit that fails keeps the refusal.
 func TestRefusalsRolledBackWithDelivery(t *testing.T) {

@@ -75,4 +75,3 @@ func TestOnCommit(t *testing.T) {
 		t.Errorf("commit sizes add up to %d, want 50", total)
 	}
 }
-

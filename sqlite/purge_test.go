@@ -59,7 +59,6 @@ func reopen(t *testing.T, s *sqlite.Store, now func() time.Time) *sqlite.Store {
 	return sqlitetest.MustOpenPath(t, path, sqlite.Options{Now: now})
 }
 
-
 // TestPurgeKeepsUnfinishedWork: rows whose work is unfinished stay past
 // any retention: new rows, waiting or claimed, and rows the dispatcher
 // parked, until their reason is named.

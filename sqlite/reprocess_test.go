@@ -103,4 +103,3 @@ func TestReprocessSkipsRowsChangedMeanwhile(t *testing.T) {
 		t.Errorf("job_2: %v, want it gone", err)
 	}
 }
-

@@ -124,7 +124,6 @@ func TestReadOnlyRefusesWrites(t *testing.T) {
 	}
 }
 
-
 // TestFailedBatchFailsOnlyItself holds the write lock from another
 // connection so one batch fails, then checks the next one commits.
 func TestFailedBatchFailsOnlyItself(t *testing.T) {
