@@ -46,7 +46,8 @@ bare key for sume: what inbox show takes):
                     the same), INBOX_EVENT, INBOX_ATTEMPT in its environment,
                     without this process's INBOX_* and SUME_* variables, the
                     variables --config's secrets are read from, and any
-                    variable holding a configured secret.
+                    variable holding a configured secret or the password of
+                    a postgres:// --db (and PGPASSWORD).
                     Exit 0 is success; exit 65 (EX_DATAERR) parks the row
                     handler_rejected at once; any other exit, a signal or the
                     --timeout (which kills its whole process group) is retried.
@@ -222,7 +223,8 @@ func newDispatcher(ctx context.Context, cfg dispatchConfig, store dispatch.Store
 // withheld names the secrets an --exec command must not see: every
 // variable a [[source.secret]] of --config names, and the values of every
 // secret configured: the sources', the Sume signing secrets (--secret,
-// SUME_COM_WEBHOOK_SIGNING_SECRET) and the Sume API key. The config is read
+// SUME_COM_WEBHOOK_SIGNING_SECRET), the Sume API key and, on PostgreSQL,
+// the database URL's password (and PGPASSWORD). The config is read
 // as inbox sources reads it, so a secret unset here is no error. It fails
 // when --config cannot be read.
 func withheld(c *cli.Context) (dispatch.Withheld, error) {
@@ -237,6 +239,12 @@ func withheld(c *cli.Context) (dispatch.Withheld, error) {
 	add(c.StringSlice("secret")...)
 	add(strings.Split(os.Getenv("SUME_COM_WEBHOOK_SIGNING_SECRET"), ",")...)
 	add(os.Getenv("SUME_API_KEY"))
+	// The database's password: in --db (INBOX_DB), or where the driver
+	// reads one beside it.
+	if db := c.String("db"); isPostgres(db) {
+		add(dbSecrets(db)...)
+		w.Names = append(w.Names, "PGPASSWORD")
+	}
 	file := c.String("config")
 	if file == "" {
 		return w, nil

@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"net/url"
 	"strings"
 	"time"
 
 	"inbox/admin"
+	"inbox/deploy"
 	"inbox/inbox"
 	"inbox/postgres"
 	"inbox/sqlite"
@@ -33,8 +35,12 @@ func isPostgres(db string) bool {
 // openStore opens the store db names: a postgres:// or postgresql:// URL
 // is PostgreSQL, anything else the path of a SQLite file. It is the one
 // place that knows every store. It fails as the store's Open does, with
-// the error on one line.
+// the error on one line, and refuses a URL that holds the shipped
+// placeholder password.
 func openStore(ctx context.Context, db string, o storeOptions) (inbox.Store, error) {
+	if isPostgres(db) && deploy.Placeholder(db) {
+		return nil, errors.New("INBOX_DB (or --db) holds the placeholder password of the shipped inbox-postgres.env: set it to the inbox role's password")
+	}
 	if !isPostgres(db) {
 		s, err := sqlite.Open(ctx, db, sqlite.Options{
 			Schema:      o.schema,
@@ -77,12 +83,52 @@ func describeDB(db string) string {
 	if !isPostgres(db) {
 		return db
 	}
-	u, err := url.Parse(db)
-	if err != nil {
-		return "postgres://"
+	db, _, _ = strings.Cut(db, "#")
+	db, _, _ = strings.Cut(db, "?")
+	if u, err := url.Parse(db); err == nil {
+		return u.Redacted()
 	}
-	u.RawQuery, u.Fragment = "", ""
-	return u.Redacted()
+	// A URL Go's parser refuses (several hosts, a stray escape) that the
+	// driver may still take: mask what follows the user name by hand.
+	scheme, rest, _ := strings.Cut(db, "://")
+	at := strings.LastIndex(rest, "@")
+	if at < 0 {
+		return scheme + "://" + rest
+	}
+	user, _, hasPassword := strings.Cut(rest[:at], ":")
+	if hasPassword {
+		user += ":xxxxx"
+	}
+	return scheme + "://" + user + rest[at:]
+}
+
+// dbSecrets returns what of a PostgreSQL URL an --exec command must not
+// see: the URL itself and its password (in the user info or the query, as
+// written and decoded), when it has one; nothing for a SQLite path or a URL
+// without a password.
+func dbSecrets(db string) []string {
+	if !isPostgres(db) {
+		return nil
+	}
+	var out []string
+	if _, query, ok := strings.Cut(db, "?"); ok {
+		if q, err := url.ParseQuery(query); err == nil && q.Get("password") != "" {
+			out = append(out, q.Get("password"))
+		}
+	}
+	_, rest, _ := strings.Cut(db, "://")
+	if at := strings.LastIndex(strings.SplitN(rest, "?", 2)[0], "@"); at >= 0 {
+		if _, raw, ok := strings.Cut(rest[:at], ":"); ok && raw != "" {
+			out = append(out, raw)
+			if dec, err := url.PathUnescape(raw); err == nil && dec != raw {
+				out = append(out, dec)
+			}
+		}
+	}
+	if len(out) > 0 {
+		out = append(out, db)
+	}
+	return out
 }
 
 // adminOpener is how the operator's commands open the store --db names:

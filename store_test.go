@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -68,9 +69,27 @@ func TestOpenStorePostgres(t *testing.T) {
 	for db, want := range map[string]string{
 		"postgres://inbox:hunter2@db.internal:5432/inbox?sslmode=require&password=x": "postgres://inbox:xxxxx@db.internal:5432/inbox",
 		"/var/lib/inbox/inbox.db": "/var/lib/inbox/inbox.db",
+		"postgres://inbox:hunter2@db1:5432,db2:5432/inbox?target_session_attrs=read-write": "postgres://inbox:xxxxx@db1:5432,db2:5432/inbox",
+		"postgres://inbox:hun%zzter2@db.internal/inbox":                                    "postgres://inbox:xxxxx@db.internal/inbox",
+		"postgres://inbox@db.internal/inbox?password=hunter2":                              "postgres://inbox@db.internal/inbox",
 	} {
 		if got := describeDB(db); got != want {
 			t.Errorf("describeDB(%q) = %q, want %q", db, got, want)
+		}
+	}
+}
+
+// TestDBSecrets: what an --exec command must not see of --db is the URL
+// and its password as written and decoded, wherever the URL holds it.
+func TestDBSecrets(t *testing.T) {
+	for db, want := range map[string][]string{
+		"postgres://inbox:hunter%402@db/inbox":                     {"hunter%402", "hunter@2", "postgres://inbox:hunter%402@db/inbox"},
+		"postgresql://inbox@db/inbox?sslmode=require&password=pw1": {"pw1", "postgresql://inbox@db/inbox?sslmode=require&password=pw1"},
+		"postgres://inbox@db/inbox":                                nil,
+		"/var/lib/inbox/inbox.db":                                  nil,
+	} {
+		if got := dbSecrets(db); !slices.Equal(got, want) {
+			t.Errorf("dbSecrets(%q) = %q, want %q", db, got, want)
 		}
 	}
 }

@@ -53,7 +53,8 @@ Examples:
 			defer opened.Close()
 			store, ok := opened.(Backuper)
 			if !ok {
-				return fmt.Errorf("backup: --db %s is not a SQLite database: back up this store with its own tools (PostgreSQL: pg_dump)", c.String("db"))
+				// Not the URL: it may hold the password.
+				return errors.New("backup: --db is not a SQLite database: back up this store with its own tools (PostgreSQL: pg_dump)")
 			}
 			// Before the check for an existing PATH, whose error suggests
 			// --force: over the live database that would corrupt it.

@@ -78,6 +78,16 @@ func migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
+	// A schema already current needs nothing, and no CREATE: a role with
+	// only SELECT, INSERT, UPDATE and DELETE on the tables opens it.
+	switch have, err := schemaVersion(ctx, pool); {
+	case err != nil:
+		return fmt.Errorf("migrate: read the schema's version: %w", err)
+	case have > len(ms):
+		return fmt.Errorf("migrate: the database's schema is version %d, newer than this inbox knows (%d): run a newer inbox", have, len(ms))
+	case have == len(ms):
+		return nil
+	}
 	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		var schema *string
 		if err := tx.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
@@ -115,15 +125,9 @@ func migrate(ctx context.Context, pool *pgxpool.Pool) error {
 // reads; a read-only store cannot upgrade it.
 func checkVersion(ctx context.Context, pool *pgxpool.Pool) error {
 	want := SchemaVersion()
-	var have int
-	var table *string
-	if err := pool.QueryRow(ctx, `SELECT to_regclass('inbox_migrations')::text`).Scan(&table); err != nil {
+	have, err := schemaVersion(ctx, pool)
+	if err != nil {
 		return err
-	}
-	if table != nil {
-		if err := pool.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM inbox_migrations`).Scan(&have); err != nil {
-			return err
-		}
 	}
 	switch {
 	case have < want:
@@ -132,4 +136,22 @@ func checkVersion(ctx context.Context, pool *pgxpool.Pool) error {
 		return fmt.Errorf("the database's schema is version %d, newer than this inbox knows (%d): run a newer inbox", have, want)
 	}
 	return nil
+}
+
+// schemaVersion reads the version of the schema the session writes to
+// (the first of its search_path that exists), 0 when it has no migrations
+// table. It needs no privilege but SELECT on that table.
+func schemaVersion(ctx context.Context, pool *pgxpool.Pool) (int, error) {
+	var table *string
+	if err := pool.QueryRow(ctx, `SELECT to_regclass(quote_ident(current_schema()) || '.inbox_migrations')::text`).Scan(&table); err != nil {
+		return 0, err
+	}
+	if table == nil {
+		return 0, nil // no schema of the search_path exists either: migrate says so
+	}
+	var have int
+	if err := pool.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM `+*table).Scan(&have); err != nil {
+		return 0, err
+	}
+	return have, nil
 }

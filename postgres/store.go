@@ -85,8 +85,9 @@ type Store struct {
 // connection string; its search_path chooses the schema), applies the
 // migrations it lacks (or, read-only, checks that none is lacking) and
 // starts the writer. It fails when the URL does not parse, the database
-// cannot be reached within the busy timeout, a migration fails, or a
-// read-only store finds an older schema.
+// cannot be reached within the busy timeout, a writable session's
+// synchronous_commit is off or local, a migration fails, or a read-only
+// store finds an older schema.
 func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if opts.BusyTimeout <= 0 {
 		opts.BusyTimeout = DefaultBusyTimeout
@@ -136,7 +137,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	}
 	if opts.ReadOnly {
 		err = checkVersion(octx, pool)
-	} else {
+	} else if err = checkDurable(octx, pool); err == nil {
 		err = migrate(octx, pool)
 	}
 	if err != nil {
@@ -157,6 +158,27 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		go s.runWriter()
 	}
 	return s, nil
+}
+
+// checkDurable refuses a session whose COMMIT returns before the commit is
+// durable where it must be: synchronous_commit off returns before the WAL
+// reaches the primary's disk, local before it reaches a synchronous
+// standby's. A 204 is sent once COMMIT returns, so either would answer
+// deliveries a crash or a failover then loses. The setting may come from
+// the URL, the role, the database or the server; SHOW reads what the
+// session got.
+func checkDurable(ctx context.Context, pool *pgxpool.Pool) error {
+	var sc string
+	if err := pool.QueryRow(ctx, `SHOW synchronous_commit`).Scan(&sc); err != nil {
+		return fmt.Errorf("read synchronous_commit: %w", err)
+	}
+	switch strings.ToLower(sc) {
+	case "off":
+		return errors.New("synchronous_commit is off for this session (set in the URL, the role, the database or the server): COMMIT would return before the WAL is on disk, and a 204 must mean committed: set it to on")
+	case "local":
+		return errors.New("synchronous_commit is local for this session (set in the URL, the role, the database or the server): COMMIT would not wait for the synchronous standby, and a 204 must mean committed where a failover goes: set it to on")
+	}
+	return nil
 }
 
 // staleProbe is how old a probe row is when Open deletes it: its replica

@@ -1,0 +1,275 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// pgDatabase returns INBOX_TEST_DATABASE_URL, or skips the test (fails it
+// with INBOX_REQUIRE_POSTGRES=1) when it is not set.
+func pgDatabase(t testing.TB) string {
+	t.Helper()
+	base := os.Getenv("INBOX_TEST_DATABASE_URL")
+	if base == "" {
+		if os.Getenv("INBOX_REQUIRE_POSTGRES") == "1" {
+			t.Fatal("INBOX_REQUIRE_POSTGRES=1 but INBOX_TEST_DATABASE_URL is not set")
+		}
+		t.Skip("no PostgreSQL: run with INBOX_TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
+	}
+	if u, err := url.Parse(base); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		t.Fatal("INBOX_TEST_DATABASE_URL is not a postgres:// URL")
+	}
+	return base
+}
+
+// pgSchema makes a new, empty schema in the test database, dropped when
+// the test ends, and returns the URL that reaches it: the database's URL
+// with options=-csearch_path=<schema>, as the binary, psql and pg_dump all
+// take it.
+func pgSchema(t testing.TB) string {
+	t.Helper()
+	base := pgDatabase(t)
+	b := make([]byte, 6)
+	rand.Read(b)
+	schema := "e2e_" + hex.EncodeToString(b)
+	pgExec(t, base, `CREATE SCHEMA `+schema)
+	t.Cleanup(func() { pgExec(t, base, `DROP SCHEMA `+schema+` CASCADE`) })
+	u, _ := url.Parse(base)
+	q := u.Query()
+	q.Set("options", "-csearch_path="+schema)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// pgExec runs one statement on a connection of its own.
+func pgExec(t testing.TB, dsn, sql string, args ...any) {
+	t.Helper()
+	conn := pgConnect(t, dsn)
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(context.Background(), sql, args...); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+// pgConnect opens a connection to dsn, closed when the test ends.
+func pgConnect(t testing.TB, dsn string) *pgx.Conn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatalf("connect to the test database: %v", err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
+// withUser returns dsn with user and password in its user info.
+func withUser(dsn, user, password string) string {
+	u, _ := url.Parse(dsn)
+	u.User = url.UserPassword(user, password)
+	return u.String()
+}
+
+// startInbox runs the binary with env added to this process's and args as
+// given, in its own process group, and waits until it logs that it listens
+// on every endpoint it serves: webhooks (the server's url) unless it is a
+// dispatcher, and admin when --admin-addr is among args. It is killed when
+// the test ends if still running.
+func startInbox(t testing.TB, env []string, args ...string) *server {
+	t.Helper()
+	cmd := exec.Command(binary(t), args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Env = append(os.Environ(), env...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	s := &server{cmd: cmd, logs: &syncBuffer{}, done: make(chan struct{})}
+	listening := make(chan [2]string, 2)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			line := sc.Text()
+			s.logs.Write([]byte(line + "\n"))
+			var m struct{ Message, Addr, Serves string }
+			if json.Unmarshal([]byte(line), &m) == nil && m.Message == "listening" {
+				listening <- [2]string{m.Serves, "http://" + m.Addr}
+			}
+		}
+		s.err = cmd.Wait()
+		close(s.done)
+	}()
+	t.Cleanup(func() {
+		s.signal(syscall.SIGKILL)
+		<-s.done
+	})
+	wantWeb, wantAdmin := args[0] == "serve", false
+	for _, a := range args {
+		wantAdmin = wantAdmin || a == "--admin-addr"
+	}
+	timeout := time.After(20 * time.Second)
+	for (wantWeb && s.url == "") || (wantAdmin && s.admin == "") {
+		select {
+		case l := <-listening:
+			switch l[0] {
+			case "webhooks":
+				s.url = l[1] + "/webhooks/sume"
+				if !wantAdmin {
+					s.admin = l[1]
+				}
+			case "admin":
+				s.admin = l[1]
+			}
+		case <-s.done:
+			t.Fatalf("%s exited at start: %v\n%s", args[0], s.err, s.logs)
+		case <-timeout:
+			t.Fatalf("%s did not start:\n%s", args[0], s.logs)
+		}
+	}
+	return s
+}
+
+// pgProxy relays TCP connections from a loopback port to PostgreSQL, and
+// can cut them (every connection closed, new ones closed at once, as a
+// database that went down), stall them (connections held open, nothing
+// relayed, as a network that went away), and restore them.
+type pgProxy struct {
+	target string
+	addr   string
+	ln     net.Listener
+
+	mu    sync.Mutex
+	mode  string // "relay", "cut" or "stall"
+	conns map[net.Conn]bool
+}
+
+func startPGProxy(t testing.TB, dsn string) (*pgProxy, string) {
+	t.Helper()
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := u.Host
+	if u.Port() == "" {
+		target += ":5432"
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &pgProxy{target: target, addr: ln.Addr().String(), ln: ln, mode: "relay", conns: map[net.Conn]bool{}}
+	go p.accept()
+	t.Cleanup(func() {
+		ln.Close()
+		p.closeAll()
+	})
+	u.Host = p.addr
+	return p, u.String()
+}
+
+func (p *pgProxy) accept() {
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		mode := p.mode
+		if mode != "cut" {
+			p.conns[c] = true
+		}
+		p.mu.Unlock()
+		switch mode {
+		case "cut":
+			c.Close()
+			continue
+		case "stall":
+			continue // held open, never answered
+		}
+		up, err := net.Dial("tcp", p.target)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		p.mu.Lock()
+		p.conns[up] = true
+		p.mu.Unlock()
+		go p.relay(up, c)
+		go p.relay(c, up)
+	}
+}
+
+// relay copies src to dst, dropping what it reads unless relaying.
+func (p *pgProxy) relay(dst, src net.Conn) {
+	defer dst.Close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		p.mu.Lock()
+		relaying := p.mode == "relay"
+		p.mu.Unlock()
+		if n > 0 && relaying {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				src.Close()
+			}
+			return
+		}
+	}
+}
+
+func (p *pgProxy) closeAll() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		c.Close()
+	}
+	clear(p.conns)
+}
+
+// cut closes every connection, and every new one at once.
+func (p *pgProxy) cut() {
+	p.mu.Lock()
+	p.mode = "cut"
+	p.mu.Unlock()
+	p.closeAll()
+}
+
+// stall keeps every connection open and relays nothing.
+func (p *pgProxy) stall() {
+	p.mu.Lock()
+	p.mode = "stall"
+	p.mu.Unlock()
+}
+
+// restore relays again; connections held while stalled are closed, as a
+// network that comes back finds them reset.
+func (p *pgProxy) restore() {
+	p.closeAll()
+	p.mu.Lock()
+	p.mode = "relay"
+	p.mu.Unlock()
+}
