@@ -299,7 +299,7 @@ Examples:
 			admin.DBFlag(),
 			admin.ConfigFlag("serve's TOML file of [[source]] tables: with --exec, the variables its secrets are read from are kept from the command"),
 			&cli.StringFlag{Name: "admin-addr", Usage: "listen address for /healthz, /readyz and /metrics (the inbox_dispatch_* counters); empty: none", EnvVars: []string{"INBOX_DISPATCH_ADMIN_ADDR"}},
-			&cli.DurationFlag{Name: "busy-timeout", Value: inbox.DefaultBusyTimeout, Usage: "how long a write waits for serve's lock", EnvVars: []string{"INBOX_BUSY_TIMEOUT"}},
+			admin.BusyTimeoutFlag("how long a write waits for serve's lock"),
 			logLevelFlag(),
 		}, append(dispatchFlags(), reconcileFlags()...)...),
 		Action: func(c *cli.Context) error {

@@ -7,7 +7,6 @@ package admin
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -142,12 +141,33 @@ func dryRunFlag() *cli.BoolFlag {
 }
 
 func busyTimeoutFlag() *cli.DurationFlag {
+	return BusyTimeoutFlag("how long a write waits for the lock serve or another command holds")
+}
+
+// BusyTimeoutFlag is --busy-timeout (INBOX_BUSY_TIMEOUT) for a command
+// that writes beside serve, refusing a value the store could not honour:
+// zero, negative, or under the millisecond SQLite counts in (which would
+// be no wait at all), from the command line or the environment alike.
+func BusyTimeoutFlag(usage string) *cli.DurationFlag {
 	return &cli.DurationFlag{
 		Name:    "busy-timeout",
 		Value:   inbox.DefaultBusyTimeout,
-		Usage:   "how long a write waits for the lock serve or another command holds",
+		Usage:   usage + " (500ms, 3s, 1m)",
 		EnvVars: []string{"INBOX_BUSY_TIMEOUT"},
+		Action: func(_ *cli.Context, d time.Duration) error {
+			return CheckBusyTimeout(d)
+		},
 	}
+}
+
+// CheckBusyTimeout refuses a busy timeout under a millisecond: SQLite
+// counts it in whole milliseconds, and 0 means a write never waits for
+// serve's lock, while the store would take a negative one for its default.
+func CheckBusyTimeout(d time.Duration) error {
+	if d < time.Millisecond {
+		return fmt.Errorf("--busy-timeout %s: want a positive duration of at least 1ms, such as 3s", d)
+	}
+	return nil
 }
 
 // args returns the command's arguments. A flag after them is refused:
@@ -183,10 +203,11 @@ func openWrite(c *cli.Context, open Opener) (inbox.Store, error) {
 	return open(c.Context, c.String("db"), Access{Write: true, BusyTimeout: c.Duration("busy-timeout")})
 }
 
-// printRows prints vals as JSON lines with --json, exactly as stored, else
-// as an aligned table: head (cells separated by tabs), then the cells of
-// each value, each through cell, so no stored text can drive the terminal
-// or widen the table without bound.
+// printRows prints vals as JSON lines with --json, exactly as stored (see
+// printJSONLines), else as an aligned table: head (cells separated by
+// tabs), then the cells of each value, each through cell, so no stored text
+// can drive the terminal or widen the table without bound; the id and key
+// columns (wholeColumns) through idCell, escaped but never cut.
 func printRows[T any](c *cli.Context, vals []T, head string, cells func(T) []string) error {
 	w := c.App.Writer
 	if c.Bool("json") {
@@ -194,11 +215,24 @@ func printRows[T any](c *cli.Context, vals []T, head string, cells func(T) []str
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, head)
+	names := strings.Split(head, "\t")
 	for _, v := range vals {
-		fmt.Fprintln(tw, tableLine(cells(v)...))
+		row := cells(v)
+		for i, s := range row {
+			if i < len(names) && wholeColumns[names[i]] {
+				row[i] = idCell(s)
+			} else {
+				row[i] = cell(s)
+			}
+		}
+		fmt.Fprintln(tw, strings.Join(row, "\t"))
 	}
 	return tw.Flush()
 }
+
+// wholeColumns are the columns that hold a row id or a key, which a table
+// prints whole (see idCell): cut, it is no id that show or expect finds.
+var wholeColumns = map[string]bool{"ID": true, "KEY": true, "JOB": true}
 
 // tableLine joins cells with tabs for a tabwriter, each through cell.
 func tableLine(cells ...string) string {
@@ -208,11 +242,11 @@ func tableLine(cells ...string) string {
 	return strings.Join(cells, "\t")
 }
 
-// printJSONLines writes each value as one line of JSON.
+// printJSONLines writes each value as one line of JSON, exact for strings
+// that are not UTF-8 (see encodeExact).
 func printJSONLines[T any](w io.Writer, vals []T) error {
-	enc := json.NewEncoder(w)
 	for _, v := range vals {
-		if err := enc.Encode(v); err != nil {
+		if err := encodeExact(w, v); err != nil {
 			return err
 		}
 	}

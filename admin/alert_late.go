@@ -40,11 +40,11 @@ func (l late) empty() bool { return len(l.missed) == 0 && len(l.overdue) == 0 }
 func (l late) print(w io.Writer) {
 	for _, m := range l.missed {
 		fmt.Fprintf(w, "missed %s\t%s refused %d times, first %s, not delivered since\t(inbox missed; inbox redeliver --missed)\n",
-			cell(m.Key), cell(m.Source), m.Count, formatTime(m.First))
+			idCell(m.Key), cell(m.Source), m.Count, formatTime(m.First))
 	}
 	for _, e := range l.overdue {
 		fmt.Fprintf(w, "overdue %s\texpected by %s, %d polls, %d redeliveries\t(inbox expected --overdue)\n",
-			cell(e.JobID), formatTime(e.DueAt), e.Polls, e.Redeliveries)
+			idCell(e.JobID), formatTime(e.DueAt), e.Polls, e.Redeliveries)
 	}
 }
 

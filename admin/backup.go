@@ -23,9 +23,12 @@ under a temporary name, checked with integrity_check, fsynced and only then
 renamed to PATH, so PATH is never a partial copy. An existing PATH is
 refused unless --force. PATH may never be the live database or its -wal,
 -shm or -journal file, however it is spelled (a link, another path to the
-folder), --force or not. Prints the rows copied.
+folder), --force or not. A database with a second name (a hard link) is
+refused, as every command refuses it: SQLite finds the -wal by the name
+opened. Prints the rows copied.
 
-To restore: stop serve, replace the database with the copy, delete the old
+To restore: stop serve (never copy over the live file: serve would go on
+writing into it), replace the database with the copy, delete the old
 database's -wal and -shm files, start serve.
 
 Examples:

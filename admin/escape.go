@@ -8,8 +8,9 @@ import (
 )
 
 // maxCell is how many characters a table cell shows, escapes counted as
-// printed: a sha256: row id (71) fits whole; a longer field (a 10 KB event
-// name) is cut, and --json or show has it whole.
+// printed: a longer field (a 10 KB event name) is cut, and --json or show
+// has it whole. Ids and keys are never cut (idCell): another source's
+// sha256: id is longer than this, and a cut one finds nothing.
 const maxCell = 72
 
 // cutMark ends a cell that was cut.
@@ -69,3 +70,10 @@ func cell(s string) string {
 	}
 	return b.String() + cutMark
 }
+
+// idCell is a row id or a key as a table or a message shows it: escaped as
+// cell escapes, never cut, so what is printed is what show, expect and
+// redeliver take. Ids are bounded where they are made (a job id of at most
+// 200 bytes, a source name, or a sha256: key), so a whole one cannot
+// widen a table without bound.
+func idCell(s string) string { return escapeControls(s, "") }

@@ -18,8 +18,9 @@ func listCommand(open Opener) *cli.Command {
 all): when there are more, it says so on stderr ("100 of 2,345 rows; --limit
 0 for all"), so a script's stdout holds rows only. A Sume row's id is its key
 (the job_id); another source's is <source>/<key>. The table escapes control
-and bidi characters and cuts a field longer than 72 characters with "…";
---json holds every field whole.
+and bidi characters and cuts a field longer than 72 characters with "…",
+never an id; --json holds every field whole (one not UTF-8 also as
+<field>_base64, its exact bytes).
 
 Examples:
    inbox list

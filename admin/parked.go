@@ -21,11 +21,12 @@ func parkedCommand(open Opener) *cli.Command {
 id, source, reason, event, size, received time and deliveries. With --group-by reason,
 one line per reason with its count and the oldest and newest receipt.
 With --per-hour, a chart of how many rows were parked in each hour (UTC) of
-the last --since (48h unless given; at most 31d), by when they were parked:
+the last --since (whole hours, 48h unless given; at most 31d), by when they were parked:
 on receipt, or when the dispatcher gave up on them. Rows should not keep
 arriving here: "inbox alert --parked-every-hour 24h" mails when they did in
 every hour for a day. The table escapes control and bidi characters and cuts
-a field longer than 72 characters with "…"; --json holds every field whole.
+a field longer than 72 characters with "…", never an id; --json holds every
+field whole (one not UTF-8 also as <field>_base64).
 
 Examples:
    inbox parked
@@ -112,11 +113,13 @@ func parkedPerHour(c *cli.Context, open Opener, f inbox.Filter, since time.Durat
 		return errors.New("--per-hour and --group-by: choose one")
 	}
 	hours := chartHours
-	if since > 0 {
-		hours = int((since + time.Hour - 1) / time.Hour)
-	}
-	if hours > maxChartHours {
-		return fmt.Errorf("--since %s with --per-hour: at most %dd (%d hours)", formatDuration(since), maxChartHours/24, maxChartHours)
+	// Whole hours, as alert --parked-every-hour takes them: a chart of
+	// 90m would show two hours, and say it covered more than was asked.
+	if c.IsSet("since") {
+		if since < time.Hour || since%time.Hour != 0 || since > maxChartHours*time.Hour {
+			return fmt.Errorf("--since %s with --per-hour: want whole hours from 1h to %dd, such as 24h or 2d", formatDuration(since), maxChartHours/24)
+		}
+		hours = int(since / time.Hour)
 	}
 	store, err := openRead(c, open)
 	if err != nil {

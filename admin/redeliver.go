@@ -140,11 +140,11 @@ type redeliverResult struct {
 func (r redeliverResult) line(dryRun bool) string {
 	switch {
 	case dryRun:
-		return "would redeliver " + cell(r.JobID)
+		return "would redeliver " + idCell(r.JobID)
 	case r.OK:
-		return "redelivered " + cell(r.JobID)
+		return "redelivered " + idCell(r.JobID)
 	default:
-		return fmt.Sprintf("failed %s: %s", cell(r.JobID), escapeControls(r.Error, ""))
+		return fmt.Sprintf("failed %s: %s", idCell(r.JobID), escapeControls(r.Error, ""))
 	}
 }
 

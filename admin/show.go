@@ -66,7 +66,7 @@ Examples:
 			}
 			w := c.App.Writer
 			if c.Bool("json") {
-				return json.NewEncoder(w).Encode(showJSON(e))
+				return encodeExact(w, showJSON(e))
 			}
 			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 			for _, f := range []struct{ name, value string }{

@@ -8,6 +8,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"inbox/deploy"
 	"inbox/inbox"
 	"inbox/scheme"
 )
@@ -32,7 +33,7 @@ func sourcesCommand(open Opener) *cli.Command {
 position in the file (without --config: the one Sume source serve runs
 without it, its secrets read from SUME_COM_WEBHOOK_SIGNING_SECRET as serve
 reads them, comma-separated, and its path from INBOX_PATH), its state (live; expired; invalid when its value is
-not in its scheme's form; or unset when its variable
+not in its scheme's form or is a placeholder of the shipped files; or unset when its variable
 is not in this environment), a fingerprint (the first 8 hex of the sha256 of
 its key; never the secret), its expiry and when it last verified a delivery,
 as serve records it (at most a minute late). It runs without the secrets:
@@ -104,8 +105,9 @@ const sumeSecretEnv = "SUME_COM_WEBHOOK_SIGNING_SECRET"
 // envSumeSource describes the one Sume source serve runs without --config:
 // its path from INBOX_PATH (serve's --path), its secrets from
 // SUME_COM_WEBHOOK_SIGNING_SECRET split at commas and trimmed, as serve's
-// flag reads them. An empty one among them, which serve refuses, is
-// invalid; with the variable unset there is one secret, unset.
+// flag reads them. An empty one among them, or a placeholder of the
+// shipped files, both of which serve refuses, is invalid; with the
+// variable unset there is one secret, unset.
 func envSumeSource(getenv func(string) string) Source {
 	src := Source{Name: inbox.DefaultSource, Path: getenv("INBOX_PATH"), Scheme: scheme.Sume{}}
 	if src.Path == "" {
@@ -118,7 +120,7 @@ func envSumeSource(getenv func(string) string) Source {
 	}
 	for _, v := range strings.Split(val, ",") {
 		e := SecretEntry{Env: sumeSecretEnv}
-		if v = strings.TrimSpace(v); v == "" {
+		if v = strings.TrimSpace(v); v == "" || deploy.Placeholder(v) {
 			e.Invalid = true
 		} else {
 			e.Key = []byte(v)

@@ -3,6 +3,8 @@ package dispatch
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -14,7 +16,6 @@ import (
 	"time"
 
 	"inbox/inbox"
-	"inbox/scheme"
 )
 
 // ExitReject is the exit status with which a command says a job must never
@@ -59,9 +60,12 @@ type Withheld struct {
 	// [[source.secret]] tables read (env = ...).
 	Names []string
 	// Secrets are the configured secrets themselves, as written or as
-	// keys: a variable whose value is one, or holds one of minContained
-	// bytes or more, or is whsec_ and the base64 of one, is withheld,
-	// whatever its name.
+	// keys. A variable is withheld, whatever its name, when its value, or
+	// its value percent-decoded (a password in a URL), is or holds any form
+	// of one (see secretForms): the secret, a whsec_ secret's base64 body
+	// and its key, and each of those in standard or URL-safe base64, padded
+	// or not, and in hex of either case. A form shorter than minContained
+	// bytes withholds only a value equal to it.
 	Secrets []string
 }
 
@@ -79,11 +83,12 @@ func NewExec(command string, w Withheld) (*Exec, error) {
 
 // filter returns the entries of environ a command may see.
 func (w Withheld) filter(environ []string) []string {
+	forms := secretForms(w.Secrets)
 	var env []string
 	for _, kv := range environ {
 		name, value, _ := strings.Cut(kv, "=")
 		if strings.HasPrefix(name, "INBOX_") || strings.HasPrefix(name, "SUME_") ||
-			slices.Contains(w.Names, name) || w.holdsSecret(value) {
+			slices.Contains(w.Names, name) || holdsSecret(value, forms) {
 			continue
 		}
 		env = append(env, kv)
@@ -91,25 +96,109 @@ func (w Withheld) filter(environ []string) []string {
 	return env
 }
 
-// holdsSecret reports whether value is, holds or encodes a secret of w.
-func (w Withheld) holdsSecret(value string) bool {
-	trimmed := strings.TrimSpace(value)
-	var key string
-	if strings.HasPrefix(trimmed, "whsec_") {
-		if k, err := scheme.StandardKey(trimmed); err == nil {
-			key = string(k)
+// secretForms returns every form of each secret a variable may carry it
+// in: the secret as given; for a whsec_ secret, the base64 after the
+// prefix (libraries accept it so) and the key it decodes to, whichever of
+// the four base64 alphabets and paddings it was written in; and each of
+// those encoded in standard and URL-safe base64, padded and not, and in
+// lower- and uppercase hex. Empty forms are left out.
+func secretForms(secrets []string) map[string]bool {
+	forms := map[string]bool{}
+	for _, s := range secrets {
+		bases := []string{s}
+		if body, ok := strings.CutPrefix(strings.TrimSpace(s), "whsec_"); ok {
+			bases = append(bases, body)
+			if key, ok := decodeBase64(body); ok {
+				bases = append(bases, string(key))
+			}
+		}
+		for _, b := range bases {
+			if b == "" {
+				continue
+			}
+			for _, f := range []string{
+				b,
+				base64.StdEncoding.EncodeToString([]byte(b)),
+				base64.RawStdEncoding.EncodeToString([]byte(b)),
+				base64.URLEncoding.EncodeToString([]byte(b)),
+				base64.RawURLEncoding.EncodeToString([]byte(b)),
+				hex.EncodeToString([]byte(b)),
+				strings.ToUpper(hex.EncodeToString([]byte(b))),
+			} {
+				forms[f] = true
+			}
 		}
 	}
-	for _, s := range w.Secrets {
-		switch {
-		case s == "":
-		case value == s, trimmed == s, key == s:
+	return forms
+}
+
+// decodeBase64 decodes s in whichever of the standard and URL-safe
+// alphabets, padded or not, it is written in.
+func decodeBase64(s string) ([]byte, bool) {
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
+		if b, err := enc.DecodeString(s); err == nil && len(b) > 0 {
+			return b, true
+		}
+	}
+	return nil, false
+}
+
+// holdsSecret reports whether value is or holds one of forms: as it is,
+// trimmed, whsec_-decoded, or percent-decoded (up to three times, for a
+// password in a URL encoded twice).
+func holdsSecret(value string, forms map[string]bool) bool {
+	if len(forms) == 0 {
+		return false
+	}
+	candidates := []string{value, strings.TrimSpace(value)}
+	if body, ok := strings.CutPrefix(strings.TrimSpace(value), "whsec_"); ok {
+		if key, ok := decodeBase64(body); ok {
+			candidates = append(candidates, string(key))
+		}
+	}
+	for v, i := value, 0; i < 3; i++ {
+		d := percentDecode(v)
+		if d == v {
+			break
+		}
+		candidates = append(candidates, d, strings.TrimSpace(d))
+		v = d
+	}
+	for _, v := range candidates {
+		if forms[v] {
 			return true
-		case len(s) >= minContained && strings.Contains(value, s):
-			return true
+		}
+		for f := range forms {
+			if len(f) >= minContained && strings.Contains(v, f) {
+				return true
+			}
 		}
 	}
 	return false
+}
+
+// percentDecode replaces each %XX of s (two hex digits) by its byte and
+// leaves everything else, a lone % too, as it is: unlike url.PathUnescape
+// it never fails, so one stray % cannot hide a secret beside it.
+func percentDecode(s string) string {
+	if !strings.Contains(s, "%") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '%' && i+2 < len(s) && isHex(s[i+1]) && isHex(s[i+2]) {
+			v, _ := hex.DecodeString(s[i+1 : i+3])
+			b.WriteByte(v[0])
+			i += 2
+			continue
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+func isHex(c byte) bool {
+	return ('0' <= c && c <= '9') || ('a' <= c && c <= 'f') || ('A' <= c && c <= 'F')
 }
 
 // Deliver runs the command for j in a process group of its own, killed

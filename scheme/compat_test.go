@@ -116,8 +116,9 @@ func TestSvixHeaderNames(t *testing.T) {
 }
 
 // TestStripeOtherSchemes checks that entries of schemes other than v1 are
-// skipped, as Stripe's documentation says, while every v1 entry is still
-// tried and one is required.
+// skipped, as Stripe's documentation says and its libraries do (with
+// entries that are no scheme at all, and malformed v1s), while every
+// well-formed v1 entry is still tried and one is required.
 func TestStripeOtherSchemes(t *testing.T) {
 	st := scheme.Stripe{Tolerance: 5 * time.Minute}
 	body := []byte(stripeBody)
@@ -130,6 +131,16 @@ func TestStripeOtherSchemes(t *testing.T) {
 		"t=1700000000,v1=" + wrong + ",v3=x,v1=" + stripeMAC,
 		"t=1700000000,v1=" + stripeMAC + ",v1=" + wrong,
 		"t=1700000000,ed25519=abc,v1=" + stripeMAC,
+		// What stripe-node's generateTestHeaderString makes and its
+		// verifyHeader accepts: unknown names in any case, entries without
+		// "=", empty ones, a malformed v1 beside the good one.
+		"t=1700000000,V1=abc,v1=" + stripeMAC,
+		"t=1700000000,foo,v1=" + stripeMAC,
+		"t=1700000000,,v1=" + stripeMAC,
+		",t=1700000000,v1=" + stripeMAC + ",",
+		"t=1700000000,v1=abcd,v1=" + stripeMAC,
+		"t=1700000000,v1=,v1=" + strings.ToUpper(stripeMAC) + ",v1=" + stripeMAC,
+		"t=1700000000,v1=" + stripeMAC + "=,v1=" + stripeMAC,
 	} {
 		if _, err := st.Verify(header(scheme.HeaderStripeSignature, h), body, secrets(other, stripeSecret), stripeNow); err != nil {
 			t.Errorf("%s: %v, want verified", h, err)
@@ -138,8 +149,11 @@ func TestStripeOtherSchemes(t *testing.T) {
 	for h, want := range map[string]error{
 		"t=1700000000,v2=" + stripeMAC:                  scheme.ErrNoSignature,
 		"t=1700000000,v2=" + stripeMAC + ",v1=" + wrong: scheme.ErrMismatch,
-		"t=1700000000,V1=" + stripeMAC:                  scheme.ErrMalformedSignature,
+		"t=1700000000,V1=" + stripeMAC:                  scheme.ErrNoSignature,
 		"t=1700000000,v1=" + stripeMAC[:63] + ",v2=1":   scheme.ErrMalformedSignature,
+		"t=1700000000,v1=abcd,v1=" + wrong:              scheme.ErrMismatch,
+		"t=1700000000,foo,,V1=" + stripeMAC:             scheme.ErrNoSignature,
+		"foo,v1=" + stripeMAC:                           scheme.ErrBadTimestamp,
 	} {
 		_, err := st.Verify(header(scheme.HeaderStripeSignature, h), body, secrets(stripeSecret), stripeNow)
 		if !errors.Is(err, want) {

@@ -10,12 +10,15 @@ import (
 const HeaderStripeSignature = "Stripe-Signature"
 
 // Stripe is Stripe's scheme: one Stripe-Signature header of comma-separated
-// <scheme>=<value> entries, exactly one t=<canonical integer> and at least
-// one v1=<64 lowercase hex> (several during a secret roll), every one of
-// them compared. Entries of any other scheme (v0, test mode's, or a v2 yet
-// to come) are skipped, as Stripe's documentation says to do. The MAC is an
-// HMAC-SHA256 of "<t>.<body>" keyed by the whole whsec_ secret, and t must
-// be within Tolerance either way.
+// <scheme>=<value> entries, read as Stripe's own libraries (stripe-node,
+// stripe-go) read it: exactly one t=<canonical integer> and at least one
+// v1=<64 lowercase hex> (several during a secret roll), every one of them
+// compared. Every other entry is skipped: another scheme (v0, test mode's,
+// or a v2 yet to come), a name in another case (V1), an entry without "=",
+// an empty one; and so is a v1 that is not 64 lowercase hex, which could
+// match no MAC, so a malformed v1 beside a good one does not refuse the
+// good one. The MAC is an HMAC-SHA256 of "<t>.<body>" keyed by the whole
+// whsec_ secret, and t must be within Tolerance either way.
 type Stripe struct {
 	Tolerance time.Duration
 }
@@ -23,7 +26,9 @@ type Stripe struct {
 // Name returns "stripe".
 func (Stripe) Name() string { return "stripe" }
 
-// Verify checks the header's form, freshness and the MAC.
+// Verify checks the header's form, freshness and the MAC. Two t entries
+// are refused (which one was signed?), where Stripe's libraries would take
+// the last.
 func (s Stripe) Verify(h http.Header, body []byte, secrets []Secret, now time.Time) (Verified, error) {
 	header, ok := single(h, HeaderStripeSignature)
 	if !ok || header == "" {
@@ -32,11 +37,9 @@ func (s Stripe) Verify(h http.Header, body []byte, secrets []Secret, now time.Ti
 	var t string
 	var ts int64
 	var macs [][]byte
+	malformed := false
 	for entry := range strings.SplitSeq(header, ",") {
-		k, v, ok := strings.Cut(entry, "=")
-		if !ok || !schemeName(k) {
-			return Verified{}, ErrMalformedSignature
-		}
+		k, v, _ := strings.Cut(entry, "=")
 		switch k {
 		case "t":
 			var err error
@@ -48,16 +51,19 @@ func (s Stripe) Verify(h http.Header, body []byte, secrets []Secret, now time.Ti
 			}
 			t = v
 		case "v1":
-			mac, ok := lowerHexMAC(v)
-			if !ok {
-				return Verified{}, ErrMalformedSignature
+			if mac, ok := lowerHexMAC(v); ok {
+				macs = append(macs, mac)
+			} else {
+				malformed = true
 			}
-			macs = append(macs, mac)
 		default:
-			// Another scheme: not ours to check, and no reason to refuse.
+			// Not ours to check, and no reason to refuse.
 		}
 	}
 	if len(macs) == 0 {
+		if malformed {
+			return Verified{}, ErrMalformedSignature
+		}
 		return Verified{}, ErrNoSignature
 	}
 	if t == "" {
@@ -73,18 +79,6 @@ func (s Stripe) Verify(h http.Header, body []byte, secrets []Secret, now time.Ti
 		return Verified{}, err
 	}
 	return Verified{TS: ts, Signed: true, Secret: i}, nil
-}
-
-// schemeName reports whether k can name an entry of Stripe-Signature:
-// lowercase letters and digits, as t, v0 and v1 are. A space or an empty
-// name is a malformed header, not another scheme.
-func schemeName(k string) bool {
-	for i := 0; i < len(k); i++ {
-		if c := k[i]; (c < 'a' || c > 'z') && (c < '0' || c > '9') {
-			return false
-		}
-	}
-	return k != ""
 }
 
 // SignStripe returns a Stripe-Signature header value for body at ts, one v1

@@ -74,12 +74,18 @@ var liveSuffixes = []string{"", "-wal", "-shm", "-journal"}
 // it is none of them, or when there is no database at db. SQLite names the
 // -wal and -shm after the database's real path, links resolved, so that is
 // the path compared. It fails when db or target's folder cannot be looked
-// at.
+// at, or when db has more than one hard link (see oneName): then no name's
+// -wal is surely the live one.
 func LiveFile(db, target string) (string, error) {
 	real, err := filepath.EvalSymlinks(db)
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", nil
 	} else if err != nil {
+		return "", err
+	}
+	// Under another name SQLite would look for another -wal: which files
+	// are live depends on the name each process opened (see oneName).
+	if err := oneName(real); err != nil {
 		return "", err
 	}
 	// The same file, whatever its name: the target exists and is (or links

@@ -91,7 +91,8 @@ type Store struct {
 // Open opens (and unless opts.MustExist, creates) the inbox at path, checks
 // that WAL and synchronous FULL are in force, upgrades a database made by an
 // earlier version (see migrate) and applies opts.Schema. It fails if the
-// file cannot be created or opened, is not a database, or the pragmas do not
+// file cannot be created or opened, has more than one hard link (see
+// oneName), is not a database, or the pragmas do not
 // take; read-only, also when the database needs the upgrade.
 func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if path == "" || strings.ContainsAny(path, "?#") {
@@ -109,12 +110,15 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if err := createFile(path, opts.MustExist || opts.ReadOnly); err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
+	if err := oneName(path); err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
 	s := &Store{path: path, now: opts.Now, maxBatch: opts.MaxBatch, busy: opts.BusyTimeout, onCommit: opts.OnCommit}
 
 	var err error
 	if !opts.ReadOnly {
 		s.guard = &guard{}
-		if err := s.guard.watch(path, "the database"); err != nil {
+		if err := s.guard.watchDatabase(path); err != nil {
 			return nil, fmt.Errorf("open store: %w", err)
 		}
 		if s.write, err = openWriter(ctx, path, opts, s.guard); err != nil {
@@ -365,6 +369,8 @@ func (s *Store) closeDBs() error {
 	if s.read != nil {
 		errs = append(errs, s.read.Close())
 	}
+	// Last: its descriptor's close would drop SQLite's locks.
+	errs = append(errs, s.guard.close())
 	return errors.Join(errs...)
 }
 
