@@ -328,8 +328,8 @@ const answerMargin = time.Second
 // could not be written before the write deadline: the sender would see a
 // reset connection rather than a Retry-After.
 func checkBusyTimeout(busy, writeTimeout time.Duration) error {
-	if busy <= 0 {
-		return fmt.Errorf("--busy-timeout must be positive, got %s", busy)
+	if err := admin.CheckBusyTimeout(busy); err != nil {
+		return err
 	}
 	if most := writeTimeout - answerMargin; busy > most {
 		return fmt.Errorf("--busy-timeout %s: a delivery that waits that long for the lock gets its 503 after the %s write deadline (--read-timeout + 1s); want at most %s, or a longer --read-timeout", busy, writeTimeout, most)

@@ -91,6 +91,8 @@ func TestParseServeRefuses(t *testing.T) {
 		{"s", []string{"--body-timeout", "0s"}, "--body-timeout"},
 		{"s", []string{"--max-in-flight", "0"}, "--max-in-flight"},
 		{"s", []string{"--busy-timeout", "9s"}, "--busy-timeout"},
+		{"s", []string{"--busy-timeout", "1ns"}, "at least 1ms"},
+		{"s", []string{"--busy-timeout", "-1s"}, "at least 1ms"},
 		{"s", []string{"--max-body-memory", "4MiB"}, "--max-body-memory"},
 		{"s", []string{"--poll-every", "0s"}, "--poll-every"},
 		{"s", []string{"--forward-url", "http://127.0.0.1:1/", "--exec", "cat"}, "one destination only"},
