@@ -73,13 +73,27 @@ func (s *Store) send(ctx context.Context, req *putRequest) putResult {
 	case <-waiting.C:
 		return putResult{err: fmt.Errorf("%w: waited %s for the writer, which waits for it too", errLocked, s.busy)}
 	}
+	// Taken by the writer: its lock wait ends at req.deadline, and its
+	// commit should follow at once. A commit that hangs (an fsync stuck on
+	// a failing disk) must not hold the caller past the busy timeout's
+	// promise: the answer is then an error, although the commit may still
+	// land later (the sender's retry is a counted repeat).
+	hung := time.NewTimer(time.Until(req.deadline) + commitGrace)
+	defer hung.Stop()
 	select {
 	case r := <-req.done:
 		return r
 	case <-ctx.Done():
 		return putResult{err: ctx.Err()}
+	case <-hung.C:
+		return putResult{err: fmt.Errorf("the commit has not returned %s after the busy timeout: still running", commitGrace)}
 	}
 }
+
+// commitGrace is how long past its busy timeout a request waits for the
+// commit that carries it: the receiver's 503 arrives within the busy
+// timeout and half a second.
+const commitGrace = 400 * time.Millisecond
 
 // runWriter owns the write connection until Close. It takes the first
 // waiting delivery, adds whatever else is already waiting (up to maxBatch,

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"inbox/inbox"
 	"inbox/sqlite"
@@ -46,5 +47,29 @@ func TestWriteOpIsolated(t *testing.T) {
 	}
 	if st.ByStatus[inbox.StatusNew] != 50 {
 		t.Errorf("%d rows, want 50: a failed op's delete survived", st.ByStatus[inbox.StatusNew])
+	}
+}
+
+// TestHungCommitAnswersInTime runs a write that takes far longer than the
+// busy timeout (as a commit stuck on a failing disk would): whoever waits
+// on that transaction gets an error within the busy timeout and half a
+// second, not when the write ends.
+func TestHungCommitAnswersInTime(t *testing.T) {
+	const busy = 200 * time.Millisecond
+	s := sqlitetest.MustOpen(t, sqlite.Options{BusyTimeout: busy})
+	release := make(chan struct{})
+	defer close(release)
+	start := time.Now()
+	err := sqlite.WriteOpForTest(s, func(ctx context.Context, tx *sql.Tx) error {
+		select {
+		case <-release:
+		case <-time.After(5 * time.Second):
+		}
+		return nil
+	})
+	took := time.Since(start)
+	t.Logf("hung write answered after %v: %v", took.Round(time.Millisecond), err)
+	if err == nil || took > busy+500*time.Millisecond {
+		t.Errorf("after %v: %v; want an error within %v", took, err, busy+500*time.Millisecond)
 	}
 }
