@@ -13,6 +13,7 @@
 //	go run ./bench -pin -rounds 3
 //	go run ./bench -repeat 0.5 -rounds 3
 //	go run ./bench -postgres postgres://postgres@127.0.0.1:5432/test?sslmode=disable -rounds 3
+//	go run ./bench -prefill 5000000 -order inbox
 //
 // With -postgres it also runs inbox on PostgreSQL (serve --db postgres://...),
 // two inbox replicas on that one database with the load split across both,
@@ -34,6 +35,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -91,6 +93,7 @@ type config struct {
 	pin         bool
 	pins        pinning // where -pin runs each side, once chosen
 	postgres    string  // the database of the PostgreSQL receivers; "" runs none
+	prefill     int64   // rows inbox's SQLite database holds before each run
 	notes       []string
 }
 
@@ -113,6 +116,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		"given, inbox also runs with every delivery new in each round, and its rate is reported against that")
 	fs.StringVar(&cfg.postgres, "postgres", os.Getenv("INBOX_BENCH_POSTGRES"), "a postgres:// URL (env INBOX_BENCH_POSTGRES): also run "+
 		strings.Join(postgresNames(), ", ")+" on it,\neach on a schema of its own, dropped after")
+	prefillEnv, prefillEnvErr := envInt("INBOX_BENCH_PREFILL")
+	fs.Int64Var(&cfg.prefill, "prefill", prefillEnv, "rows inbox's SQLite database already holds when each of its runs starts (env INBOX_BENCH_PREFILL),\n"+
+		"stored through SQL before serve starts: the check that a full inbox takes deliveries as fast as an empty one (e.g. -prefill 5000000)")
 	fs.BoolVar(&cfg.pin, "pin", false, "pin each receiver to one CPU and the load generator to another (needs two CPUs, Linux):\n"+
 		"the fair way to compare CPU per delivery on a small machine")
 	fs.Usage = func() {
@@ -127,6 +133,8 @@ the CPU time each receiver and the load generator use per delivery.
   go run ./bench -repeat 0.5 -rounds 3 one delivery in two a repeat, against all new
   go run ./bench -postgres 'postgres://postgres@127.0.0.1:5432/test?sslmode=disable' -rounds 3
                                        inbox on PostgreSQL, one and two replicas, and commit-each-pg too
+  go run ./bench -prefill 5000000 -order inbox
+                                       inbox on a database that already holds 5 million rows
 
 Flags:`)
 		fs.PrintDefaults()
@@ -136,6 +144,11 @@ Flags:`)
 	}
 	if fs.NArg() > 0 {
 		return config{}, fmt.Errorf("unexpected arguments %q (see -help)", fs.Args())
+	}
+	prefillGiven := false
+	fs.Visit(func(f *flag.Flag) { prefillGiven = prefillGiven || f.Name == "prefill" })
+	if prefillEnvErr != nil && !prefillGiven {
+		return config{}, prefillEnvErr
 	}
 	switch {
 	case cfg.conns < 1 || cfg.conns > 1024:
@@ -152,6 +165,8 @@ Flags:`)
 		return config{}, fmt.Errorf("-max-requests %d: want at least 1", cfg.maxRequests)
 	case !(cfg.repeat >= 0 && cfg.repeat < 1):
 		return config{}, fmt.Errorf("-repeat %v: want at least 0 and less than 1 (a share of deliveries)", cfg.repeat)
+	case cfg.prefill < 0 || cfg.prefill > maxPrefill:
+		return config{}, fmt.Errorf("-prefill %d: want 0 to %d rows", cfg.prefill, maxPrefill)
 	}
 	fs.Visit(func(f *flag.Flag) {
 		if f.Name == "repeat" && cfg.repeat > 0 {
@@ -230,6 +245,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	var template string
+	if cfg.prefill > 0 && slices.ContainsFunc(specs, func(s receiverSpec) bool { return s.prefill }) {
+		fmt.Fprintf(stderr, "bench: pre-filling a database with %d rows\n", cfg.prefill)
+		start := time.Now()
+		if template, err = prefillTemplate(ctx, dir, cfg.prefill, cfg.bodySize); err != nil {
+			return err
+		}
+		fi, err := os.Stat(template)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "prefill: inbox's database holds %d done rows (%d-byte bodies, %.1f GiB) when each of its runs starts; made in %s\n",
+			cfg.prefill, cfg.bodySize, float64(fi.Size())/(1<<30), time.Since(start).Round(time.Second))
+	}
 	for _, n := range cfg.notes {
 		fmt.Fprintf(stdout, "note:    %s\n", n)
 	}
@@ -255,7 +284,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		for _, spec := range specs {
 			fmt.Fprintf(stderr, "bench: round %d of %d: %s: %s warmup + %s at %d connections\n",
 				round, cfg.rounds, spec.name, cfg.warmup, cfg.duration, cfg.conns)
-			res, err := measure(ctx, spec, cfg, secret, env, dir)
+			res, err := measure(ctx, spec, cfg, secret, env, dir, template)
 			if err != nil {
 				switch {
 				case errors.Is(err, context.DeadlineExceeded):
@@ -303,6 +332,9 @@ type receiverSpec struct {
 	// replicas is how many copies run at once on the one database, each
 	// on its own address, the load split across them; 0 is one.
 	replicas int
+	// prefill: it starts on a copy of the -prefill database (inbox on
+	// SQLite).
+	prefill bool
 }
 
 // receiverSpecs builds inbox when it is to run, and describes each receiver.
@@ -357,9 +389,9 @@ func receiverSpecs(ctx context.Context, cfg *config, dir string, stderr io.Write
 			if err != nil {
 				return nil, err
 			}
-			specs = append(specs, receiverSpec{name: name, table: "events", argv: argv, repeat: cfg.repeat})
+			specs = append(specs, receiverSpec{name: name, table: "events", argv: argv, repeat: cfg.repeat, prefill: true})
 			if cfg.allNew {
-				specs = append(specs, receiverSpec{name: nameInboxAllNew, table: "events", argv: argv})
+				specs = append(specs, receiverSpec{name: nameInboxAllNew, table: "events", argv: argv, prefill: true})
 			}
 		case storeNothing:
 			specs = append(specs, receiverSpec{name: name, repeat: cfg.repeat, argv: func(addr, db string) []string {
@@ -439,10 +471,11 @@ type result struct {
 	pinnedTo, loadPinnedTo []int
 }
 
-// measure starts one receiver (all its replicas) on a fresh database,
-// loads it, and stops it. The receiver is stopped on every path out, and
-// its database removed.
-func measure(ctx context.Context, spec receiverSpec, cfg config, secret string, env []string, dir string) (result, error) {
+// measure starts one receiver (all its replicas) on a fresh database, or
+// on a copy of template when it is set and the receiver takes one, loads
+// it, and stops it. The receiver is stopped on every path out, and its
+// database removed.
+func measure(ctx context.Context, spec receiverSpec, cfg config, secret string, env []string, dir, template string) (result, error) {
 	runID, err := randomHex(4)
 	if err != nil {
 		return result{}, err
@@ -457,6 +490,11 @@ func measure(ctx context.Context, spec receiverSpec, cfg config, secret string, 
 		db = schema.url()
 	} else {
 		defer removeDB(db)
+		if spec.prefill && template != "" {
+			if err := copyDB(template, db); err != nil {
+				return result{}, fmt.Errorf("copy the pre-filled database: %w", err)
+			}
+		}
 	}
 	cpu := -1
 	if cfg.pin {
@@ -579,6 +617,9 @@ func measure(ctx context.Context, spec receiverSpec, cfg config, secret string, 
 		if res.rows, err = countRows(ctx, db, spec.table); err != nil {
 			return result{}, err
 		}
+		if spec.prefill && template != "" {
+			res.rows -= cfg.prefill // the run's own rows, beside its acked new ones
+		}
 	}
 	return res, nil
 }
@@ -625,6 +666,20 @@ func countRows(ctx context.Context, path, table string) (int64, error) {
 	// table is one of this program's constants, never input.
 	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM "+table).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count rows in %s: %w", path, err)
+	}
+	return n, nil
+}
+
+// envInt reads an integer setting from the environment variable name: 0
+// when it is unset.
+func envInt(name string) (int64, error) {
+	v := os.Getenv(name)
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%s=%q: want a number of rows", name, v)
 	}
 	return n, nil
 }

@@ -77,3 +77,37 @@ func TestReceiverSpecsAllNew(t *testing.T) {
 		t.Errorf("with inbox, %d runs a round, want 3 (inbox-all-new too)", n)
 	}
 }
+
+func TestParseFlagsPrefill(t *testing.T) {
+	for _, tc := range []struct {
+		args    []string
+		env     string
+		want    int64
+		wantErr string
+	}{
+		{want: 0},
+		{args: []string{"-prefill", "5000000"}, want: 5_000_000},
+		{env: "1000", want: 1000},
+		{args: []string{"-prefill", "7"}, env: "junk", want: 7}, // the flag wins
+		{env: "junk", wantErr: "INBOX_BENCH_PREFILL"},
+		{args: []string{"-prefill", "-1"}, wantErr: "-prefill -1"},
+		{args: []string{"-prefill", "60000000"}, wantErr: "-prefill 60000000"},
+	} {
+		t.Run(strings.Join(tc.args, " ")+" env="+tc.env, func(t *testing.T) {
+			t.Setenv("INBOX_BENCH_PREFILL", tc.env)
+			cfg, err := parseFlags(tc.args, io.Discard)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err %v, want one with %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.prefill != tc.want {
+				t.Errorf("prefill %d, want %d", cfg.prefill, tc.want)
+			}
+		})
+	}
+}

@@ -3,7 +3,6 @@ package inbox
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"slices"
 	"strings"
 	"unicode"
@@ -189,22 +188,22 @@ func classifyBody(body []byte, r Rules) Delivery {
 	d := newDelivery(body)
 
 	// Fields by their exact names, as the provider writes them and as the
-	// application will read them: decoding into a tagged struct would also
-	// take "JOB_ID" or "Job_Id" for job_id. Only an object decodes into a
-	// map (a bare null leaves it nil); a repeated key keeps its last value,
-	// as most JSON readers do.
-	var doc map[string]json.RawMessage
-	if json.Unmarshal(body, &doc) != nil || doc == nil {
+	// application will read them: "JOB_ID" or "Job_Id" is not job_id. Only
+	// an object is read (a bare null is not); a repeated key keeps its last
+	// value, as most JSON readers do. One pass reads the fields and checks
+	// the rest of the body is JSON.
+	f, ok := readSume(body)
+	if !ok {
 		return d.park(ReasonUnparseable)
 	}
-	d.Event = jsonString(doc["event"])
-	d.JobStatus = jsonString(doc["status"])
+	d.Event = f.event
+	d.JobStatus = f.status
 
 	if d.Event == EventTest {
 		d.Status = StatusIgnored
 		return d
 	}
-	d.JobID = jsonString(doc["job_id"])
+	d.JobID = f.jobID
 	if !usableJobID(d.JobID) {
 		d.JobID = ""
 		return d.park(ReasonMissingJobID)
@@ -213,12 +212,10 @@ func classifyBody(body []byte, r Rules) Delivery {
 	if !slices.Contains(r.Events, d.Event) {
 		return d.park(ReasonUnknownEvent)
 	}
-	var errObj map[string]json.RawMessage
-	if json.Unmarshal(doc["error"], &errObj) == nil &&
-		jsonString(errObj["code"]) == "payload_too_large" && isNull(doc["payload"]) {
-		d.ResultURL = jsonString(doc["result_url"])
+	if f.errCode == "payload_too_large" && f.payloadNull {
+		d.ResultURL = f.resultURL
 		if d.ResultURL == "" {
-			d.ResultURL = jsonString(errObj["result_url"])
+			d.ResultURL = f.errResultURL
 		}
 		return d.park(ReasonPayloadTooLarge)
 	}
@@ -233,22 +230,6 @@ func (d Delivery) park(reason Reason) Delivery {
 	d.Status = StatusParked
 	d.Reason = reason
 	return d
-}
-
-// jsonString returns raw's value when it is a JSON string, else "".
-func jsonString(raw json.RawMessage) string {
-	if len(raw) == 0 || raw[0] != '"' {
-		return ""
-	}
-	var s string
-	if json.Unmarshal(raw, &s) != nil {
-		return ""
-	}
-	return s
-}
-
-func isNull(raw json.RawMessage) bool {
-	return len(raw) == 0 || string(raw) == "null"
 }
 
 func usableJobID(id string) bool {

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -79,10 +81,71 @@ func (m *Metrics) Answered(source string) func(outcome, reason string, status in
 	for _, outcome := range []string{"store_error", "overloaded"} {
 		m.deliveries.WithLabelValues(source, outcome, "")
 	}
+	var seen answers
 	return func(outcome, reason string, status int, took time.Duration) {
-		m.deliveries.WithLabelValues(source, outcome, reason).Inc()
-		m.duration.WithLabelValues(strconv.Itoa(status)).Observe(took.Seconds())
+		k := answerKey{outcome: outcome, reason: reason, status: status}
+		s, ok := seen.get(k)
+		if !ok {
+			s = answerSeries{
+				count:    m.deliveries.WithLabelValues(source, outcome, reason),
+				duration: m.duration.WithLabelValues(strconv.Itoa(status)),
+			}
+			seen.add(k, s)
+		}
+		s.count.Inc()
+		s.duration.Observe(took.Seconds())
 	}
+}
+
+// maxAnswers bounds the answers whose series Answered keeps at hand; the
+// outcomes, reasons and statuses are few, so the bound is never met in
+// practice, and past it the series are looked up as before.
+const maxAnswers = 256
+
+type answerKey struct {
+	outcome, reason string
+	status          int
+}
+
+type answerSeries struct {
+	count    prometheus.Counter
+	duration prometheus.Observer
+}
+
+// answers keeps the series of the answers seen, so that recording one
+// neither hashes its label values nor allocates. Readers never lock: the
+// map is replaced whole, with the new answer added, the few times one is
+// first seen.
+type answers struct {
+	mu sync.Mutex // serializes add
+	m  atomic.Pointer[map[answerKey]answerSeries]
+}
+
+func (a *answers) get(k answerKey) (answerSeries, bool) {
+	m := a.m.Load()
+	if m == nil {
+		return answerSeries{}, false
+	}
+	s, ok := (*m)[k]
+	return s, ok
+}
+
+func (a *answers) add(k answerKey, s answerSeries) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var old map[answerKey]answerSeries
+	if p := a.m.Load(); p != nil {
+		old = *p
+	}
+	if _, ok := old[k]; ok || len(old) >= maxAnswers {
+		return
+	}
+	m := make(map[answerKey]answerSeries, len(old)+1)
+	for k, v := range old {
+		m[k] = v
+	}
+	m[k] = s
+	a.m.Store(&m)
 }
 
 // Skewed returns what records how far past its signed timestamp a verified

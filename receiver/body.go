@@ -40,7 +40,13 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64, timeout time.
 			return nil, errBodyMemory
 		}
 	}
-	buf, err := res.grow(nil, int(min(end, firstRead)))
+	first := min(end, firstRead)
+	if r.ContentLength >= 0 && end <= wholeBody {
+		// A small declared body, as nearly every delivery is, is read into
+		// one buffer rather than grown into two or three.
+		first = end
+	}
+	buf, err := res.grow(nil, int(first))
 	if err != nil {
 		return nil, err
 	}

@@ -223,3 +223,38 @@ func TestBodyPaceWithinReadTimeout(t *testing.T) {
 		t.Error("a body cut at the read timeout was stored")
 	}
 }
+
+// TestReadBodyOneBuffer reads small bodies of declared length, as nearly
+// every delivery is: each is read into one buffer of its length (and the
+// byte that sees its end), not grown into two or three, and the budget
+// holds just that.
+func TestReadBodyOneBuffer(t *testing.T) {
+	for _, n := range []int{0, 1, firstRead, 1024, wholeBody - 1} {
+		body := strings.Repeat("x", n)
+		src := strings.NewReader(body)
+		r := httptest.NewRequest(http.MethodPost, "/webhooks/sume", nil)
+		r.Body, r.ContentLength = io.NopCloser(src), int64(n)
+		budget := NewBudget(DefaultBodyMemory)
+		w := httptest.NewRecorder()
+		var got []byte
+		allocs := testing.AllocsPerRun(50, func() {
+			src.Reset(body)
+			held := reservation{budget: budget}
+			b, err := readBody(w, r, 4<<20, 0, &held)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if used := budget.Used(); used != int64(cap(b)) {
+				t.Fatalf("budget holds %d, want the buffer's %d", used, cap(b))
+			}
+			got = b
+			held.release()
+		})
+		if string(got) != body || cap(got) != n+1 {
+			t.Errorf("%d bytes: read %d into a buffer of %d, want them in one of %d", n, len(got), cap(got), n+1)
+		}
+		if allocs > 1 {
+			t.Errorf("%d bytes: %.0f allocations, want 1", n, allocs)
+		}
+	}
+}

@@ -22,6 +22,11 @@ const smallBody = 64 << 10
 // as the bytes arrive.
 const firstRead = 512
 
+// wholeBody is the largest declared length whose buffer is made whole at
+// once: such a body holds at most this much before it arrives, and is read
+// without growing.
+const wholeBody = 8 << 10
+
 // errBodyMemory is a body the Budget cannot take: the answer is 503, as
 // for requests beyond MaxInFlight.
 var errBodyMemory = errors.New("bodies being received hold the whole body memory")

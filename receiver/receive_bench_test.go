@@ -65,3 +65,19 @@ func BenchmarkReceive(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkReadBody reads a 1 KiB body of declared length, as most
+// deliveries are. Run: go test -run '^$' -bench ReadBody -benchmem ./receiver
+func BenchmarkReadBody(b *testing.B) {
+	body := strings.Repeat("x", 1024)
+	budget := NewBudget(DefaultBodyMemory)
+	w := httptest.NewRecorder()
+	for b.Loop() {
+		r := httptest.NewRequest(http.MethodPost, "/webhooks/sume", strings.NewReader(body))
+		held := reservation{budget: budget}
+		if _, err := readBody(w, r, 4<<20, 0, &held); err != nil {
+			b.Fatal(err)
+		}
+		held.release()
+	}
+}

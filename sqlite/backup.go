@@ -26,7 +26,7 @@ func (s *Store) Backup(ctx context.Context, path string) (int64, error) {
 	}
 	// A connection of its own: the read pool is query_only, which refuses
 	// VACUUM INTO even though the source is only read.
-	db, err := openPool(s.path, busyDSN(s.busy).Encode(), 1, nil)
+	db, err := openPool(s.path, busyDSN(s.busy).Encode(), 1, nil, nil)
 	if err != nil {
 		return 0, fmt.Errorf("backup: %w", err)
 	}

@@ -82,3 +82,7 @@ var (
 
 // WhereForTest is the WHERE clause List and ParkedByReason use for f.
 func WhereForTest(f inbox.Filter) (string, []any) { return where(f) }
+
+// ParsedForTest returns how many statements the write connection has run
+// from their text rather than prepared.
+func ParsedForTest(s *Store) int64 { return s.parsed.n.Load() }

@@ -180,6 +180,9 @@ func (g *guard) last() error {
 type guardedConnector struct {
 	base driver.Connector
 	g    *guard
+	// parsed, when set, counts the statements the connections run from
+	// their text rather than prepared.
+	parsed *parseCounter
 }
 
 func (c *guardedConnector) Driver() driver.Driver { return c.base.Driver() }
@@ -209,7 +212,7 @@ func (c *guardedConnector) Connect(ctx context.Context) (driver.Conn, error) {
 			return 0
 		})
 	}
-	return &guardedConn{sqliteConn: inner, g: c.g}, nil
+	return &guardedConn{sqliteConn: inner, g: c.g, parsed: c.parsed}, nil
 }
 
 // sqliteConn is every interface the driver's connections implement that
@@ -228,7 +231,24 @@ type sqliteConn interface {
 
 type guardedConn struct {
 	sqliteConn
-	g *guard
+	g      *guard
+	parsed *parseCounter // nil: not counted
+}
+
+// ExecContext runs a statement from its text, counted in parsed.
+func (c *guardedConn) ExecContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Result, error) {
+	if c.parsed != nil {
+		c.parsed.n.Add(1)
+	}
+	return c.sqliteConn.ExecContext(ctx, q, args)
+}
+
+// QueryContext runs a query from its text, counted in parsed.
+func (c *guardedConn) QueryContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Rows, error) {
+	if c.parsed != nil {
+		c.parsed.n.Add(1)
+	}
+	return c.sqliteConn.QueryContext(ctx, q, args)
 }
 
 // Unwrap returns the driver's connection (sqlite.Limit looks through

@@ -92,25 +92,36 @@ func (s *Store) hasTable(ctx context.Context, name string) (bool, error) {
 // settleArrivals runs in the writer's transaction, after the batch's
 // deliveries: each one clears its key's refusal and settles its job's
 // waiting expectation as done, so a key is never both stored and missing.
-// It costs one query per batch while there is nothing to settle (or the
-// database predates those tables: the admin commands open it without the
-// schema).
-func settleArrivals(ctx context.Context, tx *sql.Tx, batch []*putRequest, now int64) error {
-	var pending bool
-	err := tx.QueryRowContext(ctx, `SELECT coalesce((SELECT count(*) = 2 FROM sqlite_master
-		WHERE type = 'table' AND name IN ('refusals', 'expectations')), 0)`).Scan(&pending)
+// While there is nothing to settle it costs one prepared query per batch.
+// A database that had no refusals or expectations table at open (the admin
+// commands open it without the schema) is looked at for them in each
+// commit, and settled with statements parsed for it, once they appear.
+func settleArrivals(ctx context.Context, st *txStmts, batch []*putRequest, now int64) error {
+	pending := st.get(stmtPending)
+	var clear, settle execer
+	if pending != nil {
+		clear, settle = st.get(stmtClearRefusal), st.get(stmtSettleExpectation)
+	} else {
+		var tables bool
+		if err := st.tx.QueryRowContext(ctx, settleTablesSQL).Scan(&tables); err != nil {
+			return fmt.Errorf("settle arrivals: %w", err)
+		}
+		if !tables {
+			return nil
+		}
+		clear, settle = textExec{st.tx, clearRefusalSQL}, textExec{st.tx, settleExpectationSQL}
+	}
+	var waiting bool
+	var err error
+	if pending != nil {
+		err = pending.QueryRowContext(ctx).Scan(&waiting)
+	} else {
+		err = st.tx.QueryRowContext(ctx, pendingSQL).Scan(&waiting)
+	}
 	if err != nil {
 		return fmt.Errorf("settle arrivals: %w", err)
 	}
-	if !pending {
-		return nil
-	}
-	err = tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM refusals)
-		OR EXISTS (SELECT 1 FROM expectations WHERE state = 'waiting')`).Scan(&pending)
-	if err != nil {
-		return fmt.Errorf("settle arrivals: %w", err)
-	}
-	if !pending {
+	if !waiting {
 		return nil
 	}
 	for _, req := range batch {
@@ -118,16 +129,13 @@ func settleArrivals(ctx context.Context, tx *sql.Tx, batch []*putRequest, now in
 			continue
 		}
 		d := req.d
-		if _, err := tx.ExecContext(ctx, `DELETE FROM refusals WHERE source = ? AND key = ?`, inbox.SourceOf(d), d.Key); err != nil {
+		if _, err := clear.ExecContext(ctx, inbox.SourceOf(d), d.Key); err != nil {
 			return fmt.Errorf("clear refusal of %s: %w", d.Key, err)
 		}
 		if d.JobID == "" {
 			continue
 		}
-		// A poll under way keeps its lease, so it can still record the
-		// redelivery it asked for (SettlePolls).
-		if _, err := tx.ExecContext(ctx, `UPDATE expectations SET state = 'done', settled_at = ?
-			WHERE source = ? AND job_id = ? AND state = 'waiting'`, now, inbox.SourceOf(d), d.JobID); err != nil {
+		if _, err := settle.ExecContext(ctx, now, inbox.SourceOf(d), d.JobID); err != nil {
 			return fmt.Errorf("settle expectation of %s: %w", d.JobID, err)
 		}
 	}

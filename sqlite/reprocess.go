@@ -296,7 +296,7 @@ func foldRow(ctx context.Context, tx *sql.Tx, from, into, sha string) (bool, err
 	if _, err := tx.ExecContext(ctx, `DELETE FROM events WHERE id = ?`, from); err != nil {
 		return false, err
 	}
-	if _, err := repeat(ctx, tx, into, n, lastSeen); err != nil {
+	if _, err := repeat(ctx, textExec{tx, repeatSQL}, into, n, lastSeen); err != nil {
 		return false, err
 	}
 	return true, nil

@@ -76,9 +76,10 @@ type Store struct {
 
 	guard *guard // nil when read-only
 
-	write  *sql.DB   // nil when read-only
-	insert *sql.Stmt // the delivery insert, prepared once on the write connection
-	ckpt   *sql.DB   // the checkpointer's own connection; nil when read-only
+	write  *sql.DB       // nil when read-only
+	stmts  *writerStmts  // the writer's statements, prepared once on the write connection
+	parsed *parseCounter // statements the write connection ran from their text
+	ckpt   *sql.DB       // the checkpointer's own connection; nil when read-only
 	read   *sql.DB
 
 	reqs      chan *putRequest
@@ -121,7 +122,8 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		if err := s.guard.watchDatabase(path); err != nil {
 			return nil, fmt.Errorf("open store: %w", err)
 		}
-		if s.write, err = openWriter(ctx, path, opts, s.guard); err != nil {
+		s.parsed = &parseCounter{}
+		if s.write, err = openWriter(ctx, path, opts, s.guard, s.parsed); err != nil {
 			return nil, err
 		}
 		if err := s.watchFiles(); err != nil {
@@ -130,7 +132,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		}
 		s.guard.onChange = opts.OnFileLost
 	}
-	if s.read, err = openPool(path, readDSN(opts.BusyTimeout), readConns, s.guard); err != nil {
+	if s.read, err = openPool(path, readDSN(opts.BusyTimeout), readConns, s.guard, nil); err != nil {
 		s.closeDBs()
 		return nil, fmt.Errorf("open store: %w", err)
 	}
@@ -149,13 +151,14 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		}
 	}
 	if !opts.ReadOnly {
-		// Preparing once saves the writer a parse of the INSERT per row,
-		// which profiles showed was half the cost of each insert.
-		if s.insert, err = s.write.PrepareContext(ctx, insertSQL); err != nil {
+		// Preparing once saves the writer a parse per row of each statement
+		// it runs, which profiles showed was half the cost of an insert, and
+		// more than that of a repeat.
+		if s.stmts, err = prepareWriter(ctx, s.write); err != nil {
 			s.closeDBs()
-			return nil, fmt.Errorf("open store: prepare insert: %w", err)
+			return nil, fmt.Errorf("open store: %w", err)
 		}
-		if s.ckpt, err = openPool(path, writeDSN(opts.BusyTimeout), 1, s.guard); err != nil {
+		if s.ckpt, err = openPool(path, writeDSN(opts.BusyTimeout), 1, s.guard, nil); err != nil {
 			s.closeDBs()
 			return nil, fmt.Errorf("open store: %w", err)
 		}
@@ -190,13 +193,13 @@ func (s *Store) watchFiles() error {
 
 // openWriter opens the single write connection, checks the pragmas, adds
 // the columns an older database lacks and applies the schema.
-func openWriter(ctx context.Context, path string, opts Options, g *guard) (*sql.DB, error) {
+func openWriter(ctx context.Context, path string, opts Options, g *guard, parsed *parseCounter) (*sql.DB, error) {
 	// One connection: SQLite admits one writer at a time anyway, and a single
 	// connection (the writer goroutine's commits, and Reprocess's and Purge's
 	// transactions, one after another) serializes our own writes without
 	// busy-waiting on ourselves, leaving busy_timeout for other processes
 	// (the admin CLI).
-	db, err := openPool(path, writeDSN(opts.BusyTimeout), 1, g)
+	db, err := openPool(path, writeDSN(opts.BusyTimeout), 1, g, parsed)
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
@@ -262,14 +265,15 @@ func fileURI(path string) string {
 }
 
 // openPool opens a pool of up to conns connections to path. With g, each
-// connection refuses to open, begin or commit once g finds a file lost.
-func openPool(path, dsn string, conns int, g *guard) (*sql.DB, error) {
+// connection refuses to open, begin or commit once g finds a file lost,
+// and counts in parsed (when set) the statements it runs from their text.
+func openPool(path, dsn string, conns int, g *guard, parsed *parseCounter) (*sql.DB, error) {
 	c, err := sqlite.NewConnector(fileURI(path) + "?" + dsn)
 	if err != nil {
 		return nil, err
 	}
 	if g != nil {
-		c = &guardedConnector{base: c, g: g}
+		c = &guardedConnector{base: c, g: g, parsed: parsed}
 	}
 	db := sql.OpenDB(c)
 	db.SetMaxOpenConns(conns)
@@ -357,8 +361,8 @@ func (s *Store) checkpointLost() error {
 
 func (s *Store) closeDBs() error {
 	var errs []error
-	if s.insert != nil {
-		errs = append(errs, s.insert.Close())
+	if s.stmts != nil {
+		errs = append(errs, s.stmts.close())
 	}
 	if s.write != nil {
 		errs = append(errs, s.write.Close())

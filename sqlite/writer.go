@@ -217,7 +217,7 @@ func (s *Store) commit(batch []*putRequest) ([]putResult, error) {
 	}
 	defer done()
 	now := millis(s.now())
-	ins := tx.StmtContext(ctx, s.insert) // reuses the statement prepared on this connection
+	st := &txStmts{ctx: ctx, tx: tx, st: s.stmts}
 	results := make([]putResult, len(batch))
 	for i, req := range batch {
 		if req.op != nil {
@@ -227,13 +227,13 @@ func (s *Store) commit(batch []*putRequest) ([]putResult, error) {
 			}
 			continue
 		}
-		if results[i].res, err = put(ctx, tx, ins, req.d, now); err != nil {
+		if results[i].res, err = put(ctx, st, req.d, now); err != nil {
 			tx.Rollback()
 			return nil, err
 		}
 	}
 	// In the same transaction: a stored key is never also missing.
-	if err := settleArrivals(ctx, tx, batch, now); err != nil {
+	if err := settleArrivals(ctx, st, batch, now); err != nil {
 		tx.Rollback()
 		return nil, err
 	}
@@ -269,10 +269,12 @@ const insertSQL = `INSERT INTO events
 	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?)
 	ON CONFLICT(id) DO NOTHING`
 
-// put applies one delivery inside tx; ins is insertSQL prepared on tx. The
-// primary key decides whether the row is new: insert, and only when the key
-// is taken look at what holds it.
-func put(ctx context.Context, tx *sql.Tx, ins *sql.Stmt, d inbox.Delivery, now int64) (inbox.Result, error) {
+// put applies one delivery inside st's transaction, through its prepared
+// statements only: a repeat parses no more SQL than a new row. The primary
+// key decides whether the row is new: insert, and only when the key is
+// taken look at what holds it.
+func put(ctx context.Context, st *txStmts, d inbox.Delivery, now int64) (inbox.Result, error) {
+	ins := st.get(stmtInsert)
 	inserted, err := insert(ctx, ins, d, now)
 	if err != nil {
 		return inbox.Result{}, err
@@ -281,13 +283,13 @@ func put(ctx context.Context, tx *sql.Tx, ins *sql.Stmt, d inbox.Delivery, now i
 		return inbox.Fresh(d), nil
 	}
 
-	cur, err := readCurrent(ctx, tx, d.Key)
+	cur, err := scanCurrent(d.Key, st.get(stmtCurrent).QueryRowContext(ctx, d.Key))
 	if err != nil {
 		return inbox.Result{}, fmt.Errorf("read %s: %w", d.Key, err)
 	}
 	switch inbox.Land(cur, d) {
 	case inbox.LandRevive:
-		if err := revive(ctx, tx, d, 1, now, now); err != nil {
+		if err := revive(ctx, st.get(stmtRevive), d, 1, now, now); err != nil {
 			return inbox.Result{}, err
 		}
 		if cur.Response == nil {
@@ -295,7 +297,7 @@ func put(ctx context.Context, tx *sql.Tx, ins *sql.Stmt, d inbox.Delivery, now i
 		}
 		return inbox.Result{Outcome: inbox.OutcomeRevived, ID: d.Key, Response: cur.Response}, nil
 	case inbox.LandRepeat:
-		res, err := repeat(ctx, tx, d.Key, 1, now)
+		res, err := repeat(ctx, st.get(stmtRepeat), d.Key, 1, now)
 		res.Response = cur.Response
 		return res, err
 	}
@@ -308,7 +310,7 @@ func put(ctx context.Context, tx *sql.Tx, ins *sql.Stmt, d inbox.Delivery, now i
 	}
 	if !inserted {
 		// The same bytes again: their row's saved answer is the delivery's.
-		res, err := repeat(ctx, tx, beside.Key, 1, now)
+		res, err := repeat(ctx, st.get(stmtRepeat), beside.Key, 1, now)
 		res.Response = beside.Response
 		return res, err
 	}
@@ -330,11 +332,26 @@ func insert(ctx context.Context, ins *sql.Stmt, d inbox.Delivery, now int64) (bo
 	return n == 1, nil
 }
 
+// execer runs a statement: a *sql.Stmt prepared for it, or a *sql.Tx
+// given the statement's text (reprocess, which is rare).
+type execer interface {
+	ExecContext(ctx context.Context, args ...any) (sql.Result, error)
+}
+
+// textExec runs q on tx from its text, as an execer.
+type textExec struct {
+	tx *sql.Tx
+	q  string
+}
+
+func (t textExec) ExecContext(ctx context.Context, args ...any) (sql.Result, error) {
+	return t.tx.ExecContext(ctx, t.q, args...)
+}
+
 // repeat counts n deliveries, the last seen at lastSeen, on the row that
-// already holds them.
-func repeat(ctx context.Context, tx *sql.Tx, id string, n, lastSeen int64) (inbox.Result, error) {
-	_, err := tx.ExecContext(ctx, `UPDATE events SET deliveries = deliveries + ?,
-		last_seen_at = max(last_seen_at, ?) WHERE id = ?`, n, lastSeen, id)
+// already holds them; upd is repeatSQL, prepared or not.
+func repeat(ctx context.Context, upd execer, id string, n, lastSeen int64) (inbox.Result, error) {
+	_, err := upd.ExecContext(ctx, n, lastSeen, id)
 	if err != nil {
 		return inbox.Result{}, fmt.Errorf("count repeat of %s: %w", id, err)
 	}

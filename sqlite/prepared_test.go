@@ -1,0 +1,94 @@
+package sqlite_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"inbox/inbox"
+	"inbox/sqlite"
+	"inbox/sqlite/sqlitetest"
+)
+
+// TestPutParsesNothing puts a delivery down every path of Put (a new row,
+// a repeat, a revive, a conflict beside a row and its repeat), with and
+// without a refusal and an expectation waiting to be settled, and checks
+// that none of them made the writer parse a statement: each runs prepared,
+// so a repeat costs no parse that a new row does not.
+func TestPutParsesNothing(t *testing.T) {
+	ctx := context.Background()
+	s := sqlitetest.MustOpen(t, sqlite.Options{})
+	unknown := inbox.Rules{Events: []string{"job.failed"}, MaxBody: 1 << 20}
+	body := func(id, status string) []byte {
+		return []byte(`{"event":"job.completed","job_id":"` + id + `","status":"` + status + `"}`)
+	}
+	put := func(what string, d inbox.Delivery, want inbox.Outcome) {
+		t.Helper()
+		before := sqlite.ParsedForTest(s)
+		res, err := s.Put(ctx, d)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if res.Outcome != want {
+			t.Fatalf("%s: outcome %s, want %s", what, res.Outcome, want)
+		}
+		if n := sqlite.ParsedForTest(s) - before; n != 0 {
+			t.Errorf("%s: the writer parsed %d statements, want 0", what, n)
+		}
+	}
+	paths := func(prefix string) {
+		t.Helper()
+		put(prefix+"new row", inbox.Classify("", inbox.Named{}, body(prefix+"a", "COMPLETED"), 1, rules), inbox.OutcomeStored)
+		put(prefix+"repeat", inbox.Classify("", inbox.Named{}, body(prefix+"a", "COMPLETED"), 2, rules), inbox.OutcomeDuplicate)
+		put(prefix+"parked", inbox.Classify("", inbox.Named{}, body(prefix+"b", "COMPLETED"), 1, unknown), inbox.OutcomeParked)
+		put(prefix+"revive", inbox.Classify("", inbox.Named{}, body(prefix+"b", "COMPLETED"), 2, rules), inbox.OutcomeRevived)
+		put(prefix+"conflict", inbox.Classify("", inbox.Named{}, body(prefix+"a", "OTHER"), 3, rules), inbox.OutcomeParked)
+		put(prefix+"conflict repeat", inbox.Classify("", inbox.Named{}, body(prefix+"a", "OTHER"), 4, rules), inbox.OutcomeDuplicate)
+	}
+	paths("idle-")
+
+	// Something to settle: every commit then also clears refusals and
+	// settles expectations.
+	if err := s.RecordRefusals(ctx, []inbox.Refusal{{Key: "refused", First: time.Now(), Count: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Expect(ctx, []string{"settle-a"}, "", time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	paths("settle-")
+	exp, err := s.Expected(ctx, time.Now(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(exp) != 1 || exp[0].State != inbox.ExpectDone {
+		t.Errorf("expectations after the job arrived: %+v, want settle-a done", exp)
+	}
+}
+
+// TestSettleTablesMadeLater opens a database of the first version as the
+// admin commands do, without the schema, so it lacks the refusals and
+// expectations tables the writer settles: deliveries still commit, and once
+// another process has made the tables and recorded a refusal, the next
+// delivery of that key clears it.
+func TestSettleTablesMadeLater(t *testing.T) {
+	ctx := context.Background()
+	path := oldDB(t)
+	s := sqlitetest.MustOpenPath(t, path, sqlite.Options{MustExist: true, Schema: "-- no schema: as the admin commands open"})
+	if _, err := s.Put(ctx, job("before")); err != nil {
+		t.Fatalf("put without the settle tables: %v", err)
+	}
+	other := sqlitetest.MustOpenPath(t, path, sqlite.Options{})
+	if err := other.RecordRefusals(ctx, []inbox.Refusal{{Key: "later", First: time.Now(), Count: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Put(ctx, job("later")); err != nil {
+		t.Fatalf("put once the tables are there: %v", err)
+	}
+	missed, err := other.Missed(ctx, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(missed) != 0 {
+		t.Errorf("missed after the key was delivered: %+v, want none", missed)
+	}
+}

@@ -1,0 +1,130 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"sync/atomic"
+)
+
+// The writer's statements, each prepared once on the write connection:
+// parsing a statement costs SQLite more than running it, and a repeat or a
+// commit must not pay a parse that a new row does not.
+const (
+	currentSQL = `SELECT status, reason, sha256, event, job_status, source, response FROM events WHERE id = ?`
+
+	repeatSQL = `UPDATE events SET deliveries = deliveries + ?,
+		last_seen_at = max(last_seen_at, ?) WHERE id = ?`
+
+	reviveSQL = `UPDATE events SET status = 'new', reason = NULL,
+		event = ?, job_status = ?, result_url = NULL, body = ?, size = ?, sha256 = ?,
+		delivery_ts = ?, deliveries = deliveries + ?, last_seen_at = max(last_seen_at, ?), updated_at = ?,
+		attempts = 0, next_attempt_at = 0, lease_owner = NULL, lease_until = NULL,
+		last_error = NULL, done_at = NULL, response = COALESCE(response, ?)
+		WHERE id = ?`
+
+	// settleTablesSQL tells whether the database has the tables
+	// settleArrivals settles: the admin commands open one without the
+	// schema.
+	settleTablesSQL = `SELECT coalesce((SELECT count(*) = 2 FROM sqlite_master
+		WHERE type = 'table' AND name IN ('refusals', 'expectations')), 0)`
+
+	pendingSQL = `SELECT EXISTS (SELECT 1 FROM refusals)
+		OR EXISTS (SELECT 1 FROM expectations WHERE state = 'waiting')`
+
+	clearRefusalSQL = `DELETE FROM refusals WHERE source = ? AND key = ?`
+
+	// A poll under way keeps its lease, so it can still record the
+	// redelivery it asked for (SettlePolls).
+	settleExpectationSQL = `UPDATE expectations SET state = 'done', settled_at = ?
+		WHERE source = ? AND job_id = ? AND state = 'waiting'`
+)
+
+// The writer's statements, by index in writerStmts.
+const (
+	stmtInsert = iota
+	stmtCurrent
+	stmtRepeat
+	stmtRevive
+	stmtPending
+	stmtClearRefusal
+	stmtSettleExpectation
+	numStmts
+)
+
+// writerSQL is the text of each of the writer's statements.
+var writerSQL = [numStmts]string{
+	stmtInsert:            insertSQL,
+	stmtCurrent:           currentSQL,
+	stmtRepeat:            repeatSQL,
+	stmtRevive:            reviveSQL,
+	stmtPending:           pendingSQL,
+	stmtClearRefusal:      clearRefusalSQL,
+	stmtSettleExpectation: settleExpectationSQL,
+}
+
+// writerStmts are the writer's prepared statements. The settle statements
+// (stmtPending and after) are nil when the database had no refusals or
+// expectations table at open; settleArrivals then looks for the tables in
+// each commit, as they may be made by another process meanwhile.
+type writerStmts [numStmts]*sql.Stmt
+
+// prepareWriter prepares the writer's statements on db, the settle ones
+// only when their tables are there.
+func prepareWriter(ctx context.Context, db *sql.DB) (*writerStmts, error) {
+	var st writerStmts
+	var settle bool
+	if err := db.QueryRowContext(ctx, settleTablesSQL).Scan(&settle); err != nil {
+		return nil, fmt.Errorf("prepare: %w", err)
+	}
+	for i, q := range writerSQL {
+		if i >= stmtPending && !settle {
+			break
+		}
+		s, err := db.PrepareContext(ctx, q)
+		if err != nil {
+			st.close()
+			return nil, fmt.Errorf("prepare: %w", err)
+		}
+		st[i] = s
+	}
+	return &st, nil
+}
+
+// close finalizes the statements.
+func (st *writerStmts) close() error {
+	var first error
+	for i, s := range st {
+		if s != nil {
+			if err := s.Close(); err != nil && first == nil {
+				first = err
+			}
+			st[i] = nil
+		}
+	}
+	return first
+}
+
+// txStmts are the writer's statements as one transaction uses them, each
+// bound to it on first use (database/sql then reuses the statement
+// prepared on the connection rather than preparing it again).
+type txStmts struct {
+	ctx   context.Context
+	tx    *sql.Tx
+	st    *writerStmts
+	bound [numStmts]*sql.Stmt
+}
+
+// get returns statement i bound to the transaction; nil when it was not
+// prepared.
+func (t *txStmts) get(i int) *sql.Stmt {
+	if t.bound[i] == nil && t.st[i] != nil {
+		t.bound[i] = t.tx.StmtContext(t.ctx, t.st[i])
+	}
+	return t.bound[i]
+}
+
+// parseCounter counts the statements a connection parsed for a single use
+// (Exec or Query with the SQL text) rather than ran prepared; tests read
+// it to show that the writer's hot path parses nothing.
+type parseCounter struct{ n atomic.Int64 }
