@@ -235,22 +235,6 @@ type guardedConn struct {
 	parsed *parseCounter // nil: not counted
 }
 
-// ExecContext runs a statement from its text, counted in parsed.
-func (c *guardedConn) ExecContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Result, error) {
-	if c.parsed != nil {
-		c.parsed.n.Add(1)
-	}
-	return c.sqliteConn.ExecContext(ctx, q, args)
-}
-
-// QueryContext runs a query from its text, counted in parsed.
-func (c *guardedConn) QueryContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Rows, error) {
-	if c.parsed != nil {
-		c.parsed.n.Add(1)
-	}
-	return c.sqliteConn.QueryContext(ctx, q, args)
-}
-
 // Unwrap returns the driver's connection (sqlite.Limit looks through
 // wrappers this way).
 func (c *guardedConn) Unwrap() driver.Conn { return c.sqliteConn }
@@ -258,10 +242,13 @@ func (c *guardedConn) Unwrap() driver.Conn { return c.sqliteConn }
 // ExecContext and QueryContext refuse every statement once the database
 // was overwritten (a checkpoint would copy the store's pages into whatever
 // was written over it; a read would mix the two); until then they cost a
-// load.
+// load, and count the statement in parsed when it is counted.
 func (c *guardedConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
 	if err := c.g.final(); err != nil {
 		return nil, err
+	}
+	if c.parsed != nil {
+		c.parsed.n.Add(1) // a statement run from its text: parsed
 	}
 	return c.sqliteConn.ExecContext(ctx, query, args)
 }
@@ -269,6 +256,9 @@ func (c *guardedConn) ExecContext(ctx context.Context, query string, args []driv
 func (c *guardedConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
 	if err := c.g.final(); err != nil {
 		return nil, err
+	}
+	if c.parsed != nil {
+		c.parsed.n.Add(1)
 	}
 	return c.sqliteConn.QueryContext(ctx, query, args)
 }
