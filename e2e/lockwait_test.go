@@ -71,8 +71,8 @@ func TestBusyTimeoutFitsWriteDeadline(t *testing.T) {
 		{nil, []string{"--busy-timeout", "8001ms"}, "write deadline"},
 		{nil, []string{"--read-header-timeout", "2s", "--read-timeout", "3s", "--busy-timeout", "3500ms"}, "write deadline"},
 		{[]string{"INBOX_BUSY_TIMEOUT=20s"}, nil, "write deadline"},
-		{nil, []string{"--busy-timeout", "0s"}, "must be positive"},
-		{nil, []string{"--busy-timeout", "-1s"}, "must be positive"},
+		{nil, []string{"--busy-timeout", "0s"}, "at least 1ms"},
+		{nil, []string{"--busy-timeout", "-1s"}, "at least 1ms"},
 	} {
 		out, errOut, code := runServeBriefly(t, tt.env, db, tt.args...)
 		if code <= 0 || out != "" || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, "--busy-timeout") || !strings.Contains(errOut, tt.want) {
