@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -39,10 +40,22 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binDir = dir
+	// The binary's default ports are held for the whole run, so a test
+	// that leaves an address at its default fails at once with "address
+	// already in use" rather than only when something else holds it.
+	// They close when the process exits.
+	for _, addr := range defaultAddrs {
+		net.Listen("tcp", addr) // already held by something else: as good
+	}
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
+
+// defaultAddrs are the listen addresses serve (--addr) and the shipped
+// files (INBOX_ADMIN_ADDR, INBOX_DISPATCH_ADMIN_ADDR) default to: tests pick
+// free ports instead.
+var defaultAddrs = []string{"127.0.0.1:8080", "127.0.0.1:8081", "127.0.0.1:8082"}
 
 // buildBinary builds the real inbox binary, the module's main package,
 // once per test run.
