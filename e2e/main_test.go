@@ -10,8 +10,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -123,10 +123,28 @@ func startServer(t testing.TB, db string, args ...string) *server {
 // signals go to the whole group.
 func startServerWrapped(t testing.TB, db string, wrapper []string, args ...string) *server {
 	t.Helper()
-	argv := append(append(wrapper, binary(t), "serve", "--addr", "127.0.0.1:0", "--db", db), args...)
+	return startWrapped(t, []string{"SUME_COM_WEBHOOK_SIGNING_SECRET=" + e2eSecret}, wrapper,
+		append([]string{"serve", "--addr", "127.0.0.1:0", "--db", db}, args...)...)
+}
+
+// startInbox runs the binary with env added to this process's and args as
+// given, in its own process group, and waits until it logs that it listens
+// on every endpoint it serves: webhooks (the server's url) unless it is a
+// dispatcher, and admin when --admin-addr is among args (else the admin
+// paths answer beside the webhooks). It is killed when the test ends if
+// still running.
+func startInbox(t testing.TB, env []string, args ...string) *server {
+	t.Helper()
+	return startWrapped(t, env, nil, args...)
+}
+
+// startWrapped is startInbox with the binary run under a wrapper command.
+func startWrapped(t testing.TB, env, wrapper []string, args ...string) *server {
+	t.Helper()
+	argv := append(append(slices.Clone(wrapper), binary(t)), args...)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Env = append(os.Environ(), "SUME_COM_WEBHOOK_SIGNING_SECRET="+e2eSecret)
+	cmd.Env = append(os.Environ(), env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -154,23 +172,24 @@ func startServerWrapped(t testing.TB, db string, wrapper []string, args ...strin
 		s.signal(syscall.SIGKILL)
 		<-s.done
 	})
+	wantWeb, wantAdmin := args[0] == "serve", slices.Contains(args, "--admin-addr")
 	timeout := time.After(20 * time.Second)
-	for s.url == "" || s.admin == "" {
+	for (wantWeb && s.url == "") || (wantAdmin && s.admin == "") {
 		select {
 		case l := <-listening:
 			switch l[0] {
 			case "webhooks":
 				s.url = l[1] + "/webhooks/sume"
-				if !slices.Contains(args, "--admin-addr") {
+				if !wantAdmin {
 					s.admin = l[1]
 				}
 			case "admin":
 				s.admin = l[1]
 			}
 		case <-s.done:
-			t.Fatalf("server exited at start: %v\n%s", s.err, s.logs)
+			t.Fatalf("%s exited at start: %v\n%s", args[0], s.err, s.logs)
 		case <-timeout:
-			t.Fatalf("server did not start:\n%s", s.logs)
+			t.Fatalf("%s did not start:\n%s", args[0], s.logs)
 		}
 	}
 	return s

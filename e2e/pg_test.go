@@ -1,19 +1,15 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"io"
 	"net"
 	"net/url"
 	"os"
-	"os/exec"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -84,68 +80,6 @@ func withUser(dsn, user, password string) string {
 	u, _ := url.Parse(dsn)
 	u.User = url.UserPassword(user, password)
 	return u.String()
-}
-
-// startInbox runs the binary with env added to this process's and args as
-// given, in its own process group, and waits until it logs that it listens
-// on every endpoint it serves: webhooks (the server's url) unless it is a
-// dispatcher, and admin when --admin-addr is among args. It is killed when
-// the test ends if still running.
-func startInbox(t testing.TB, env []string, args ...string) *server {
-	t.Helper()
-	cmd := exec.Command(binary(t), args...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Env = append(os.Environ(), env...)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	s := &server{cmd: cmd, logs: &syncBuffer{}, done: make(chan struct{})}
-	listening := make(chan [2]string, 2)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			line := sc.Text()
-			s.logs.Write([]byte(line + "\n"))
-			var m struct{ Message, Addr, Serves string }
-			if json.Unmarshal([]byte(line), &m) == nil && m.Message == "listening" {
-				listening <- [2]string{m.Serves, "http://" + m.Addr}
-			}
-		}
-		s.err = cmd.Wait()
-		close(s.done)
-	}()
-	t.Cleanup(func() {
-		s.signal(syscall.SIGKILL)
-		<-s.done
-	})
-	wantWeb, wantAdmin := args[0] == "serve", false
-	for _, a := range args {
-		wantAdmin = wantAdmin || a == "--admin-addr"
-	}
-	timeout := time.After(20 * time.Second)
-	for (wantWeb && s.url == "") || (wantAdmin && s.admin == "") {
-		select {
-		case l := <-listening:
-			switch l[0] {
-			case "webhooks":
-				s.url = l[1] + "/webhooks/sume"
-				if !wantAdmin {
-					s.admin = l[1]
-				}
-			case "admin":
-				s.admin = l[1]
-			}
-		case <-s.done:
-			t.Fatalf("%s exited at start: %v\n%s", args[0], s.err, s.logs)
-		case <-timeout:
-			t.Fatalf("%s did not start:\n%s", args[0], s.logs)
-		}
-	}
-	return s
 }
 
 // pgProxy relays TCP connections from a loopback port to PostgreSQL, and
