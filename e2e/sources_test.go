@@ -59,20 +59,7 @@ value = "It's a Secret to Everybody"
 	client := &http.Client{Timeout: 5 * time.Second}
 	post := func(path, body string, h http.Header) (int, string) {
 		t.Helper()
-		req, err := http.NewRequest(http.MethodPost, base+path, strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for k, v := range h {
-			req.Header[k] = v
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		return postWith(t, client, base+path, body, h)
 	}
 
 	if code := send(t, client, s.url, `{"event":"job.completed","job_id":"job_1","status":"COMPLETED"}`, e2eSecret); code != 204 {
@@ -300,20 +287,7 @@ value = "`+stripeSecret+`"
 	client := &http.Client{Timeout: 5 * time.Second}
 	post := func(path, body string, h http.Header) (int, string) {
 		t.Helper()
-		req, err := http.NewRequest(http.MethodPost, base+path, strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for k, v := range h {
-			req.Header[k] = v
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		return postWith(t, client, base+path, body, h)
 	}
 	now := time.Now().Unix()
 	ts := strconv.FormatInt(now, 10)
@@ -452,4 +426,24 @@ env = "VIBE_JOB_SIGNING_SECRET"
 	if _, err := os.Stat(db); !os.IsNotExist(err) {
 		t.Errorf("the database was created (%v)", err)
 	}
+}
+
+// postWith POSTs body to url with the headers h and returns the status and
+// the answer's body.
+func postWith(t *testing.T, client *http.Client, url, body string, h http.Header) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range h {
+		req.Header[k] = v
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }
