@@ -213,3 +213,33 @@ func TestReadyzPostgresRefusesEvents(t *testing.T) {
 		}
 	}
 }
+
+// TestReadyzDispatchFollowsItsWrites revokes UPDATE on events from the
+// role `inbox dispatch` runs as on PostgreSQL: it can no longer claim the
+// stored row, and its /readyz fails, with the row waiting; once UPDATE is
+// granted again it passes with nothing else done, and the row is handed on.
+func TestReadyzDispatchFollowsItsWrites(t *testing.T) {
+	base := pgSchema(t)
+	schema := searchPathOf(t, base)
+	dsn, role := pgRole(t, base)
+	srv := startInbox(t, []string{"SUME_COM_WEBHOOK_SIGNING_SECRET=" + e2eSecret}, "serve", "--addr", "127.0.0.1:0", "--db", dsn)
+	if status, _ := post(context.Background(), http.DefaultClient, srv.url, `{"event":"job.completed","job_id":"disp_1","status":"COMPLETED"}`); status != http.StatusNoContent {
+		t.Fatalf("delivery: %d\n%s", status, srv.logs)
+	}
+	pgExec(t, base, `REVOKE UPDATE ON `+schema+`.events FROM `+role)
+	handled := filepath.Join(t.TempDir(), "handled")
+	d := startInbox(t, nil, "dispatch", "--db", dsn, "--admin-addr", "127.0.0.1:0", "--busy-timeout", "1s",
+		"--exec", "cat >> "+handled)
+	waitFor(t, "the dispatcher to fail its claim", func() bool { return strings.Contains(d.logs.String(), "cannot write to the inbox") })
+	for range 2 {
+		if got := readyz(d.admin); got != http.StatusServiceUnavailable {
+			t.Errorf("dispatch's /readyz while it cannot claim: %d, want 503", got)
+		}
+	}
+	pgExec(t, base, `GRANT UPDATE ON `+schema+`.events TO `+role)
+	waitFor(t, "dispatch's /readyz to pass again", func() bool { return readyz(d.admin) == http.StatusOK })
+	waitFor(t, "the row handed on", func() bool {
+		b, _ := os.ReadFile(handled)
+		return strings.Contains(string(b), "disp_1")
+	})
+}
