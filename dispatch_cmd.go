@@ -279,7 +279,8 @@ dispatcher died is delivered again when its lease runs out. SIGTERM stops
 claiming, lets the attempts under way finish, gives back the rows not yet
 started, and exits 0. With --admin-addr it answers /healthz, /readyz and
 /metrics there (its inbox_dispatch_* counters; the queue's gauges are
-serve's).
+serve's); /readyz fails while its claims and settlements fail to commit,
+and its probe claims a row of its own, undone, so it recovers idle.
 
 ` + destinationHelp + `
 

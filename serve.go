@@ -45,7 +45,11 @@ func serveCommand(logOut io.Writer) *cli.Command {
 		Description: `Verifies each delivery's signature, stores it once per job, parks what can
 never be processed, and answers 204 only once the row is on disk. GET
 /healthz, /readyz and /metrics answer on --admin-addr, or beside the
-webhooks when it is not set. SIGTERM or SIGINT stops it gracefully; a
+webhooks when it is not set. /readyz commits a probe as a delivery would
+(a row into events, undone): after a commit failed for the store's reasons
+(disk, lock, permission, connection), it writes as much as the failed
+delivery did, and fails until such a commit succeeds; 401, 413, parked
+bodies and --max-in-flight's 503s never touch it. SIGTERM or SIGINT stops it gracefully; a
 second one at once. With a destination, it also hands the new rows on, as
 inbox dispatch does (without one, run inbox dispatch beside it, or nothing
 takes the rows). With --config, it serves every [[source]] of the file
