@@ -23,7 +23,7 @@ type storeOptions struct {
 	// busyTimeout bounds a write's wait for another's lock.
 	busyTimeout time.Duration
 	// onCommit and onFileLost are the store's observers (see sqlite.Options).
-	onCommit   func(n int, took time.Duration, err error)
+	onCommit   func(inbox.Commit)
 	onFileLost func(error)
 }
 
