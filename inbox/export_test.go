@@ -1,0 +1,29 @@
+package inbox
+
+import "context"
+
+// The planning steps of Reprocess, for the tests of package inbox_test.
+type (
+	JobRows      = jobRows
+	JobPlan      = jobPlan
+	Reclassified = reclassified
+)
+
+var (
+	Batches      = batches
+	PlanJob      = planJob
+	SortSelected = sortSelected
+)
+
+// UniqueIDs returns sel.IDs, each once, in the order first given.
+func (sel Selection) UniqueIDs() []string { return sel.uniqueIDs() }
+
+// CheckSelected is checkSelected.
+func (sr SourceRules) CheckSelected(id string, status Status, source string) error {
+	return sr.checkSelected(id, status, source)
+}
+
+// Apply is apply.
+func (p jobPlan) Apply(ctx context.Context, tx ReprocessTx, current *Event, rep *ReprocessReport) error {
+	return p.apply(ctx, tx, current, rep)
+}
