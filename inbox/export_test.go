@@ -27,3 +27,12 @@ func (sr SourceRules) CheckSelected(id string, status Status, source string) err
 func (p jobPlan) Apply(ctx context.Context, tx ReprocessTx, current *Event, rep *ReprocessReport) error {
 	return p.apply(ctx, tx, current, rep)
 }
+
+// NewPurgeReport is newPurgeReport.
+func NewPurgeReport(sel PurgeSelection) PurgeReport { return newPurgeReport(sel) }
+
+// CountDeleted is countDeleted.
+func (r *PurgeReport) CountDeleted(step PurgeStep, n int64) { r.countDeleted(step, n) }
+
+// Steps is steps.
+func (sel PurgeSelection) Steps() []PurgeStep { return sel.steps() }
