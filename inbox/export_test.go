@@ -36,3 +36,9 @@ func (r *PurgeReport) CountDeleted(step PurgeStep, n int64) { r.countDeleted(ste
 
 // Steps is steps.
 func (sel PurgeSelection) Steps() []PurgeStep { return sel.steps() }
+
+// CheckPollResults is checkPollResults.
+func CheckPollResults(results []PollResult) error { return checkPollResults(results) }
+
+// Normalized is normalized.
+func (r Refusal) Normalized() Refusal { return r.normalized() }

@@ -28,9 +28,16 @@ func (p purging) ReadOnly() bool { return p.s.readOnly }
 
 // Clock reads the store's clock: the injected one, or the database's.
 func (p purging) Clock(ctx context.Context) (time.Time, error) {
+	if p.s.now != nil {
+		return p.s.now(), nil
+	}
 	ctx, cancel := context.WithTimeout(ctx, p.s.busy)
 	defer cancel()
-	return p.s.clockNow(ctx)
+	var ms int64
+	if err := p.s.pool.QueryRow(ctx, `SELECT `+dbNow).Scan(&ms); err != nil {
+		return time.Time{}, fmt.Errorf("read the clock: %w", err)
+	}
+	return fromMillis(ms), nil
 }
 
 // purgeWhere selects the rows of one status (never new, $1) last seen
@@ -142,16 +149,4 @@ func (p purging) KeptUnfinished(ctx context.Context, sel inbox.PurgeSelection) (
 	var n int64
 	err := p.s.pool.QueryRow(ctx, unfinishedQuery, sel.Before.UnixMilli(), reasons(sel)).Scan(&n)
 	return n, err
-}
-
-// clockNow reads the store's clock: the injected one, or the database's.
-func (s *Store) clockNow(ctx context.Context) (time.Time, error) {
-	if s.now != nil {
-		return s.now(), nil
-	}
-	var ms int64
-	if err := s.pool.QueryRow(ctx, `SELECT `+dbNow).Scan(&ms); err != nil {
-		return time.Time{}, fmt.Errorf("read the clock: %w", err)
-	}
-	return fromMillis(ms), nil
 }
