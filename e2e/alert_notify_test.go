@@ -245,3 +245,46 @@ value = "It's a Secret to Everybody"
 		}
 	}
 }
+
+// TestCronAlertLines runs every alert line of deploy/inbox.cron, those
+// commented out too, on a real database and config: none is a mistake
+// (exit 2), and the one with --notify posts to its webhook.
+func TestCronAlertLines(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "inbox.db")
+	cfg := writeConfig(t, dir, `
+[[source]]
+name = "sume"
+scheme = "sume"
+[[source.secret]]
+env = "SUME_COM_WEBHOOK_SIGNING_SECRET"
+`)
+	startServer(t, db, "--config", cfg) // creates the database
+	h := newHook(t, http.StatusOK)
+	var ran, notified int
+	for line := range strings.SplitSeq(string(deployFile(t, "inbox.cron")), "\n") {
+		line = strings.TrimPrefix(line, "#")
+		_, cmd, ok := strings.Cut(line, " inbox /usr/local/bin/inbox alert ")
+		if !ok {
+			if v, ok := strings.CutPrefix(line, "INBOX_NOTIFY="); ok && !strings.HasPrefix(v, "https://") {
+				t.Errorf("INBOX_NOTIFY=%s: want an https:// webhook", v)
+			}
+			continue
+		}
+		cmd = strings.NewReplacer("/var/lib/inbox/inbox.db", db, "/etc/inbox/inbox.toml", cfg, "https://ntfy.example.com/inbox-alerts", h.url()).Replace(cmd)
+		_, errOut, code := runCLI(t, nil, append([]string{"alert"}, strings.Fields(cmd)...)...)
+		if code != 0 && code != 1 {
+			t.Errorf("%s: exit %d: %s", line, code, errOut)
+		}
+		ran++
+		if strings.Contains(cmd, "--notify") {
+			notified++
+		}
+	}
+	if ran < 4 || notified != 1 {
+		t.Errorf("ran %d alert lines, %d with --notify; want at least 4 and 1", ran, notified)
+	}
+	if n := len(h.posts(t)); n != 1 {
+		t.Errorf("the --notify line posted %d times, want once (the Sume source never verified a delivery)", n)
+	}
+}
