@@ -111,6 +111,17 @@ type dispatchConfig struct {
 	maxSlow                   int // -1: none
 }
 
+// destination names the destination cfg sets, for the dispatcher's log.
+func (cfg dispatchConfig) destination() string {
+	switch {
+	case cfg.forwardURL != "":
+		return "forward"
+	case cfg.exec != "":
+		return "exec"
+	}
+	return "nats"
+}
+
 // parseDispatch reads the destination flags. It fails when not exactly one
 // destination is set, a flag is out of range, or --config (read for
 // --exec's withheld secrets) cannot be read.
@@ -212,6 +223,7 @@ func newDispatcher(ctx context.Context, cfg dispatchConfig, store dispatch.Store
 		MaxSlow:     cfg.maxSlow,
 		Lease:       cfg.lease,
 		Registerer:  reg,
+		Name:        cfg.destination(),
 	}, log)
 	if err != nil {
 		closeDest()
