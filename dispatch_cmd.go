@@ -291,7 +291,10 @@ dispatcher died is delivered again when its lease runs out. SIGTERM stops
 claiming, lets the attempts under way finish, gives back the rows not yet
 started, and exits 0. With --admin-addr it answers /healthz, /readyz and
 /metrics there (its inbox_dispatch_* counters; the queue's gauges are
-serve's).
+serve's). While it works it logs at info, at most every 10 s, a line
+"dispatch progress" with its destination (forward, exec or nats) and the
+rows handed_on, retried and parked since the last one, and the rows it
+holds; nothing while idle (serve with a destination does the same).
 
 ` + destinationHelp + `
 
