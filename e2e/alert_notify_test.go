@@ -176,6 +176,16 @@ func TestAlertNotify(t *testing.T) {
 	}
 }
 
+// sumeSourceTOML is a config's Sume source, its secret read from the
+// variable startServer sets.
+const sumeSourceTOML = `
+[[source]]
+name = "sume"
+scheme = "sume"
+[[source.secret]]
+env = "SUME_COM_WEBHOOK_SIGNING_SECRET"
+`
+
 // TestAlertQuietFor serves two sources and delivers to one: alert
 // --quiet-for names the other (never verified) and not the busy one, until
 // the busy one has been quiet for the duration asked; the notification
@@ -183,13 +193,7 @@ func TestAlertNotify(t *testing.T) {
 func TestAlertQuietFor(t *testing.T) {
 	dir := t.TempDir()
 	db := filepath.Join(dir, "inbox.db")
-	cfg := writeConfig(t, dir, `
-[[source]]
-name = "sume"
-scheme = "sume"
-[[source.secret]]
-env = "SUME_COM_WEBHOOK_SIGNING_SECRET"
-
+	cfg := writeConfig(t, dir, sumeSourceTOML+`
 [[source]]
 name = "gh"
 scheme = "github"
@@ -252,13 +256,7 @@ value = "It's a Secret to Everybody"
 func TestCronAlertLines(t *testing.T) {
 	dir := t.TempDir()
 	db := filepath.Join(dir, "inbox.db")
-	cfg := writeConfig(t, dir, `
-[[source]]
-name = "sume"
-scheme = "sume"
-[[source.secret]]
-env = "SUME_COM_WEBHOOK_SIGNING_SECRET"
-`)
+	cfg := writeConfig(t, dir, sumeSourceTOML)
 	startServer(t, db, "--config", cfg) // creates the database
 	h := newHook(t, http.StatusOK)
 	var ran, notified int
