@@ -111,6 +111,17 @@ type dispatchConfig struct {
 	maxSlow                   int // -1: none
 }
 
+// destination names the destination cfg sets, for the dispatcher's log.
+func (cfg dispatchConfig) destination() string {
+	switch {
+	case cfg.forwardURL != "":
+		return "forward"
+	case cfg.exec != "":
+		return "exec"
+	}
+	return "nats"
+}
+
 // parseDispatch reads the destination flags. It fails when not exactly one
 // destination is set, a flag is out of range, or --config (read for
 // --exec's withheld secrets) cannot be read.
@@ -212,6 +223,7 @@ func newDispatcher(ctx context.Context, cfg dispatchConfig, store dispatch.Store
 		MaxSlow:     cfg.maxSlow,
 		Lease:       cfg.lease,
 		Registerer:  reg,
+		Name:        cfg.destination(),
 	}, log)
 	if err != nil {
 		closeDest()
@@ -280,7 +292,11 @@ claiming, lets the attempts under way finish, gives back the rows not yet
 started, and exits 0. With --admin-addr it answers /healthz, /readyz and
 /metrics there (its inbox_dispatch_* counters; the queue's gauges are
 serve's); /readyz fails while its claims and settlements fail to commit,
-and its probe claims a row of its own, undone, so it recovers idle.
+and its probe claims a row of its own, undone, so it recovers idle. While
+it works it logs at info, at most every 10 s, a line "dispatch progress"
+with its destination (forward, exec or nats) and the rows handed_on,
+retried and parked since the last one, and the rows it holds; nothing
+while idle (serve with a destination does the same).
 
 ` + destinationHelp + `
 

@@ -1,9 +1,14 @@
 package admin
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -18,15 +23,26 @@ import (
 const (
 	alertRaised = 1 // the lines printed say what
 	alertBroken = 2 // the inbox could not be read, or alert was misconfigured
+	alertUnsent = 3 // an alert was raised, as 1, and a --notify endpoint did not take it
 )
 
 // broken is err with alert's exit code 2.
 func broken(err error) error { return cli.Exit(err, alertBroken) }
 
+// report is what one check of alert found: the lines a person reads, and
+// the objects --json prints, one per line. Empty: nothing to raise.
+type report struct {
+	check string
+	text  bytes.Buffer
+	json  bytes.Buffer
+}
+
+func (r *report) empty() bool { return r.text.Len() == 0 && r.json.Len() == 0 }
+
 func alertCommand(open Opener) *cli.Command {
 	return &cli.Command{
 		Name:  "alert",
-		Usage: "for cron: print parked rows older than --max-age (or parked in every hour), missed and overdue jobs; exit 1 if any",
+		Usage: "for cron: print parked rows older than --max-age (or parked in every hour), missed and overdue jobs, or quiet sources; exit 1 if any",
 		Description: `Counts the parked rows received more than --max-age ago. While there are
 fewer than --min-count it prints nothing and exits 0, so cron mails nothing;
 otherwise it prints one line per reason (count, oldest) and exits 1.
@@ -38,12 +54,35 @@ alerts when every one of those hours had at least --min-count, printing the
 hours, the rows and the fewest and most in an hour. A bug that parks every
 delivery trips it; one old parked row does not.
 
+With --quiet-for DURATION it asks instead whether a source has gone quiet:
+it prints each source none of whose secrets has verified a delivery for
+that long, with its last verified delivery, and exits 1. The sources are
+those named by --source, else those of --config, else the Sume source
+serve runs without --config and every source a delivery was ever verified
+on. A source that has never had a verified delivery is always quiet. It
+reads when each secret last verified a delivery as serve records it: every
+minute and on exit, so it is precise to about a minute (a delivery of the
+last minute may not be seen yet): give it well over a minute.
+
 It also prints, and exits 1 for, each key refused with 503 (the store was
 down) more than --missed-after ago and not delivered since (inbox missed),
 and each expected job waiting past its window (inbox expected --overdue).
 
-It exits 2 when it cannot read the inbox (missing or unreadable database) and
-on any mistake in its flags, arguments or INBOX_ALERT_* variables.
+With --notify URL (repeatable; INBOX_NOTIFY holds several, comma-separated)
+it also POSTs what it prints, when it prints anything, to each webhook as
+JSON: "text" (the message, as Slack, Mattermost and ntfy-style endpoints
+show it), "host", "check" (parked, parked_every_hour, quiet, or unreadable
+when the inbox could not be read), "exit_code", "at", "lines" and
+"findings" (the objects --json prints). It never carries the database's
+address or a secret. Only http:// and https:// URLs; a redirect is not
+followed; each POST has --notify-timeout, and only a 2xx answer counts.
+
+It exits 2 when it cannot read the inbox (missing or unreadable database;
+notified too) and on any mistake in its flags, arguments or INBOX_ALERT_*
+or INBOX_NOTIFY* variables (not notified). It exits 3 when it raised an
+alert (as exit 1) and an endpoint of --notify did not take it; each such
+endpoint is named on stderr (scheme and host only). An unreadable inbox
+whose notification failed still exits 2.
 
 Examples:
    inbox alert --max-age 24h
@@ -51,6 +90,9 @@ Examples:
    inbox alert --max-age 24h --missed-after 30m
    inbox alert --parked-every-hour 24h
    inbox alert --parked-every-hour 2d --reason handler_failed --json
+   inbox alert --quiet-for 2h --config /etc/inbox/inbox.toml
+   inbox alert --quiet-for 30m --source vibe --notify https://hooks.slack.com/services/...
+   INBOX_NOTIFY=https://ntfy.example.com/inbox,https://chat.example.com/hooks/x inbox alert --max-age 24h
    */15 * * * * inbox /usr/local/bin/inbox alert --db /var/lib/inbox/inbox.db --max-age 24h   (/etc/cron.d: as user inbox)`,
 		Flags: []cli.Flag{
 			DBFlag(),
@@ -59,82 +101,186 @@ Examples:
 			ageFlag("parked-every-hour", "", "alert when rows were parked in every hour of this long, counted back from now, instead of on --max-age", "INBOX_ALERT_PARKED_EVERY_HOUR"),
 			reasonFlag("count only rows parked for this reason", "INBOX_ALERT_REASON"),
 			ageFlag("missed-after", "1h", "also alert on keys refused with 503 longer ago than this and not delivered since", "INBOX_ALERT_MISSED_AFTER"),
+			ageFlag("quiet-for", "", "alert instead when a source has had no verified delivery for this long (precise to about a minute)", "INBOX_ALERT_QUIET_FOR"),
+			&cli.StringSliceFlag{Name: "source", Usage: "with --quiet-for: the source to watch (repeatable); default: those of --config", EnvVars: []string{"INBOX_ALERT_SOURCE"}},
+			ConfigFlag("with --quiet-for: the TOML file of [[source]] tables serve reads, whose sources are watched"),
+			&cli.StringSliceFlag{Name: "notify", Usage: "also POST the alert as JSON to this http(s) webhook (repeatable)", EnvVars: []string{"INBOX_NOTIFY"}},
+			&cli.DurationFlag{Name: "notify-timeout", Value: defaultNotifyTimeout, Usage: "how long each --notify POST may take", EnvVars: []string{"INBOX_NOTIFY_TIMEOUT"}},
 			jsonFlag(),
 		},
 		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
 			return broken(fmt.Errorf("%w (see --help)", err))
 		},
 		Action: func(c *cli.Context) error {
-			if err := NoArgs(c); err != nil {
-				return broken(err)
-			}
-			maxAge, err := age(c, "max-age")
+			check, err := alertCheck(c)
 			if err != nil {
 				return broken(err)
 			}
-			if c.Int64("min-count") < 1 {
-				return broken(errors.New("--min-count must be at least 1"))
-			}
-			r, err := reason(c)
+			n, err := newNotifier(c)
 			if err != nil {
 				return broken(err)
 			}
-			every, err := age(c, "parked-every-hour")
-			if err != nil {
+			rep := &report{check: check.name}
+			if err := check.run(c, open, rep); err != nil {
+				rep.check = "unreadable"
+				rep.text.Reset()
+				rep.json.Reset()
+				fmt.Fprintf(&rep.text, "cannot read the inbox: %v\n", err)
+				if errs := notify(c, n, rep, alertBroken); len(errs) > 0 {
+					return broken(fmt.Errorf("%w; %w", err, errors.Join(errs...)))
+				}
 				return broken(err)
 			}
-			if c.IsSet("parked-every-hour") {
-				return alertEveryHour(c, open, every, r)
-			}
-			store, err := openRead(c, open)
-			if err != nil {
-				return broken(err)
-			}
-			defer store.Close()
-			groups, err := store.ParkedByReason(c.Context, inbox.Filter{
-				Reason: r,
-				Before: time.Now().Add(-maxAge),
-			})
-			if err != nil {
-				return broken(err)
-			}
-			var total int64
-			for _, g := range groups {
-				total += g.Count
-			}
-			if total < c.Int64("min-count") {
-				groups = nil
-			}
-			late, err := lateJobs(c, store)
-			if err != nil {
-				return broken(err)
-			}
-			if len(groups) == 0 && late.empty() {
+			if rep.empty() {
 				return nil
 			}
-			w := c.App.Writer
+			out := &rep.text
 			if c.Bool("json") {
-				if err := printJSONLines(w, groups); err != nil {
-					return broken(err)
-				}
-				if err := late.printJSON(w); err != nil {
-					return broken(err)
-				}
-				return cli.Exit("", alertRaised)
+				out = &rep.json
 			}
-			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-			for _, g := range groups {
-				fmt.Fprintf(tw, "%s\t%d parked longer than %s\toldest received %s\n",
-					cell(string(g.Reason)), g.Count, formatDuration(maxAge), formatTime(g.Oldest))
-			}
-			late.print(tw)
-			if err := tw.Flush(); err != nil {
+			if _, err := c.App.Writer.Write(out.Bytes()); err != nil {
 				return broken(err)
+			}
+			if errs := notify(c, n, rep, alertRaised); len(errs) > 0 {
+				return cli.Exit(errors.Join(errs...).Error(), alertUnsent)
 			}
 			// The lines above are the message; main prints nothing more.
 			return cli.Exit("", alertRaised)
 		},
 	}
+}
+
+// notify sends rep to n's endpoints, if any, and returns what failed.
+func notify(c *cli.Context, n *notifier, rep *report, code int) []error {
+	if len(n.urls) == 0 {
+		return nil
+	}
+	host, err := os.Hostname()
+	if err != nil {
+		host = "unknown"
+	}
+	var secrets []string
+	if u, err := url.Parse(c.String("db")); err == nil && u.User != nil {
+		if pw, ok := u.User.Password(); ok {
+			secrets = append(secrets, pw, url.QueryEscape(pw))
+		}
+	}
+	secrets = append(secrets, os.Getenv("PGPASSWORD"))
+	return n.send(c.Context, newNotice(host, rep.check, code, rep.text.Bytes(), rep.json.Bytes(), secrets...))
+}
+
+// check is one of alert's checks, its flags read and valid.
+type check struct {
+	name string
+	run  func(c *cli.Context, open Opener, rep *report) error
+}
+
+// alertCheck reads alert's flags and returns the check they ask for. It
+// fails on any flag out of range, and on flags of two checks at once.
+func alertCheck(c *cli.Context) (check, error) {
+	if err := NoArgs(c); err != nil {
+		return check{}, err
+	}
+	maxAge, err := age(c, "max-age")
+	if err != nil {
+		return check{}, err
+	}
+	if c.Int64("min-count") < 1 {
+		return check{}, errors.New("--min-count must be at least 1")
+	}
+	r, err := reason(c)
+	if err != nil {
+		return check{}, err
+	}
+	every, err := age(c, "parked-every-hour")
+	if err != nil {
+		return check{}, err
+	}
+	quiet, err := age(c, "quiet-for")
+	if err != nil {
+		return check{}, err
+	}
+	if _, err := age(c, "missed-after"); err != nil {
+		return check{}, err
+	}
+	switch {
+	case c.IsSet("quiet-for"):
+		if quiet <= 0 {
+			return check{}, errors.New("--quiet-for must be more than 0")
+		}
+		for _, other := range []string{"max-age", "parked-every-hour"} {
+			if c.IsSet(other) {
+				return check{}, fmt.Errorf("--quiet-for and --%s (or its INBOX_ALERT_ variable) are two alerts: run one command for each", other)
+			}
+		}
+		sources, err := quietSources(c)
+		if err != nil {
+			return check{}, err
+		}
+		return check{"quiet", func(c *cli.Context, open Opener, rep *report) error {
+			return alertQuiet(c, open, quiet, sources, rep)
+		}}, nil
+	case c.IsSet("source"):
+		// --config is not refused: INBOX_CONFIG may be set for serve.
+		return check{}, errors.New("--source goes with --quiet-for")
+	case c.IsSet("parked-every-hour"):
+		if every < time.Hour || every%time.Hour != 0 || every > maxAlertHours*time.Hour {
+			return check{}, fmt.Errorf("--parked-every-hour %s: want whole hours from 1h to %dd, such as 24h or 2d", formatDuration(every), maxAlertHours/24)
+		}
+		if c.IsSet("max-age") {
+			return check{}, errors.New("--parked-every-hour and --max-age (or INBOX_ALERT_MAX_AGE) are two alerts: run one command for each")
+		}
+		return check{"parked_every_hour", func(c *cli.Context, open Opener, rep *report) error {
+			return alertEveryHour(c, open, every, r, rep)
+		}}, nil
+	}
+	return check{"parked", func(c *cli.Context, open Opener, rep *report) error {
+		return alertParked(c, open, maxAge, r, rep)
+	}}, nil
+}
+
+// alertParked reports the parked rows older than maxAge, when there are at
+// least --min-count, and the keys missed and the jobs overdue.
+func alertParked(c *cli.Context, open Opener, maxAge time.Duration, r inbox.Reason, rep *report) error {
+	store, err := openRead(c, open)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	groups, err := store.ParkedByReason(c.Context, inbox.Filter{
+		Reason: r,
+		Before: time.Now().Add(-maxAge),
+	})
+	if err != nil {
+		return err
+	}
+	var total int64
+	for _, g := range groups {
+		total += g.Count
+	}
+	if total < c.Int64("min-count") {
+		groups = nil
+	}
+	late, err := lateJobs(c, store)
+	if err != nil {
+		return err
+	}
+	if len(groups) == 0 && late.empty() {
+		return nil
+	}
+	if err := printJSONLines(&rep.json, groups); err != nil {
+		return err
+	}
+	if err := late.printJSON(&rep.json); err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(&rep.text, 0, 0, 2, ' ', 0)
+	for _, g := range groups {
+		fmt.Fprintf(tw, "%s\t%d parked longer than %s\toldest received %s\n",
+			cell(string(g.Reason)), g.Count, formatDuration(maxAge), formatTime(g.Oldest))
+	}
+	late.print(tw)
+	return tw.Flush()
 }
 
 // maxAlertHours bounds --parked-every-hour: a month.
@@ -151,45 +297,118 @@ type everyHour struct {
 
 // alertEveryHour raises when at least --min-count rows were parked in each
 // of the hour-long windows that cover every back from now.
-func alertEveryHour(c *cli.Context, open Opener, every time.Duration, r inbox.Reason) error {
-	if every < time.Hour || every%time.Hour != 0 || every > maxAlertHours*time.Hour {
-		return broken(fmt.Errorf("--parked-every-hour %s: want whole hours from 1h to %dd, such as 24h or 2d", formatDuration(every), maxAlertHours/24))
-	}
-	if c.IsSet("max-age") {
-		return broken(errors.New("--parked-every-hour and --max-age (or INBOX_ALERT_MAX_AGE) are two alerts: run one command for each"))
-	}
+func alertEveryHour(c *cli.Context, open Opener, every time.Duration, r inbox.Reason, rep *report) error {
 	store, err := openRead(c, open)
 	if err != nil {
-		return broken(err)
+		return err
 	}
 	defer store.Close()
 	hours := int(every / time.Hour)
 	counts, err := store.ParkedPerHour(c.Context, inbox.Filter{Reason: r}, time.Now(), hours)
 	if err != nil {
-		return broken(err)
+		return err
 	}
-	rep := everyHour{Hours: hours, PerHour: counts, Fewest: counts[0].Count}
+	e := everyHour{Hours: hours, PerHour: counts, Fewest: counts[0].Count}
 	for _, h := range counts {
-		rep.Rows += h.Count
-		rep.Fewest, rep.Most = min(rep.Fewest, h.Count), max(rep.Most, h.Count)
+		e.Rows += h.Count
+		e.Fewest, e.Most = min(e.Fewest, h.Count), max(e.Most, h.Count)
 	}
-	if rep.Fewest < c.Int64("min-count") {
+	if e.Fewest < c.Int64("min-count") {
 		return nil
 	}
-	w := c.App.Writer
-	if c.Bool("json") {
-		if err := json.NewEncoder(w).Encode(rep); err != nil {
-			return broken(err)
-		}
-		return cli.Exit("", alertRaised)
+	if err := json.NewEncoder(&rep.json).Encode(e); err != nil {
+		return err
 	}
 	what := "rows were parked"
 	if r != "" {
 		what = cell(string(r)) + " rows were parked"
 	}
-	if _, err := fmt.Fprintf(w, "%s in every hour of the last %s: %s rows, %d to %d an hour (inbox parked --per-hour)\n",
-		what, formatDuration(every), thousands(rep.Rows), rep.Fewest, rep.Most); err != nil {
-		return broken(err)
+	fmt.Fprintf(&rep.text, "%s in every hour of the last %s: %s rows, %d to %d an hour (inbox parked --per-hour)\n",
+		what, formatDuration(every), thousands(e.Rows), e.Fewest, e.Most)
+	return nil
+}
+
+// quietSource is what alert --quiet-for --json prints for each quiet source.
+type quietSource struct {
+	Source       string    `json:"source"`
+	LastVerified time.Time `json:"last_verified_at,omitzero"` // absent: never
+	QuietSeconds float64   `json:"quiet_seconds,omitempty"`
+	Never        bool      `json:"never_verified,omitempty"`
+}
+
+// alertQuiet reports each watched source whose newest secret use is older
+// than quiet, or that has none.
+func alertQuiet(c *cli.Context, open Opener, quiet time.Duration, sources []string, rep *report) error {
+	store, err := openRead(c, open)
+	if err != nil {
+		return err
 	}
-	return cli.Exit("", alertRaised)
+	defer store.Close()
+	uses, err := store.SecretUses(c.Context)
+	if err != nil {
+		return err
+	}
+	last := map[string]time.Time{}
+	for _, u := range uses {
+		if u.LastVerified.After(last[u.Source]) {
+			last[u.Source] = u.LastVerified
+		}
+	}
+	if sources == nil {
+		// Without --source or --config: the Sume source serve runs on its
+		// own, and every source anything was verified on.
+		sources = []string{inbox.DefaultSource}
+		for s := range last {
+			sources = append(sources, s)
+		}
+	}
+	slices.Sort(sources)
+	sources = slices.Compact(sources)
+	now := time.Now()
+	tw := tabwriter.NewWriter(&rep.text, 0, 0, 2, ' ', 0)
+	enc := json.NewEncoder(&rep.json)
+	for _, s := range sources {
+		t, ok := last[s]
+		if ok && now.Sub(t) < quiet {
+			continue
+		}
+		q := quietSource{Source: s, LastVerified: t, Never: !ok}
+		if ok {
+			q.QuietSeconds = now.Sub(t).Round(time.Second).Seconds()
+			fmt.Fprintf(tw, "quiet %s\tno verified delivery for %s\tlast %s\t(inbox sources)\n",
+				cell(s), formatDuration(now.Sub(t).Round(time.Second)), formatTime(t))
+		} else {
+			fmt.Fprintf(tw, "quiet %s\tnever had a verified delivery\t\t(inbox sources)\n", cell(s))
+		}
+		if err := enc.Encode(q); err != nil {
+			return err
+		}
+	}
+	return tw.Flush()
+}
+
+// quietSources returns the sources --source or --config name, or nil when
+// neither is given.
+func quietSources(c *cli.Context) ([]string, error) {
+	var out []string
+	for _, s := range c.StringSlice("source") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	if len(out) > 0 {
+		return out, nil
+	}
+	file := c.String("config")
+	if file == "" {
+		return nil, nil
+	}
+	sources, err := DescribeSources(file, os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range sources {
+		out = append(out, s.Name)
+	}
+	return out, nil
 }

@@ -13,7 +13,7 @@ import (
 )
 
 func statsCommand(open Opener) *cli.Command {
-	return &cli.Command{
+	return watched(&cli.Command{
 		Name:  "stats",
 		Usage: "count rows per status and parked rows per reason; show the delivery queue",
 		Description: `Counts rows per status, with the delivery attempts recorded on them (on
@@ -23,12 +23,19 @@ before giving up), the queue of new rows the application still has to take
 long the oldest has waited), and parked rows per reason (handler_failed and
 handler_rejected are the dispatcher's).
 
+With --watch [INTERVAL] it redraws them every INTERVAL (default 2s, at
+least 100ms) until interrupted (Ctrl-C: exit 0); each read is cut off
+after the interval or 5s, whichever is longer. With --json it prints one
+object per line each time.
+
 Examples:
    inbox stats
-   inbox stats --json | jq .queue`,
-		Flags: []cli.Flag{DBFlag(), jsonFlag()},
+   inbox stats --json | jq .queue
+   inbox stats --watch
+   inbox stats --watch 10s`,
+		Flags: []cli.Flag{DBFlag(), jsonFlag(), watchFlag()},
 		Action: func(c *cli.Context) error {
-			if err := NoArgs(c); err != nil {
+			if err := noArgsButWatch(c); err != nil {
 				return err
 			}
 			store, err := openRead(c, open)
@@ -92,5 +99,5 @@ Examples:
 			}
 			return tw.Flush()
 		},
-	}
+	})
 }

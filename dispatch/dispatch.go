@@ -13,6 +13,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -29,6 +30,8 @@ const (
 	DefaultLease   = 2 * time.Minute
 	DefaultPoll    = 250 * time.Millisecond
 	DefaultMaxSlow = 64
+	// DefaultProgress is how often a working dispatcher logs what it did.
+	DefaultProgress = 10 * time.Second
 )
 
 // maxError bounds the error text kept on a row (and logged).
@@ -44,6 +47,11 @@ const (
 	keyOwner    = "owner"
 	keyRows     = "rows"
 	keyDuration = "duration"
+	keyDest     = "destination"
+	keyDone     = "handed_on"
+	keyRetried  = "retried"
+	keyParked   = "parked"
+	keyHeld     = "held"
 )
 
 // Store is what the dispatcher needs of the inbox.
@@ -112,6 +120,13 @@ type Config struct {
 	Now func() time.Time
 	// Registerer, when set, gets the dispatcher's metrics.
 	Registerer prometheus.Registerer
+	// Name names the destination in the log (forward, exec, nats);
+	// "destination" when empty.
+	Name string
+	// Progress is how often, while it works, the dispatcher logs at info
+	// what it handed on, retried and parked since the last such line;
+	// nothing while idle. Zero: DefaultProgress; negative: never.
+	Progress time.Duration
 }
 
 // Dispatcher delivers the inbox's new rows to one destination.
@@ -121,6 +136,28 @@ type Dispatcher struct {
 	log     zerolog.Logger
 	metrics *metrics
 	times   *durations
+	tally   progress
+}
+
+// progress counts the outcomes since the dispatcher last logged them.
+type progress struct {
+	done, retried, parked atomic.Int64
+}
+
+// report logs, once per Progress, the outcomes counted since the last
+// line, and how many rows this dispatcher holds; nothing when there were
+// none. last is when it last looked.
+func (d *Dispatcher) report(last *time.Time, held int, force bool) {
+	if d.cfg.Progress < 0 || (!force && time.Since(*last) < d.cfg.Progress) {
+		return
+	}
+	*last = time.Now()
+	done, retried, parked := d.tally.done.Swap(0), d.tally.retried.Swap(0), d.tally.parked.Swap(0)
+	if done == 0 && retried == 0 && parked == 0 {
+		return
+	}
+	d.log.Info().Str(keyDest, d.cfg.Name).Int64(keyDone, done).Int64(keyRetried, retried).Int64(keyParked, parked).
+		Int(keyHeld, held).Msg("dispatch progress")
 }
 
 // New returns a Dispatcher and registers its metrics. It fails when no
@@ -153,6 +190,12 @@ func New(store Store, cfg Config, log zerolog.Logger) (*Dispatcher, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.Name == "" {
+		cfg.Name = "destination"
+	}
+	if cfg.Progress == 0 {
+		cfg.Progress = DefaultProgress
 	}
 	switch {
 	case cfg.Workers < 1 || cfg.Workers > 1024:
@@ -233,6 +276,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		stopping bool
 		stopBy   time.Time
 		paused   pause
+		reported = time.Now()
 	)
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -246,8 +290,10 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 			d.log.Info().Int(keyRows, held).Msg("stopping: finishing the attempts under way")
 		}
 		if stopping && held == 0 {
+			d.report(&reported, held, true)
 			return nil
 		}
+		d.report(&reported, held, false)
 
 		want := 0
 		if !stopping {
@@ -553,6 +599,7 @@ func (d *Dispatcher) exhausted(j inbox.Job) inbox.Settlement {
 	d.log.Warn().Str(keyJob, j.ID).Int(keyAttempt, j.Attempt-1).Str(keyOutcome, outcomeFailed).Str(keyCause, st.Error).Msg("failed every attempt: parked")
 	d.metrics.deliveries.WithLabelValues(outcomeFailed).Inc()
 	d.metrics.attempts.Observe(float64(j.Attempt - 1))
+	d.tally.parked.Add(1)
 	return st
 }
 
@@ -578,6 +625,14 @@ func (d *Dispatcher) outcome(j inbox.Job, err error) inbox.Settlement {
 		log.Info().Str(keyOutcome, outcome).Str(keyCause, st.Error).Dur(keyRetryIn, wait).Msg("failed: retrying")
 	}
 	d.metrics.deliveries.WithLabelValues(outcome).Inc()
+	switch st.Fate {
+	case inbox.FateDone:
+		d.tally.done.Add(1)
+	case inbox.FateRetry:
+		d.tally.retried.Add(1)
+	default:
+		d.tally.parked.Add(1)
+	}
 	if st.Fate != inbox.FateRetry {
 		d.metrics.attempts.Observe(float64(j.Attempt))
 	}

@@ -1,0 +1,154 @@
+package admin
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+)
+
+// Notification limits: a webhook that takes a message answers at once and
+// briefly, and one that never answers must not hold cron's job.
+const (
+	defaultNotifyTimeout = 10 * time.Second
+	maxNotifyAnswer      = 64 << 10 // read, then dropped, so the connection can be reused
+	maxNotifyLines       = 100      // lines carried in a notification's text
+)
+
+// notice is the JSON alert --notify posts. Text is the message Slack,
+// Mattermost and their kin show as is; the rest is for a receiver that
+// reads fields. It carries what alert printed, never the database's
+// address or any secret.
+type notice struct {
+	Text     string            `json:"text"`
+	Host     string            `json:"host"`
+	Check    string            `json:"check"` // parked, parked_every_hour, quiet, unreadable
+	ExitCode int               `json:"exit_code"`
+	At       time.Time         `json:"at"`
+	Lines    []string          `json:"lines"`
+	Findings []json.RawMessage `json:"findings,omitempty"` // what --json prints, an object each
+}
+
+// notifier posts notices to the --notify endpoints.
+type notifier struct {
+	urls   []*url.URL
+	client *http.Client
+}
+
+// newNotifier reads --notify and --notify-timeout. It fails on a URL that
+// is not http:// or https:// with a host, or a timeout that is not
+// positive; the error names the URL's scheme and host only, since the path
+// of a chat webhook is its secret.
+func newNotifier(c *cli.Context) (*notifier, error) {
+	n := &notifier{client: &http.Client{
+		Timeout: c.Duration("notify-timeout"),
+		// A redirect is not followed: the message goes where it was told
+		// to, and a 3xx is a failure to deliver it.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}}
+	if n.client.Timeout <= 0 {
+		return nil, errors.New("--notify-timeout must be positive")
+	}
+	for _, raw := range c.StringSlice("notify") {
+		raw = strings.TrimSpace(raw)
+		if raw == "" {
+			continue
+		}
+		u, err := url.Parse(raw)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			scheme := ""
+			if err == nil {
+				scheme = u.Scheme
+			}
+			return nil, fmt.Errorf("--notify: want an http:// or https:// URL with a host, got one of scheme %q", scheme)
+		}
+		n.urls = append(n.urls, u)
+	}
+	return n, nil
+}
+
+// endpoint names u in messages: its scheme and host, not the path or the
+// query, which may hold the webhook's token.
+func endpoint(u *url.URL) string { return u.Scheme + "://" + u.Host }
+
+// send posts nt to every endpoint, each within the timeout, and returns
+// one error per endpoint that did not answer 2xx.
+func (n *notifier) send(ctx context.Context, nt notice) []error {
+	body, err := json.Marshal(nt)
+	if err != nil {
+		return []error{fmt.Errorf("notify: %w", err)}
+	}
+	var errs []error
+	for _, u := range n.urls {
+		if err := n.post(ctx, u, body); err != nil {
+			errs = append(errs, fmt.Errorf("notify %s: %w", endpoint(u), err))
+		}
+	}
+	return errs
+}
+
+func (n *notifier) post(ctx context.Context, u *url.URL, body []byte) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(body))
+	if err != nil {
+		return errors.New("cannot make the request")
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "inbox-alert")
+	resp, err := n.client.Do(req)
+	if err != nil {
+		// url.Error quotes the whole URL: keep only what went wrong.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return err
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, io.LimitReader(resp.Body, maxNotifyAnswer))
+	switch {
+	case resp.StatusCode >= 300 && resp.StatusCode < 400:
+		return fmt.Errorf("answered %s (redirects are not followed)", resp.Status)
+	case resp.StatusCode < 200 || resp.StatusCode >= 300:
+		return fmt.Errorf("answered %s", resp.Status)
+	}
+	return nil
+}
+
+// newNotice builds the notice for what a check printed: text its human
+// lines, findings its JSON ones. secrets are removed from every string
+// (the database URL's password, should an error quote it).
+func newNotice(host, check string, code int, text, findings []byte, secrets ...string) notice {
+	scrub := func(s string) string {
+		for _, v := range secrets {
+			if v != "" {
+				s = strings.ReplaceAll(s, v, "[redacted]")
+			}
+		}
+		return s
+	}
+	nt := notice{Host: host, Check: check, ExitCode: code, At: time.Now().UTC(), Lines: []string{}}
+	for l := range strings.SplitSeq(strings.TrimRight(string(text), "\n"), "\n") {
+		if l = strings.TrimRight(l, " "); l != "" {
+			nt.Lines = append(nt.Lines, scrub(l))
+		}
+	}
+	for l := range bytes.SplitSeq(findings, []byte("\n")) {
+		if len(bytes.TrimSpace(l)) > 0 && json.Valid(l) {
+			nt.Findings = append(nt.Findings, json.RawMessage(scrub(string(l))))
+		}
+	}
+	shown := nt.Lines[:min(len(nt.Lines), maxNotifyLines)]
+	nt.Text = fmt.Sprintf("inbox alert on %s (%s):\n%s", host, check, strings.Join(shown, "\n"))
+	if len(shown) < len(nt.Lines) {
+		nt.Text += fmt.Sprintf("\n… and %d more lines", len(nt.Lines)-len(shown))
+	}
+	return nt
+}

@@ -1,0 +1,120 @@
+package admin
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/urfave/cli/v2"
+	"golang.org/x/sys/unix"
+)
+
+// Watch limits: redrawing faster than a person reads only loads the
+// store, and each read is cut off after the interval or minWatchRead,
+// whichever is longer, so a store that hangs does not freeze the screen
+// for good.
+const (
+	defaultWatch = 2 * time.Second
+	minWatch     = 100 * time.Millisecond
+	minWatchRead = 5 * time.Second
+)
+
+// watchFlag is --watch, whose interval is the one argument that may
+// follow it.
+func watchFlag() *cli.BoolFlag {
+	return &cli.BoolFlag{Name: "watch", Usage: "redraw every INTERVAL (the argument after it; default 2s) until interrupted"}
+}
+
+// noArgsButWatch is NoArgs, but for the interval --watch may take.
+func noArgsButWatch(c *cli.Context) error {
+	if c.Bool("watch") && c.Args().Len() <= 1 {
+		return nil
+	}
+	return NoArgs(c)
+}
+
+// watched returns cmd with --watch: its action run again every interval,
+// each output drawn as a frame (the screen cleared first on a terminal;
+// with --json, a line each), until SIGINT or SIGTERM, which ends it with
+// exit 0. A frame that cannot be read fails the command when it is the
+// first, and is drawn as the error otherwise.
+func watched(cmd *cli.Command) *cli.Command {
+	once := cmd.Action
+	cmd.Action = func(c *cli.Context) error {
+		if !c.Bool("watch") {
+			return once(c)
+		}
+		every := defaultWatch
+		if c.Args().Len() > 1 {
+			return NoArgs(c)
+		}
+		if arg := c.Args().First(); arg != "" {
+			d, err := time.ParseDuration(arg)
+			if err != nil || d < minWatch {
+				return fmt.Errorf("--watch %q: want an interval of at least %s, such as 2s or 1m", arg, minWatch)
+			}
+			every = d
+		}
+		return watch(c, every, once)
+	}
+	return cmd
+}
+
+func watch(c *cli.Context, every time.Duration, once cli.ActionFunc) error {
+	ctx, w := c.Context, c.App.Writer
+	clear := !c.Bool("json") && terminal(w)
+	defer func() { c.Context, c.App.Writer = ctx, w }()
+	for n := 0; ; n++ {
+		var frame bytes.Buffer
+		fctx, cancel := context.WithTimeout(ctx, max(every, minWatchRead))
+		c.Context, c.App.Writer = fctx, &frame
+		err := once(c)
+		c.Context, c.App.Writer = ctx, w
+		cancel()
+		if ctx.Err() != nil {
+			return nil // interrupted
+		}
+		if err != nil {
+			if n == 0 {
+				return err
+			}
+			frame.Reset()
+			fmt.Fprintf(&frame, "cannot read: %v\n", err)
+		}
+		var out bytes.Buffer
+		if clear {
+			out.WriteString("\x1b[H\x1b[2J")
+		}
+		if !c.Bool("json") {
+			fmt.Fprintf(&out, "inbox stats, every %s, at %s (Ctrl-C to stop)\n\n", formatDuration(every), time.Now().Format(time.TimeOnly))
+		}
+		out.Write(frame.Bytes())
+		if _, err := w.Write(out.Bytes()); err != nil {
+			if errors.Is(err, os.ErrClosed) {
+				return nil
+			}
+			return err
+		}
+		t := time.NewTimer(every)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// terminal reports whether w is a terminal.
+func terminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
