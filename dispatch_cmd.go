@@ -326,18 +326,23 @@ Examples:
 				defer aln.Close()
 			}
 			db := c.String("db")
-			store, err := openStore(c.Context, db, storeOptions{
+			ctx, stop := context.WithCancelCause(c.Context)
+			defer stop(nil)
+			store, err := openStore(ctx, db, storeOptions{
 				schema:      schema,
 				mustExist:   true,
 				busyTimeout: c.Duration("busy-timeout"),
-				onFileLost:  logFileLost(log, describeDB(db)),
+				onFileLost:  logLost(log, describeDB(db), fileLost, fileBack),
+				wait:        true,
+				onDown:      logLost(log, describeDB(db), dbDown, dbBack),
+				onFatal:     stop,
 			})
 			if err != nil {
 				return err
 			}
 			defer store.Close()
 			reg := newRegistry()
-			d, closeDest, deps, err := newDispatcher(c.Context, cfg, store, log, reg, true)
+			d, closeDest, deps, err := newDispatcher(ctx, cfg, store, log, reg, true)
 			if err != nil {
 				return err
 			}
@@ -347,7 +352,7 @@ Examples:
 				return err
 			}
 			log.Info().Str("db", describeDB(db)).Msg("starting")
-			if err := runWithOps(c.Context, d, rec, rcfg.apiURL, aln, store, reg, log, deps...); err != nil {
+			if err := stoppedBy(ctx, runWithOps(ctx, d, rec, rcfg.apiURL, aln, store, reg, log, deps...)); err != nil {
 				return err
 			}
 			closeDest()

@@ -106,17 +106,22 @@ Examples:
 			defer closeAll(ln, aln)
 			reg := newRegistry()
 			m := metrics.New(reg)
-			store, err := openStore(c.Context, cfg.db, storeOptions{
+			ctx, stop := context.WithCancelCause(c.Context)
+			defer stop(nil)
+			store, err := openStore(ctx, cfg.db, storeOptions{
 				schema:      schema,
 				busyTimeout: cfg.busyTimeout,
 				onCommit:    m.Committed,
-				onFileLost:  logFileLost(log, describeDB(cfg.db)),
+				onFileLost:  logLost(log, describeDB(cfg.db), fileLost, fileBack),
+				wait:        true,
+				onDown:      logLost(log, describeDB(cfg.db), dbDown, dbBack),
+				onFatal:     stop,
 			})
 			if err != nil {
 				return err
 			}
 			defer store.Close()
-			return runServe(c.Context, cfg, store, serveDeps{ln: ln, aln: aln, reg: reg, metrics: m, log: log})
+			return stoppedBy(ctx, runServe(ctx, cfg, store, serveDeps{ln: ln, aln: aln, reg: reg, metrics: m, log: log}))
 		},
 	}
 }
@@ -337,16 +342,38 @@ func checkBusyTimeout(busy, writeTimeout time.Duration) error {
 	return nil
 }
 
-// logFileLost logs, once each time, that the database file went from its
-// path and that it is back.
-func logFileLost(log zerolog.Logger, db string) func(error) {
+// What logLost says of a SQLite file that went from its path, and of a
+// PostgreSQL that cannot be reached at start.
+const (
+	fileLost = "database file lost: nothing is written (deliveries get 503) and /readyz fails until it is back at its path"
+	fileBack = "database file back at its path: writing again"
+	dbDown   = "database cannot be reached: every write fails (deliveries get 503, their keys kept for inbox missed; no row is handed on) and /readyz fails until it answers; then the store opens by itself"
+	dbBack   = "database reached: the store is open"
+)
+
+// logLost logs, once each time, that the database went away (lost, with
+// the error) and that it is back.
+func logLost(log zerolog.Logger, db, lost, back string) func(error) {
 	return func(err error) {
 		if err != nil {
-			log.Error().Err(err).Str("db", db).Msg("database file lost: nothing is written (deliveries get 503) and /readyz fails until it is back at its path")
+			log.Error().Err(err).Str("db", db).Msg(lost)
 			return
 		}
-		log.Info().Str("db", db).Msg("database file back at its path: writing again")
+		log.Info().Str("db", db).Msg(back)
 	}
+}
+
+// stoppedBy returns err on one line, after the store's own error when that
+// is what stopped ctx: a store opened in the background found a
+// configuration it cannot work with once its database answered.
+func stoppedBy(ctx context.Context, err error) error {
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		err = errors.Join(cause, err)
+	}
+	if err == nil {
+		return nil
+	}
+	return oneLine{err}
 }
 
 // newRegistry returns a registry with the Go runtime's and the process's
