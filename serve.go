@@ -363,12 +363,13 @@ func logLost(log zerolog.Logger, db, lost, back string) func(error) {
 	}
 }
 
-// stoppedBy returns err on one line, after the store's own error when that
-// is what stopped ctx: a store opened in the background found a
-// configuration it cannot work with once its database answered.
+// stoppedBy returns err on one line, or the store's own error when that is
+// what stopped ctx: a store opened in the background found a configuration
+// it cannot work with once its database answered (what failed after it,
+// for want of the store, was logged).
 func stoppedBy(ctx context.Context, err error) error {
 	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
-		err = errors.Join(cause, err)
+		return cause
 	}
 	if err == nil {
 		return nil

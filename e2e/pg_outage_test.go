@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"syscall"
@@ -354,4 +357,122 @@ func TestPostgresHangsAtShutdown(t *testing.T) {
 // and the close (the busy timeout at most), and a second for the rest.
 func shutdownBound(busy time.Duration) time.Duration {
 	return 5*time.Second + busy + time.Second
+}
+
+// TestPostgresConfigErrorAtStart: what waiting cannot mend still stops
+// serve and dispatch at once, with one clear line: a URL that does not
+// parse, a role or a database the server refuses, synchronous_commit off.
+// Only a database that cannot be reached is waited for.
+func TestPostgresConfigErrorAtStart(t *testing.T) {
+	dsn := pgSchema(t)
+	with := func(edit func(u *url.URL)) string {
+		u, _ := url.Parse(dsn)
+		edit(u)
+		return u.String()
+	}
+	for _, tt := range []struct {
+		name, db, want string
+	}{
+		{"unparsable", "postgres://postgres@127.0.0.1:notaport/test", "does not parse"},
+		{"no such database", with(func(u *url.URL) { u.Path = "/no_such_database_e2e" }), `database "no_such_database_e2e" does not exist`},
+		{"no such role", with(func(u *url.URL) { u.User = url.User("no_such_role_e2e") }), `role "no_such_role_e2e" does not exist`},
+		{"synchronous_commit off", with(func(u *url.URL) {
+			q := u.Query()
+			q.Set("synchronous_commit", "off")
+			u.RawQuery = q.Encode()
+		}), "synchronous_commit is off"},
+	} {
+		for _, cmd := range [][]string{
+			{"serve", "--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"},
+			{"dispatch", "--admin-addr", "127.0.0.1:0", "--forward-url", "http://127.0.0.1:1/jobs"},
+		} {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			c := exec.CommandContext(ctx, binary(t), append(cmd, "--db", tt.db)...)
+			c.Env = append(os.Environ(), "SUME_COM_WEBHOOK_SIGNING_SECRET="+e2eSecret)
+			var stderr strings.Builder
+			c.Stderr = &stderr
+			start := time.Now()
+			err := c.Run()
+			took, timedOut := time.Since(start), ctx.Err() != nil
+			cancel()
+			last, lines := "", 0
+			for line := range strings.Lines(stderr.String()) {
+				if strings.HasPrefix(line, "inbox: ") {
+					last, lines = line, lines+1
+				}
+			}
+			if err == nil || timedOut || took > 5*time.Second {
+				t.Errorf("%s %s: exit %v after %s; want a failure at once\n%s", cmd[0], tt.name, err, took.Round(time.Millisecond), stderr.String())
+			}
+			t.Logf("%s %s: exit %v after %s", cmd[0], tt.name, err, took.Round(time.Millisecond))
+			if !strings.Contains(last, tt.want) || lines != 1 {
+				t.Errorf("%s %s: want one line \"inbox: ...%s...\", got\n%s", cmd[0], tt.name, tt.want, stderr.String())
+			}
+		}
+	}
+}
+
+// TestPostgresDownAdminCommands: the operator's commands are one-shot:
+// while the database is down or hangs they fail at once (within the busy
+// timeout) with one line, rather than wait for it as serve does.
+func TestPostgresDownAdminCommands(t *testing.T) {
+	proxy, dsn := startPGProxy(t, pgSchema(t))
+	for _, way := range []struct {
+		name  string
+		cause func()
+	}{{"cut", proxy.cut}, {"stall", proxy.stall}} {
+		way.cause()
+		for _, args := range [][]string{{"list"}, {"parked"}, {"stats"}, {"missed"}, {"reprocess", "--all", "--dry-run"}} {
+			start := time.Now()
+			out, errOut, code := runCLI(t, []string{"INBOX_BUSY_TIMEOUT=1s"}, append(args, "--db", dsn)...)
+			took := time.Since(start)
+			if code == 0 || out != "" || strings.Count(strings.TrimSpace(errOut), "\n") != 0 || !strings.HasPrefix(errOut, "inbox: ") {
+				t.Errorf("%s: %v: exit %d, stdout %q, stderr %q; want a failure on one line", way.name, args, code, out, errOut)
+			}
+			if took > 5*time.Second { // the busy timeout (3 s for the read-only commands) and the start
+				t.Errorf("%s: %v took %s, want a failure at once", way.name, args, took.Round(time.Millisecond))
+			}
+		}
+	}
+}
+
+// TestPostgresDownAtStartDispatch starts inbox dispatch while its database
+// is down: it waits (does not exit), /readyz fails meanwhile, and once the
+// database is back it is ready by itself and hands on the rows serve (here
+// another process) stores.
+func TestPostgresDownAtStartDispatch(t *testing.T) {
+	schema := pgSchema(t)
+	proxy, dsn := startPGProxy(t, schema)
+	proxy.cut()
+	app := newSink(t, 0, 0)
+	d := startInbox(t, nil, "dispatch", "--admin-addr", "127.0.0.1:0", "--db", dsn, "--busy-timeout", "1s", "--forward-url", app.URL)
+	for range 3 {
+		if got := readyz(d.admin); got != http.StatusServiceUnavailable {
+			t.Errorf("dispatch /readyz while the database is down: %d, want 503", got)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	select {
+	case <-d.done:
+		t.Fatalf("dispatch exited while the database was down: %v\n%s", d.err, d.logs)
+	default:
+	}
+	proxy.restore()
+	deadline := time.Now().Add(15 * time.Second)
+	for readyz(d.admin) != http.StatusOK {
+		if time.Now().After(deadline) {
+			t.Fatalf("dispatch /readyz still fails 15s after the database came back\n%s", d.logs)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	fillPG(t, schema, 3)
+	for len(app.counts()) < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("dispatch handed on %v, want 3 rows\n%s", app.counts(), d.logs)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if down := logCount(d.logs.String(), msgDBDown); down != 1 {
+		t.Errorf("dispatch logged the outage %d times, want once", down)
+	}
 }

@@ -46,8 +46,8 @@ type Options struct {
 }
 
 // Store is an inbox.Store whose operations go to the store Options.Open
-// returned once it has, and fail with ErrNotOpen (or Open's fatal error)
-// before.
+// returned once it has, and fail with ErrNotOpen before (and for good
+// after a fatal error, which OnFatal is told of).
 type Store struct {
 	opts    Options
 	cancel  context.CancelFunc
@@ -56,7 +56,6 @@ type Store struct {
 
 	mu    sync.Mutex
 	store inbox.Store // nil until open
-	fatal error
 
 	closeOnce sync.Once
 	closeErr  error
@@ -93,9 +92,6 @@ func (s *Store) run(ctx context.Context) {
 		case ctx.Err() != nil:
 			return
 		case !s.opts.Transient(err):
-			s.mu.Lock()
-			s.fatal = err
-			s.mu.Unlock()
 			settle.Do(func() { close(s.settled) })
 			if s.opts.OnFatal != nil {
 				s.opts.OnFatal(err)
@@ -132,13 +128,10 @@ func (s *Store) get(ctx context.Context) (inbox.Store, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	switch {
-	case s.store != nil:
-		return s.store, nil
-	case s.fatal != nil:
-		return nil, s.fatal
+	if s.store == nil {
+		return nil, ErrNotOpen
 	}
-	return nil, ErrNotOpen
+	return s.store, nil
 }
 
 // Close stops the attempts and closes the store if it opened.
