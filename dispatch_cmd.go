@@ -279,7 +279,9 @@ dispatcher died is delivered again when its lease runs out. SIGTERM stops
 claiming, lets the attempts under way finish, gives back the rows not yet
 started, and exits 0. With --admin-addr it answers /healthz, /readyz and
 /metrics there (its inbox_dispatch_* counters; the queue's gauges are
-serve's).
+serve's). On PostgreSQL it waits for a database that cannot be reached
+at start, as serve does: /readyz fails and no row is claimed until it
+answers; what the server refuses stops it at once.
 
 ` + destinationHelp + `
 

@@ -58,6 +58,18 @@ A delivery answered 503 because the store could not take it is remembered
 and, once the store takes writes again, listed by inbox missed until the
 key is delivered. ` + reconcileHelp + `
 
+On PostgreSQL, serve starts even while the database cannot be reached
+(connection refused or reset, a timeout, a name that does not resolve, the
+server starting up or shutting down): it listens at once, answers every
+verified delivery 503 with Retry-After and remembers its key, fails
+/readyz, logs the outage once, and opens the store (migrations and checks)
+by itself once the database answers. What the server refuses (the role or
+password, a database that does not exist, synchronous_commit off) stops it
+at once, as a URL that does not parse does. On SIGTERM while the database
+hangs, it stops within --busy-timeout (the drain) and 7 s more; each
+refused key it could not record is logged (source, key, job), to ask for
+again with inbox redeliver.
+
 Examples:
    SUME_COM_WEBHOOK_SIGNING_SECRET=whsec_current inbox serve
    SUME_COM_WEBHOOK_SIGNING_SECRET=old,new inbox serve --addr :8080 --db /var/lib/inbox/inbox.db
