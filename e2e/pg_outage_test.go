@@ -162,6 +162,21 @@ const (
 	msgDBBack = "database reached: the store is open"
 )
 
+// restoreReady restores the proxy and waits until srv's /readyz answers
+// 200, failing the test after 15 s; it returns that deadline.
+func restoreReady(t *testing.T, proxy *pgProxy, srv *server) time.Time {
+	t.Helper()
+	proxy.restore()
+	deadline := time.Now().Add(15 * time.Second)
+	for readyz(srv.admin) != http.StatusOK {
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz still fails 15s after the database came back\n%s", srv.logs)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return deadline
+}
+
 // TestPostgresDownAtStart starts serve while its database is down (the
 // proxy refuses every connection): it serves at once, every delivery is
 // answered 503 with Retry-After at once and its key kept, a forgery still
@@ -200,14 +215,7 @@ func TestPostgresDownAtStart(t *testing.T) {
 		t.Errorf("/healthz while the database is down: %d, want 200", got)
 	}
 
-	proxy.restore()
-	deadline := time.Now().Add(15 * time.Second)
-	for readyz(srv.admin) != http.StatusOK {
-		if time.Now().After(deadline) {
-			t.Fatalf("/readyz still fails 15s after the database came back\n%s", srv.logs)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	deadline := restoreReady(t, proxy, srv)
 	if status, _ := post(context.Background(), client, srv.url, `{"event":"job.completed","job_id":"after","status":"COMPLETED"}`); status != http.StatusNoContent {
 		t.Errorf("delivery once the database is back: status %d, want 204\n%s", status, srv.logs)
 	}
@@ -457,14 +465,7 @@ func TestPostgresDownAtStartDispatch(t *testing.T) {
 		t.Fatalf("dispatch exited while the database was down: %v\n%s", d.err, d.logs)
 	default:
 	}
-	proxy.restore()
-	deadline := time.Now().Add(15 * time.Second)
-	for readyz(d.admin) != http.StatusOK {
-		if time.Now().After(deadline) {
-			t.Fatalf("dispatch /readyz still fails 15s after the database came back\n%s", d.logs)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	deadline := restoreReady(t, proxy, d)
 	fillPG(t, schema, 3)
 	for len(app.counts()) < 3 {
 		if time.Now().After(deadline) {
