@@ -279,9 +279,11 @@ dispatcher died is delivered again when its lease runs out. SIGTERM stops
 claiming, lets the attempts under way finish, gives back the rows not yet
 started, and exits 0. With --admin-addr it answers /healthz, /readyz and
 /metrics there (its inbox_dispatch_* counters; the queue's gauges are
-serve's). On PostgreSQL it waits for a database that cannot be reached
-at start, as serve does: /readyz fails and no row is claimed until it
-answers; what the server refuses stops it at once.
+serve's); /readyz fails while its claims and settlements fail to commit,
+and its probe claims a row of its own, undone, so it recovers idle. On
+PostgreSQL it waits for a database that cannot be reached at start, as
+serve does: /readyz fails and no row is claimed until it answers; what the
+server refuses stops it at once.
 
 ` + destinationHelp + `
 
@@ -328,12 +330,14 @@ Examples:
 				defer aln.Close()
 			}
 			db := c.String("db")
+			commits := &health.Commits{}
 			ctx, stop := context.WithCancelCause(c.Context)
 			defer stop(nil)
 			store, err := openStore(ctx, db, storeOptions{
 				schema:      schema,
 				mustExist:   true,
 				busyTimeout: c.Duration("busy-timeout"),
+				onCommit:    commits.Committed,
 				onFileLost:  logLost(log, describeDB(db), fileLost, fileBack),
 				wait:        true,
 				onDown:      logLost(log, describeDB(db), dbDown, dbBack),
@@ -344,7 +348,7 @@ Examples:
 			}
 			defer store.Close()
 			reg := newRegistry()
-			d, closeDest, deps, err := newDispatcher(ctx, cfg, store, log, reg, true)
+			d, closeDest, deps, err := newDispatcher(ctx, cfg, observedQueue{store, commits}, log, reg, true)
 			if err != nil {
 				return err
 			}
@@ -354,7 +358,7 @@ Examples:
 				return err
 			}
 			log.Info().Str("db", describeDB(db)).Msg("starting")
-			if err := stoppedBy(ctx, runWithOps(ctx, d, rec, rcfg.apiURL, aln, store, reg, log, deps...)); err != nil {
+			if err := stoppedBy(ctx, runWithOps(ctx, d, rec, rcfg.apiURL, aln, store, commits, reg, log, deps...)); err != nil {
 				return err
 			}
 			closeDest()
@@ -364,10 +368,10 @@ Examples:
 }
 
 // runWithOps runs d and rec until ctx is done and, when aln is not nil,
-// answers the probes, /metrics and POST /expect (status URLs on apiURL's
-// host) on it meanwhile. If that endpoint fails, the dispatcher is stopped
-// too.
-func runWithOps(ctx context.Context, d *dispatch.Dispatcher, rec *reconcile.Reconciler, apiURL string, aln net.Listener, store inbox.Store, reg *prometheus.Registry, log zerolog.Logger, deps ...health.Dependency) error {
+// answers the probes (readiness following commits), /metrics and POST
+// /expect (status URLs on apiURL's host) on it meanwhile. If that endpoint
+// fails, the dispatcher is stopped too.
+func runWithOps(ctx context.Context, d *dispatch.Dispatcher, rec *reconcile.Reconciler, apiURL string, aln net.Listener, store inbox.Store, commits *health.Commits, reg *prometheus.Registry, log zerolog.Logger, deps ...health.Dependency) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	reconciled := make(chan error, 1)
@@ -378,7 +382,7 @@ func runWithOps(ctx context.Context, d *dispatch.Dispatcher, rec *reconcile.Reco
 		return errors.Join(err, <-reconciled)
 	}
 	ops := http.NewServeMux()
-	handleOps(ops, store, reg, log, deps...)
+	handleOps(ops, store, commits, reg, log, deps...)
 	handleExpect(apiURL, ops, store, log)
 	dispatched := make(chan error, 1)
 	go func() {
@@ -388,4 +392,28 @@ func runWithOps(ctx context.Context, d *dispatch.Dispatcher, rec *reconcile.Reco
 	served := receiver.Serve(ctx, receiver.DefaultLimits(), log, receiver.Endpoint{Name: "admin", Listener: aln, Handler: ops})
 	cancel()
 	return errors.Join(<-dispatched, <-reconciled, served)
+}
+
+// observedQueue is the dispatcher's store with the outcome of each of its
+// writes (Start, Settle) told to readiness, which follows them as it
+// follows the deliveries' commits: on PostgreSQL they run in transactions
+// of their own, beside the writer's. A settlement Settle refuses before
+// writing (inbox.CheckSettle) is the caller's mistake, not the store's.
+type observedQueue struct {
+	dispatch.Store
+	commits *health.Commits
+}
+
+func (q observedQueue) Settle(ctx context.Context, owner string, settled []inbox.Settlement, claim inbox.Claim) ([]inbox.Job, int, error) {
+	jobs, stale, err := q.Store.Settle(ctx, owner, settled, claim)
+	if err == nil || inbox.CheckSettle(owner, settled, claim) == nil {
+		q.commits.Observe(err)
+	}
+	return jobs, stale, err
+}
+
+func (q observedQueue) Start(ctx context.Context, owner string, jobs []inbox.Job, now, until time.Time) ([]inbox.Job, error) {
+	started, err := q.Store.Start(ctx, owner, jobs, now, until)
+	q.commits.Observe(err)
+	return started, err
 }

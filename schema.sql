@@ -92,6 +92,14 @@ CREATE TABLE IF NOT EXISTS probe (
   at INTEGER NOT NULL
 ) STRICT;
 
+-- What /readyz writes beside the probe row: as many bytes as the largest
+-- delivery of a commit that failed (none while commits succeed), so a disk
+-- that still takes the probe row but no delivery fails the probe too.
+CREATE TABLE IF NOT EXISTS probe_pad (
+  id  INTEGER NOT NULL PRIMARY KEY CHECK (id = 1),
+  pad BLOB    NOT NULL
+) STRICT;
+
 -- Every index a new row enters costs the writer a b-tree insert and more
 -- WAL pages per commit, so only the queue takes new rows. The others are
 -- partial: they hold rows that have left 'new' (parked, done, ignored), and a

@@ -45,7 +45,11 @@ func serveCommand(logOut io.Writer) *cli.Command {
 		Description: `Verifies each delivery's signature, stores it once per job, parks what can
 never be processed, and answers 204 only once the row is on disk. GET
 /healthz, /readyz and /metrics answer on --admin-addr, or beside the
-webhooks when it is not set. SIGTERM or SIGINT stops it gracefully; a
+webhooks when it is not set. /readyz commits a probe as a delivery would
+(a row into events, undone): after a commit failed for the store's reasons
+(disk, lock, permission, connection), it writes as much as the failed
+delivery did, and fails until such a commit succeeds; 401, 413, parked
+bodies and --max-in-flight's 503s never touch it. SIGTERM or SIGINT stops it gracefully; a
 second one at once. With a destination, it also hands the new rows on, as
 inbox dispatch does (without one, run inbox dispatch beside it, or nothing
 takes the rows). With --config, it serves every [[source]] of the file
@@ -118,22 +122,26 @@ Examples:
 			defer closeAll(ln, aln)
 			reg := newRegistry()
 			m := metrics.New(reg)
+			commits := &health.Commits{}
 			ctx, stop := context.WithCancelCause(c.Context)
 			defer stop(nil)
 			store, err := openStore(ctx, cfg.db, storeOptions{
 				schema:      schema,
 				busyTimeout: cfg.busyTimeout,
-				onCommit:    m.Committed,
-				onFileLost:  logLost(log, describeDB(cfg.db), fileLost, fileBack),
-				wait:        true,
-				onDown:      logLost(log, describeDB(cfg.db), dbDown, dbBack),
-				onFatal:     stop,
+				onCommit: func(c inbox.Commit) {
+					m.Committed(c)
+					commits.Committed(c)
+				},
+				onFileLost: logLost(log, describeDB(cfg.db), fileLost, fileBack),
+				wait:       true,
+				onDown:     logLost(log, describeDB(cfg.db), dbDown, dbBack),
+				onFatal:    stop,
 			})
 			if err != nil {
 				return err
 			}
 			defer store.Close()
-			return stoppedBy(ctx, runServe(ctx, cfg, store, serveDeps{ln: ln, aln: aln, reg: reg, metrics: m, log: log}))
+			return stoppedBy(ctx, runServe(ctx, cfg, store, serveDeps{ln: ln, aln: aln, reg: reg, metrics: m, commits: commits, log: log}))
 		},
 	}
 }
@@ -231,11 +239,13 @@ func parseServe(c *cli.Context) (serveConfig, error) {
 }
 
 // serveDeps are what serve made before the store: the listeners (aln nil
-// without --admin-addr), the metrics and the logger.
+// without --admin-addr), the metrics, the record of the store's commits
+// that readiness follows (the store's OnCommit feeds it) and the logger.
 type serveDeps struct {
 	ln, aln net.Listener
 	reg     *prometheus.Registry
 	metrics *metrics.Metrics
+	commits *health.Commits
 	log     zerolog.Logger
 }
 
@@ -261,7 +271,7 @@ func runServe(ctx context.Context, cfg serveConfig, store inbox.Store, deps serv
 	var destDeps []health.Dependency
 	if cfg.dispatch != nil {
 		var closeDest func()
-		if d, closeDest, destDeps, err = newDispatcher(ctx, *cfg.dispatch, store, log, reg, false); err != nil {
+		if d, closeDest, destDeps, err = newDispatcher(ctx, *cfg.dispatch, observedQueue{store, deps.commits}, log, reg, false); err != nil {
 			return err
 		}
 		defer closeDest()
@@ -300,7 +310,7 @@ func runServe(ctx context.Context, cfg serveConfig, store inbox.Store, deps serv
 	if deps.aln != nil {
 		ops = http.NewServeMux()
 	}
-	handleOps(ops, store, reg, log, destDeps...)
+	handleOps(ops, store, deps.commits, reg, log, destDeps...)
 	if deps.aln != nil {
 		handleExpect(cfg.reconcile.apiURL, ops, store, log)
 	}
@@ -398,11 +408,11 @@ func newRegistry() *prometheus.Registry {
 }
 
 // handleOps adds the probes and /metrics to mux: /healthz while the process
-// serves, /readyz while store takes a write (and deps say how they stand),
-// /metrics what reg gathers.
-func handleOps(mux *http.ServeMux, store health.Pinger, reg prometheus.Gatherer, log zerolog.Logger, deps ...health.Dependency) {
+// serves, /readyz while store takes a write like the real ones commits
+// has seen (and deps say how they stand), /metrics what reg gathers.
+func handleOps(mux *http.ServeMux, store health.Prober, commits *health.Commits, reg prometheus.Gatherer, log zerolog.Logger, deps ...health.Dependency) {
 	mux.Handle("GET /healthz", health.Live())
-	mux.Handle("GET /readyz", health.Ready(store, probeTimeout, log, deps...))
+	mux.Handle("GET /readyz", health.Ready(store, commits, probeTimeout, log, deps...))
 	mux.Handle("GET /metrics", metrics.Handler(reg, log))
 }
 

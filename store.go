@@ -25,7 +25,7 @@ type storeOptions struct {
 	// busyTimeout bounds a write's wait for another's lock.
 	busyTimeout time.Duration
 	// onCommit and onFileLost are the store's observers (see sqlite.Options).
-	onCommit   func(n int, took time.Duration, err error)
+	onCommit   func(inbox.Commit)
 	onFileLost func(error)
 	// wait (serve and dispatch) opens a PostgreSQL store in the background
 	// (see pending): the store is returned at once, fails every operation

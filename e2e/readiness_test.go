@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -16,11 +15,7 @@ import (
 // transaction would still pass: it writes nothing), and once the disk is
 // freed and deliveries are stored again, it passes again.
 func TestReadyzFollowsCommits(t *testing.T) {
-	dir := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=32m", "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a small tmpfs here (needs root): %v: %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })
+	dir := mountTmpfs(t, "32m")
 	db := filepath.Join(dir, "inbox.db")
 	srv := startServer(t, db)
 	ready := func() int { code, _ := get(t, srv.url[:len(srv.url)-len("/webhooks/sume")]+"/readyz"); return code }

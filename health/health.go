@@ -13,10 +13,11 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// Pinger is what readiness needs of the store.
-type Pinger interface {
-	// Ping fails unless the store can take a write now.
-	Ping(ctx context.Context) error
+// Prober is what readiness needs of the store.
+type Prober interface {
+	// Probe fails unless the store can commit now a write like a delivery
+	// of size bytes and the dispatcher's claim (see inbox.Store).
+	Probe(ctx context.Context, size int) error
 }
 
 // Live answers 200 "ok" to every request: the process is up and serving
@@ -43,18 +44,32 @@ type Dependency struct {
 	Gates bool
 }
 
-// Ready answers 200 "ok" when p.Ping succeeds within timeout and every
-// gating dependency is ok, and otherwise 503 "not ready" with Retry-After,
-// logging why. A line per dependency follows, saying how it stands; the
-// store's failure itself is never described in the answer.
-func Ready(p Pinger, timeout time.Duration, log zerolog.Logger, deps ...Dependency) http.Handler {
+// Ready answers 200 "ok" when the store's probe commits within timeout and
+// every gating dependency is ok, and otherwise 503 "not ready" with
+// Retry-After, logging why. The probe writes what commits says it must:
+// after a real commit failed, as much as its largest delivery (see
+// Commits); commits may be nil, for a store no one else writes through. A
+// line per dependency follows, saying how it stands; the store's failure
+// itself is never described in the answer.
+func Ready(p Prober, commits *Commits, timeout time.Duration, log zerolog.Logger, deps ...Dependency) http.Handler {
+	if commits == nil {
+		commits = &Commits{}
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), timeout)
 		defer cancel()
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		ready := true
-		if err := p.Ping(ctx); err != nil {
-			log.Warn().Err(err).Msg("not ready")
+		size, failed, seq := commits.doubt()
+		if err := p.Probe(ctx, size); err != nil {
+			ev := log.Warn().Err(err)
+			if failed != nil {
+				ev = ev.AnErr("commit_error", failed).Int("probe_bytes", size)
+			}
+			ev.Msg("not ready")
+			ready = false
+		} else if err := commits.probed(seq); err != nil {
+			log.Warn().AnErr("commit_error", err).Msg("not ready: a commit failed while the probe ran")
 			ready = false
 		}
 		var lines strings.Builder

@@ -31,7 +31,7 @@ func TestReady(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "inbox.db")
 	store := sqlitetest.MustOpenPath(t, path, sqlite.Options{BusyTimeout: 50 * time.Millisecond})
 	var logs bytes.Buffer
-	ready := health.Ready(store, time.Second, zerolog.New(&logs))
+	ready := health.Ready(store, nil, time.Second, zerolog.New(&logs))
 	live := health.Live()
 
 	if code, body, _ := probe(t, ready); code != http.StatusOK || body != "ok\n" {
@@ -74,8 +74,8 @@ func TestReadyDependencies(t *testing.T) {
 		}
 		return false, "unreachable"
 	}
-	reported := health.Ready(store, time.Second, zerolog.Nop(), health.Dependency{Name: "nats", State: state})
-	gated := health.Ready(store, time.Second, zerolog.Nop(), health.Dependency{Name: "nats", State: state, Gates: true})
+	reported := health.Ready(store, nil, time.Second, zerolog.Nop(), health.Dependency{Name: "nats", State: state})
+	gated := health.Ready(store, nil, time.Second, zerolog.Nop(), health.Dependency{Name: "nats", State: state, Gates: true})
 	for _, tt := range []struct {
 		h    http.Handler
 		up   bool

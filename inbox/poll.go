@@ -23,9 +23,9 @@ func (e Expectation) AsOf(now time.Time) Expectation {
 	return e
 }
 
-// CheckPollResults refuses results a store cannot record: one of an
+// checkPollResults refuses results a store cannot record: one of an
 // unknown fate.
-func CheckPollResults(results []PollResult) error {
+func checkPollResults(results []PollResult) error {
 	for _, r := range results {
 		switch r.Fate {
 		case PollAgain, PollRedelivered, PollClose:
@@ -54,10 +54,10 @@ func (r PollResult) CloseReason() string {
 	return r.Reason
 }
 
-// Normalized returns r as a store records it: of DefaultSource when it
+// normalized returns r as a store records it: of DefaultSource when it
 // names none, refused at least once, and last refused no earlier than
 // first.
-func (r Refusal) Normalized() Refusal {
+func (r Refusal) normalized() Refusal {
 	if r.Source == "" {
 		r.Source = DefaultSource
 	}

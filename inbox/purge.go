@@ -1,6 +1,7 @@
 package inbox
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -81,9 +82,9 @@ type PurgeReport struct {
 	KeptUnfinished int64 `json:"kept_unfinished"`
 }
 
-// NewPurgeReport is the report of a purge of sel that deleted nothing yet:
+// newPurgeReport is the report of a purge of sel that deleted nothing yet:
 // every selected status and reason counted at zero.
-func NewPurgeReport(sel PurgeSelection) PurgeReport {
+func newPurgeReport(sel PurgeSelection) PurgeReport {
 	rep := PurgeReport{Deleted: map[Status]int64{}, DeletedParked: map[Reason]int64{}}
 	for _, st := range sel.Statuses {
 		rep.Deleted[st] = 0
@@ -112,11 +113,11 @@ func (s PurgeStep) String() string {
 	return string(s.Status)
 }
 
-// Steps returns the passes a purge of sel makes, in order: the parked rows
+// steps returns the passes a purge of sel makes, in order: the parked rows
 // of each of sel.Reasons first, then the ignored rows, then the done rows,
 // each when selected. A done row stays while a parked row of its job
 // stays, so it goes only once the parked rows beside it have gone.
-func (sel PurgeSelection) Steps() []PurgeStep {
+func (sel PurgeSelection) steps() []PurgeStep {
 	var steps []PurgeStep
 	for _, r := range sel.Reasons {
 		steps = append(steps, PurgeStep{Status: StatusParked, Reason: r})
@@ -129,11 +130,132 @@ func (sel PurgeSelection) Steps() []PurgeStep {
 	return steps
 }
 
-// CountDeleted counts n rows deleted by step: under its status, and for
+// countDeleted counts n rows deleted by step: under its status, and for
 // parked rows under their reason too.
-func (r *PurgeReport) CountDeleted(step PurgeStep, n int64) {
+func (r *PurgeReport) countDeleted(step PurgeStep, n int64) {
 	r.Deleted[step.Status] += n
 	if step.Status == StatusParked {
 		r.DeletedParked[step.Reason] += n
 	}
+}
+
+// purgeBatch bounds how many rows one purge transaction deletes, so that
+// the store's write lock (SQLite's) is never held long enough to make the
+// receiver answer 503, and no transaction holds many rows that deliveries
+// may be waiting to count a repeat on (PostgreSQL's).
+const purgeBatch = 1000
+
+// PurgeStore is what a store implements of Purge and Purgeable: the
+// statements that must be SQL. Each reads the rows a purge of sel deletes
+// as PurgeSelection says: retention counts from a row's last delivery, not
+// its first (a row a redelivery landed on yesterday is what makes the next
+// one a counted repeat), and a done row stays while a parked row of its
+// job stays and is not itself purged (were it gone, reprocessing the
+// parked row would hand the job to the application again as new).
+type PurgeStore interface {
+	// ReadOnly reports whether the store was opened without writes.
+	ReadOnly() bool
+	// Clock reads the store's clock, which the retention is measured on.
+	Clock(ctx context.Context) (time.Time, error)
+	// CountPurgeable counts the rows of status st, never parked, that a
+	// purge of sel deletes.
+	CountPurgeable(ctx context.Context, sel PurgeSelection, st Status) (int64, error)
+	// CountParkedPurgeable counts the parked rows a purge of sel deletes,
+	// per reason.
+	CountParkedPurgeable(ctx context.Context, sel PurgeSelection) (map[Reason]int64, error)
+	// PurgeBatch deletes up to max of the rows of step that a purge of sel
+	// deletes, and reports whether more may be left.
+	PurgeBatch(ctx context.Context, sel PurgeSelection, step PurgeStep, max int) (n int64, more bool, err error)
+	// KeptDone counts the done rows past retention a purge of sel keeps
+	// beside parked rows.
+	KeptDone(ctx context.Context, sel PurgeSelection) (int64, error)
+	// KeptUnfinished counts the rows past retention whose work is
+	// unfinished, which a purge keeps whatever it is asked: new rows
+	// (waiting, retrying or in flight), and rows the dispatcher parked
+	// unless their reason is in sel.Reasons.
+	KeptUnfinished(ctx context.Context, sel PurgeSelection) (int64, error)
+}
+
+// Purgeable counts, per status and per parked reason, the rows Purge would
+// delete from store, and the rows it would keep. It fails as Purge does on
+// a selection it refuses, and when the store cannot be read.
+func Purgeable(ctx context.Context, store PurgeStore, sel PurgeSelection) (PurgeReport, error) {
+	rep := newPurgeReport(sel)
+	if err := checkPurge(ctx, store, sel); err != nil {
+		return rep, err
+	}
+	for _, st := range sel.Statuses {
+		n, err := store.CountPurgeable(ctx, sel, st)
+		if err != nil {
+			return rep, fmt.Errorf("count %s rows to purge: %w", st, err)
+		}
+		rep.Deleted[st] = n
+	}
+	if len(sel.Reasons) > 0 {
+		counts, err := store.CountParkedPurgeable(ctx, sel)
+		if err != nil {
+			return rep, fmt.Errorf("count parked rows to purge: %w", err)
+		}
+		for r, n := range counts {
+			rep.countDeleted(PurgeStep{Status: StatusParked, Reason: r}, n)
+		}
+	}
+	return rep, kept(ctx, store, sel, &rep)
+}
+
+// Purge deletes the rows of store that sel selects, in transactions of at
+// most purgeBatch rows, step by step (PurgeSelection.steps): parked rows
+// past retention go first, and then the done rows they kept. It refuses
+// what PurgeSelection.Check refuses at the store's clock, and a read-only
+// store; on an error, the report says what earlier transactions deleted.
+func Purge(ctx context.Context, store PurgeStore, sel PurgeSelection) (PurgeReport, error) {
+	rep := newPurgeReport(sel)
+	if err := checkPurge(ctx, store, sel); err != nil {
+		return rep, err
+	}
+	if store.ReadOnly() {
+		return rep, errors.New("purge: store is read-only")
+	}
+	for _, step := range sel.steps() {
+		for more := true; more; {
+			var n int64
+			var err error
+			n, more, err = store.PurgeBatch(ctx, sel, step, purgeBatch)
+			rep.countDeleted(step, n)
+			if err != nil {
+				return rep, fmt.Errorf("purge %s rows: %w", step, err)
+			}
+		}
+	}
+	return rep, kept(ctx, store, sel, &rep)
+}
+
+// checkPurge refuses a selection a purge must never run
+// (PurgeSelection.Check), at the store's clock: the clock of the machine
+// the command runs on cannot shorten the retention.
+func checkPurge(ctx context.Context, store PurgeStore, sel PurgeSelection) error {
+	now, err := store.Clock(ctx)
+	if err != nil {
+		return fmt.Errorf("purge: %w", err)
+	}
+	return sel.Check(now)
+}
+
+// kept counts in rep the done rows past retention that a purge keeps
+// beside parked rows, and the rows past retention it keeps as unfinished
+// work.
+func kept(ctx context.Context, store PurgeStore, sel PurgeSelection, rep *PurgeReport) error {
+	if slices.Contains(sel.Statuses, StatusDone) {
+		n, err := store.KeptDone(ctx, sel)
+		if err != nil {
+			return fmt.Errorf("count kept done rows: %w", err)
+		}
+		rep.KeptDone = n
+	}
+	n, err := store.KeptUnfinished(ctx, sel)
+	if err != nil {
+		return fmt.Errorf("count kept unfinished rows: %w", err)
+	}
+	rep.KeptUnfinished = n
+	return nil
 }

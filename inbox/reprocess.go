@@ -1,10 +1,127 @@
 package inbox
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
 )
+
+// Bounds on one reprocess transaction, so that a store's write lock is
+// never held long enough to make the receiver answer 503. Whole jobs are
+// added to a batch until it holds reprocessBatch rows or
+// reprocessBatchBytes of bodies: the bodies are read before the
+// transaction, but changing a row's status or key may make the database
+// write the whole row again, body included (SQLite does).
+const (
+	reprocessBatch      = 100
+	reprocessBatchBytes = 8 << 20
+)
+
+// Reprocess classifies the stored bodies of the selected parked rows of
+// store again under their source's rules, with each row's recorded
+// delivery timestamp (and, for a KindKeyed source, its recorded key and
+// event: Reclassify), and applies the result the way a delivery would
+// land, without ever dropping a body. It is every store's Reprocess.
+//
+// The rows of one job are taken together, oldest first, and the job's own
+// row (keyed by the job_id) before the others. A job row that is now
+// storable becomes new where it is. A storable row beside it is then
+// folded into the job's new or done row when that holds the same event
+// and status (its deliveries added, the row removed), and otherwise stays
+// parked conflict. When the job has no row the first storable row becomes
+// it; when the job's row is parked and still not storable, the first
+// storable row takes the job's key and the job row's body stays parked
+// under its sha256 key. The job row is classified again with its job even
+// when it was not selected, as soon as a selected row of the job is
+// storable. The rest stay parked with their reason as classified now.
+// ReprocessJob.Decide holds these rules.
+//
+// Bodies are read and classified outside any write transaction; each
+// batch of whole jobs (at most reprocessBatch rows and
+// reprocessBatchBytes of bodies) is then applied in one transaction of
+// the store, which skips any row that changed meanwhile (a delivery, a
+// purge, another reprocess) and counts it as changed. Because a job never
+// spans two batches, a dry run (every transaction rolled back) counts what
+// a real run would.
+//
+// It fails, changing nothing, when the store is read-only, the selection
+// is empty, or an id names no row, a row that is not parked, or a row of a
+// source rules does not name. When a batch fails it is rolled back and the
+// report counts the batches before it.
+func Reprocess(ctx context.Context, store ReprocessStore, sel Selection, rules SourceRules, dryRun bool) (ReprocessReport, error) {
+	rep := ReprocessReport{Parked: map[Reason]int{}, DryRun: dryRun}
+	if store.ReadOnly() {
+		return rep, errors.New("reprocess: store is read-only")
+	}
+	rows, err := selectParked(ctx, store, sel, rules)
+	if err != nil {
+		return rep, fmt.Errorf("reprocess: %w", err)
+	}
+	for _, batch := range batches(rows, reprocessBatch, reprocessBatchBytes) {
+		plans, err := planJobs(ctx, store, batch, rules)
+		if err != nil {
+			return rep, fmt.Errorf("reprocess: %w", err)
+		}
+		done, err := applyJobs(ctx, store, plans, dryRun)
+		if err != nil {
+			return rep, fmt.Errorf("reprocess: %w", err)
+		}
+		rep.Add(done)
+	}
+	return rep, nil
+}
+
+// ReprocessStore is what a store implements of Reprocess: the statements
+// that must be SQL. Reprocess holds the sequence, the checks, the
+// batching, the classifying and the counting.
+type ReprocessStore interface {
+	// ReadOnly reports whether the store was opened without writes.
+	ReadOnly() bool
+	// ParkedRows returns the parked rows of sources, only those parked
+	// with reason when it is not "", oldest first and by id among rows
+	// received at the same time (sortSelected's order).
+	ParkedRows(ctx context.Context, sources []string, reason Reason) ([]Selected, error)
+	// SelectedRow reads the row id as a selection sees it, with its
+	// status and source; it fails wrapping ErrNotFound when there is none.
+	SelectedRow(ctx context.Context, id string) (r Selected, status Status, source string, err error)
+	// ReadParked reads the parked row id, body included; false when it is
+	// not there or not parked.
+	ReadParked(ctx context.Context, id string) (Event, bool, error)
+	// StoredText returns s as the store's text columns keep it.
+	StoredText(s string) string
+	// InReprocessTx runs fn in one write transaction, rolled back when
+	// dryRun or when fn fails, and committed otherwise. A store may run fn
+	// again in a new transaction when the first met a conflict a new run
+	// cures.
+	InReprocessTx(ctx context.Context, dryRun bool, fn func(ReprocessTx) error) error
+}
+
+// ReprocessTx is a store's transaction applying reprocess plans: the
+// statements of each step. Each that changes a row names it by its id, its
+// status parked and the sha256 it was classified by; one that reports
+// false found the row changed since it was read, and left it alone.
+type ReprocessTx interface {
+	// Current reads (and, where the store locks rows, locks) what the
+	// landing rules need of the row holding id; nil when none does.
+	Current(ctx context.Context, id string) (*Event, error)
+	// Park sets the parked row id's reason; false when nothing changed:
+	// the row changed, or already had reason.
+	Park(ctx context.Context, id, sha string, reason Reason) (bool, error)
+	// StillParked reports whether id is still parked holding sha.
+	StillParked(ctx context.Context, id, sha string) (bool, error)
+	// Fold adds the deliveries of the parked row from, holding sha, to the
+	// row into, which holds the same event, and removes from.
+	Fold(ctx context.Context, from, into, sha string) (bool, error)
+	// MakeNew makes the parked row id the job's new row under key, with
+	// d's event and job status, queued afresh: no attempts, no lease, no
+	// error; its body, size and sha256 stay as they are.
+	MakeNew(ctx context.Context, id, sha, key string, d Delivery) (bool, error)
+	// Rekey moves the parked row from, holding sha, to the id to, which no
+	// row holds.
+	Rekey(ctx context.Context, from, to, sha string) error
+}
 
 // Selection names the parked rows Reprocess works on: the rows with IDs,
 // every parked row with Reason, or with All every parked row.

@@ -10,10 +10,10 @@ import (
 )
 
 // The planning of a reprocess run: which parked rows a selection takes,
-// how they are gathered by job into batches, and how each job's rows are
-// read and classified again. A store reads rows in its own way and asks
-// here, so that every store plans alike; see ReprocessJob.Decide for what
-// is done with each row.
+// how they are gathered by job into batches, how each job's rows are read
+// and classified again, and how each plan is carried out through a
+// store's ReprocessTx. Reprocess runs these steps in order; see
+// ReprocessJob.Decide for what is done with each row.
 
 // Check refuses a selection that names no rows (no ids, no reason, not
 // all), and one by reason or all when rules name no source to classify
@@ -31,8 +31,8 @@ func (sel Selection) Check(rules SourceRules) error {
 	return nil
 }
 
-// UniqueIDs returns sel.IDs, each once, in the order first given.
-func (sel Selection) UniqueIDs() []string {
+// uniqueIDs returns sel.IDs, each once, in the order first given.
+func (sel Selection) uniqueIDs() []string {
 	seen := make(map[string]bool, len(sel.IDs))
 	var out []string
 	for _, id := range sel.IDs {
@@ -44,9 +44,9 @@ func (sel Selection) UniqueIDs() []string {
 	return out
 }
 
-// CheckSelected refuses the row id, named by a selection, when it is not
+// checkSelected refuses the row id, named by a selection, when it is not
 // parked (status) or is a row of a source sr does not name.
-func (sr SourceRules) CheckSelected(id string, status Status, source string) error {
+func (sr SourceRules) checkSelected(id string, status Status, source string) error {
 	if status != StatusParked {
 		return fmt.Errorf("%s is %s, not parked", id, status)
 	}
@@ -67,41 +67,41 @@ type Selected struct {
 	ReceivedAt time.Time
 }
 
-// SortSelected sorts rows oldest first, by ID among rows received at the
+// sortSelected sorts rows oldest first, by ID among rows received at the
 // same time: the order ids were named in decides nothing.
-func SortSelected(rows []Selected) {
+func sortSelected(rows []Selected) {
 	slices.SortFunc(rows, func(a, b Selected) int {
 		return cmp.Or(a.ReceivedAt.Compare(b.ReceivedAt), cmp.Compare(a.ID, b.ID))
 	})
 }
 
-// JobRows are the selected rows of one job, oldest first, and their size.
-type JobRows struct {
+// jobRows are the selected rows of one job, oldest first, and their size.
+type jobRows struct {
 	Job  string
 	IDs  []string
 	Size int64
 }
 
-// Batches gathers rows, oldest first, by job, the jobs in the order of
+// batches gathers rows, oldest first, by job, the jobs in the order of
 // their oldest row, and fills batches with whole jobs until one would hold
 // more than maxRows rows or maxBytes of bodies; a job larger than that is
 // a batch of its own. A job never spans two batches, so a dry run counts
 // what a real run would.
-func Batches(rows []Selected, maxRows int, maxBytes int64) [][]JobRows {
-	var jobs []JobRows
+func batches(rows []Selected, maxRows int, maxBytes int64) [][]jobRows {
+	var jobs []jobRows
 	at := map[string]int{}
 	for _, r := range rows {
 		i, ok := at[r.Job]
 		if !ok {
 			i = len(jobs)
 			at[r.Job] = i
-			jobs = append(jobs, JobRows{Job: r.Job})
+			jobs = append(jobs, jobRows{Job: r.Job})
 		}
 		jobs[i].IDs = append(jobs[i].IDs, r.ID)
 		jobs[i].Size += r.Size
 	}
-	var batches [][]JobRows
-	var cur []JobRows
+	var batches [][]jobRows
+	var cur []jobRows
 	var n int
 	var size int64
 	for _, j := range jobs {
@@ -119,9 +119,9 @@ func Batches(rows []Selected, maxRows int, maxBytes int64) [][]JobRows {
 	return batches
 }
 
-// Reclassified is a parked row read and classified again, without its
+// reclassified is a parked row read and classified again, without its
 // body: Event as stored, Delivery as Reclassify made it now.
-type Reclassified struct {
+type reclassified struct {
 	Event
 	Delivery Delivery
 	// Selected is false for the job's own row, read along with a selected
@@ -129,41 +129,41 @@ type Reclassified struct {
 	Selected bool
 }
 
-// JobPlan is what reprocessing found for one job: its rows, the job's own
+// jobPlan is what reprocessing found for one job: its rows, the job's own
 // row first, and how many selected rows were no longer parked when read.
-type JobPlan struct {
+type jobPlan struct {
 	Job     string
-	Rows    []Reclassified
+	Rows    []reclassified
 	Changed int
 }
 
-// PlanJob reads the rows of j through read and classifies each again under
+// planJob reads the rows of j through read and classifies each again under
 // its source's rules (Reclassify). read returns the parked row id, body
 // included; ok is false when it is not there or not parked. The job's own
 // row comes first; when it was not selected it is read along, if it is
 // parked and of a source rules name, as soon as a selected row is now
 // storable. A selected row gone meanwhile, or now of a source rules do not
-// name, counts as changed. PlanJob fails when read does.
-func PlanJob(j JobRows, rules SourceRules, read func(id string) (Event, bool, error)) (JobPlan, error) {
-	p := JobPlan{Job: j.Job}
-	classify := func(id string) (Reclassified, bool, error) {
+// name, counts as changed. planJob fails when read does.
+func planJob(j jobRows, rules SourceRules, read func(id string) (Event, bool, error)) (jobPlan, error) {
+	p := jobPlan{Job: j.Job}
+	classify := func(id string) (reclassified, bool, error) {
 		e, ok, err := read(id)
 		if err != nil || !ok {
-			return Reclassified{}, false, err
+			return reclassified{}, false, err
 		}
 		r, ok := rules[e.Source]
 		if !ok {
-			return Reclassified{}, false, nil
+			return reclassified{}, false, nil
 		}
 		d := Reclassify(e, r)
 		e.Body, d.Body = nil, nil
-		return Reclassified{Event: e, Delivery: d}, true, nil
+		return reclassified{Event: e, Delivery: d}, true, nil
 	}
 	ownSelected, storable := false, false
 	for _, id := range j.IDs {
 		r, ok, err := classify(id)
 		if err != nil {
-			return JobPlan{}, err
+			return jobPlan{}, err
 		}
 		if !ok {
 			p.Changed++
@@ -181,7 +181,7 @@ func PlanJob(j JobRows, rules SourceRules, read func(id string) (Event, bool, er
 	if storable && !ownSelected {
 		own, ok, err := classify(j.Job)
 		if err != nil {
-			return JobPlan{}, err
+			return jobPlan{}, err
 		}
 		if ok {
 			p.Rows = slices.Insert(p.Rows, 0, own)
@@ -190,35 +190,85 @@ func PlanJob(j JobRows, rules SourceRules, read func(id string) (Event, bool, er
 	return p, nil
 }
 
-// ReprocessTx is a store's transaction applying reprocess plans: the
-// statements of each step JobPlan.Apply takes. Each names a row by its id,
-// its status parked and the sha256 it was classified by; one that reports
-// false found the row changed since it was read, and left it alone.
-type ReprocessTx interface {
-	// Park keeps r parked with reason.
-	Park(ctx context.Context, r Reclassified, reason Reason) (bool, error)
-	// StillParked reports whether r is still parked as read.
-	StillParked(ctx context.Context, r Reclassified) (bool, error)
-	// Fold adds r's deliveries to the row at into, which holds the same
-	// event, and removes r.
-	Fold(ctx context.Context, r Reclassified, into string) (bool, error)
-	// MakeNew makes r the job's new row under key, queued afresh: no
-	// attempts, no lease, no error; its body stays as it is.
-	MakeNew(ctx context.Context, r Reclassified, key string) (bool, error)
-	// MoveAside re-keys the job's parked row from, holding sha, as to;
-	// when a row holds to, it holds the same bytes, and from's deliveries
-	// are added to it instead.
-	MoveAside(ctx context.Context, from, to, sha string) error
+// selectParked returns the selected parked rows of the sources of rules,
+// oldest first: by id, each checked (checkSelected), or every parked row
+// of those sources, with sel.Reason when given.
+func selectParked(ctx context.Context, store ReprocessStore, sel Selection, rules SourceRules) ([]Selected, error) {
+	if err := sel.Check(rules); err != nil {
+		return nil, err
+	}
+	if len(sel.IDs) == 0 {
+		return store.ParkedRows(ctx, rules.Names(), sel.Reason)
+	}
+	var out []Selected
+	for _, id := range sel.uniqueIDs() {
+		r, status, source, err := store.SelectedRow(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if err := rules.checkSelected(id, status, source); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	sortSelected(out)
+	return out, nil
 }
 
-// Apply carries p out in tx, each row as ReprocessJob.Decide chooses, on
+// planJobs reads and classifies the rows of jobs through store.ReadParked,
+// outside any write transaction, so that no body is read while a write
+// lock is held. The columns classification fills are made text as the
+// store keeps it, so the landing rules compare them with stored rows'.
+func planJobs(ctx context.Context, store ReprocessStore, jobs []jobRows, rules SourceRules) ([]jobPlan, error) {
+	plans := make([]jobPlan, 0, len(jobs))
+	read := func(id string) (Event, bool, error) { return store.ReadParked(ctx, id) }
+	for _, j := range jobs {
+		p, err := planJob(j, rules, read)
+		if err != nil {
+			return nil, err
+		}
+		for i := range p.Rows {
+			d := &p.Rows[i].Delivery
+			d.JobID, d.Event = store.StoredText(d.JobID), store.StoredText(d.Event)
+			d.JobStatus, d.ResultURL = store.StoredText(d.JobStatus), store.StoredText(d.ResultURL)
+		}
+		plans = append(plans, p)
+	}
+	return plans, nil
+}
+
+// applyJobs carries plans out in one transaction of store, rolled back
+// when dryRun, and returns what it did. A store may run the transaction
+// again: the report is counted afresh in each run.
+func applyJobs(ctx context.Context, store ReprocessStore, plans []jobPlan, dryRun bool) (ReprocessReport, error) {
+	var rep ReprocessReport
+	err := store.InReprocessTx(ctx, dryRun, func(tx ReprocessTx) error {
+		rep = ReprocessReport{Parked: map[Reason]int{}}
+		for _, p := range plans {
+			current, err := tx.Current(ctx, p.Job)
+			if err != nil {
+				return fmt.Errorf("read %s: %w", p.Job, err)
+			}
+			if err := p.apply(ctx, tx, current, &rep); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return ReprocessReport{}, err
+	}
+	return rep, nil
+}
+
+// apply carries p out in tx, each row as ReprocessJob.Decide chooses, on
 // the job whose key current holds (nil when no row holds it), and counts
 // each row in rep where it ended: a row tx found changed among the rows
 // changed meanwhile. For StepTakeOver the job's own row is moved aside,
 // keyed by its body's sha256 within its source as a delivery beside the
-// job is, once the taking row is found still parked. Apply fails when a
+// job is, once the taking row is found still parked. apply fails when a
 // row names another job than recorded, or when tx fails.
-func (p JobPlan) Apply(ctx context.Context, tx ReprocessTx, current *Event, rep *ReprocessReport) error {
+func (p jobPlan) apply(ctx context.Context, tx ReprocessTx, current *Event, rep *ReprocessReport) error {
 	rep.Changed += p.Changed
 	job := ReprocessJob{Key: p.Job, Row: current}
 	for _, r := range p.Rows {
@@ -244,23 +294,70 @@ func (p JobPlan) Apply(ctx context.Context, tx ReprocessTx, current *Event, rep 
 // step runs dec's statements for r, a row of job, in tx; false when r, or
 // the row it would land on, changed. Once StepTakeOver has moved the job's
 // own row aside, job says so.
-func step(ctx context.Context, tx ReprocessTx, job *ReprocessJob, r Reclassified, dec Decision) (bool, error) {
+func step(ctx context.Context, tx ReprocessTx, job *ReprocessJob, r reclassified, dec Decision) (bool, error) {
 	switch dec.Step {
 	case StepChanged:
 		return false, nil
 	case StepPark:
-		return tx.Park(ctx, r, dec.Reason)
+		ok, err := tx.Park(ctx, r.ID, r.SHA256, dec.Reason)
+		if err != nil {
+			return false, fmt.Errorf("re-park %s as %s: %w", r.ID, dec.Reason, err)
+		}
+		if ok {
+			return true, nil
+		}
+		// Nothing written: the reason was already so, or r changed.
+		return stillParked(ctx, tx, r)
 	case StepFold:
-		return tx.Fold(ctx, r, job.Key)
+		ok, err := tx.Fold(ctx, r.ID, job.Key, r.SHA256)
+		if err != nil {
+			return false, fmt.Errorf("fold %s into %s: %w", r.ID, job.Key, err)
+		}
+		return ok, nil
 	case StepTakeOver:
-		if ok, err := tx.StillParked(ctx, r); !ok || err != nil {
+		if ok, err := stillParked(ctx, tx, r); !ok || err != nil {
 			return ok, err
 		}
 		own := job.Own
-		if err := tx.MoveAside(ctx, job.Key, RowID(own.Source, BodyKey(own.SHA256)), own.SHA256); err != nil {
+		if err := moveAside(ctx, tx, job.Key, RowID(own.Source, BodyKey(own.SHA256)), own.SHA256); err != nil {
 			return false, err
 		}
 		*job = job.MovedAside()
 	}
-	return tx.MakeNew(ctx, r, job.Key)
+	ok, err := tx.MakeNew(ctx, r.ID, r.SHA256, job.Key, r.Delivery)
+	if err != nil {
+		return false, fmt.Errorf("make %s new as %s: %w", r.ID, job.Key, err)
+	}
+	return ok, nil
+}
+
+// stillParked reports whether r is still parked with the body it was
+// classified by.
+func stillParked(ctx context.Context, tx ReprocessTx, r reclassified) (bool, error) {
+	ok, err := tx.StillParked(ctx, r.ID, r.SHA256)
+	if err != nil {
+		return false, fmt.Errorf("read %s: %w", r.ID, err)
+	}
+	return ok, nil
+}
+
+// moveAside re-keys the job's parked row from, holding sha, as to, so
+// another row can take the job's key without its body being lost. When a
+// row holds to it holds the same bytes (to is their sha256 key), and
+// from's deliveries are counted on it instead.
+func moveAside(ctx context.Context, tx ReprocessTx, from, to, sha string) error {
+	cur, err := tx.Current(ctx, to)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", to, err)
+	}
+	if cur != nil {
+		if _, err := tx.Fold(ctx, from, to, sha); err != nil {
+			return fmt.Errorf("fold %s into %s: %w", from, to, err)
+		}
+		return nil
+	}
+	if err := tx.Rekey(ctx, from, to, sha); err != nil {
+		return fmt.Errorf("move %s aside as %s: %w", from, to, err)
+	}
+	return nil
 }

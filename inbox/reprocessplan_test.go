@@ -200,19 +200,22 @@ func (p *planTx) did(call string, id string) (bool, error) {
 	return !p.changed[id], p.err
 }
 
-func (p *planTx) Park(_ context.Context, r inbox.Reclassified, reason inbox.Reason) (bool, error) {
-	return p.did(fmt.Sprintf("park %s %s", short(r.ID), reason), r.ID)
+func (p *planTx) Current(_ context.Context, id string) (*inbox.Event, error) {
+	return nil, nil
 }
-func (p *planTx) StillParked(_ context.Context, r inbox.Reclassified) (bool, error) {
-	return p.did("parked? "+short(r.ID), r.ID)
+func (p *planTx) Park(_ context.Context, id, _ string, reason inbox.Reason) (bool, error) {
+	return p.did(fmt.Sprintf("park %s %s", short(id), reason), id)
 }
-func (p *planTx) Fold(_ context.Context, r inbox.Reclassified, into string) (bool, error) {
-	return p.did(fmt.Sprintf("fold %s into %s", short(r.ID), into), r.ID)
+func (p *planTx) StillParked(_ context.Context, id, _ string) (bool, error) {
+	return p.did("parked? "+short(id), id)
 }
-func (p *planTx) MakeNew(_ context.Context, r inbox.Reclassified, key string) (bool, error) {
-	return p.did(fmt.Sprintf("new %s as %s", short(r.ID), key), r.ID)
+func (p *planTx) Fold(_ context.Context, from, into, _ string) (bool, error) {
+	return p.did(fmt.Sprintf("fold %s into %s", short(from), into), from)
 }
-func (p *planTx) MoveAside(_ context.Context, from, to, sha string) error {
+func (p *planTx) MakeNew(_ context.Context, id, _, key string, _ inbox.Delivery) (bool, error) {
+	return p.did(fmt.Sprintf("new %s as %s", short(id), key), id)
+}
+func (p *planTx) Rekey(_ context.Context, from, to, sha string) error {
 	_, err := p.did(fmt.Sprintf("aside %s as %s", from, short(to)), from)
 	if sha == "" {
 		return errors.New("no sha256")

@@ -15,6 +15,23 @@ const (
 	DefaultMaxBatch = 256
 )
 
+// Commit is what a store's writer reports of one group commit (the
+// OnCommit of sqlite.Options and postgres.Options).
+type Commit struct {
+	// N is how many deliveries and other writes it carried; Ping's probe
+	// is not counted, and a commit that carried only the probe is not
+	// reported.
+	N int
+	// Largest is the size in bytes of the largest body it carried.
+	Largest int
+	// Took is how long it took, from its BEGIN to its end.
+	Took time.Duration
+	// Err is why it failed, nil when it committed. A commit fails only for
+	// the store's reasons (the disk, the lock, the connection, the
+	// database's refusal), never for a delivery's.
+	Err error
+}
+
 // Store is what serve, the dispatcher and the operator's commands use of
 // the database that keeps the rows: sqlite.Store on one machine,
 // postgres.Store shared by several. inbox/storetest is the suite every
@@ -99,8 +116,15 @@ type Store interface {
 	// Reconciliation counts the missed keys and the expectations at now.
 	Reconciliation(ctx context.Context, now time.Time) (Reconciliation, error)
 
-	// Ping reports whether the store can commit now.
+	// Ping reports whether the store can commit now: Probe with nothing
+	// beyond its own row.
 	Ping(ctx context.Context) error
+	// Probe reports whether the store can commit now what a delivery of
+	// size bytes commits, and what the dispatcher's claim writes: it
+	// writes and undoes a probe row in the events table itself, in the
+	// transaction that commits the store's probe row, so a commit fails it
+	// as it fails them (a full disk, a table lock, a revoked privilege).
+	Probe(ctx context.Context, size int) error
 	// Close finishes what the store started and releases it; a second call
 	// returns the first's error.
 	Close() error

@@ -15,6 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
+
+	"inbox/inbox"
 )
 
 const namespace = "inbox"
@@ -156,13 +158,13 @@ func (m *Metrics) Skewed(source string) func(skew time.Duration) {
 }
 
 // Committed records one group commit; it fits sqlite.Options.OnCommit.
-func (m *Metrics) Committed(n int, took time.Duration, err error) {
-	m.commitTime.Observe(took.Seconds())
-	if err != nil {
+func (m *Metrics) Committed(c inbox.Commit) {
+	m.commitTime.Observe(c.Took.Seconds())
+	if c.Err != nil {
 		m.commitErrors.Inc()
 		return
 	}
-	m.batchSize.Observe(float64(n))
+	m.batchSize.Observe(float64(c.N))
 }
 
 // InFlight registers a gauge of the webhook requests being handled, read

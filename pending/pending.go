@@ -155,6 +155,15 @@ func (s *Store) Ping(ctx context.Context) error {
 	return st.Ping(ctx)
 }
 
+// Probe fails with ErrNotOpen until the store is open, then is its Probe.
+func (s *Store) Probe(ctx context.Context, size int) error {
+	st, err := s.get(ctx)
+	if err != nil {
+		return err
+	}
+	return st.Probe(ctx, size)
+}
+
 // do runs f on the open store, or fails as get does.
 func do[T any](ctx context.Context, s *Store, f func(inbox.Store) (T, error)) (T, error) {
 	st, err := s.get(ctx)

@@ -11,51 +11,22 @@ import (
 	"inbox/inbox"
 )
 
-// Bounds on one reprocess transaction, as on the SQLite store: whole jobs
-// are added to a batch until it holds reprocessBatch rows or
-// reprocessBatchBytes of bodies.
-const (
-	reprocessBatch      = 100
-	reprocessBatchBytes = 8 << 20
-)
-
-// Reprocess classifies the stored bodies of the selected parked rows again
-// under their source's rules and applies the result the way a delivery
-// would land, without ever dropping a body, as the SQLite store's
-// Reprocess does (read its documentation for the rules).
-//
-// Every statement is bounded by the busy timeout, each batch's transaction
-// too. Bodies are read and classified outside any transaction; each batch of
-// whole jobs is then applied in one transaction that locks the job's row
-// and skips any row that changed meanwhile (another replica's delivery, a
-// purge), counting it as changed. A dry run rolls every batch back.
-//
-// It fails, changing nothing, when the selection is empty, or an id names
-// no row, a row that is not parked, or a row of a source rules does not
-// name. When a batch fails it is rolled back and the report counts the
-// batches before it.
+// Reprocess classifies the selected parked rows again under rules and
+// applies the result, as inbox.Reprocess does (which holds the rules).
+// Every statement is bounded by the busy timeout, each batch's
+// transaction too; the transaction locks the job's row before it changes
+// the job's rows.
 func (s *Store) Reprocess(ctx context.Context, sel inbox.Selection, rules inbox.SourceRules, dryRun bool) (inbox.ReprocessReport, error) {
-	rep := inbox.ReprocessReport{Parked: map[inbox.Reason]int{}, DryRun: dryRun}
-	if s.readOnly {
-		return rep, errors.New("reprocess: store is read-only")
-	}
-	rows, err := s.selectParked(ctx, sel, rules)
-	if err != nil {
-		return rep, fmt.Errorf("reprocess: %w", err)
-	}
-	for _, batch := range inbox.Batches(rows, reprocessBatch, reprocessBatchBytes) {
-		plans, err := s.planJobs(ctx, batch, rules)
-		if err != nil {
-			return rep, fmt.Errorf("reprocess: %w", err)
-		}
-		done, err := s.applyJobs(ctx, plans, dryRun)
-		if err != nil {
-			return rep, fmt.Errorf("reprocess: %w", err)
-		}
-		rep.Add(done)
-	}
-	return rep, nil
+	return inbox.Reprocess(ctx, reprocessing{s}, sel, rules, dryRun)
 }
+
+// reprocessing is the store's inbox.ReprocessStore.
+type reprocessing struct{ s *Store }
+
+func (r reprocessing) ReadOnly() bool { return r.s.readOnly }
+
+// StoredText returns s as Put stores it in a text column (pgText).
+func (reprocessing) StoredText(s string) string { return pgText(s) }
 
 // selectColumns reads an inbox.Selected, and the row's status and source,
 // from events e, joined with its parked job row j if it has one.
@@ -70,22 +41,16 @@ func scanSelected(scan func(...any) error) (r inbox.Selected, status inbox.Statu
 	return r, status, source, err
 }
 
-// selectParked returns the selected parked rows of the sources of rules,
+// ParkedRows returns the parked rows of sources, with reason when given,
 // oldest first.
-func (s *Store) selectParked(ctx context.Context, sel inbox.Selection, rules inbox.SourceRules) ([]inbox.Selected, error) {
-	if err := sel.Check(rules); err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, s.busy)
+func (r reprocessing) ParkedRows(ctx context.Context, sources []string, reason inbox.Reason) ([]inbox.Selected, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.s.busy)
 	defer cancel()
-	if len(sel.IDs) > 0 {
-		return s.selectIDs(ctx, sel.UniqueIDs(), rules)
+	q, args := selectColumns+` WHERE e.status = 'parked' AND e.source = ANY($1)`, []any{sources}
+	if reason != "" {
+		q, args = q+` AND e.reason = $2`, append(args, string(reason))
 	}
-	q, args := selectColumns+` WHERE e.status = 'parked' AND e.source = ANY($1)`, []any{rules.Names()}
-	if sel.Reason != "" {
-		q, args = q+` AND e.reason = $2`, append(args, string(sel.Reason))
-	}
-	rows, err := s.pool.Query(ctx, q+` ORDER BY e.received_at, e.id`, args...)
+	rows, err := r.s.pool.Query(ctx, q+` ORDER BY e.received_at, e.id`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("select parked rows: %w", err)
 	}
@@ -99,52 +64,26 @@ func (s *Store) selectParked(ctx context.Context, sel inbox.Selection, rules inb
 	return out, nil
 }
 
-// selectIDs checks that every id names a parked row of a source of rules
-// and returns them, oldest first.
-func (s *Store) selectIDs(ctx context.Context, ids []string, rules inbox.SourceRules) ([]inbox.Selected, error) {
-	var out []inbox.Selected
-	for _, id := range ids {
-		r, status, source, err := scanSelected(s.pool.QueryRow(ctx, selectColumns+` WHERE e.id = $1`, id).Scan)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil, fmt.Errorf("%s: %w", id, inbox.ErrNotFound)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", id, err)
-		}
-		if err := rules.CheckSelected(id, status, source); err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	inbox.SortSelected(out)
-	return out, nil
-}
-
-// planJobs reads and classifies the rows of jobs outside any transaction.
-// The columns classification fills are made text PostgreSQL takes, as Put
-// stores them.
-func (s *Store) planJobs(ctx context.Context, jobs []inbox.JobRows, rules inbox.SourceRules) ([]inbox.JobPlan, error) {
-	plans := make([]inbox.JobPlan, 0, len(jobs))
-	for _, j := range jobs {
-		p, err := inbox.PlanJob(j, rules, func(id string) (inbox.Event, bool, error) { return s.readParked(ctx, id) })
-		if err != nil {
-			return nil, err
-		}
-		for i := range p.Rows {
-			d := &p.Rows[i].Delivery
-			d.JobID, d.Event, d.JobStatus, d.ResultURL = pgText(d.JobID), pgText(d.Event), pgText(d.JobStatus), pgText(d.ResultURL)
-		}
-		plans = append(plans, p)
-	}
-	return plans, nil
-}
-
-// readParked reads the parked row id, body included; false when it is not
-// there or not parked.
-func (s *Store) readParked(ctx context.Context, id string) (inbox.Event, bool, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.busy)
+// SelectedRow reads the row id as a selection sees it.
+func (r reprocessing) SelectedRow(ctx context.Context, id string) (inbox.Selected, inbox.Status, string, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.s.busy)
 	defer cancel()
-	row := s.pool.QueryRow(ctx, `SELECT `+eventColumns+`, body FROM events WHERE id = $1 AND status = 'parked'`, id)
+	sr, status, source, err := scanSelected(r.s.pool.QueryRow(ctx, selectColumns+` WHERE e.id = $1`, id).Scan)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return sr, "", "", fmt.Errorf("%s: %w", id, inbox.ErrNotFound)
+	}
+	if err != nil {
+		return sr, "", "", fmt.Errorf("read %s: %w", id, err)
+	}
+	return sr, status, source, nil
+}
+
+// ReadParked reads the parked row id, body included, outside any
+// transaction; false when it is not there or not parked.
+func (r reprocessing) ReadParked(ctx context.Context, id string) (inbox.Event, bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.s.busy)
+	defer cancel()
+	row := r.s.pool.QueryRow(ctx, `SELECT `+eventColumns+`, body FROM events WHERE id = $1 AND status = 'parked'`, id)
 	e, err := scanEvent(row.Scan, true)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return inbox.Event{}, false, nil
@@ -158,28 +97,25 @@ func (s *Store) readParked(ctx context.Context, id string) (inbox.Event, bool, e
 // errDryRun rolls a dry run's transaction back.
 var errDryRun = errors.New("dry run")
 
-// applyJobs applies plans in one transaction, rolled back when dryRun, and
-// returns what it did. A key that another replica's delivery took
-// meanwhile (a unique violation) makes it run again: every statement
-// checks the row it changes, so a new run skips what changed.
-func (s *Store) applyJobs(ctx context.Context, plans []inbox.JobPlan, dryRun bool) (inbox.ReprocessReport, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.busy)
+// InReprocessTx runs fn in one transaction bounded by the busy timeout,
+// at the store's clock, rolled back when dryRun. A key that another
+// replica's delivery took meanwhile (a unique violation) makes it run
+// again: every statement checks the row it changes, so a new run skips
+// what changed.
+func (r reprocessing) InReprocessTx(ctx context.Context, dryRun bool, fn func(inbox.ReprocessTx) error) error {
+	ctx, cancel := context.WithTimeout(ctx, r.s.busy)
 	defer cancel()
-	var rep inbox.ReprocessReport
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		rep = inbox.ReprocessReport{Parked: map[inbox.Reason]int{}}
-		now, err := s.txNow(ctx, tx)
+	err := r.s.inTx(ctx, func(tx pgx.Tx) error {
+		now, err := r.s.txNow(ctx, tx)
 		if err != nil {
 			return err
 		}
-		for _, p := range plans {
-			if err := applyJob(ctx, tx, p, now, &rep); err != nil {
-				var pgErr *pgconn.PgError
-				if errors.As(err, &pgErr) && pgErr.Code == "23505" {
-					return fmt.Errorf("%w: %w", errRetry, err)
-				}
-				return err
+		if err := fn(reprocessTx{tx: tx, now: now}); err != nil {
+			var pgErr *pgconn.PgError
+			if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+				return fmt.Errorf("%w: %w", errRetry, err)
 			}
+			return err
 		}
 		if dryRun {
 			return errDryRun
@@ -187,40 +123,12 @@ func (s *Store) applyJobs(ctx context.Context, plans []inbox.JobPlan, dryRun boo
 		return nil
 	})
 	if errors.Is(err, errDryRun) {
-		return rep, nil
+		return nil
 	}
-	if err != nil {
-		return inbox.ReprocessReport{}, err
-	}
-	return rep, nil
+	return err
 }
 
-// readCurrent locks and reads the row holding id; pgx.ErrNoRows when there
-// is none.
-func readCurrent(ctx context.Context, tx pgx.Tx, id string) (inbox.Event, error) {
-	var r inbox.Event
-	err := tx.QueryRow(ctx, `SELECT status, coalesce(reason, ''), sha256, coalesce(event, ''),
-		coalesce(job_status, ''), source, response FROM events WHERE id = $1 FOR UPDATE`, id).
-		Scan(&r.Status, &r.Reason, &r.SHA256, &r.Event, &r.JobStatus, &r.Source, &r.Response)
-	return r, err
-}
-
-// applyJob applies one job's plan as inbox.JobPlan.Apply decides, with
-// the statements of reprocessTx.
-func applyJob(ctx context.Context, tx pgx.Tx, p inbox.JobPlan, now int64, rep *inbox.ReprocessReport) error {
-	var current *inbox.Event
-	row, err := readCurrent(ctx, tx, p.Job)
-	if err == nil {
-		current = &row
-	} else if !errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("read %s: %w", p.Job, err)
-	}
-	return p.Apply(ctx, reprocessTx{tx: tx, now: now}, current, rep)
-}
-
-// reprocessTx is inbox.ReprocessTx in tx, at now. Every statement names the
-// row's id, its status parked and the sha256 it was classified by, so a
-// row that changed since it was read is left alone (false).
+// reprocessTx is inbox.ReprocessTx in tx, at now.
 type reprocessTx struct {
 	tx  pgx.Tx
 	now int64
@@ -230,64 +138,56 @@ type reprocessTx struct {
 // still parked and holds the body it was classified by ($2).
 const unchanged = ` AND status = 'parked' AND sha256 = $2`
 
-// MakeNew makes the parked row r the job's new row, keyed by jobID, queued
-// afresh for the dispatcher: no attempts, no lease, no error.
-func (t reprocessTx) MakeNew(ctx context.Context, r inbox.Reclassified, jobID string) (bool, error) {
+// Current locks and reads the row holding id; nil when none does.
+func (t reprocessTx) Current(ctx context.Context, id string) (*inbox.Event, error) {
+	var r inbox.Event
+	err := t.tx.QueryRow(ctx, `SELECT status, coalesce(reason, ''), sha256, coalesce(event, ''),
+		coalesce(job_status, ''), source, response FROM events WHERE id = $1 FOR UPDATE`, id).
+		Scan(&r.Status, &r.Reason, &r.SHA256, &r.Event, &r.JobStatus, &r.Source, &r.Response)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// MakeNew makes the parked row id the job's new row under key.
+func (t reprocessTx) MakeNew(ctx context.Context, id, sha, key string, d inbox.Delivery) (bool, error) {
 	tag, err := t.tx.Exec(ctx, `UPDATE events SET id = $3, status = 'new', reason = NULL,
 		event = $4, job_status = $5, result_url = NULL, updated_at = $6,
 		attempts = 0, next_attempt_at = 0, lease_owner = NULL, lease_until = NULL,
 		last_error = NULL, done_at = NULL
 		WHERE id = $1`+unchanged,
-		r.ID, r.SHA256, jobID, nullable(r.Delivery.Event), nullable(r.Delivery.JobStatus), t.now)
-	if err != nil {
-		return false, fmt.Errorf("make %s new as %s: %w", r.ID, jobID, err)
-	}
-	return tag.RowsAffected() == 1, nil
+		id, sha, key, nullable(d.Event), nullable(d.JobStatus), t.now)
+	return tag.RowsAffected() == 1, err
 }
 
-// Park keeps r parked with reason; false when r changed meanwhile. An
-// unchanged reason is only checked.
-func (t reprocessTx) Park(ctx context.Context, r inbox.Reclassified, reason inbox.Reason) (bool, error) {
+// Park sets the parked row's reason; an unchanged reason is left alone.
+func (t reprocessTx) Park(ctx context.Context, id, sha string, reason inbox.Reason) (bool, error) {
 	tag, err := t.tx.Exec(ctx, `UPDATE events SET reason = $3, updated_at = $4
-		WHERE id = $1 AND reason <> $3`+unchanged, r.ID, r.SHA256, string(reason), t.now)
-	if err != nil {
-		return false, fmt.Errorf("re-park %s as %s: %w", r.ID, reason, err)
-	}
-	if tag.RowsAffected() == 1 {
-		return true, nil
-	}
-	return t.StillParked(ctx, r)
+		WHERE id = $1 AND reason <> $3`+unchanged, id, sha, string(reason), t.now)
+	return tag.RowsAffected() == 1, err
 }
 
-// StillParked reports whether r is still parked with the body it was
-// classified by, and locks it.
-func (t reprocessTx) StillParked(ctx context.Context, r inbox.Reclassified) (bool, error) {
+// StillParked reports whether id is still parked holding sha, and locks
+// it.
+func (t reprocessTx) StillParked(ctx context.Context, id, sha string) (bool, error) {
 	var one int
-	err := t.tx.QueryRow(ctx, `SELECT 1 FROM events WHERE id = $1`+unchanged+` FOR UPDATE`, r.ID, r.SHA256).Scan(&one)
+	err := t.tx.QueryRow(ctx, `SELECT 1 FROM events WHERE id = $1`+unchanged+` FOR UPDATE`, id, sha).Scan(&one)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, nil
 	}
-	if err != nil {
-		return false, fmt.Errorf("read %s: %w", r.ID, err)
-	}
-	return true, nil
+	return err == nil, err
 }
 
-// Fold adds the deliveries of the parked row r to the row at into, which
-// holds the same event, and removes r.
-func (t reprocessTx) Fold(ctx context.Context, r inbox.Reclassified, into string) (bool, error) {
-	ok, err := foldRow(ctx, t.tx, r.ID, into, r.SHA256)
-	if err != nil {
-		return false, fmt.Errorf("fold %s into %s: %w", r.ID, into, err)
-	}
-	return ok, nil
-}
-
-// foldRow counts the deliveries of the parked row from (holding sha) on
-// the row into and deletes from; false when from is not there.
-func foldRow(ctx context.Context, tx pgx.Tx, from, into, sha string) (bool, error) {
+// Fold counts the deliveries of the parked row from (holding sha) on the
+// row into and deletes from; false when from is not there. A row into
+// gone meanwhile makes the transaction run again.
+func (t reprocessTx) Fold(ctx context.Context, from, into, sha string) (bool, error) {
 	var n, lastSeen int64
-	err := tx.QueryRow(ctx, `DELETE FROM events WHERE id = $1`+unchanged+` RETURNING deliveries, last_seen_at`, from, sha).
+	err := t.tx.QueryRow(ctx, `DELETE FROM events WHERE id = $1`+unchanged+` RETURNING deliveries, last_seen_at`, from, sha).
 		Scan(&n, &lastSeen)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, nil
@@ -295,7 +195,7 @@ func foldRow(ctx context.Context, tx pgx.Tx, from, into, sha string) (bool, erro
 	if err != nil {
 		return false, err
 	}
-	tag, err := tx.Exec(ctx, `UPDATE events SET deliveries = deliveries + $2,
+	tag, err := t.tx.Exec(ctx, `UPDATE events SET deliveries = deliveries + $2,
 		last_seen_at = greatest(last_seen_at, $3) WHERE id = $1`, into, n, lastSeen)
 	if err != nil {
 		return false, err
@@ -306,21 +206,8 @@ func foldRow(ctx context.Context, tx pgx.Tx, from, into, sha string) (bool, erro
 	return true, nil
 }
 
-// MoveAside re-keys the job's parked row jobID, holding sha, as key, so
-// another row can take the job's key without its body being lost. When a
-// row with key exists it holds the same bytes, and the job row's
-// deliveries are counted on it instead.
-func (t reprocessTx) MoveAside(ctx context.Context, jobID, key, sha string) error {
-	if _, err := readCurrent(ctx, t.tx, key); err == nil {
-		if _, err := foldRow(ctx, t.tx, jobID, key, sha); err != nil {
-			return fmt.Errorf("fold %s into %s: %w", jobID, key, err)
-		}
-		return nil
-	} else if !errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("read %s: %w", key, err)
-	}
-	if _, err := t.tx.Exec(ctx, `UPDATE events SET id = $3 WHERE id = $1`+unchanged, jobID, sha, key); err != nil {
-		return fmt.Errorf("move %s aside as %s: %w", jobID, key, err)
-	}
-	return nil
+// Rekey moves the parked row from, holding sha, to the id to.
+func (t reprocessTx) Rekey(ctx context.Context, from, to, sha string) error {
+	_, err := t.tx.Exec(ctx, `UPDATE events SET id = $3 WHERE id = $1`+unchanged, from, sha, to)
+	return err
 }

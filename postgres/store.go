@@ -52,9 +52,9 @@ type Options struct {
 	// replicas run on never shorten a lease.
 	Now func() time.Time
 	// OnCommit, when set, is called by the writer after each group commit
-	// with the number of deliveries it carried, how long it took and its
-	// error. It runs on the writer goroutine, so it must return at once.
-	OnCommit func(n int, took time.Duration, err error)
+	// with what it carried, how long it took and its error. It runs on the
+	// writer goroutine, so it must return at once.
+	OnCommit func(inbox.Commit)
 }
 
 // Store is the PostgreSQL inbox. Deliveries (Put) go through one writer
@@ -68,7 +68,7 @@ type Store struct {
 	busy     time.Duration
 	maxBatch int
 	readOnly bool
-	onCommit func(n int, took time.Duration, err error)
+	onCommit func(inbox.Commit)
 
 	// probeID keys this store's row of the probe table, which Ping
 	// rewrites: a row per replica, so no replica's probe waits for
@@ -214,46 +214,6 @@ func (s *Store) Close() error {
 		case <-time.After(closeTimeout):
 		}
 	})
-	return nil
-}
-
-// Ping reports whether the store can commit now: it commits a write of its
-// own (this store's probe row) through the writer, beside the deliveries
-// waiting then, so it fails as they do: the database unreachable or a
-// standby, a disk the server cannot write, the writer stuck behind rows
-// another session holds. A read-only store only asks the database to
-// answer. It fails within the busy timeout, or when ctx is done.
-func (s *Store) Ping(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, s.busy)
-	defer cancel()
-	if s.readOnly {
-		if err := s.pool.Ping(ctx); err != nil {
-			return fmt.Errorf("ping store: %w", err)
-		}
-		return nil
-	}
-	req := &putRequest{probe: true, done: make(chan putResult, 1)}
-	var err error
-	select {
-	case s.reqs <- req:
-		select {
-		case r := <-req.done:
-			err = r.err
-		case <-ctx.Done():
-			err = fmt.Errorf("waiting for the commit: %w", ctx.Err())
-		}
-	case <-s.closing:
-		err = inbox.ErrClosed
-	case <-ctx.Done():
-		err = fmt.Errorf("waiting for the writer: %w", ctx.Err())
-	}
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "25006" { // read_only_sql_transaction
-		return errors.New("ping store: the database takes no writes (a standby?)")
-	}
-	if err != nil {
-		return fmt.Errorf("ping store: %w", err)
-	}
 	return nil
 }
 

@@ -14,10 +14,11 @@ import (
 
 type putRequest struct {
 	d inbox.Delivery
-	// probe marks Ping's request: it stores no delivery, it rewrites this
-	// store's probe row in the batch's transaction, and OnCommit does not
+	// probe marks Ping's request: it stores no delivery, it writes the
+	// probe (see Probe) in the batch's transaction, and OnCommit does not
 	// count it.
 	probe bool
+	size  int // Ping's: the bytes the probe writes (see Probe)
 	done  chan putResult // buffered: the writer never blocks on a caller
 }
 
@@ -97,8 +98,8 @@ func (s *Store) runWriter() {
 		}
 		start := time.Now()
 		results, err := s.commit(batch)
-		if n := counted(batch); s.onCommit != nil && n > 0 {
-			s.onCommit(n, time.Since(start), err)
+		if n, largest := counted(batch); s.onCommit != nil && n > 0 {
+			s.onCommit(inbox.Commit{N: n, Largest: largest, Took: time.Since(start), Err: err})
 		}
 		for i, req := range batch {
 			switch {
@@ -123,10 +124,10 @@ func (s *Store) commit(batch []*putRequest) ([]inbox.Result, error) {
 	defer cancel()
 	var deliveries []*putRequest
 	var idx []int
-	probed := false
+	probed, probeSize := false, 0
 	for i, req := range batch {
 		if req.probe {
-			probed = true
+			probed, probeSize = true, max(probeSize, req.size)
 			continue
 		}
 		deliveries, idx = append(deliveries, req), append(idx, i)
@@ -144,25 +145,23 @@ func (s *Store) commit(batch []*putRequest) ([]inbox.Result, error) {
 		}
 		if probed {
 			// Last, so the row is held only for the commit.
-			if _, err := tx.Exec(ctx, `INSERT INTO probe (id, at) VALUES ($1, coalesce($2::bigint, `+dbNow+`))
-				ON CONFLICT (id) DO UPDATE SET at = excluded.at`, s.probeID, s.clockArg()); err != nil {
-				return fmt.Errorf("write the probe: %w", err)
-			}
+			return s.probe(ctx, tx, probeSize)
 		}
 		return nil
 	})
 	return results, err
 }
 
-// counted is how many requests of batch OnCommit reports: all but Ping's.
-func counted(batch []*putRequest) int {
-	n := 0
+// counted is how many requests of batch OnCommit reports (all but Ping's),
+// and the largest body among them.
+func counted(batch []*putRequest) (n, largest int) {
 	for _, req := range batch {
 		if !req.probe {
 			n++
+			largest = max(largest, len(req.d.Body))
 		}
 	}
-	return n
+	return n, largest
 }
 
 // keyState is one key of a batch while it lands: the row that holds it as

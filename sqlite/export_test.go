@@ -3,8 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"math"
-	"slices"
 
 	"inbox/inbox"
 )
@@ -56,22 +54,25 @@ func WriteOpForTest(s *Store, op func(context.Context, *sql.Tx) error) error {
 	return s.writeOp(context.Background(), op)
 }
 
-// ReprocessForTest reprocesses sel as Reprocess does, in one batch, and
-// calls between after the rows were read and classified and before the
-// transaction that applies them.
+// ReprocessForTest reprocesses sel as Reprocess does, and calls between
+// after the rows of the first batch were read and classified and before
+// the transaction that applies them.
 func ReprocessForTest(ctx context.Context, s *Store, sel inbox.Selection, rules inbox.Rules, between func()) (inbox.ReprocessReport, error) {
-	sr := inbox.SourceRules{inbox.DefaultSource: rules}
-	rows, err := s.selectParked(ctx, sel, sr)
-	if err != nil {
-		return inbox.ReprocessReport{}, err
+	return inbox.Reprocess(ctx, &reprocessBetween{reprocessing{s}, between}, sel, inbox.SourceRules{inbox.DefaultSource: rules}, false)
+}
+
+// reprocessBetween calls between once, before its first transaction.
+type reprocessBetween struct {
+	reprocessing
+	between func()
+}
+
+func (r *reprocessBetween) InReprocessTx(ctx context.Context, dryRun bool, fn func(inbox.ReprocessTx) error) error {
+	if r.between != nil {
+		r.between()
+		r.between = nil
 	}
-	// One batch of every job.
-	plans, err := s.planJobs(ctx, slices.Concat(inbox.Batches(rows, math.MaxInt, math.MaxInt64)...), sr)
-	if err != nil {
-		return inbox.ReprocessReport{}, err
-	}
-	between()
-	return s.applyJobs(ctx, plans, false)
+	return r.reprocessing.InReprocessTx(ctx, dryRun, fn)
 }
 
 // Query texts the plan test checks, as the store builds them.

@@ -8,11 +8,9 @@ import (
 	"inbox/inbox"
 )
 
-// readCurrent reads what the landing rules (inbox.Land) need of the row
-// holding id, and its saved response; sql.ErrNoRows when there is none.
-func readCurrent(ctx context.Context, tx *sql.Tx, id string) (inbox.Event, error) {
-	return scanCurrent(id, tx.QueryRowContext(ctx, currentSQL, id))
-}
+// The landing statements the writer's group commit runs (writer.go);
+// postgres/writer.go holds its revive. They belong in writer.go, and go
+// there with the writer's next change.
 
 // scanCurrent scans row, currentSQL's result for id.
 func scanCurrent(id string, row *sql.Row) (inbox.Event, error) {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"inbox/inbox"
 	"inbox/sqlite"
 	"inbox/sqlite/sqlitetest"
 )
@@ -24,13 +25,13 @@ func TestOnCommit(t *testing.T) {
 	var commits []commit
 	s := sqlitetest.MustOpenPath(t, path, sqlite.Options{
 		BusyTimeout: 50 * time.Millisecond,
-		OnCommit: func(n int, took time.Duration, err error) {
-			if took <= 0 {
-				t.Errorf("commit took %v", took)
+		OnCommit: func(c inbox.Commit) {
+			if c.Took <= 0 {
+				t.Errorf("commit took %v", c.Took)
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			commits = append(commits, commit{n, err})
+			commits = append(commits, commit{c.N, c.Err})
 		},
 	})
 	seen := func() []commit {

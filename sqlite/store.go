@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"modernc.org/sqlite"
+
+	"inbox/inbox"
 )
 
 // Defaults for Options fields left zero.
@@ -47,10 +49,10 @@ type Options struct {
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 	// OnCommit, when set, is called by the writer after each group commit
-	// with the number of deliveries it carried, how long it took and its
-	// error. It runs on the writer goroutine, so it must return at once.
-	// Commits that carried only Ping's probe are not reported.
-	OnCommit func(n int, took time.Duration, err error)
+	// with what it carried, how long it took and its error. It runs on the
+	// writer goroutine, so it must return at once. Commits that carried
+	// only Ping's probe are not reported.
+	OnCommit func(inbox.Commit)
 	// OnFileLost, when set, is called once when the database path (or its
 	// -wal's or -shm's) stops naming the file the store has open, with the
 	// error saying how (it wraps ErrFileLost), and with nil once it names it
@@ -72,7 +74,7 @@ type Store struct {
 	now      func() time.Time
 	maxBatch int
 	busy     time.Duration
-	onCommit func(n int, took time.Duration, err error)
+	onCommit func(inbox.Commit)
 
 	guard *guard // nil when read-only
 
@@ -376,32 +378,6 @@ func (s *Store) closeDBs() error {
 	// Last: its descriptor's close would drop SQLite's locks.
 	errs = append(errs, s.guard.close())
 	return errors.Join(errs...)
-}
-
-// Ping reports whether the store can commit now. It fails when a file the
-// store opened is lost, and otherwise commits a write of its own (the one
-// row of the probe table) through the writer, beside the deliveries
-// waiting then: an empty transaction writes nothing, so it would pass
-// through a full disk, an I/O error or a read-only file system that fails
-// every delivery. Its commit waits for another process's lock like a
-// delivery's, up to the busy timeout, or until ctx is done.
-func (s *Store) Ping(ctx context.Context) error {
-	if s.write == nil {
-		return s.read.PingContext(ctx)
-	}
-	if err := s.guard.check(); err != nil {
-		return fmt.Errorf("ping store: %w", err)
-	}
-	now := millis(s.now())
-	probe := func(ctx context.Context, tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO probe (id, at) VALUES (1, ?)
-			ON CONFLICT(id) DO UPDATE SET at = excluded.at`, now)
-		return err
-	}
-	if err := s.send(ctx, &putRequest{op: probe, probe: true, done: make(chan putResult, 1)}).err; err != nil {
-		return fmt.Errorf("ping store: %w", err)
-	}
-	return nil
 }
 
 func millis(t time.Time) int64 { return t.UnixMilli() }

@@ -136,8 +136,8 @@ func (s *Store) runWriter() {
 		}
 		start := time.Now()
 		results, err := s.commit(batch)
-		if n := counted(batch); s.onCommit != nil && n > 0 {
-			s.onCommit(n, time.Since(start), err)
+		if n, largest := counted(batch); s.onCommit != nil && n > 0 {
+			s.onCommit(inbox.Commit{N: n, Largest: largest, Took: time.Since(start), Err: err})
 		}
 		for i, req := range batch {
 			switch {
@@ -152,15 +152,16 @@ func (s *Store) runWriter() {
 	}
 }
 
-// counted is how many requests of batch OnCommit reports: all but Ping's.
-func counted(batch []*putRequest) int {
-	n := 0
+// counted is how many requests of batch OnCommit reports (all but Ping's),
+// and the largest body among them.
+func counted(batch []*putRequest) (n, largest int) {
 	for _, req := range batch {
 		if !req.probe {
 			n++
+			largest = max(largest, len(req.d.Body))
 		}
 	}
-	return n
+	return n, largest
 }
 
 // errLocked is why a write failed when another process held the write lock

@@ -1,0 +1,90 @@
+package health
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"inbox/inbox"
+)
+
+// Commits is what readiness knows of the store's real commits: the
+// writer's group commits of deliveries (Committed, the stores' OnCommit)
+// and the dispatcher's claims and settlements (Observe). It is the one
+// place that decides how a commit's outcome bears on /readyz:
+//
+//   - A commit that failed puts the store in doubt. Every commit fails only
+//     for the store's reasons (a full disk, an I/O error, a lock held past
+//     the busy timeout, a revoked privilege, PostgreSQL unreachable or read
+//     only, the file lost): what the sender did wrong (401, 413, a parked
+//     body) is answered before the store and never commits, and a 503 for
+//     --max-in-flight or --max-body-memory is load, refused before the
+//     store too, so neither ever reaches here.
+//   - While in doubt, each probe writes as much as the largest delivery of
+//     the failed commits did (bounded by inbox.MaxProbeSize), beside its
+//     row in events (see the stores' Probe), so it meets what they met: a
+//     disk that takes the probe's small row but not a delivery fails it.
+//   - Any commit that succeeds afterwards, a probe's included, ends the
+//     doubt. That is what lets a replica marked not ready, which gets no
+//     deliveries, become ready again: its probe is the commit that
+//     succeeds.
+//
+// So /readyz fails as soon as the next probe after a failed commit fails,
+// and passes again with the first commit, real or probe, that succeeds.
+// A zero Commits is in no doubt. It is safe for concurrent use.
+type Commits struct {
+	mu   sync.Mutex
+	seq  uint64 // outcomes recorded, so a probe clears only what it saw
+	err  error  // the last failed commit's error, nil when not in doubt
+	size int    // the largest delivery of the failed commits since the last success
+}
+
+// Committed records a group commit of the store's writer; it fits the
+// stores' OnCommit.
+func (c *Commits) Committed(commit inbox.Commit) {
+	c.record(commit.Largest, commit.Err)
+}
+
+// Observe records the outcome of one of the dispatcher's writes (Start,
+// Settle), which carry no body. An error of the caller's own context or of
+// a closed store is not the store's outcome and is ignored.
+func (c *Commits) Observe(err error) {
+	if errors.Is(err, context.Canceled) || errors.Is(err, inbox.ErrClosed) {
+		return
+	}
+	c.record(0, err)
+}
+
+func (c *Commits) record(size int, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.seq++
+	if err == nil {
+		c.err, c.size = nil, 0
+		return
+	}
+	if c.err == nil {
+		c.size = 0
+	}
+	c.err, c.size = err, max(c.size, size)
+}
+
+// doubt returns what a probe must write now, the failed commit's error
+// (nil when not in doubt), and the record's position to hand to probed.
+func (c *Commits) doubt() (size int, err error, seq uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return min(c.size, inbox.MaxProbeSize), c.err, c.seq
+}
+
+// probed records a probe that committed, which clears the doubt unless a
+// commit was recorded after seq, and returns the error of a commit that
+// failed after seq: that outcome stands. nil means ready.
+func (c *Commits) probed(seq uint64) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.seq == seq {
+		c.err, c.size = nil, 0
+	}
+	return c.err
+}

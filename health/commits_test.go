@@ -1,0 +1,85 @@
+package health_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"inbox/health"
+	"inbox/inbox"
+)
+
+// disk is a store whose commits fail above room bytes: it forces a probe
+// to fail as a full disk fails it, and records what each probe wrote.
+type disk struct {
+	room   int
+	sizes  []int
+	during func() // run inside the probe, as a commit landing meanwhile
+}
+
+func (d *disk) Probe(ctx context.Context, size int) error {
+	d.sizes = append(d.sizes, size)
+	if d.during != nil {
+		d.during()
+	}
+	if size > d.room {
+		return errors.New("disk full")
+	}
+	return nil
+}
+
+// TestReadyFollowsCommits checks the rule readiness applies to the store's
+// commits: after a failed commit the probe writes what its largest delivery
+// did (bounded), so a disk with room for the probe's row alone fails it;
+// it passes again, with no delivery, once that much fits; a commit that
+// succeeds ends the doubt; the dispatcher's writes count, its shutdown
+// does not; and a commit that fails while the probe runs stands.
+func TestReadyFollowsCommits(t *testing.T) {
+	full := errors.New("commit: disk full")
+	d := &disk{room: 1000}
+	var commits health.Commits
+	ready := health.Ready(d, &commits, time.Second, zerolog.Nop())
+	step := func(name string, want, wantSize int) {
+		t.Helper()
+		code, _, _ := probe(t, ready)
+		if got := d.sizes[len(d.sizes)-1]; code != want || got != wantSize {
+			t.Errorf("%s: %d, probe wrote %d bytes; want %d, %d bytes", name, code, got, want, wantSize)
+		}
+	}
+	step("no commit yet", http.StatusOK, 0)
+	commits.Committed(inbox.Commit{N: 3, Largest: 60 << 10, Err: full})
+	step("a commit of 60 KiB deliveries failed", http.StatusServiceUnavailable, 60<<10)
+	commits.Committed(inbox.Commit{N: 1, Largest: 10, Err: full})
+	step("a smaller one failed too", http.StatusServiceUnavailable, 60<<10)
+	d.room = 1 << 20
+	step("the disk has room again", http.StatusOK, 60<<10)
+	step("after the probe's commit", http.StatusOK, 0)
+
+	d.room = 0
+	commits.Committed(inbox.Commit{N: 1, Largest: 5000, Err: full})
+	commits.Committed(inbox.Commit{N: 2, Largest: 5000})
+	step("a commit succeeded after the failed one", http.StatusOK, 0)
+
+	commits.Committed(inbox.Commit{N: 1, Largest: 100 << 20, Err: full})
+	step("a failed commit larger than the bound", http.StatusServiceUnavailable, inbox.MaxProbeSize)
+	commits.Committed(inbox.Commit{N: 1})
+
+	// The dispatcher's writes, observed while a probe runs: its stopping
+	// is not the store's outcome, a failed settlement is.
+	d.during = func() { commits.Observe(context.Canceled); commits.Observe(inbox.ErrClosed) }
+	step("the dispatcher stopping", http.StatusOK, 0)
+	d.during = func() { commits.Observe(full) }
+	step("a settlement failed", http.StatusServiceUnavailable, 0)
+	d.during = nil
+	step("the probe after it", http.StatusOK, 0)
+
+	d.during = func() { commits.Committed(inbox.Commit{N: 1, Largest: 10, Err: full}) }
+	step("a commit failed while the probe ran", http.StatusServiceUnavailable, 0)
+	d.during = nil
+	d.room = 10
+	step("the next probe", http.StatusOK, 10)
+}

@@ -1,0 +1,44 @@
+package inbox
+
+import "context"
+
+// The planning steps of Reprocess, for the tests of package inbox_test.
+type (
+	JobRows      = jobRows
+	JobPlan      = jobPlan
+	Reclassified = reclassified
+)
+
+var (
+	Batches      = batches
+	PlanJob      = planJob
+	SortSelected = sortSelected
+)
+
+// UniqueIDs returns sel.IDs, each once, in the order first given.
+func (sel Selection) UniqueIDs() []string { return sel.uniqueIDs() }
+
+// CheckSelected is checkSelected.
+func (sr SourceRules) CheckSelected(id string, status Status, source string) error {
+	return sr.checkSelected(id, status, source)
+}
+
+// Apply is apply.
+func (p jobPlan) Apply(ctx context.Context, tx ReprocessTx, current *Event, rep *ReprocessReport) error {
+	return p.apply(ctx, tx, current, rep)
+}
+
+// NewPurgeReport is newPurgeReport.
+func NewPurgeReport(sel PurgeSelection) PurgeReport { return newPurgeReport(sel) }
+
+// CountDeleted is countDeleted.
+func (r *PurgeReport) CountDeleted(step PurgeStep, n int64) { r.countDeleted(step, n) }
+
+// Steps is steps.
+func (sel PurgeSelection) Steps() []PurgeStep { return sel.steps() }
+
+// CheckPollResults is checkPollResults.
+func CheckPollResults(results []PollResult) error { return checkPollResults(results) }
+
+// Normalized is normalized.
+func (r Refusal) Normalized() Refusal { return r.normalized() }

@@ -1,0 +1,91 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"inbox/inbox"
+)
+
+// Ping is Probe with nothing beyond the probe's own rows.
+func (s *Store) Ping(ctx context.Context) error { return s.Probe(ctx, 0) }
+
+// Probe reports whether the store can commit now what a delivery of size
+// bytes (at most inbox.MaxProbeSize) and the dispatcher's claim commit: it
+// commits a write of its own through the writer, beside the deliveries
+// waiting then, so it fails as they do. That transaction inserts a row of
+// size bytes into events as a delivery does (the same statement), claims
+// it as the dispatcher does, undoes both (a savepoint), and rewrites this
+// store's probe row: so a lock on events, a revoked INSERT or UPDATE, a
+// disk the server cannot extend the table on, the database unreachable or
+// a standby, and the writer stuck behind rows another session holds, all
+// fail it. A read-only store only asks the database to answer. It fails
+// within the busy timeout, or when ctx is done.
+func (s *Store) Probe(ctx context.Context, size int) error {
+	ctx, cancel := context.WithTimeout(ctx, s.busy)
+	defer cancel()
+	if s.readOnly {
+		if err := s.pool.Ping(ctx); err != nil {
+			return fmt.Errorf("ping store: %w", err)
+		}
+		return nil
+	}
+	req := &putRequest{probe: true, size: min(max(size, 0), inbox.MaxProbeSize), done: make(chan putResult, 1)}
+	var err error
+	select {
+	case s.reqs <- req:
+		select {
+		case r := <-req.done:
+			err = r.err
+		case <-ctx.Done():
+			err = fmt.Errorf("waiting for the commit: %w", ctx.Err())
+		}
+	case <-s.closing:
+		err = inbox.ErrClosed
+	case <-ctx.Done():
+		err = fmt.Errorf("waiting for the writer: %w", ctx.Err())
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "25006" { // read_only_sql_transaction
+		return errors.New("ping store: the database takes no writes (a standby?)")
+	}
+	if err != nil {
+		return fmt.Errorf("ping store: %w", err)
+	}
+	return nil
+}
+
+// probe writes the probe inside tx: a row of size bytes inserted into
+// events under this store's own key and claimed, both undone, then this
+// store's probe row. Any failure fails the transaction, as a delivery's
+// would.
+func (s *Store) probe(ctx context.Context, tx pgx.Tx, size int) error {
+	now, err := s.txNow(ctx, tx)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, `SAVEPOINT probe_row`); err != nil {
+		return fmt.Errorf("probe events: %w", err)
+	}
+	key := "inbox probe " + s.probeID // no delivery makes a key with a space
+	row := []*putRequest{{d: inbox.ProbeRow(key, size)}}
+	if _, err := insert(ctx, tx, row, []int{0}, now); err != nil {
+		return fmt.Errorf("probe events: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `UPDATE events SET attempts = attempts + 1, lease_owner = 'probe',
+		lease_until = $2, next_attempt_at = $2 WHERE id = $1`, key, now); err != nil {
+		return fmt.Errorf("probe events: claim: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT probe_row`); err != nil {
+		return fmt.Errorf("probe events: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO probe (id, at) VALUES ($1, $2)
+		ON CONFLICT (id) DO UPDATE SET at = excluded.at`, s.probeID, now); err != nil {
+		return fmt.Errorf("write the probe: %w", err)
+	}
+	return nil
+}
