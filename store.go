@@ -46,8 +46,8 @@ func isPostgres(db string) bool {
 // place that knows every store. It fails as the store's Open does, with
 // the error on one line, and refuses a URL that holds the shipped
 // placeholder password. With o.wait, a PostgreSQL store is opened in the
-// background and only what can be told without the server (the URL, the
-// placeholder) fails here.
+// background: openStore waits for the first attempt at most startWait, and
+// fails only on what the URL or a server that answered by then refuses.
 func openStore(ctx context.Context, db string, o storeOptions) (inbox.Store, error) {
 	if isPostgres(db) && deploy.Placeholder(db) {
 		return nil, errors.New("INBOX_DB (or --db) holds the placeholder password of the shipped inbox-postgres.env: set it to the inbox role's password")
@@ -84,9 +84,25 @@ func openStore(ctx context.Context, db string, o storeOptions) (inbox.Store, err
 	if err := postgres.CheckURL(db); err != nil {
 		return nil, err
 	}
-	return pending.Open(ctx, pending.Options{Open: open, Transient: postgres.Unreachable,
-		Wait: cmp.Or(o.busyTimeout, inbox.DefaultBusyTimeout), OnDown: o.onDown, OnFatal: o.onFatal}), nil
+	s := pending.Open(ctx, pending.Options{Open: open, Transient: postgres.Unreachable,
+		Wait: cmp.Or(o.busyTimeout, inbox.DefaultBusyTimeout), OnDown: o.onDown, OnFatal: o.onFatal})
+	select {
+	case <-s.Settled():
+	case <-time.After(startWait):
+	}
+	if err := s.Err(); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
 }
+
+// startWait bounds how long a store opened in the background is waited for
+// before openStore returns: a database that answers has answered by then
+// (the store is open before anything is served, or what the server refuses
+// stops the start at once), and one that hangs still leaves serve's ports
+// answering within a second.
+const startWait = 500 * time.Millisecond
 
 // oneLine is an error whose text is kept on one line, as main prints
 // errors: the driver's connection errors list each address tried on a line

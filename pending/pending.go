@@ -56,6 +56,7 @@ type Store struct {
 
 	mu    sync.Mutex
 	store inbox.Store // nil until open
+	fatal error
 
 	closeOnce sync.Once
 	closeErr  error
@@ -92,6 +93,9 @@ func (s *Store) run(ctx context.Context) {
 		case ctx.Err() != nil:
 			return
 		case !s.opts.Transient(err):
+			s.mu.Lock()
+			s.fatal = err
+			s.mu.Unlock()
 			settle.Do(func() { close(s.settled) })
 			if s.opts.OnFatal != nil {
 				s.opts.OnFatal(err)
@@ -110,6 +114,18 @@ func (s *Store) run(ctx context.Context) {
 		}
 		wait = min(2*wait, MaxRetry)
 	}
+}
+
+// Settled is closed once the first attempt to open has ended, whatever
+// its outcome.
+func (s *Store) Settled() <-chan struct{} { return s.settled }
+
+// Err returns the error that stopped the attempts for good, nil while none
+// did.
+func (s *Store) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.fatal
 }
 
 // get returns the open store, waiting at most Options.Wait (and while ctx

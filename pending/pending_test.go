@@ -107,6 +107,9 @@ func TestFatal(t *testing.T) {
 	if err := s.Ping(context.Background()); !errors.Is(err, pending.ErrNotOpen) {
 		t.Errorf("Ping after a fatal error: %v, want ErrNotOpen", err)
 	}
+	if err := s.Err(); !errors.Is(err, bad) {
+		t.Errorf("Err after a fatal error: %v, want %v", err, bad)
+	}
 	if err := s.Close(); err != nil {
 		t.Errorf("Close: %v", err)
 	}
