@@ -297,6 +297,9 @@ it works it logs at info, at most every 10 s, a line "dispatch progress"
 with its destination (forward, exec or nats) and the rows handed_on,
 retried and parked since the last one, and the rows it holds; nothing
 while idle (serve with a destination does the same).
+On PostgreSQL it waits for a database that cannot be reached at start, as
+serve does: /readyz fails and no row is claimed until it answers; what the
+server refuses stops it at once.
 
 ` + destinationHelp + `
 
@@ -344,19 +347,24 @@ Examples:
 			}
 			db := c.String("db")
 			commits := &health.Commits{}
-			store, err := openStore(c.Context, db, storeOptions{
+			ctx, stop := context.WithCancelCause(c.Context)
+			defer stop(nil)
+			store, err := openStore(ctx, db, storeOptions{
 				schema:      schema,
 				mustExist:   true,
 				busyTimeout: c.Duration("busy-timeout"),
 				onCommit:    commits.Committed,
-				onFileLost:  logFileLost(log, describeDB(db)),
+				onFileLost:  logLost(log, describeDB(db), fileLost, fileBack),
+				wait:        true,
+				onDown:      logLost(log, describeDB(db), dbDown, dbBack),
+				onFatal:     stop,
 			})
 			if err != nil {
 				return err
 			}
 			defer store.Close()
 			reg := newRegistry()
-			d, closeDest, deps, err := newDispatcher(c.Context, cfg, observedQueue{store, commits}, log, reg, true)
+			d, closeDest, deps, err := newDispatcher(ctx, cfg, observedQueue{store, commits}, log, reg, true)
 			if err != nil {
 				return err
 			}
@@ -366,7 +374,7 @@ Examples:
 				return err
 			}
 			log.Info().Str("db", describeDB(db)).Msg("starting")
-			if err := runWithOps(c.Context, d, rec, rcfg.apiURL, aln, store, commits, reg, log, deps...); err != nil {
+			if err := stoppedBy(ctx, runWithOps(ctx, d, rec, rcfg.apiURL, aln, store, commits, reg, log, deps...)); err != nil {
 				return err
 			}
 			closeDest()

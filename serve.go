@@ -62,6 +62,18 @@ A delivery answered 503 because the store could not take it is remembered
 and, once the store takes writes again, listed by inbox missed until the
 key is delivered. ` + reconcileHelp + `
 
+On PostgreSQL, serve starts even while the database cannot be reached
+(connection refused or reset, a timeout, a name that does not resolve, the
+server starting up or shutting down): it listens at once, answers every
+verified delivery 503 with Retry-After and remembers its key, fails
+/readyz, logs the outage once, and opens the store (migrations and checks)
+by itself once the database answers. What the server refuses (the role or
+password, a database that does not exist, synchronous_commit off) stops it
+at once, as a URL that does not parse does. On SIGTERM while the database
+hangs, it stops within --busy-timeout (the drain) and 7 s more; each
+refused key it could not record is logged (source, key, job), to ask for
+again with inbox redeliver.
+
 Examples:
    SUME_COM_WEBHOOK_SIGNING_SECRET=whsec_current inbox serve
    SUME_COM_WEBHOOK_SIGNING_SECRET=old,new inbox serve --addr :8080 --db /var/lib/inbox/inbox.db
@@ -111,20 +123,25 @@ Examples:
 			reg := newRegistry()
 			m := metrics.New(reg)
 			commits := &health.Commits{}
-			store, err := openStore(c.Context, cfg.db, storeOptions{
+			ctx, stop := context.WithCancelCause(c.Context)
+			defer stop(nil)
+			store, err := openStore(ctx, cfg.db, storeOptions{
 				schema:      schema,
 				busyTimeout: cfg.busyTimeout,
 				onCommit: func(c inbox.Commit) {
 					m.Committed(c)
 					commits.Committed(c)
 				},
-				onFileLost: logFileLost(log, describeDB(cfg.db)),
+				onFileLost: logLost(log, describeDB(cfg.db), fileLost, fileBack),
+				wait:       true,
+				onDown:     logLost(log, describeDB(cfg.db), dbDown, dbBack),
+				onFatal:    stop,
 			})
 			if err != nil {
 				return err
 			}
 			defer store.Close()
-			return runServe(c.Context, cfg, store, serveDeps{ln: ln, aln: aln, reg: reg, metrics: m, commits: commits, log: log})
+			return stoppedBy(ctx, runServe(ctx, cfg, store, serveDeps{ln: ln, aln: aln, reg: reg, metrics: m, commits: commits, log: log}))
 		},
 	}
 }
@@ -347,16 +364,39 @@ func checkBusyTimeout(busy, writeTimeout time.Duration) error {
 	return nil
 }
 
-// logFileLost logs, once each time, that the database file went from its
-// path and that it is back.
-func logFileLost(log zerolog.Logger, db string) func(error) {
+// What logLost says of a SQLite file that went from its path, and of a
+// PostgreSQL that cannot be reached at start.
+const (
+	fileLost = "database file lost: nothing is written (deliveries get 503) and /readyz fails until it is back at its path"
+	fileBack = "database file back at its path: writing again"
+	dbDown   = "database cannot be reached: every write fails (deliveries get 503, their keys kept for inbox missed; no row is handed on) and /readyz fails until it answers; then the store opens by itself"
+	dbBack   = "database reached: the store is open"
+)
+
+// logLost logs, once each time, that the database went away (lost, with
+// the error) and that it is back.
+func logLost(log zerolog.Logger, db, lost, back string) func(error) {
 	return func(err error) {
 		if err != nil {
-			log.Error().Err(err).Str("db", db).Msg("database file lost: nothing is written (deliveries get 503) and /readyz fails until it is back at its path")
+			log.Error().Err(err).Str("db", db).Msg(lost)
 			return
 		}
-		log.Info().Str("db", db).Msg("database file back at its path: writing again")
+		log.Info().Str("db", db).Msg(back)
 	}
+}
+
+// stoppedBy returns err on one line, or the store's own error when that is
+// what stopped ctx: a store opened in the background found a configuration
+// it cannot work with once its database answered (what failed after it,
+// for want of the store, was logged).
+func stoppedBy(ctx context.Context, err error) error {
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		return cause
+	}
+	if err == nil {
+		return nil
+	}
+	return oneLine{err}
 }
 
 // newRegistry returns a registry with the Go runtime's and the process's

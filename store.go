@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"net/url"
@@ -10,6 +11,7 @@ import (
 	"inbox/admin"
 	"inbox/deploy"
 	"inbox/inbox"
+	"inbox/pending"
 	"inbox/postgres"
 	"inbox/sqlite"
 )
@@ -25,6 +27,13 @@ type storeOptions struct {
 	// onCommit and onFileLost are the store's observers (see sqlite.Options).
 	onCommit   func(inbox.Commit)
 	onFileLost func(error)
+	// wait (serve and dispatch) opens a PostgreSQL store in the background
+	// (see pending): the store is returned at once, fails every operation
+	// until its database answers, and then connects, migrates and checks
+	// as the open would have. onDown and onFatal observe it (see
+	// pending.Options).
+	wait            bool
+	onDown, onFatal func(error)
 }
 
 // isPostgres reports whether db is a PostgreSQL URL rather than a path.
@@ -36,7 +45,9 @@ func isPostgres(db string) bool {
 // is PostgreSQL, anything else the path of a SQLite file. It is the one
 // place that knows every store. It fails as the store's Open does, with
 // the error on one line, and refuses a URL that holds the shipped
-// placeholder password.
+// placeholder password. With o.wait, a PostgreSQL store is opened in the
+// background: openStore waits for the first attempt at most startWait, and
+// fails only on what the URL or a server that answered by then refuses.
 func openStore(ctx context.Context, db string, o storeOptions) (inbox.Store, error) {
 	if isPostgres(db) && deploy.Placeholder(db) {
 		return nil, errors.New("INBOX_DB (or --db) holds the placeholder password of the shipped inbox-postgres.env: set it to the inbox role's password")
@@ -55,16 +66,43 @@ func openStore(ctx context.Context, db string, o storeOptions) (inbox.Store, err
 		}
 		return s, nil
 	}
-	s, err := postgres.Open(ctx, db, postgres.Options{
-		ReadOnly:    o.readOnly,
-		BusyTimeout: o.busyTimeout,
-		OnCommit:    o.onCommit,
-	})
-	if err != nil {
-		return nil, oneLine{err}
+	open := func(ctx context.Context) (inbox.Store, error) {
+		s, err := postgres.Open(ctx, db, postgres.Options{
+			ReadOnly:    o.readOnly,
+			BusyTimeout: o.busyTimeout,
+			OnCommit:    o.onCommit,
+		})
+		if err != nil {
+			return nil, oneLine{err}
+		}
+		return s, nil
+	}
+	if !o.wait {
+		return open(ctx)
+	}
+	// A URL that cannot work is refused at once, before anything waits.
+	if err := postgres.CheckURL(db); err != nil {
+		return nil, err
+	}
+	s := pending.Open(ctx, pending.Options{Open: open, Transient: postgres.Unreachable,
+		Wait: cmp.Or(o.busyTimeout, inbox.DefaultBusyTimeout), OnDown: o.onDown, OnFatal: o.onFatal})
+	select {
+	case <-s.Settled():
+	case <-time.After(startWait):
+	}
+	if err := s.Err(); err != nil {
+		s.Close()
+		return nil, err
 	}
 	return s, nil
 }
+
+// startWait bounds how long a store opened in the background is waited for
+// before openStore returns: a database that answers has answered by then
+// (the store is open before anything is served, or what the server refuses
+// stops the start at once), and one that hangs still leaves serve's ports
+// answering within a second.
+const startWait = 500 * time.Millisecond
 
 // oneLine is an error whose text is kept on one line, as main prints
 // errors: the driver's connection errors list each address tried on a line

@@ -88,17 +88,35 @@ func TestPostgresPasswordHidden(t *testing.T) {
 		leaks(cmd+" --help", out+errOut)
 	}
 
-	// Errors: a server that is not there, a URL that does not parse, one
-	// Go's parser refuses, a command the store cannot do.
+	// serve and dispatch wait for a server that is not there: the outage
+	// they log names no password either.
 	closed := withUser("postgres://127.0.0.1:1/test?sslmode=disable", "postgres", dbPassword)
+	for _, args := range [][]string{{"serve", "--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"}, {"dispatch", "--exec", "true", "--admin-addr", "127.0.0.1:0"}} {
+		w := startInbox(t, []string{"INBOX_DB=" + closed, "SUME_COM_WEBHOOK_SIGNING_SECRET=" + e2eSecret}, args...)
+		for deadline := time.Now().Add(10 * time.Second); logCount(w.logs.String(), msgDBDown) == 0; time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s did not log the outage:\n%s", args[0], w.logs)
+			}
+		}
+		w.signal(15)
+		<-w.done
+		leaks(args[0]+"'s log of the outage", w.logs.String())
+	}
+
+	// Errors: a server that is not there, one that refuses the database, a
+	// URL that does not parse, one Go's parser refuses, a command the store
+	// cannot do.
+	u, _ := url.Parse(dsn)
+	u.Path = "/no_such_database_pw"
+	refused := u.String()
 	for _, tt := range []struct {
 		env  []string
 		args []string
 	}{
 		{[]string{"INBOX_DB=" + closed}, []string{"list"}},
 		{[]string{"INBOX_DB=" + closed}, []string{"stats", "--json"}},
-		{[]string{"INBOX_DB=" + closed, "SUME_COM_WEBHOOK_SIGNING_SECRET=" + e2eSecret}, []string{"serve", "--addr", "127.0.0.1:0"}},
-		{nil, []string{"dispatch", "--db", closed, "--exec", "true"}},
+		{[]string{"INBOX_DB=" + refused, "SUME_COM_WEBHOOK_SIGNING_SECRET=" + e2eSecret}, []string{"serve", "--addr", "127.0.0.1:0"}},
+		{nil, []string{"dispatch", "--db", refused, "--exec", "true"}},
 		{[]string{"INBOX_DB=" + dsn + "&sslmode=bogus"}, []string{"list"}},
 		{[]string{"INBOX_DB=postgres://postgres:" + dbPassword + "@127.0.0.1:1,127.0.0.1:2/test?sslmode=disable"}, []string{"purge", "--older-than", "30d"}},
 		{[]string{"INBOX_DB=postgresql://postgres@127.0.0.1:1/test?password=" + dbPassword}, []string{"parked"}},

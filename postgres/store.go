@@ -100,8 +100,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	}
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
-		// pgx's error names the URL, password included: say only what failed.
-		return nil, errors.New("open store: the PostgreSQL connection string does not parse")
+		return nil, errBadURL
 	}
 	cfg.MaxConns = int32(opts.MaxConns)
 	if cfg.ConnConfig.ConnectTimeout <= 0 || cfg.ConnConfig.ConnectTimeout > opts.BusyTimeout {
@@ -185,19 +184,35 @@ func checkDurable(ctx context.Context, pool *pgxpool.Pool) error {
 // ended without Close long ago.
 const staleProbe = 7 * 24 * time.Hour
 
+// closeTimeout bounds each of Close's waits on a database that stopped
+// answering: the probe row's delete, and the pool's close, in which pgx
+// gives each connection it gave up on up to 15 s to deliver a cancel
+// request that a hung server or network never takes.
+const closeTimeout = time.Second
+
 // Close stops the writer after the batch it is committing, fails
 // deliveries that were not yet taken with ErrClosed, deletes this store's
-// probe row and closes the pool.
+// probe row and closes the pool. On a database that hangs it returns
+// within the busy timeout (the batch) and 2 s; connections still closing
+// then end on their own, or with the process.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.closing)
 		s.stopped.Wait()
 		if !s.readOnly {
-			ctx, cancel := context.WithTimeout(context.Background(), s.busy)
+			ctx, cancel := context.WithTimeout(context.Background(), min(s.busy, closeTimeout))
 			s.pool.Exec(ctx, `DELETE FROM probe WHERE id = $1`, s.probeID) // best effort: Open clears what stays
 			cancel()
 		}
-		s.pool.Close()
+		closed := make(chan struct{})
+		go func() {
+			s.pool.Close()
+			close(closed)
+		}()
+		select {
+		case <-closed:
+		case <-time.After(closeTimeout):
+		}
 	})
 	return nil
 }

@@ -152,8 +152,9 @@ func newOwner() string {
 
 // Run writes refusals and polls until ctx is done, then finishes the polls
 // under way (their requests cut short), settles them and writes the
-// refusals one last time. It returns an error only when refusals were left
-// unwritten at the end, naming how many.
+// refusals one last time, within 5 s. It returns an error only when
+// refusals were left unwritten at the end, naming how many; each of those
+// is logged (source, key and job) so none is lost without a trace.
 func (r *Reconciler) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	if r.cfg.API != nil {
@@ -195,11 +196,23 @@ func (r *Reconciler) flush(ctx context.Context) error {
 			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalTimeout)
 			defer cancel()
 			if err := r.write(fctx); err != nil {
-				return fmt.Errorf("%d refused keys were not recorded (the store refused them too): %w", r.cfg.Refusals.Len(), err)
+				return fmt.Errorf("%d refused keys were not recorded (the store refused them too; each is logged): %w", r.logLost(), err)
 			}
 			return nil
 		}
 	}
+}
+
+// logLost logs, a line each, the refusals the memory still holds, which
+// end with the process: what an operator needs to ask for them again (the
+// source, the key, the job), never a body. It returns how many.
+func (r *Reconciler) logLost() int {
+	held := r.cfg.Refusals.take()
+	for _, f := range held {
+		r.log.Error().Str("source", f.Source).Str("key", f.Key).Str("job", f.JobID).Time("first_refused_at", f.First).
+			Int64("refusals", f.Count).Msg("refused delivery not recorded: ask for it again (inbox redeliver JOB_ID, for Sume)")
+	}
+	return len(held)
 }
 
 // write hands what the memory holds to the store, and gives it back when

@@ -1,0 +1,64 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// errBadURL is Open's error for a connection string that does not parse:
+// pgx's names the URL, password included, so it says only what failed.
+var errBadURL = errors.New("open store: the PostgreSQL connection string does not parse")
+
+// CheckURL fails as Open does on a connection string that does not parse,
+// without connecting.
+func CheckURL(url string) error {
+	if _, err := pgxpool.ParseConfig(url); err != nil {
+		return errBadURL
+	}
+	return nil
+}
+
+// Unreachable reports whether err, from Open, says the database could not
+// be reached or could not take a session yet: an outage to wait out, which
+// a later Open may get past without anything changed. That is a failure
+// to connect (connection refused, no route, a name that does not resolve,
+// a reset), a connect or a statement timed out (a database or network
+// that hangs), and the server's own "not now": shutting down (57P01,
+// 57P02), starting up or in recovery (57P03), too many connections
+// (53300), a connection exception (class 08), or a session that takes no
+// writes yet (25006: a standby, as during a failover).
+//
+// Anything else is a configuration to fix, and waiting would only hide it:
+// a connection string that does not parse, a password or role the server
+// refuses (28P01, 28000), a database that does not exist (3D000), TLS the
+// server or the client refuses, a missing privilege, synchronous_commit
+// off or local, a migration that fails, a schema of another version.
+func Unreachable(err error) bool {
+	if err == nil {
+		return false
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "57P01", "57P02", "57P03", "53300", "25006":
+			return true
+		}
+		return strings.HasPrefix(pgErr.Code, "08")
+	}
+	// A TLS alert the server sent (a certificate it refuses) comes as a
+	// network error, but it is an answer.
+	var opErr *net.OpError
+	if errors.As(err, &opErr) && opErr.Op == "remote error" {
+		return false
+	}
+	var netErr net.Error
+	return errors.As(err, &netErr) || pgconn.Timeout(err) ||
+		errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+}
