@@ -19,25 +19,14 @@ func reprocessCommand(open Opener) *cli.Command {
 		Usage:     "classify parked rows again, with today's rules",
 		ArgsUsage: "[ID...]",
 		Description: `Runs the current classification (--event, --max-body: the same flags and
-defaults as serve) over the stored bodies of parked rows, with each row's
-recorded delivery timestamp; the signature is not checked again, it was
-checked on receipt. Without --config only Sume rows are classified: other
-sources' ids are refused and their rows passed over. With --config (the
-file serve reads; its secrets are not read) the rows of every source in it
-are, each under its source's events and max_body, and --event and
---max-body are refused: the body of a row of a source of scheme sume
-(whatever its name) is read again, another source's row keeps the key and
-event recorded on receipt (its id <source>/<key>, its event column), since
-its key may have come from a header. The rows of one job are taken together, oldest first,
-the job's own row first: a job row that is now storable becomes new where it
-is; a storable row beside it is folded into the job's new or done row when
-that holds the same event and status (its deliveries added, the parked row
-removed), and otherwise stays parked conflict; a storable row becomes the
-job's row when there is none, and takes over a job row that stays parked,
-whose body is then kept parked under its sha256 key. The rest stay parked
-with their reason as classified now. Prints each row once, by where it ended.
-Needs row ids, --reason or --all; it never runs by itself. --dry-run runs
-the same transactions and rolls them back: it prints what a real run does.
+defaults as serve) over the stored bodies of parked rows; the signature is
+not checked again. Without --config only Sume rows are classified; with
+--config, every source's rows under its own events and max_body. The rows
+of one job are taken together, so the outcome never depends on the order
+of the ids; what becomes of each row is in docs/operating.md, "Reprocess
+after a fix". Prints each row once, by where it ended. Needs row ids,
+--reason or --all; it never runs by itself. --dry-run runs the same
+transactions and rolls them back: it prints what a real run does.
 
 Examples:
    inbox reprocess --reason unknown_event --event job.completed --event job.exploded --dry-run

@@ -26,9 +26,9 @@ import (
 	"inbox/deploy/deploytest"
 )
 
-// TestDeployConfigStarts follows the README's "Several providers" step
-// literally: inbox.env with INBOX_CONFIG and the secrets uncommented, and
-// deploy/inbox.toml, start serve.
+// TestDeployConfigStarts follows docs/deploy.md's step 2, several
+// providers, literally: inbox.env with INBOX_CONFIG and the secrets
+// uncommented, and deploy/inbox.toml, start serve.
 func TestDeployConfigStarts(t *testing.T) {
 	set, commented := deploytest.EnvFile(t, "inbox.env")
 	dir := t.TempDir()
@@ -42,7 +42,7 @@ func TestDeployConfigStarts(t *testing.T) {
 		}
 		env = append(env, k+"="+commented[k])
 	}
-	// With the secrets set, as the README says: serve refuses the shipped
+	// With the secrets set, as docs/deploy.md says: serve refuses the shipped
 	// placeholders (TestDeployPlaceholdersRefused).
 	env = append(env, realSecrets()...)
 	abs, err := filepath.Abs("../deploy/inbox.toml")
@@ -331,7 +331,7 @@ func TestDeployReplicaEnvFile(t *testing.T) {
 		t.Errorf("inbox-postgres.env: INBOX_DB has sslmode=%q sslrootcert=%q, want verify-full and a CA", q.Get("sslmode"), q.Get("sslrootcert"))
 	}
 	if q.Has("search_path") {
-		t.Error("inbox-postgres.env: INBOX_DB sets search_path, which psql and pg_dump refuse in a URL (the README has them take the same URL)")
+		t.Error("inbox-postgres.env: INBOX_DB sets search_path, which psql and pg_dump refuse in a URL (docs/postgres.md has them take the same URL)")
 	}
 	// The CA file is the VM's; the rest must parse as the store will.
 	q.Set("sslrootcert", "system")
@@ -431,13 +431,13 @@ func startsListening(t *testing.T, env []string, args ...string) (string, bool) 
 }
 
 // TestDeployReplicaCaddyfile checks deploy/Caddyfile.replicas against
-// inbox-postgres.env, the README and the real binary: it passes
+// inbox-postgres.env, docs/postgres.md and the real binary: it passes
 // /webhooks/* to several private upstreams on the replicas' webhook port,
 // one of them the env file's; it checks health on the path and port where
 // serve answers readiness (and where the webhook port does not); it
 // retries within the provider's 10 s per attempt and never replays a POST
-// that reached a replica; and the README's section names exactly these
-// addresses, path and port, and is linked from the top paragraph.
+// that reached a replica; and docs/postgres.md names exactly these
+// addresses, path and port, and is linked from the README's top paragraph.
 func TestDeployReplicaCaddyfile(t *testing.T) {
 	b, err := os.ReadFile("../deploy/Caddyfile.replicas")
 	if err != nil {
@@ -488,23 +488,27 @@ func TestDeployReplicaCaddyfile(t *testing.T) {
 		t.Errorf("Caddyfile.replicas: health_timeout %q: want longer than /readyz's own bound, %s", sub["health_timeout"], probeTimeout)
 	}
 
-	// The README's section says the same.
+	// The README's top paragraph links to docs/postgres.md, and that page
+	// says the same.
 	readme, err := os.ReadFile("../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	top, _, _ := strings.Cut(string(readme), "\n## Two commands\n")
-	if !strings.Contains(top, "(#several-vms-one-postgresql)") {
-		t.Error("README's top paragraph does not link to #several-vms-one-postgresql")
+	if !strings.Contains(top, "(docs/postgres.md)") {
+		t.Error("README's top paragraph does not link to docs/postgres.md")
 	}
-	_, section, ok := strings.Cut(string(readme), "\n## Several VMs, one PostgreSQL\n")
+	page, err := os.ReadFile("../docs/postgres.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	section, ok := strings.CutPrefix(string(page), "# Several VMs, one PostgreSQL\n")
 	if !ok {
-		t.Fatal(`README has no "## Several VMs, one PostgreSQL"`)
+		t.Fatal(`docs/postgres.md does not start with "# Several VMs, one PostgreSQL"`)
 	}
-	section, _, _ = strings.Cut(section, "\n## ")
 	for _, s := range []string{"health_uri " + sub["health_uri"], "health_port " + sub["health_port"], "Caddyfile.replicas", "inbox-postgres.env"} {
 		if !strings.Contains(section, s) {
-			t.Errorf("README's section does not say %q", s)
+			t.Errorf("docs/postgres.md does not say %q", s)
 		}
 	}
 	want := map[string]bool{}
@@ -519,7 +523,7 @@ func TestDeployReplicaCaddyfile(t *testing.T) {
 		}
 	}
 	if !maps.Equal(got, want) {
-		t.Errorf("README's section names the replicas' addresses %v, Caddyfile.replicas and inbox-postgres.env %v", slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(want)))
+		t.Errorf("docs/postgres.md names the replicas' addresses %v, Caddyfile.replicas and inbox-postgres.env %v", slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(want)))
 	}
 
 	// serve answers readiness there, on the admin address only, and its

@@ -237,9 +237,25 @@ func runCLI(t testing.TB, env []string, args ...string) (string, string, int) {
 	return stdout.String(), stderr.String(), code
 }
 
-// TestNewUser walks the README: serve, a signed delivery answered 204, and
-// `inbox list` showing the row while serve runs.
+// TestNewUser walks the README's quick start: serve, a signed delivery
+// answered 204, and `inbox list` showing the row while serve runs. The
+// quick start must still say those steps.
 func TestNewUser(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, quick, ok := strings.Cut(string(readme), "\n## Quick start\n")
+	if !ok {
+		t.Fatal(`README has no "## Quick start"`)
+	}
+	quick, _, _ = strings.Cut(quick, "\n## ")
+	for _, s := range []string{"serve", "X-Sume-Webhook-Timestamp: $ts", "X-Sume-Webhook-Signature: sume-v1=$sig",
+		"http://127.0.0.1:8080/webhooks/sume", "HTTP/1.1 204 No Content", "go run . list", "go run . parked", "inbox send"} {
+		if !strings.Contains(quick, s) {
+			t.Errorf("README's quick start does not say %q", s)
+		}
+	}
 	db := filepath.Join(t.TempDir(), "inbox.db")
 	srv := startServer(t, db)
 	body := `{"event":"job.completed","job_id":"job_1","status":"COMPLETED"}`
