@@ -116,14 +116,11 @@ func (ch chart) SVG() svg {
 	return s
 }
 
-// niceCeil is the axis' top for a largest count of n: n rounded up to 1,
-// 2 or 5 times a power of ten, and at least 2 (so its half is whole).
+// niceCeil is the axis' top for a largest count of n: n rounded up to 2,
+// 4 or 10 times a power of ten, so its half is whole.
 func niceCeil(n int64) int64 {
-	if n <= 2 {
-		return 2
-	}
 	for p := int64(1); ; p *= 10 {
-		for _, m := range []int64{1, 2, 5} {
+		for _, m := range []int64{2, 4, 10} {
 			if m*p >= n {
 				return m * p
 			}
