@@ -43,7 +43,7 @@ const (
 	plotBottom              = chartHeight - 28
 	plotRight               = chartWidth - 8
 	// ArrivedFill, ParkedFill and RefusedFill are the series' colors.
-	ArrivedFill = "#2b6cb0"
+	ArrivedFill = "#3b82c4"
 	ParkedFill  = "#dd8a1a"
 	RefusedFill = "#c53030"
 )
