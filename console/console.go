@@ -26,6 +26,8 @@ import (
 // Store is what the console reads of the inbox's store.
 type Store interface {
 	Stats(ctx context.Context) (inbox.Stats, error)
+	CountByStatus(ctx context.Context) (map[inbox.Status]int64, error)
+	Queue(ctx context.Context, now time.Time) (inbox.Queue, error)
 	ParkedByReason(ctx context.Context, f inbox.Filter) ([]inbox.ReasonCount, error)
 	ParkedPerHour(ctx context.Context, f inbox.Filter, end time.Time, hours int) ([]inbox.HourCount, error)
 	Count(ctx context.Context, f inbox.Filter) (int64, error)

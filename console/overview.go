@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -40,6 +41,9 @@ type overviewPage struct {
 	Overdue      []inbox.Expectation
 	// MoreMissed and MoreOverdue say the lists were cut at listed.
 	MoreMissed, MoreOverdue bool
+	// Attempts is set when the attempts per status were read; StatsLate
+	// when the rows per source could not be counted in time.
+	Attempts, StatsLate bool
 }
 
 type statusCount struct {
@@ -83,15 +87,18 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 func (c *Console) readOverview(ctx context.Context) (overviewPage, error) {
 	now := c.now().UTC()
 	p := overviewPage{Title: "Overview", Now: now, DB: c.db, Destination: c.dest}
-	st, err := c.store.Stats(ctx)
+	byStatus, err := c.store.CountByStatus(ctx)
 	if err != nil {
 		return p, err
 	}
 	for _, s := range inbox.Statuses() {
-		p.Statuses = append(p.Statuses, statusCount{Status: s, Rows: st.ByStatus[s], Attempts: st.Attempts[s], Link: rowsLink(inbox.Filter{Status: s})})
-		p.Total += st.ByStatus[s]
+		p.Statuses = append(p.Statuses, statusCount{Status: s, Rows: byStatus[s], Link: rowsLink(inbox.Filter{Status: s})})
+		p.Total += byStatus[s]
 	}
-	p.Queue, p.QueueAge = st.Queue, st.Queue.Age(now)
+	if p.Queue, err = c.store.Queue(ctx, now); err != nil {
+		return p, err
+	}
+	p.QueueAge = p.Queue.Age(now)
 	if p.Reasons, err = c.store.ParkedByReason(ctx, inbox.Filter{}); err != nil {
 		return p, err
 	}
@@ -105,7 +112,6 @@ func (c *Console) readOverview(ctx context.Context) (overviewPage, error) {
 	if err != nil {
 		return p, err
 	}
-	p.Sources, p.Secrets = c.sourceRows(st, uses, now)
 	if p.Chart, err = c.readChart(ctx, now); err != nil {
 		return p, err
 	}
@@ -125,6 +131,23 @@ func (c *Console) readOverview(ctx context.Context) (overviewPage, error) {
 	}
 	slices.SortFunc(overdue, func(a, b inbox.Expectation) int { return a.DueAt.Compare(b.DueAt) })
 	p.Overdue, p.MoreOverdue = overdue[:min(len(overdue), listed)], len(overdue) > listed
+	// Last, as it reads every row: on a large inbox it may not finish in
+	// time, and the page is shown without what only it counts (rows per
+	// source, attempts).
+	st, err := c.store.Stats(ctx)
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		p.StatsLate = true
+		st = inbox.NewStats()
+	case err != nil:
+		return p, err
+	default:
+		p.Attempts = true
+		for i := range p.Statuses {
+			p.Statuses[i].Attempts = st.Attempts[p.Statuses[i].Status]
+		}
+	}
+	p.Sources, p.Secrets = c.sourceRows(st, uses, now)
 	return p, nil
 }
 
