@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -43,5 +44,26 @@ func TestExpectKeysExact(t *testing.T) {
 	got := expectedState(t, db)
 	if _, ok := got["job_g"]; !ok || len(got) != 1 {
 		t.Errorf("expected = %+v; want job_g alone", got)
+	}
+}
+
+// TestConfigKeysExact reads a --config whose source has its name twice,
+// once in another case (the TOML decoder alone takes the last, NAME, for
+// name), and one whose secret's key is cased otherwise: inbox sources
+// refuses either, naming the key, as serve and dispatch do (one loader).
+func TestConfigKeysExact(t *testing.T) {
+	db := fillDB(t, 0)
+	for key, text := range map[string]string{
+		"source.NAME":       "[[source]]\nname = \"a\"\nNAME = \"b\"\nscheme = \"github\"\n[[source.secret]]\nenv = \"GH_SECRET\"\n",
+		"source.secret.Env": "[[source]]\nname = \"a\"\nscheme = \"github\"\n[[source.secret]]\nEnv = \"GH_SECRET\"\n",
+	} {
+		cfg := filepath.Join(t.TempDir(), "inbox.toml")
+		if err := os.WriteFile(cfg, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, errOut, code := runCLI(t, []string{"GH_SECRET=gh-secret-0123456789"}, "sources", "--db", db, "--config", cfg)
+		if code != 1 || !strings.Contains(errOut, "unknown key "+key) {
+			t.Errorf("sources with %s: exit %d, %q; want exit 1 naming the key", key, code, errOut)
+		}
 	}
 }
