@@ -26,19 +26,24 @@ handler_rejected are the dispatcher's).
 Examples:
    inbox stats
    inbox stats --json | jq .queue`,
-		Flags: []cli.Flag{DBFlag(), jsonFlag()},
+		Flags: []cli.Flag{DBFlag(), readTimeoutFlag(), jsonFlag()},
 		Action: func(c *cli.Context) error {
 			if err := NoArgs(c); err != nil {
 				return err
 			}
+			ctx, cancel, err := readContext(c)
+			if err != nil {
+				return err
+			}
+			defer cancel()
 			store, err := openRead(c, open)
 			if err != nil {
 				return err
 			}
 			defer store.Close()
-			st, err := store.Stats(c.Context)
+			st, err := store.Stats(ctx)
 			if err != nil {
-				return err
+				return stopped(c, ctx, err, 0)
 			}
 			w := c.App.Writer
 			if c.Bool("json") {

@@ -45,6 +45,10 @@ type Store interface {
 	Get(ctx context.Context, id string) (Event, error)
 	// List returns the rows f selects without their bodies, newest first.
 	List(ctx context.Context, f Filter) ([]Event, error)
+	// Each calls fn with each row List would return, in its order, as the
+	// rows are read rather than once all are: a read of a million rows
+	// holds one at a time. It stops at fn's first error and returns it.
+	Each(ctx context.Context, f Filter, fn func(Event) error) error
 	// Count counts the rows f selects, f.Limit aside.
 	Count(ctx context.Context, f Filter) (int64, error)
 	// Stats counts rows per status, reason and source, and reads the queue.
