@@ -374,7 +374,8 @@ func age(c *cli.Context, name string) (time.Duration, error) {
 	} else if d, err := time.ParseDuration(s); err == nil && d >= 0 {
 		return d, nil
 	}
-	return 0, fmt.Errorf("--%s %q: want a duration such as 90m, 24h or 30d", name, s)
+	// As typed, spaces too: the operator must find it in what they wrote.
+	return 0, fmt.Errorf("--%s %q: want a duration such as 90m, 24h or 30d", name, c.String(name))
 }
 
 // formatDuration prints a duration without trailing zero units: 24h, not

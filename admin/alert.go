@@ -153,7 +153,7 @@ type everyHour struct {
 // of the hour-long windows that cover every back from now.
 func alertEveryHour(c *cli.Context, open Opener, every time.Duration, r inbox.Reason) error {
 	if every < time.Hour || every%time.Hour != 0 || every > maxAlertHours*time.Hour {
-		return broken(fmt.Errorf("--parked-every-hour %s: want whole hours from 1h to %dd, such as 24h or 2d", formatDuration(every), maxAlertHours/24))
+		return broken(fmt.Errorf("--parked-every-hour %q: want whole hours from 1h to %dd, such as 24h or 2d", c.String("parked-every-hour"), maxAlertHours/24))
 	}
 	if c.IsSet("max-age") {
 		return broken(errors.New("--parked-every-hour and --max-age (or INBOX_ALERT_MAX_AGE) are two alerts: run one command for each"))

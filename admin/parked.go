@@ -125,7 +125,7 @@ func parkedPerHour(ctx context.Context, c *cli.Context, open Opener, f inbox.Fil
 	// 90m would show two hours, and say it covered more than was asked.
 	if c.IsSet("since") {
 		if since < time.Hour || since%time.Hour != 0 || since > maxChartHours*time.Hour {
-			return fmt.Errorf("--since %s with --per-hour: want whole hours from 1h to %dd, such as 24h or 2d", formatDuration(since), maxChartHours/24)
+			return fmt.Errorf("--since %q with --per-hour: want whole hours from 1h to %dd, such as 24h or 2d", c.String("since"), maxChartHours/24)
 		}
 		hours = int(since / time.Hour)
 	}
