@@ -109,3 +109,14 @@ type Store interface {
 	// returns the first's error.
 	Close() error
 }
+
+// Collect returns the rows each (a Store's Each) calls back with, in its
+// order: a store's List.
+func Collect(ctx context.Context, f Filter, each func(context.Context, Filter, func(Event) error) error) ([]Event, error) {
+	var out []Event
+	err := each(ctx, f, func(e Event) error {
+		out = append(out, e)
+		return nil
+	})
+	return out, err
+}

@@ -68,12 +68,7 @@ func where(f inbox.Filter) (string, []any) {
 
 // List returns rows without their bodies, newest first.
 func (s *Store) List(ctx context.Context, f inbox.Filter) ([]inbox.Event, error) {
-	var out []inbox.Event
-	err := s.Each(ctx, f, func(e inbox.Event) error {
-		out = append(out, e)
-		return nil
-	})
-	return out, err
+	return inbox.Collect(ctx, f, s.Each)
 }
 
 // Each calls fn with each row List returns, as it is read.
