@@ -20,11 +20,12 @@ type StoreReader interface {
 // StoreCollector reports what the store holds: rows per status, parked
 // rows per reason, the age of the oldest parked row, and the queue of new
 // rows (depth, in flight, retrying, oldest waiting age), whichever process
-// dispatches them. Counting a million rows takes longer than a scrape may
+// dispatches them. Counting a million rows takes most of what a scrape may
 // wait, so while Run runs the counts are read in the background, every
-// RefreshEvery, and a scrape reports the latest (inbox_store_read_age_seconds
-// says how old); without Run, or when the latest is older than staleAfter,
-// a scrape reads the store itself, within its timeout.
+// RefreshEvery, and when that read took over an eighth of the scrape's
+// timeout a scrape reports the latest (inbox_store_read_age_seconds says
+// how old). Otherwise (a quick read, no Run, or a read older than
+// staleAfter) a scrape reads the store itself, within its timeout.
 type StoreCollector struct {
 	store   StoreReader
 	timeout time.Duration
@@ -55,7 +56,7 @@ type storeRead struct {
 	counts  map[inbox.Status]int64
 	groups  []inbox.ReasonCount
 	queue   inbox.Queue
-	queueAt time.Time
+	took    time.Duration
 	err     error
 	errDesc *prometheus.Desc
 }
@@ -107,7 +108,9 @@ func (c *StoreCollector) Run(ctx context.Context) error {
 
 // read reads the store once.
 func (c *StoreCollector) read(ctx context.Context) *storeRead {
+	start := time.Now()
 	r := &storeRead{at: c.now()}
+	defer func() { r.took = time.Since(start) }()
 	if r.counts, r.err = c.store.CountByStatus(ctx); r.err != nil {
 		r.errDesc = c.rows
 		return r
@@ -136,7 +139,10 @@ func (c *StoreCollector) Collect(ch chan<- prometheus.Metric) {
 	r := c.latest
 	c.mu.Unlock()
 	age := 0.0
-	if r != nil && c.now().Sub(r.at) <= staleAfter {
+	// A read that is quick is made for the scrape, so it is exact; one
+	// that takes a good part of the scrape's budget (a large inbox) is the
+	// background's.
+	if r != nil && r.took > c.timeout/8 && c.now().Sub(r.at) <= staleAfter {
 		age = max(c.now().Sub(r.at).Seconds(), 0)
 	} else {
 		ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
