@@ -257,7 +257,8 @@ func runServe(ctx context.Context, cfg serveConfig, store inbox.Store, deps serv
 	if cfg.readableConfig != "" {
 		log.Warn().Str("config", cfg.configFile).Msg("the config holds secrets (value = ...) and is readable by " + cfg.readableConfig + ": chmod 0600 it, or use env = ...")
 	}
-	reg.MustRegister(metrics.NewStoreCollector(store, probeTimeout, nil))
+	storeMetrics := metrics.NewStoreCollector(store, probeTimeout, nil)
+	reg.MustRegister(storeMetrics)
 	refusals := reconcile.NewRefusals(reconcile.DefaultMaxRefusals, nil)
 	metrics.Refusals(reg, refusals.Len, refusals.Dropped)
 	reg.MustRegister(metrics.NewReconcileCollector(store, probeTimeout, nil))
@@ -337,9 +338,13 @@ func runServe(ctx context.Context, cfg serveConfig, store inbox.Store, deps serv
 	}
 	reconciled := make(chan error, 1)
 	go func() { reconciled <- rec.Run(bg) }()
+	// The row counts are read in the background: a scrape of a large
+	// inbox then takes no longer than of an empty one.
+	counted := make(chan error, 1)
+	go func() { counted <- storeMetrics.Run(bg) }()
 	serveErr := receiver.Serve(ctx, cfg.limits, log, endpoints...)
 	cancel()
-	if err := errors.Join(serveErr, <-dispatched, <-recorded, <-reconciled, store.Close()); err != nil {
+	if err := errors.Join(serveErr, <-dispatched, <-recorded, <-reconciled, <-counted, store.Close()); err != nil {
 		return err
 	}
 	log.Info().Msg("stopped")

@@ -141,30 +141,40 @@ func describeDB(db string) string {
 }
 
 // dbSecrets returns what of a PostgreSQL URL an --exec command must not
-// see: the URL itself and its password (in the user info or the query, as
-// written and decoded), when it has one; nothing for a SQLite path or a URL
-// without a password.
+// see (see urlSecrets); nothing for a SQLite path.
 func dbSecrets(db string) []string {
 	if !isPostgres(db) {
 		return nil
 	}
+	return urlSecrets(db, false)
+}
+
+// urlSecrets returns what of a URL an --exec command must not see: the URL
+// itself and its password (in the user info or the query, as written and
+// decoded) or, with userToken, the user when the user info has no password
+// (a token, as nats://token@host has it); nothing for a URL without either.
+func urlSecrets(raw string, userToken bool) []string {
 	var out []string
-	if _, query, ok := strings.Cut(db, "?"); ok {
+	if _, query, ok := strings.Cut(raw, "?"); ok {
 		if q, err := url.ParseQuery(query); err == nil && q.Get("password") != "" {
 			out = append(out, q.Get("password"))
 		}
 	}
-	_, rest, _ := strings.Cut(db, "://")
+	_, rest, _ := strings.Cut(raw, "://")
 	if at := strings.LastIndex(strings.SplitN(rest, "?", 2)[0], "@"); at >= 0 {
-		if _, raw, ok := strings.Cut(rest[:at], ":"); ok && raw != "" {
-			out = append(out, raw)
-			if dec, err := url.PathUnescape(raw); err == nil && dec != raw {
+		user, pass, ok := strings.Cut(rest[:at], ":")
+		if userToken && (!ok || pass == "") {
+			pass = user
+		}
+		if pass != "" {
+			out = append(out, pass)
+			if dec, err := url.PathUnescape(pass); err == nil && dec != pass {
 				out = append(out, dec)
 			}
 		}
 	}
 	if len(out) > 0 {
-		out = append(out, db)
+		out = append(out, raw)
 	}
 	return out
 }
