@@ -301,7 +301,7 @@ Examples:
 			&cli.StringFlag{Name: "admin-addr", Usage: "listen address for /healthz, /readyz and /metrics (the inbox_dispatch_* counters); empty: none", EnvVars: []string{"INBOX_DISPATCH_ADMIN_ADDR"}},
 			admin.BusyTimeoutFlag("how long a write waits for serve's lock"),
 			logLevelFlag(),
-		}, append(dispatchFlags(), reconcileFlags()...)...),
+		}, append(append(dbWriteFlags(), dispatchFlags()...), reconcileFlags()...)...),
 		Action: func(c *cli.Context) error {
 			if err := admin.NoArgs(c); err != nil {
 				return err
@@ -326,11 +326,16 @@ Examples:
 				defer aln.Close()
 			}
 			db := c.String("db")
+			pg, err := parsePGOptions(c, db)
+			if err != nil {
+				return err
+			}
 			store, err := openStore(c.Context, db, storeOptions{
 				schema:      schema,
 				mustExist:   true,
 				busyTimeout: c.Duration("busy-timeout"),
 				onFileLost:  logFileLost(log, describeDB(db)),
+				pg:          pg,
 			})
 			if err != nil {
 				return err

@@ -87,7 +87,7 @@ Examples:
 			&cli.DurationFlag{Name: "read-timeout", Value: def.ReadTimeout, Usage: "a request not wholly read by then, body included, is given up; answers are written within a second more", EnvVars: []string{"INBOX_READ_TIMEOUT"}},
 			&cli.DurationFlag{Name: "body-timeout", Value: defaultBodyTimeout, Usage: "a body not in this long after its headers, plus a second per 64 KiB received, is given up (408) and holds no place in --max-in-flight meanwhile", EnvVars: []string{"INBOX_BODY_TIMEOUT"}},
 			logLevelFlag(),
-		}, append(dispatchFlags(), reconcileFlags()...)...),
+		}, append(append(dbWriteFlags(), dispatchFlags()...), reconcileFlags()...)...),
 		Action: func(c *cli.Context) error {
 			cfg, err := parseServe(c)
 			if err != nil {
@@ -111,6 +111,7 @@ Examples:
 				busyTimeout: cfg.busyTimeout,
 				onCommit:    m.Committed,
 				onFileLost:  logFileLost(log, describeDB(cfg.db)),
+				pg:          cfg.pg,
 			})
 			if err != nil {
 				return err
@@ -133,6 +134,7 @@ type serveConfig struct {
 	readableConfig string
 	limits         receiver.Limits
 	bodyTimeout    time.Duration
+	pg             pgOptions
 	busyTimeout    time.Duration
 	maxInFlight    int
 	// bodyMemory bounds the bodies held in memory at once (--max-body-memory).
@@ -155,6 +157,11 @@ func parseServe(c *cli.Context) (serveConfig, error) {
 	if err := checkLogLevel(cfg.logLevel); err != nil {
 		return serveConfig{}, err
 	}
+	pg, err := parsePGOptions(c, cfg.db)
+	if err != nil {
+		return serveConfig{}, err
+	}
+	cfg.pg = pg
 	rules, err := admin.Rules(c)
 	if err != nil {
 		return serveConfig{}, err

@@ -389,6 +389,27 @@ func holdRow(ctx context.Context, dsn, id string, held, release chan struct{}) e
 	return nil
 }
 
+// holdTable locks table against writes (SHARE mode) from a session of its
+// own, closes held, and keeps the lock until release closes.
+func holdTable(ctx context.Context, dsn, table string, held, release chan struct{}) error {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `LOCK TABLE `+table+` IN SHARE MODE`); err != nil {
+		return err
+	}
+	close(held)
+	<-release
+	return nil
+}
+
 func searchPath(dsn string) string {
 	u, _ := url.Parse(dsn)
 	return u.Query().Get("search_path")
