@@ -65,6 +65,30 @@ func pgQueryInt(t *testing.T, dsn, sql string, args ...any) int {
 	return n
 }
 
+// refusedAtStart runs the binary as runCLI does, but gives up (failing the
+// test) if it has not exited within 20 s: a command that should refuse to
+// start but starts must not hang the test.
+func refusedAtStart(t *testing.T, env []string, args ...string) (stderr string, code int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary(t), args...)
+	cmd.Env = append(os.Environ(), env...)
+	var out strings.Builder
+	cmd.Stderr = &out
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Errorf("%s did not exit within 20s: it started", args[0])
+		return out.String(), 0
+	}
+	if ee, ok := err.(*exec.ExitError); ok {
+		return out.String(), ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return out.String(), 0
+}
+
 // jobBody is a storable delivery of job id.
 func jobBody(id string) string {
 	return fmt.Sprintf(`{"event":"job.completed","job_id":%q,"status":"COMPLETED"}`, id)
@@ -190,7 +214,7 @@ func pgCluster(t *testing.T, settings ...string) string {
 func TestPGRefusesNoFsync(t *testing.T) {
 	dsn := pgCluster(t, "fsync=off")
 	env := []string{"SUME_COM_WEBHOOK_SIGNING_SECRET=" + e2eSecret}
-	_, stderr, code := runCLI(t, env, "serve", "--addr", "127.0.0.1:0", "--db", dsn)
+	stderr, code := refusedAtStart(t, env, "serve", "--addr", "127.0.0.1:0", "--db", dsn)
 	t.Logf("serve on fsync=off: exit %d: %s", code, strings.TrimSpace(stderr))
 	if code == 0 || !strings.Contains(stderr, "fsync is off") {
 		t.Errorf("serve on a server with fsync off: exit %d, %q; want refused, naming fsync", code, stderr)
@@ -209,7 +233,7 @@ func TestPGRefusesNoFsync(t *testing.T) {
 	pgExec(t, dsn, `ALTER SYSTEM SET full_page_writes = off`)
 	pgExec(t, dsn, `SELECT pg_reload_conf()`)
 	waitSetting(t, dsn, "full_page_writes", "off")
-	_, stderr, code = runCLI(t, env, "serve", "--addr", "127.0.0.1:0", "--db", dsn)
+	stderr, code = refusedAtStart(t, env, "serve", "--addr", "127.0.0.1:0", "--db", dsn)
 	t.Logf("serve on full_page_writes=off: exit %d: %s", code, strings.TrimSpace(stderr))
 	if code == 0 || !strings.Contains(stderr, "full_page_writes is off") {
 		t.Errorf("serve on a server with full_page_writes off: exit %d, %q; want refused, naming full_page_writes", code, stderr)
@@ -269,7 +293,7 @@ func TestPGMaxConnsFlag(t *testing.T) {
 		"serve on SQLite":    {"serve", "--addr", "127.0.0.1:0", "--db", filepath.Join(t.TempDir(), "inbox.db"), "--db-max-conns", "4"},
 		"dispatch on SQLite": {"dispatch", "--db", filepath.Join(t.TempDir(), "inbox.db"), "--exec", "true", "--db-max-conns", "4"},
 	} {
-		_, stderr, code := runCLI(t, env, args...)
+		stderr, code := refusedAtStart(t, env, args...)
 		t.Logf("%s: exit %d: %s", name, code, strings.TrimSpace(stderr))
 		if code == 0 || !strings.Contains(stderr, "--db-max-conns") {
 			t.Errorf("%s: exit %d, %q; want refused, naming --db-max-conns", name, code, stderr)
@@ -419,7 +443,7 @@ func TestPGOpenSaysWhy(t *testing.T) {
 		if strings.HasPrefix(name, "dispatch") {
 			args = []string{"dispatch", "--db", c.db, "--exec", "true"}
 		}
-		_, stderr, code := runCLI(t, env, args...)
+		stderr, code := refusedAtStart(t, env, args...)
 		t.Logf("%s: exit %d: %s", name, code, strings.TrimSpace(stderr))
 		if code == 0 || !strings.Contains(stderr, c.want) || strings.Contains(stderr, "s3cret-pw") {
 			t.Errorf("%s: exit %d, %q; want refused, saying %q, without the password", name, code, stderr, c.want)
