@@ -59,7 +59,9 @@ func withQuery(dsn, name, value string) string {
 func pgQueryInt(t *testing.T, dsn, sql string, args ...any) int {
 	t.Helper()
 	var n int
-	if err := pgConnect(t, dsn).QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
+	conn := pgConnect(t, dsn)
+	defer conn.Close(context.Background())
+	if err := conn.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
 		t.Fatalf("%s: %v", sql, err)
 	}
 	return n
