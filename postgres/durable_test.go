@@ -93,16 +93,7 @@ func TestHeldRowFailsOnlyItsDeliveries(t *testing.T) {
 	if _, err := s.Put(ctx, job("job_held")); err != nil {
 		t.Fatal(err)
 	}
-	held, release, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
-	go func() { done <- holdRow(ctx, dsn, "job_held", held, release) }()
-	select {
-	case <-held:
-	case err := <-done:
-		t.Fatal(err)
-	}
-	var once sync.Once
-	free := func() { once.Do(func() { close(release); <-done }) }
-	t.Cleanup(free)
+	free := holdingRow(t, dsn, "job_held")
 
 	heldErr := make(chan error, 1)
 	var heldTook time.Duration
@@ -156,9 +147,7 @@ func TestHeldRowTakenOnceFree(t *testing.T) {
 	if _, err := s.Put(ctx, job("job_held")); err != nil {
 		t.Fatal(err)
 	}
-	held, release, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
-	go func() { done <- holdRow(ctx, dsn, "job_held", held, release) }()
-	<-held
+	free := holdingRow(t, dsn, "job_held")
 	got := make(chan error, 1)
 	go func() {
 		res, err := s.Put(ctx, job("job_held"))
@@ -175,10 +164,7 @@ func TestHeldRowTakenOnceFree(t *testing.T) {
 		t.Fatalf("the held row's delivery was answered while the row was held: %v", err)
 	case <-time.After(300 * time.Millisecond):
 	}
-	close(release)
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	free()
 	if err := <-got; err != nil {
 		t.Errorf("the held row's delivery once the row was free: %v", err)
 	}
