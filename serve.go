@@ -67,6 +67,7 @@ Examples:
    inbox serve --event job.completed --event job.failed --max-body 2MiB
    inbox serve --forward-url http://127.0.0.1:3000/jobs --workers 8
    inbox serve --config /etc/inbox/inbox.toml --db /var/lib/inbox/inbox.db
+   INBOX_DB='postgres://inbox:...@db.internal/inbox?sslmode=verify-full' inbox serve --db-max-conns 16
    SUME_API_KEY=... inbox serve --admin-addr 127.0.0.1:8081 --poll-every 1m --poll-backoff 5m --api-rate 2 --api-concurrency 4
    SUME_API_KEY=... inbox serve --api-url https://api.sume.com`,
 		Flags: append([]cli.Flag{
