@@ -333,7 +333,7 @@ Examples:
 			&cli.StringFlag{Name: "admin-addr", Usage: "listen address for /healthz, /readyz and /metrics (the inbox_dispatch_* counters); empty: none", EnvVars: []string{"INBOX_DISPATCH_ADMIN_ADDR"}},
 			admin.BusyTimeoutFlag("how long a write waits for serve's lock"),
 			logLevelFlag(),
-		}, append(dispatchFlags(), reconcileFlags()...)...),
+		}, append(append(dbWriteFlags(), dispatchFlags()...), reconcileFlags()...)...),
 		Action: func(c *cli.Context) error {
 			if err := admin.NoArgs(c); err != nil {
 				return err
@@ -358,6 +358,10 @@ Examples:
 				defer aln.Close()
 			}
 			db := c.String("db")
+			pg, err := parsePGOptions(c, db)
+			if err != nil {
+				return err
+			}
 			commits := &health.Commits{}
 			ctx, stop := context.WithCancelCause(c.Context)
 			defer stop(nil)
@@ -370,6 +374,7 @@ Examples:
 				wait:        true,
 				onDown:      logLost(log, describeDB(db), dbDown, dbBack),
 				onFatal:     stop,
+				pg:          pg,
 			})
 			if err != nil {
 				return err

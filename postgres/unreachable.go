@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -11,15 +12,18 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// errBadURL is Open's error for a connection string that does not parse:
-// pgx's names the URL, password included, so it says only what failed.
-var errBadURL = errors.New("open store: the PostgreSQL connection string does not parse")
+// badURL is Open's error for a connection string that does not parse:
+// pgx's names the URL, password included, so it says only what failed
+// (see parseProblem).
+func badURL(err error) error {
+	return fmt.Errorf("open store: the PostgreSQL connection string does not parse: %s", parseProblem(err))
+}
 
 // CheckURL fails as Open does on a connection string that does not parse,
 // without connecting.
 func CheckURL(url string) error {
 	if _, err := pgxpool.ParseConfig(url); err != nil {
-		return errBadURL
+		return badURL(err)
 	}
 	return nil
 }
