@@ -234,9 +234,11 @@ func newDispatcher(ctx context.Context, cfg dispatchConfig, store dispatch.Store
 
 // withheld names the secrets an --exec command must not see: every
 // variable a [[source.secret]] of --config names, and the values of every
-// secret configured: the sources', the Sume signing secrets (--secret,
-// SUME_COM_WEBHOOK_SIGNING_SECRET), the Sume API key and, on PostgreSQL,
-// the database URL's password (and PGPASSWORD). The config is read
+// secret configured, from a flag or its variable alike: the sources', the
+// Sume signing secrets (--secret, SUME_COM_WEBHOOK_SIGNING_SECRET), the
+// Sume API key (--api-key, SUME_API_KEY), the forward secret, the user
+// info of --api-url, --forward-url and --nats-url and, on PostgreSQL, the
+// database URL's password (and PGPASSWORD). The config is read
 // as inbox sources reads it, so a secret unset here is no error. It fails
 // when --config cannot be read.
 func withheld(c *cli.Context) (dispatch.Withheld, error) {
@@ -248,9 +250,19 @@ func withheld(c *cli.Context) (dispatch.Withheld, error) {
 			}
 		}
 	}
+	// Each secret as the flag holds it (from the command line or its
+	// variable) and as the variable holds it: a flag given on the command
+	// line still leaves the variable's value in the environment.
 	add(c.StringSlice("secret")...)
 	add(strings.Split(os.Getenv("SUME_COM_WEBHOOK_SIGNING_SECRET"), ",")...)
-	add(os.Getenv("SUME_API_KEY"))
+	for _, name := range []string{"api-key", "forward-secret"} {
+		add(c.String(name))
+	}
+	add(os.Getenv("SUME_API_KEY"), os.Getenv("INBOX_FORWARD_SECRET"))
+	// A password in a URL flag: the API's, the destination's, NATS's.
+	add(urlSecrets(c.String("api-url"), false)...)
+	add(urlSecrets(c.String("forward-url"), false)...)
+	add(urlSecrets(c.String("nats-url"), true)...)
 	// The database's password: in --db (INBOX_DB), or where the driver
 	// reads one beside it.
 	if db := c.String("db"); isPostgres(db) {
@@ -321,7 +333,7 @@ Examples:
 			&cli.StringFlag{Name: "admin-addr", Usage: "listen address for /healthz, /readyz and /metrics (the inbox_dispatch_* counters); empty: none", EnvVars: []string{"INBOX_DISPATCH_ADMIN_ADDR"}},
 			admin.BusyTimeoutFlag("how long a write waits for serve's lock"),
 			logLevelFlag(),
-		}, append(dispatchFlags(), reconcileFlags()...)...),
+		}, append(append(dbWriteFlags(), dispatchFlags()...), reconcileFlags()...)...),
 		Action: func(c *cli.Context) error {
 			if err := admin.NoArgs(c); err != nil {
 				return err
@@ -346,6 +358,10 @@ Examples:
 				defer aln.Close()
 			}
 			db := c.String("db")
+			pg, err := parsePGOptions(c, db)
+			if err != nil {
+				return err
+			}
 			commits := &health.Commits{}
 			ctx, stop := context.WithCancelCause(c.Context)
 			defer stop(nil)
@@ -358,6 +374,7 @@ Examples:
 				wait:        true,
 				onDown:      logLost(log, describeDB(db), dbDown, dbBack),
 				onFatal:     stop,
+				pg:          pg,
 			})
 			if err != nil {
 				return err

@@ -88,6 +88,7 @@ Examples:
    inbox serve --event job.completed --event job.failed --max-body 2MiB
    inbox serve --forward-url http://127.0.0.1:3000/jobs --workers 8
    inbox serve --config /etc/inbox/inbox.toml --db /var/lib/inbox/inbox.db
+   INBOX_DB='postgres://inbox:...@db.internal/inbox?sslmode=verify-full' inbox serve --db-max-conns 16
    SUME_API_KEY=... inbox serve --admin-addr 127.0.0.1:8081 --poll-every 1m --poll-backoff 5m --api-rate 2 --api-concurrency 4
    SUME_API_KEY=... inbox serve --api-url https://api.sume.com`,
 		Flags: append([]cli.Flag{
@@ -108,7 +109,7 @@ Examples:
 			&cli.DurationFlag{Name: "read-timeout", Value: def.ReadTimeout, Usage: "a request not wholly read by then, body included, is given up; answers are written within a second more", EnvVars: []string{"INBOX_READ_TIMEOUT"}},
 			&cli.DurationFlag{Name: "body-timeout", Value: defaultBodyTimeout, Usage: "a body not in this long after its headers, plus a second per 64 KiB received, is given up (408) and holds no place in --max-in-flight meanwhile", EnvVars: []string{"INBOX_BODY_TIMEOUT"}},
 			logLevelFlag(),
-		}, append(dispatchFlags(), reconcileFlags()...)...),
+		}, append(append(dbWriteFlags(), dispatchFlags()...), reconcileFlags()...)...),
 		Action: func(c *cli.Context) error {
 			cfg, err := parseServe(c)
 			if err != nil {
@@ -141,6 +142,7 @@ Examples:
 				wait:       true,
 				onDown:     logLost(log, describeDB(cfg.db), dbDown, dbBack),
 				onFatal:    stop,
+				pg:         cfg.pg,
 			})
 			if err != nil {
 				return err
@@ -163,6 +165,7 @@ type serveConfig struct {
 	readableConfig string
 	limits         receiver.Limits
 	bodyTimeout    time.Duration
+	pg             pgOptions
 	busyTimeout    time.Duration
 	maxInFlight    int
 	// bodyMemory bounds the bodies held in memory at once (--max-body-memory).
@@ -185,6 +188,11 @@ func parseServe(c *cli.Context) (serveConfig, error) {
 	if err := checkLogLevel(cfg.logLevel); err != nil {
 		return serveConfig{}, err
 	}
+	pg, err := parsePGOptions(c, cfg.db)
+	if err != nil {
+		return serveConfig{}, err
+	}
+	cfg.pg = pg
 	rules, err := admin.Rules(c)
 	if err != nil {
 		return serveConfig{}, err
@@ -262,7 +270,8 @@ func runServe(ctx context.Context, cfg serveConfig, store inbox.Store, deps serv
 	if cfg.readableConfig != "" {
 		log.Warn().Str("config", cfg.configFile).Msg("the config holds secrets (value = ...) and is readable by " + cfg.readableConfig + ": chmod 0600 it, or use env = ...")
 	}
-	reg.MustRegister(metrics.NewStoreCollector(store, probeTimeout, nil))
+	storeMetrics := metrics.NewStoreCollector(store, probeTimeout, nil)
+	reg.MustRegister(storeMetrics)
 	refusals := reconcile.NewRefusals(reconcile.DefaultMaxRefusals, nil)
 	metrics.Refusals(reg, refusals.Len, refusals.Dropped)
 	reg.MustRegister(metrics.NewReconcileCollector(store, probeTimeout, nil))
@@ -343,9 +352,13 @@ func runServe(ctx context.Context, cfg serveConfig, store inbox.Store, deps serv
 	}
 	reconciled := make(chan error, 1)
 	go func() { reconciled <- rec.Run(bg) }()
+	// The row counts are read in the background: a scrape of a large
+	// inbox then takes no longer than of an empty one.
+	counted := make(chan error, 1)
+	go func() { counted <- storeMetrics.Run(bg) }()
 	serveErr := receiver.Serve(ctx, cfg.limits, log, endpoints...)
 	cancel()
-	if err := errors.Join(serveErr, <-dispatched, <-recorded, <-reconciled, store.Close()); err != nil {
+	if err := errors.Join(serveErr, <-dispatched, <-recorded, <-reconciled, <-counted, store.Close()); err != nil {
 		return err
 	}
 	log.Info().Msg("stopped")

@@ -4,9 +4,12 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/urfave/cli/v2"
 
 	"inbox/admin"
 	"inbox/deploy"
@@ -34,6 +37,41 @@ type storeOptions struct {
 	// pending.Options).
 	wait            bool
 	onDown, onFatal func(error)
+	// pg is what dbWriteFlags set: PostgreSQL's pool and durability checks.
+	pg pgOptions
+}
+
+// pgOptions are the PostgreSQL store's settings a writing command takes.
+type pgOptions struct {
+	maxConns      int  // 0: postgres.DefaultMaxConns
+	unsafeNoFsync bool // see postgres.Options.UnsafeNoFsync
+}
+
+// dbWriteFlags are the flags of the commands that open PostgreSQL for
+// writing for long (serve, dispatch).
+func dbWriteFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.IntFlag{Name: "db-max-conns", Value: postgres.DefaultMaxConns, Usage: fmt.Sprintf("PostgreSQL only: the most connections this process holds to the database (at least %d: the writer holds one through each commit); mind the server's max_connections across every replica", postgres.MinMaxConns), EnvVars: []string{"INBOX_DB_MAX_CONNS"}},
+		&cli.BoolFlag{Name: "db-unsafe-no-fsync", Usage: "PostgreSQL only, throwaway test servers only: accept a server with fsync or full_page_writes off, where a crash of the server loses rows already answered 204 (without it such a server is refused)", EnvVars: []string{"INBOX_DB_UNSAFE_NO_FSYNC"}},
+	}
+}
+
+// parsePGOptions reads dbWriteFlags for the store db names, refusing them
+// on SQLite, which has no pool and no such server settings.
+func parsePGOptions(c *cli.Context, db string) (pgOptions, error) {
+	o := pgOptions{maxConns: c.Int("db-max-conns"), unsafeNoFsync: c.Bool("db-unsafe-no-fsync")}
+	if !isPostgres(db) {
+		for _, name := range []string{"db-max-conns", "db-unsafe-no-fsync"} {
+			if c.IsSet(name) {
+				return pgOptions{}, fmt.Errorf("--%s (or INBOX_%s) applies to PostgreSQL only, and --db is a SQLite file (which writes through one connection, fsynced): unset it", name, strings.ToUpper(strings.ReplaceAll(name, "-", "_")))
+			}
+		}
+		return pgOptions{}, nil
+	}
+	if o.maxConns < postgres.MinMaxConns {
+		return pgOptions{}, fmt.Errorf("--db-max-conns %d: want at least %d (the writer holds one connection through each commit, and the rest of the store needs another)", o.maxConns, postgres.MinMaxConns)
+	}
+	return o, nil
 }
 
 // isPostgres reports whether db is a PostgreSQL URL rather than a path.
@@ -68,9 +106,11 @@ func openStore(ctx context.Context, db string, o storeOptions) (inbox.Store, err
 	}
 	open := func(ctx context.Context) (inbox.Store, error) {
 		s, err := postgres.Open(ctx, db, postgres.Options{
-			ReadOnly:    o.readOnly,
-			BusyTimeout: o.busyTimeout,
-			OnCommit:    o.onCommit,
+			ReadOnly:      o.readOnly,
+			BusyTimeout:   o.busyTimeout,
+			MaxConns:      o.pg.maxConns,
+			UnsafeNoFsync: o.pg.unsafeNoFsync,
+			OnCommit:      o.onCommit,
 		})
 		if err != nil {
 			return nil, oneLine{err}
@@ -141,30 +181,40 @@ func describeDB(db string) string {
 }
 
 // dbSecrets returns what of a PostgreSQL URL an --exec command must not
-// see: the URL itself and its password (in the user info or the query, as
-// written and decoded), when it has one; nothing for a SQLite path or a URL
-// without a password.
+// see (see urlSecrets); nothing for a SQLite path.
 func dbSecrets(db string) []string {
 	if !isPostgres(db) {
 		return nil
 	}
+	return urlSecrets(db, false)
+}
+
+// urlSecrets returns what of a URL an --exec command must not see: the URL
+// itself and its password (in the user info or the query, as written and
+// decoded) or, with userToken, the user when the user info has no password
+// (a token, as nats://token@host has it); nothing for a URL without either.
+func urlSecrets(raw string, userToken bool) []string {
 	var out []string
-	if _, query, ok := strings.Cut(db, "?"); ok {
+	if _, query, ok := strings.Cut(raw, "?"); ok {
 		if q, err := url.ParseQuery(query); err == nil && q.Get("password") != "" {
 			out = append(out, q.Get("password"))
 		}
 	}
-	_, rest, _ := strings.Cut(db, "://")
+	_, rest, _ := strings.Cut(raw, "://")
 	if at := strings.LastIndex(strings.SplitN(rest, "?", 2)[0], "@"); at >= 0 {
-		if _, raw, ok := strings.Cut(rest[:at], ":"); ok && raw != "" {
-			out = append(out, raw)
-			if dec, err := url.PathUnescape(raw); err == nil && dec != raw {
+		user, pass, ok := strings.Cut(rest[:at], ":")
+		if userToken && (!ok || pass == "") {
+			pass = user
+		}
+		if pass != "" {
+			out = append(out, pass)
+			if dec, err := url.PathUnescape(pass); err == nil && dec != pass {
 				out = append(out, dec)
 			}
 		}
 	}
 	if len(out) > 0 {
-		out = append(out, db)
+		out = append(out, raw)
 	}
 	return out
 }

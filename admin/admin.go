@@ -6,6 +6,7 @@
 package admin
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -205,29 +206,124 @@ func openWrite(c *cli.Context, open Opener) (inbox.Store, error) {
 
 // printRows prints vals as JSON lines with --json, exactly as stored (see
 // printJSONLines), else as an aligned table: head (cells separated by
-// tabs), then the cells of each value, each through cell, so no stored text
-// can drive the terminal or widen the table without bound; the id and key
-// columns (wholeColumns) through idCell, escaped but never cut.
+// tabs), then the cells of each value (see rowPrinter).
 func printRows[T any](c *cli.Context, vals []T, head string, cells func(T) []string) error {
-	w := c.App.Writer
-	if c.Bool("json") {
-		return printJSONLines(w, vals)
-	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, head)
-	names := strings.Split(head, "\t")
+	p := newRowPrinter(c, head, cells)
 	for _, v := range vals {
-		row := cells(v)
-		for i, s := range row {
-			if i < len(names) && wholeColumns[names[i]] {
-				row[i] = idCell(s)
-			} else {
-				row[i] = cell(s)
-			}
+		if err := p.add(v); err != nil {
+			return err
 		}
-		fmt.Fprintln(tw, strings.Join(row, "\t"))
 	}
-	return tw.Flush()
+	return p.flush()
+}
+
+// tableBlock is how many rows are held before they are written out: a
+// million rows are printed as they are read, a table's columns aligned
+// block by block.
+const tableBlock = 256
+
+// rowPrinter prints values as they come: as JSON lines with --json (see
+// printJSONLines), else as a table, head first, each cell through cell, so
+// no stored text can drive the terminal or widen the table without bound,
+// and the id and key columns (wholeColumns) through idCell, escaped but
+// never cut. Its written counts the values written out so far.
+type rowPrinter[T any] struct {
+	c       *cli.Context
+	w       *bufio.Writer
+	tw      *tabwriter.Writer // nil with --json
+	names   []string
+	cells   func(T) []string
+	pending int
+	written int
+}
+
+func newRowPrinter[T any](c *cli.Context, head string, cells func(T) []string) *rowPrinter[T] {
+	p := &rowPrinter[T]{c: c, cells: cells, w: bufio.NewWriterSize(c.App.Writer, 64<<10)}
+	if !c.Bool("json") {
+		p.tw = tabwriter.NewWriter(p.w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(p.tw, head)
+		p.names = strings.Split(head, "\t")
+	}
+	return p
+}
+
+// add prints v, or holds it for the table's next block.
+func (p *rowPrinter[T]) add(v T) error {
+	if p.tw == nil {
+		if err := encodeExact(p.w, v); err != nil {
+			return err
+		}
+	} else {
+		p.table(v)
+	}
+	if p.pending++; p.pending == tableBlock {
+		return p.flush()
+	}
+	return nil
+}
+
+// table adds v's cells to the table.
+func (p *rowPrinter[T]) table(v T) {
+	row := p.cells(v)
+	for i, s := range row {
+		if i < len(p.names) && wholeColumns[p.names[i]] {
+			row[i] = idCell(s)
+		} else {
+			row[i] = cell(s)
+		}
+	}
+	fmt.Fprintln(p.tw, strings.Join(row, "\t"))
+}
+
+// flush writes out the rows held.
+func (p *rowPrinter[T]) flush() error {
+	var err error
+	if p.tw != nil {
+		err = p.tw.Flush()
+	}
+	if err == nil {
+		err = p.w.Flush()
+	}
+	if err == nil {
+		p.written += p.pending
+	}
+	p.pending = 0
+	return err
+}
+
+// readTimeoutFlag is --timeout, the bound of a command that reads.
+func readTimeoutFlag() *cli.StringFlag {
+	return &cli.StringFlag{
+		Name:    "timeout",
+		Value:   defaultReadTimeout,
+		Usage:   "give up reading after this long, saying how far it got (30s, 5m, 1h)",
+		EnvVars: []string{"INBOX_READ_TIMEOUT"},
+	}
+}
+
+// defaultReadTimeout is --timeout's default: a million rows are listed in
+// seconds.
+const defaultReadTimeout = "30s"
+
+// readContext returns c's context bounded by --timeout.
+func readContext(c *cli.Context) (context.Context, context.CancelFunc, error) {
+	raw := c.String("timeout")
+	d, err := time.ParseDuration(strings.TrimSpace(raw))
+	if err != nil || d <= 0 {
+		return nil, nil, fmt.Errorf("--timeout %q: want a positive duration such as 30s, 5m or 1h", raw)
+	}
+	ctx, cancel := context.WithTimeout(c.Context, d)
+	return ctx, cancel, nil
+}
+
+// stopped returns err, a read's, as the line that says it ran out of
+// --timeout when ctx, the read's context, did, with how many rows were
+// written before.
+func stopped(c *cli.Context, ctx context.Context, err error, written int) error {
+	if err == nil || !errors.Is(ctx.Err(), context.DeadlineExceeded) || c.Context.Err() != nil {
+		return err
+	}
+	return fmt.Errorf("%s: stopped after %s (--timeout): %s rows written; raise --timeout", c.Command.Name, strings.TrimSpace(c.String("timeout")), thousands(int64(written)))
 }
 
 // wholeColumns are the columns that hold a row id or a key, which a table
@@ -278,7 +374,8 @@ func age(c *cli.Context, name string) (time.Duration, error) {
 	} else if d, err := time.ParseDuration(s); err == nil && d >= 0 {
 		return d, nil
 	}
-	return 0, fmt.Errorf("--%s %q: want a duration such as 90m, 24h or 30d", name, s)
+	// As typed, spaces too: the operator must find it in what they wrote.
+	return 0, fmt.Errorf("--%s %q: want a duration such as 90m, 24h or 30d", name, c.String(name))
 }
 
 // formatDuration prints a duration without trailing zero units: 24h, not

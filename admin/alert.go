@@ -225,7 +225,7 @@ func alertCheck(c *cli.Context) (check, error) {
 		return check{}, errors.New("--source goes with --quiet-for")
 	case c.IsSet("parked-every-hour"):
 		if every < time.Hour || every%time.Hour != 0 || every > maxAlertHours*time.Hour {
-			return check{}, fmt.Errorf("--parked-every-hour %s: want whole hours from 1h to %dd, such as 24h or 2d", formatDuration(every), maxAlertHours/24)
+			return check{}, fmt.Errorf("--parked-every-hour %q: want whole hours from 1h to %dd, such as 24h or 2d", c.String("parked-every-hour"), maxAlertHours/24)
 		}
 		if c.IsSet("max-age") {
 			return check{}, errors.New("--parked-every-hour and --max-age (or INBOX_ALERT_MAX_AGE) are two alerts: run one command for each")

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -127,6 +128,9 @@ func loadSources(path string, getenv func(string) string, lenient bool) ([]Sourc
 	}
 	if und := md.Undecoded(); len(und) > 0 {
 		return nil, fmt.Errorf("config %s: unknown key %s", path, und[0])
+	}
+	if err := exactKeys(md, reflect.TypeOf(fc)); err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
 	}
 	if len(fc.Source) == 0 {
 		return nil, fmt.Errorf("config %s: no [[source]]", path)
@@ -379,4 +383,37 @@ func validName(s string) bool {
 		}
 	}
 	return true
+}
+
+// exactKeys refuses a key of the file that names a field of t only in
+// another case: the TOML decoder takes NAME for name, and a table holding
+// both would keep whichever came last.
+func exactKeys(md toml.MetaData, t reflect.Type) error {
+	for _, key := range md.Keys() {
+		ft := t
+		for _, part := range key {
+			for ft.Kind() == reflect.Slice || ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			if ft.Kind() != reflect.Struct {
+				break
+			}
+			f, ok := fieldByTag(ft, part)
+			if !ok {
+				return fmt.Errorf("unknown key %s (keys are case-sensitive)", key)
+			}
+			ft = f.Type
+		}
+	}
+	return nil
+}
+
+// fieldByTag returns the field of the struct t whose toml tag is name.
+func fieldByTag(t reflect.Type, name string) (reflect.StructField, bool) {
+	for i := range t.NumField() {
+		if f := t.Field(i); strings.Split(f.Tag.Get("toml"), ",")[0] == name {
+			return f, true
+		}
+	}
+	return reflect.StructField{}, false
 }

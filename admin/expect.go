@@ -99,20 +99,26 @@ Examples:
 		Flags: []cli.Flag{
 			DBFlag(),
 			&cli.BoolFlag{Name: "overdue", Usage: "only the jobs waiting past their window", EnvVars: []string{"INBOX_EXPECTED_OVERDUE"}},
+			readTimeoutFlag(),
 			jsonFlag(),
 		},
 		Action: func(c *cli.Context) error {
 			if err := NoArgs(c); err != nil {
 				return err
 			}
+			ctx, cancel, err := readContext(c)
+			if err != nil {
+				return err
+			}
+			defer cancel()
 			store, err := openRead(c, open)
 			if err != nil {
 				return err
 			}
 			defer store.Close()
-			got, err := store.Expected(c.Context, time.Now(), c.Bool("overdue"))
+			got, err := store.Expected(ctx, time.Now(), c.Bool("overdue"))
 			if err != nil {
-				return err
+				return stopped(c, ctx, err, 0)
 			}
 			return printExpectations(c, got)
 		},

@@ -20,18 +20,23 @@ all): when there are more, it says so on stderr ("100 of 2,345 rows; --limit
 (the job_id); another source's is <source>/<key>. The table escapes control
 and bidi characters and cuts a field longer than 72 characters with "…",
 never an id; --json holds every field whole (one not UTF-8 also as
-<field>_base64, its exact bytes).
+<field>_base64, its exact bytes). Rows are written as they are read (a
+table in blocks of 256, each aligned on its own), so a million rows start
+at once; past --timeout (30s) it stops, saying how many rows it wrote, and
+exits 1.
 
 Examples:
    inbox list
    inbox list --status parked
    inbox list --status new --limit 0 --json | jq -r .id
-   inbox list --source github --status parked`,
+   inbox list --source github --status parked
+   inbox list --limit 0 --json --timeout 10m > rows.jsonl`,
 		Flags: []cli.Flag{
 			DBFlag(),
 			sourceFlag("only rows of this source (sume, or a [[source]] name of --config)", "INBOX_LIST_SOURCE"),
 			&cli.StringFlag{Name: "status", Usage: "only rows with this status (new, done, parked, ignored)", EnvVars: []string{"INBOX_STATUS"}},
 			&cli.IntFlag{Name: "limit", Usage: "at most this many rows, newest first; 0 for all (--limit 0)", Value: 100, EnvVars: []string{"INBOX_LIMIT"}},
+			readTimeoutFlag(),
 			jsonFlag(),
 		},
 		Action: func(c *cli.Context) error {
@@ -50,33 +55,39 @@ Examples:
 			if limit < 0 {
 				return fmt.Errorf("--limit %d: want 0 (all rows) or more", limit)
 			}
+			ctx, cancel, err := readContext(c)
+			if err != nil {
+				return err
+			}
+			defer cancel()
 			store, err := openRead(c, open)
 			if err != nil {
 				return err
 			}
 			defer store.Close()
 			f := inbox.Filter{Source: source, Status: status, Limit: limit}
-			rows, err := store.List(c.Context, f)
-			if err != nil {
-				return err
-			}
-			if err := printRows(c, rows, "ID\tSOURCE\tSTATUS\tREASON\tEVENT\tSIZE\tDELIVERIES\tRECEIVED", func(e inbox.Event) []string {
+			p := newRowPrinter(c, "ID\tSOURCE\tSTATUS\tREASON\tEVENT\tSIZE\tDELIVERIES\tRECEIVED", func(e inbox.Event) []string {
 				return []string{e.ID, e.Source, string(e.Status), dash(string(e.Reason)), dash(e.Event),
 					strconv.FormatInt(e.Size, 10), strconv.FormatInt(e.Deliveries, 10), formatTime(e.ReceivedAt)}
-			}); err != nil {
-				return err
+			})
+			err = store.Each(ctx, f, p.add)
+			if ferr := p.flush(); err == nil {
+				err = ferr
 			}
-			if limit == 0 || len(rows) < limit {
+			if err != nil {
+				return stopped(c, ctx, err, p.written)
+			}
+			if limit == 0 || p.written < limit {
 				return nil
 			}
 			// Counted after the rows were read: rows stored meanwhile only
 			// make the total larger, never smaller than what was printed.
-			total, err := store.Count(c.Context, f)
+			total, err := store.Count(ctx, f)
 			if err != nil {
-				return err
+				return stopped(c, ctx, err, p.written)
 			}
-			if total > int64(len(rows)) {
-				fmt.Fprintf(c.App.ErrWriter, "%s of %s rows; --limit 0 for all\n", thousands(int64(len(rows))), thousands(total))
+			if total > int64(p.written) {
+				fmt.Fprintf(c.App.ErrWriter, "%s of %s rows; --limit 0 for all\n", thousands(int64(p.written)), thousands(total))
 			}
 			return nil
 		},

@@ -26,19 +26,24 @@ Examples:
    inbox missed
    inbox missed --json | jq -r .job_id
    SUME_API_KEY=... inbox redeliver --missed`,
-		Flags: []cli.Flag{DBFlag(), jsonFlag()},
+		Flags: []cli.Flag{DBFlag(), readTimeoutFlag(), jsonFlag()},
 		Action: func(c *cli.Context) error {
 			if err := NoArgs(c); err != nil {
 				return err
 			}
+			ctx, cancel, err := readContext(c)
+			if err != nil {
+				return err
+			}
+			defer cancel()
 			store, err := openRead(c, open)
 			if err != nil {
 				return err
 			}
 			defer store.Close()
-			missed, err := store.Missed(c.Context, time.Time{})
+			missed, err := store.Missed(ctx, time.Time{})
 			if err != nil {
-				return err
+				return stopped(c, ctx, err, 0)
 			}
 			return printRows(c, missed, "SOURCE\tKEY\tEVENT\tFIRST REFUSED\tLAST REFUSED\tREFUSALS", func(r inbox.Refusal) []string {
 				return []string{r.Source, r.Key, dash(r.Event), formatTime(r.First), formatTime(r.Last), strconv.FormatInt(r.Count, 10)}

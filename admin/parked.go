@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -42,6 +43,7 @@ Examples:
 			ageFlag("since", "", "only rows received within this long; with --per-hour, how many hours the chart covers", "INBOX_SINCE"),
 			reasonFlag("only rows parked for this reason", "INBOX_PARKED_REASON"),
 			sourceFlag("only rows of this source", "INBOX_PARKED_SOURCE"),
+			readTimeoutFlag(),
 			jsonFlag(),
 		},
 		Action: func(c *cli.Context) error {
@@ -64,8 +66,13 @@ Examples:
 				return err
 			}
 			f := inbox.Filter{Status: inbox.StatusParked, Reason: r, Source: source}
+			ctx, cancel, err := readContext(c)
+			if err != nil {
+				return err
+			}
+			defer cancel()
 			if c.Bool("per-hour") {
-				return parkedPerHour(c, open, f, since)
+				return stopped(c, ctx, parkedPerHour(ctx, c, open, f, since), 0)
 			}
 			if since > 0 {
 				f.Since = time.Now().Add(-since)
@@ -76,22 +83,23 @@ Examples:
 			}
 			defer store.Close()
 			if c.String("group-by") != "" {
-				groups, err := store.ParkedByReason(c.Context, f)
+				groups, err := store.ParkedByReason(ctx, f)
 				if err != nil {
-					return err
+					return stopped(c, ctx, err, 0)
 				}
 				return printRows(c, groups, "REASON\tCOUNT\tOLDEST\tNEWEST", func(g inbox.ReasonCount) []string {
 					return []string{string(g.Reason), strconv.FormatInt(g.Count, 10), formatTime(g.Oldest), formatTime(g.Newest)}
 				})
 			}
-			rows, err := store.List(c.Context, f)
-			if err != nil {
-				return err
-			}
-			return printRows(c, rows, "ID\tSOURCE\tREASON\tEVENT\tSIZE\tRECEIVED\tDELIVERIES", func(e inbox.Event) []string {
+			p := newRowPrinter(c, "ID\tSOURCE\tREASON\tEVENT\tSIZE\tRECEIVED\tDELIVERIES", func(e inbox.Event) []string {
 				return []string{e.ID, e.Source, string(e.Reason), dash(e.Event), strconv.FormatInt(e.Size, 10),
 					formatTime(e.ReceivedAt), strconv.FormatInt(e.Deliveries, 10)}
 			})
+			err = store.Each(ctx, f, p.add)
+			if ferr := p.flush(); err == nil {
+				err = ferr
+			}
+			return stopped(c, ctx, err, p.written)
 		},
 	}
 }
@@ -108,7 +116,7 @@ const barWidth = 50
 
 // parkedPerHour prints the rows f selects parked in each clock hour (UTC)
 // of the last since (chartHours when 0), the current hour last.
-func parkedPerHour(c *cli.Context, open Opener, f inbox.Filter, since time.Duration) error {
+func parkedPerHour(ctx context.Context, c *cli.Context, open Opener, f inbox.Filter, since time.Duration) error {
 	if c.String("group-by") != "" {
 		return errors.New("--per-hour and --group-by: choose one")
 	}
@@ -117,7 +125,7 @@ func parkedPerHour(c *cli.Context, open Opener, f inbox.Filter, since time.Durat
 	// 90m would show two hours, and say it covered more than was asked.
 	if c.IsSet("since") {
 		if since < time.Hour || since%time.Hour != 0 || since > maxChartHours*time.Hour {
-			return fmt.Errorf("--since %s with --per-hour: want whole hours from 1h to %dd, such as 24h or 2d", formatDuration(since), maxChartHours/24)
+			return fmt.Errorf("--since %q with --per-hour: want whole hours from 1h to %dd, such as 24h or 2d", c.String("since"), maxChartHours/24)
 		}
 		hours = int(since / time.Hour)
 	}
@@ -127,7 +135,7 @@ func parkedPerHour(c *cli.Context, open Opener, f inbox.Filter, since time.Durat
 	}
 	defer store.Close()
 	end := time.Now().UTC().Truncate(time.Hour).Add(time.Hour)
-	counts, err := store.ParkedPerHour(c.Context, f, end, hours)
+	counts, err := store.ParkedPerHour(ctx, f, end, hours)
 	if err != nil {
 		return err
 	}

@@ -56,8 +56,8 @@ Examples:
 				return err
 			}
 			if olderThan < inbox.MinRetention {
-				return fmt.Errorf("--older-than %s: the retention must be at least %dd, beyond the providers' delivery lifetimes (see --help)",
-					formatDuration(olderThan), inbox.MinRetention/(24*time.Hour))
+				return fmt.Errorf("--older-than %q: the retention must be at least %dd, beyond the providers' delivery lifetimes (see --help)",
+					c.String("older-than"), inbox.MinRetention/(24*time.Hour))
 			}
 			var reasons, named []inbox.Reason
 			if c.Bool("include-parked") {

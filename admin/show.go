@@ -36,7 +36,7 @@ Examples:
    inbox show --json job_1 | jq -r .body | jq .payload
    inbox show vibe/run_1
    inbox show --source vibe run_1`,
-		Flags: []cli.Flag{DBFlag(), sourceFlag("the source the key is of; the row is then <source>/<key>", "INBOX_SHOW_SOURCE"), jsonFlag()},
+		Flags: []cli.Flag{DBFlag(), sourceFlag("the source the key is of; the row is then <source>/<key>", "INBOX_SHOW_SOURCE"), readTimeoutFlag(), jsonFlag()},
 		Action: func(c *cli.Context) error {
 			ids, err := args(c)
 			if err != nil {
@@ -52,17 +52,22 @@ Examples:
 			if source != "" {
 				ids[0] = inbox.RowID(source, ids[0])
 			}
+			ctx, cancel, err := readContext(c)
+			if err != nil {
+				return err
+			}
+			defer cancel()
 			store, err := openRead(c, open)
 			if err != nil {
 				return err
 			}
 			defer store.Close()
-			e, err := store.Get(c.Context, ids[0])
+			e, err := store.Get(ctx, ids[0])
 			if errors.Is(err, inbox.ErrNotFound) {
 				return fmt.Errorf("no row with id %q", ids[0])
 			}
 			if err != nil {
-				return err
+				return stopped(c, ctx, err, 0)
 			}
 			w := c.App.Writer
 			if c.Bool("json") {

@@ -33,19 +33,24 @@ Examples:
    inbox stats --json | jq .queue
    inbox stats --watch
    inbox stats --watch 10s`,
-		Flags: []cli.Flag{DBFlag(), jsonFlag(), watchFlag()},
+		Flags: []cli.Flag{DBFlag(), readTimeoutFlag(), jsonFlag(), watchFlag()},
 		Action: func(c *cli.Context) error {
 			if err := noArgsButWatch(c); err != nil {
 				return err
 			}
+			ctx, cancel, err := readContext(c)
+			if err != nil {
+				return err
+			}
+			defer cancel()
 			store, err := openRead(c, open)
 			if err != nil {
 				return err
 			}
 			defer store.Close()
-			st, err := store.Stats(c.Context)
+			st, err := store.Stats(ctx)
 			if err != nil {
-				return err
+				return stopped(c, ctx, err, 0)
 			}
 			w := c.App.Writer
 			if c.Bool("json") {

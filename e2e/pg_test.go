@@ -1,15 +1,19 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
+	byteorder "encoding/binary"
 	"encoding/hex"
 	"errors"
 	"io"
 	"net"
 	"net/url"
 	"os"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -94,6 +98,9 @@ type pgProxy struct {
 	mu    sync.Mutex
 	mode  string // "relay", "cut" or "stall"
 	conns map[net.Conn]bool
+	// commitCut, when set, is what a statement of a transaction holds for
+	// that transaction's COMMIT to be cut (cutCommitOf); cleared once cut.
+	commitCut string
 }
 
 func startPGProxy(t testing.TB, dsn string) (*pgProxy, string) {
@@ -147,17 +154,24 @@ func (p *pgProxy) accept() {
 		p.mu.Lock()
 		p.conns[up] = true
 		p.mu.Unlock()
-		go p.relay(up, c)
-		go p.relay(c, up)
+		var swallow atomic.Bool
+		go p.relayClient(up, c, &swallow)
+		go p.relay(c, up, &swallow)
 	}
 }
 
-// relay copies src to dst, dropping what it reads unless relaying.
-func (p *pgProxy) relay(dst, src net.Conn) {
+// relay copies the server's src to the client's dst, dropping what it
+// reads unless relaying. Once swallow is set (a COMMIT was cut), the
+// server's next answer closes both instead.
+func (p *pgProxy) relay(dst, src net.Conn, swallow *atomic.Bool) {
 	defer dst.Close()
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
+		if n > 0 && swallow.Load() {
+			src.Close()
+			return
+		}
 		p.mu.Lock()
 		relaying := p.mode == "relay"
 		p.mu.Unlock()
@@ -172,6 +186,100 @@ func (p *pgProxy) relay(dst, src net.Conn) {
 			}
 			return
 		}
+	}
+}
+
+// relayClient copies the client's src to the server's dst message by
+// message, dropping what it reads unless relaying. It follows each
+// transaction's statements (simple queries, and prepared ones by name), and
+// the COMMIT of the first transaction one of whose statements holds
+// commitCut is passed to the server, which commits, while its answer is
+// dropped and the client's connection closed: the client never learns the
+// outcome.
+func (p *pgProxy) relayClient(dst, src net.Conn, swallow *atomic.Bool) {
+	closeDst := true
+	defer func() {
+		if closeDst {
+			dst.Close()
+		}
+	}()
+	r := bufio.NewReader(src)
+	stmts := map[string]string{}
+	matched, startup := false, true
+	for {
+		// The startup message (and an SSL or GSS request before it) has no
+		// type byte; every later message has one.
+		head := 4
+		if !startup {
+			head = 5
+		}
+		msg := make([]byte, head)
+		if _, err := io.ReadFull(r, msg); err != nil {
+			return
+		}
+		n := int(byteorder.BigEndian.Uint32(msg[head-4:]))
+		body := make([]byte, n-4)
+		if _, err := io.ReadFull(r, body); err != nil {
+			return
+		}
+		msg = append(msg, body...)
+		p.mu.Lock()
+		match, relaying := p.commitCut, p.mode == "relay"
+		p.mu.Unlock()
+		cut := false
+		if startup {
+			startup = n == 8 // SSLRequest, GSSENCRequest: the startup message follows
+		} else {
+			strs := strings.Split(string(body), "\x00")
+			switch msg[0] {
+			case 'P': // Parse: name, query
+				stmts[strs[0]] = strs[1]
+				matched = matched || (match != "" && strings.Contains(strs[1], match))
+			case 'B': // Bind: portal, statement
+				matched = matched || (match != "" && strings.Contains(stmts[strs[1]], match))
+			case 'Q': // Query
+				q := strings.ToLower(strings.TrimSpace(strs[0]))
+				switch {
+				case q == "commit" && matched && match != "":
+					cut = true
+				case q == "commit" || q == "rollback":
+					matched = false
+				default:
+					matched = matched || (match != "" && strings.Contains(strs[0], match))
+				}
+			}
+		}
+		if cut {
+			p.mu.Lock()
+			cut = p.commitCut == match
+			p.commitCut = ""
+			p.mu.Unlock()
+		}
+		if !relaying {
+			continue
+		}
+		if _, err := dst.Write(msg); err != nil {
+			return
+		}
+		if cut {
+			swallow.Store(true)
+			closeDst = false // the server's answer closes it
+			return
+		}
+	}
+}
+
+// cutCommitOf arms the proxy to cut the COMMIT of the next transaction in
+// which a statement holds match: the server commits, the client gets no
+// answer. It returns a function that reports whether the cut happened.
+func (p *pgProxy) cutCommitOf(match string) (cut func() bool) {
+	p.mu.Lock()
+	p.commitCut = match
+	p.mu.Unlock()
+	return func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.commitCut == ""
 	}
 }
 

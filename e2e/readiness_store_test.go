@@ -2,8 +2,6 @@ package e2e
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"net/http"
 	"os"
@@ -111,35 +109,6 @@ func TestReadyzDiskFullForDeliveries(t *testing.T) {
 	}
 }
 
-// pgRole makes a login role of the test's own that owns nothing yet and may
-// create in the schema dsn reaches, dropped (with what it owns) when the
-// test ends, and returns dsn as that role, and the role.
-func pgRole(t *testing.T, dsn string) (string, string) {
-	t.Helper()
-	b := make([]byte, 6)
-	rand.Read(b)
-	role := "e2e_role_" + hex.EncodeToString(b)
-	schema := searchPathOf(t, dsn)
-	pgExec(t, dsn, `CREATE ROLE `+role+` LOGIN`)
-	pgExec(t, dsn, `GRANT USAGE, CREATE ON SCHEMA `+schema+` TO `+role)
-	t.Cleanup(func() {
-		pgExec(t, dsn, `DROP OWNED BY `+role+` CASCADE`)
-		pgExec(t, dsn, `DROP ROLE `+role)
-	})
-	return withUser(dsn, role, "unused"), role
-}
-
-// searchPathOf returns the schema pgSchema's URL chooses.
-func searchPathOf(t *testing.T, dsn string) string {
-	t.Helper()
-	_, opts, ok := strings.Cut(dsn, "search_path%3D")
-	if !ok {
-		t.Fatalf("no search_path in the test URL")
-	}
-	schema, _, _ := strings.Cut(opts, "&")
-	return schema
-}
-
 // TestReadyzPostgresRefusesEvents takes from serve, on PostgreSQL, what
 // every delivery needs of the events table while the probe table stays
 // writable: a LOCK TABLE held on another connection, then a revoked INSERT.
@@ -148,8 +117,8 @@ func searchPathOf(t *testing.T, dsn string) string {
 // deliveries are stored again.
 func TestReadyzPostgresRefusesEvents(t *testing.T) {
 	base := pgSchema(t)
-	schema := searchPathOf(t, base)
-	dsn, role := pgRole(t, base)
+	schema := pgSearchPath(base)
+	role, dsn := pgRole(t, base)
 	srv := startInbox(t, []string{"SUME_COM_WEBHOOK_SIGNING_SECRET=" + e2eSecret}, "serve", "--addr", "127.0.0.1:0",
 		"--admin-addr", "127.0.0.1:0", "--db", dsn, "--busy-timeout", "1s")
 	client := &http.Client{Timeout: 10 * time.Second}
@@ -220,8 +189,8 @@ func TestReadyzPostgresRefusesEvents(t *testing.T) {
 // granted again it passes with nothing else done, and the row is handed on.
 func TestReadyzDispatchFollowsItsWrites(t *testing.T) {
 	base := pgSchema(t)
-	schema := searchPathOf(t, base)
-	dsn, role := pgRole(t, base)
+	schema := pgSearchPath(base)
+	role, dsn := pgRole(t, base)
 	srv := startInbox(t, []string{"SUME_COM_WEBHOOK_SIGNING_SECRET=" + e2eSecret}, "serve", "--addr", "127.0.0.1:0", "--db", dsn)
 	if status, _ := post(context.Background(), http.DefaultClient, srv.url, `{"event":"job.completed","job_id":"disp_1","status":"COMPLETED"}`); status != http.StatusNoContent {
 		t.Fatalf("delivery: %d\n%s", status, srv.logs)

@@ -62,6 +62,10 @@ type Store interface {
 	Get(ctx context.Context, id string) (Event, error)
 	// List returns the rows f selects without their bodies, newest first.
 	List(ctx context.Context, f Filter) ([]Event, error)
+	// Each calls fn with each row List would return, in its order, as the
+	// rows are read rather than once all are: a read of a million rows
+	// holds one at a time. It stops at fn's first error and returns it.
+	Each(ctx context.Context, f Filter, fn func(Event) error) error
 	// Count counts the rows f selects, f.Limit aside.
 	Count(ctx context.Context, f Filter) (int64, error)
 	// Stats counts rows per status, reason and source, and reads the queue.
@@ -128,4 +132,15 @@ type Store interface {
 	// Close finishes what the store started and releases it; a second call
 	// returns the first's error.
 	Close() error
+}
+
+// Collect returns the rows each (a Store's Each) calls back with, in its
+// order: a store's List.
+func Collect(ctx context.Context, f Filter, each func(context.Context, Filter, func(Event) error) error) ([]Event, error) {
+	var out []Event
+	err := each(ctx, f, func(e Event) error {
+		out = append(out, e)
+		return nil
+	})
+	return out, err
 }

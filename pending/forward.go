@@ -38,6 +38,11 @@ func (s *Store) List(ctx context.Context, f inbox.Filter) ([]inbox.Event, error)
 	return do(ctx, s, func(st inbox.Store) ([]inbox.Event, error) { return st.List(ctx, f) })
 }
 
+func (s *Store) Each(ctx context.Context, f inbox.Filter, fn func(inbox.Event) error) error {
+	_, err := do(ctx, s, func(st inbox.Store) (struct{}, error) { return struct{}{}, st.Each(ctx, f, fn) })
+	return err
+}
+
 func (s *Store) Count(ctx context.Context, f inbox.Filter) (int64, error) {
 	return do(ctx, s, func(st inbox.Store) (int64, error) { return st.Count(ctx, f) })
 }

@@ -371,6 +371,18 @@ func TestSchemaVersions(t *testing.T) {
 // holdRow locks the row id from a session of its own, as another replica's
 // transaction would, closes held, and keeps the lock until release closes.
 func holdRow(ctx context.Context, dsn, id string, held, release chan struct{}) error {
+	return hold(ctx, dsn, held, release, `SELECT 1 FROM events WHERE id = $1 FOR UPDATE`, id)
+}
+
+// holdTable locks table against writes (SHARE mode) from a session of its
+// own, closes held, and keeps the lock until release closes.
+func holdTable(ctx context.Context, dsn, table string, held, release chan struct{}) error {
+	return hold(ctx, dsn, held, release, `LOCK TABLE `+table+` IN SHARE MODE`)
+}
+
+// hold runs stmt in a transaction of a session of its own, closes held,
+// and keeps the transaction open until release closes.
+func hold(ctx context.Context, dsn string, held, release chan struct{}, stmt string, args ...any) error {
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		return err
@@ -381,12 +393,36 @@ func holdRow(ctx context.Context, dsn, id string, held, release chan struct{}) e
 		return err
 	}
 	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, `SELECT 1 FROM events WHERE id = $1 FOR UPDATE`, id); err != nil {
+	if _, err := tx.Exec(ctx, stmt, args...); err != nil {
 		return err
 	}
 	close(held)
 	<-release
 	return nil
+}
+
+// holdingRow holds the row id from a session of its own until the returned
+// free is called (or the test ends).
+func holdingRow(t *testing.T, dsn, id string) (free func()) {
+	t.Helper()
+	held, release, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	go func() { done <- holdRow(context.Background(), dsn, id, held, release) }()
+	select {
+	case <-held:
+	case err := <-done:
+		t.Fatal(err)
+	}
+	var once sync.Once
+	free = func() {
+		once.Do(func() {
+			close(release)
+			if err := <-done; err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	t.Cleanup(free)
+	return free
 }
 
 func searchPath(dsn string) string {

@@ -10,11 +10,11 @@ import (
 	"inbox/postgres"
 )
 
-// TestPingFollowsCommits holds a row from another session while deliveries
-// keep coming for it, so every group commit fails: Ping, which commits
-// through the same writer, fails too, within the bound (a check that only
-// asked the database whether it takes writes passed). Once the row is
-// free, deliveries and Ping succeed again.
+// TestPingFollowsCommits holds the events table from another session
+// while deliveries keep coming, so every group commit fails: Ping, which
+// commits through the same writer, fails too, within the bound (a check
+// that only asked the database whether it takes writes passed). Once the
+// table is free, deliveries and Ping succeed again.
 func TestPingFollowsCommits(t *testing.T) {
 	dsn := testURL(t)
 	s := mustOpen(t, dsn, postgres.Options{BusyTimeout: busy})
@@ -26,7 +26,7 @@ func TestPingFollowsCommits(t *testing.T) {
 		t.Fatal(err)
 	}
 	held, release, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
-	go func() { done <- holdRow(ctx, dsn, "job_1", held, release) }()
+	go func() { done <- holdTable(ctx, dsn, "events", held, release) }()
 	select {
 	case <-held:
 	case err := <-done:
@@ -48,7 +48,7 @@ func TestPingFollowsCommits(t *testing.T) {
 			}
 		})
 	}
-	time.Sleep(busy) // the writer is stuck on the held row
+	time.Sleep(busy) // the writer is stuck on the held table
 	start := time.Now()
 	err := s.Ping(ctx)
 	took := time.Since(start)
@@ -60,9 +60,9 @@ func TestPingFollowsCommits(t *testing.T) {
 	stop()
 	wg.Wait()
 	if err := s.Ping(ctx); err != nil {
-		t.Errorf("ping once the row is free: %v", err)
+		t.Errorf("ping once the table is free: %v", err)
 	}
 	if _, err := s.Put(ctx, job("job_1")); err != nil {
-		t.Errorf("put once the row is free: %v", err)
+		t.Errorf("put once the table is free: %v", err)
 	}
 }

@@ -187,7 +187,9 @@ func claimRows(ctx context.Context, tx pgx.Tx, owner string, max int, now, lease
 // not be attempted: its claim is gone (the row was settled, released,
 // taken over or changed by a person), its lease ran out on the store's
 // clock, or it was started already. It fails, with nothing changed, when
-// the database cannot be written; when ctx ends during COMMIT the
+// the database cannot be written. A COMMIT whose answer is lost (the
+// connection broke, ctx ended) is looked up on the server: it fails only
+// when the server cannot tell within the busy timeout, and then the
 // attempts may have been counted.
 func (s *Store) Start(ctx context.Context, owner string, jobs []inbox.Job, now, until time.Time) ([]inbox.Job, error) {
 	if len(jobs) == 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -20,10 +21,12 @@ const eventColumns = `id, coalesce(job_id, ''), status, coalesce(reason, ''), co
 
 // Get returns the row with the given id, body included, or ErrNotFound.
 func (s *Store) Get(ctx context.Context, id string) (inbox.Event, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.busy)
-	defer cancel()
-	row := s.pool.QueryRow(ctx, `SELECT `+eventColumns+`, body FROM events WHERE id = $1`, id)
-	e, err := scanEvent(row.Scan, true)
+	var e inbox.Event
+	err := s.read(ctx, func(ctx context.Context, q querier) error {
+		var err error
+		e, err = scanEvent(q.QueryRow(ctx, `SELECT `+eventColumns+`, body FROM events WHERE id = $1`, id).Scan, true)
+		return err
+	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return inbox.Event{}, fmt.Errorf("get %s: %w", id, inbox.ErrNotFound)
 	}
@@ -65,49 +68,102 @@ func where(f inbox.Filter) (string, []any) {
 
 // List returns rows without their bodies, newest first.
 func (s *Store) List(ctx context.Context, f inbox.Filter) ([]inbox.Event, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.busy)
-	defer cancel()
+	return inbox.Collect(ctx, f, s.Each)
+}
+
+// Each calls fn with each row List returns, as it arrives: pgx reads the
+// rows off the connection as they are asked for.
+func (s *Store) Each(ctx context.Context, f inbox.Filter, fn func(inbox.Event) error) error {
 	w, args := where(f)
-	q := `SELECT ` + eventColumns + ` FROM events` + w + ` ORDER BY received_at DESC, id`
+	sql := `SELECT ` + eventColumns + ` FROM events` + w + ` ORDER BY received_at DESC, id`
 	if f.Limit > 0 {
-		q += fmt.Sprintf(` LIMIT %d`, f.Limit)
+		sql += fmt.Sprintf(` LIMIT %d`, f.Limit)
 	}
-	rows, err := s.pool.Query(ctx, q, args...)
+	return s.read(ctx, func(ctx context.Context, q querier) error {
+		rows, err := q.Query(ctx, sql, args...)
+		if err != nil {
+			return fmt.Errorf("list: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			e, err := scanEvent(rows.Scan, false)
+			if err != nil {
+				return fmt.Errorf("list: %w", err)
+			}
+			if err := fn(e); err != nil {
+				return err
+			}
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("list: %w", err)
+		}
+		return nil
+	})
+}
+
+// querier is what a read runs its statements on: the pool, or the
+// transaction read opens for a long one.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// read runs fn, a read, bounded by ctx's deadline when it has one (an
+// operator's --timeout), else by the busy timeout. The session's
+// statement_timeout is a little under the busy timeout, for serve's own
+// reads; a longer deadline runs fn in a read-only transaction whose
+// statement_timeout is the deadline and a second more, so the client's
+// deadline ends the statement first and the caller can tell it from a
+// failure, while the server still ends it should the client vanish.
+func (s *Store) read(ctx context.Context, fn func(ctx context.Context, q querier) error) error {
+	deadline, ok := ctx.Deadline()
+	if !ok || time.Until(deadline) <= s.busy*9/10 {
+		ctx, cancel := context.WithTimeout(ctx, s.busy)
+		defer cancel()
+		return fn(ctx, s.pool)
+	}
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
 	if err != nil {
-		return nil, fmt.Errorf("list: %w", err)
+		return fmt.Errorf("begin read: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (inbox.Event, error) { return scanEvent(r.Scan, false) })
-	if err != nil {
-		return nil, fmt.Errorf("list: %w", err)
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	ms := (time.Until(deadline) + time.Second).Milliseconds()
+	if _, err := tx.Exec(ctx, `SELECT set_config('statement_timeout', $1, true)`, strconv.FormatInt(ms, 10)); err != nil {
+		return fmt.Errorf("begin read: %w", err)
 	}
-	return out, nil
+	if err := fn(ctx, tx); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
 }
 
 // Stats counts rows per status and parked rows per reason, the delivery
 // attempts recorded on rows, and the queue of new rows, at the store's
 // clock.
 func (s *Store) Stats(ctx context.Context) (inbox.Stats, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.busy)
-	defer cancel()
 	st := inbox.NewStats()
-	rows, err := s.pool.Query(ctx, `SELECT source, status, coalesce(reason, ''), count(*), sum(attempts)
-		FROM events GROUP BY source, status, reason`)
-	if err != nil {
-		return inbox.Stats{}, fmt.Errorf("stats: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var source, status, reason string
-		var n, attempts int64
-		if err := rows.Scan(&source, &status, &reason, &n, &attempts); err != nil {
-			return inbox.Stats{}, fmt.Errorf("stats: %w", err)
+	err := s.read(ctx, func(ctx context.Context, q querier) error {
+		rows, err := q.Query(ctx, `SELECT source, status, coalesce(reason, ''), count(*), sum(attempts)
+			FROM events GROUP BY source, status, reason`)
+		if err != nil {
+			return err
 		}
-		st.Count(source, inbox.Status(status), inbox.Reason(reason), n, attempts)
-	}
-	if err := rows.Err(); err != nil {
-		return inbox.Stats{}, fmt.Errorf("stats: %w", err)
-	}
-	if st.Queue, err = s.Queue(ctx, s.localNow()); err != nil {
+		defer rows.Close()
+		for rows.Next() {
+			var source, status, reason string
+			var n, attempts int64
+			if err := rows.Scan(&source, &status, &reason, &n, &attempts); err != nil {
+				return err
+			}
+			st.Count(source, inbox.Status(status), inbox.Reason(reason), n, attempts)
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		st.Queue, err = s.Queue(ctx, s.localNow())
+		return err
+	})
+	if err != nil {
 		return inbox.Stats{}, fmt.Errorf("stats: %w", err)
 	}
 	return st, nil
@@ -116,26 +172,27 @@ func (s *Store) Stats(ctx context.Context) (inbox.Stats, error) {
 // CountByStatus counts the rows of each status, every status included
 // (zero when it has none). It fails only when the database cannot be read.
 func (s *Store) CountByStatus(ctx context.Context) (map[inbox.Status]int64, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.busy)
-	defer cancel()
 	counts := make(map[inbox.Status]int64, len(inbox.Statuses()))
 	for _, st := range inbox.Statuses() {
 		counts[st] = 0
 	}
-	rows, err := s.pool.Query(ctx, `SELECT status, count(*) FROM events GROUP BY status`)
-	if err != nil {
-		return nil, fmt.Errorf("count rows: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var st string
-		var n int64
-		if err := rows.Scan(&st, &n); err != nil {
-			return nil, fmt.Errorf("count rows: %w", err)
+	err := s.read(ctx, func(ctx context.Context, q querier) error {
+		rows, err := q.Query(ctx, `SELECT status, count(*) FROM events GROUP BY status`)
+		if err != nil {
+			return err
 		}
-		counts[inbox.Status(st)] = n
-	}
-	if err := rows.Err(); err != nil {
+		defer rows.Close()
+		for rows.Next() {
+			var st string
+			var n int64
+			if err := rows.Scan(&st, &n); err != nil {
+				return err
+			}
+			counts[inbox.Status(st)] = n
+		}
+		return rows.Err()
+	})
+	if err != nil {
 		return nil, fmt.Errorf("count rows: %w", err)
 	}
 	return counts, nil
@@ -145,21 +202,23 @@ func (s *Store) CountByStatus(ctx context.Context) (map[inbox.Status]int64, erro
 // reason, most rows first. f.Status and f.Limit are ignored. It fails only
 // when the database cannot be read.
 func (s *Store) ParkedByReason(ctx context.Context, f inbox.Filter) ([]inbox.ReasonCount, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.busy)
-	defer cancel()
 	f.Status = inbox.StatusParked
 	w, args := where(f)
-	rows, err := s.pool.Query(ctx, `SELECT reason, count(*), min(received_at), max(received_at)
-		FROM events`+w+` GROUP BY reason ORDER BY count(*) DESC, reason`, args...)
-	if err != nil {
-		return nil, fmt.Errorf("count parked rows: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (inbox.ReasonCount, error) {
-		var rc inbox.ReasonCount
-		var oldest, newest int64
-		err := r.Scan(&rc.Reason, &rc.Count, &oldest, &newest)
-		rc.Oldest, rc.Newest = fromMillis(oldest), fromMillis(newest)
-		return rc, err
+	var out []inbox.ReasonCount
+	err := s.read(ctx, func(ctx context.Context, q querier) error {
+		rows, err := q.Query(ctx, `SELECT reason, count(*), min(received_at), max(received_at)
+			FROM events`+w+` GROUP BY reason ORDER BY count(*) DESC, reason`, args...)
+		if err != nil {
+			return err
+		}
+		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (inbox.ReasonCount, error) {
+			var rc inbox.ReasonCount
+			var oldest, newest int64
+			err := r.Scan(&rc.Reason, &rc.Count, &oldest, &newest)
+			rc.Oldest, rc.Newest = fromMillis(oldest), fromMillis(newest)
+			return rc, err
+		})
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("count parked rows: %w", err)
@@ -196,11 +255,11 @@ func scanEvent(scan func(...any) error, withBody bool) (inbox.Event, error) {
 // Count counts the rows f selects, f.Limit aside: what List would return
 // without a limit. It fails only when the database cannot be read.
 func (s *Store) Count(ctx context.Context, f inbox.Filter) (int64, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.busy)
-	defer cancel()
 	w, args := where(f)
 	var n int64
-	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM events`+w, args...).Scan(&n); err != nil {
+	if err := s.read(ctx, func(ctx context.Context, q querier) error {
+		return q.QueryRow(ctx, `SELECT count(*) FROM events`+w, args...).Scan(&n)
+	}); err != nil {
 		return 0, fmt.Errorf("count rows: %w", err)
 	}
 	return n, nil
@@ -217,29 +276,30 @@ func (s *Store) ParkedPerHour(ctx context.Context, f inbox.Filter, end time.Time
 	if out == nil {
 		return nil, nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.busy)
-	defer cancel()
 	f.Status, f.Since, f.Before, f.Limit = inbox.StatusParked, time.Time{}, time.Time{}, 0
 	w, args := where(f)
 	hour := time.Hour.Milliseconds()
 	endMs, startMs := end.UnixMilli(), out[0].Start.UnixMilli()
 	n := len(args)
-	// ago is 0 for [end-1h, end), 1 for the hour before, and so on.
-	rows, err := s.pool.Query(ctx, fmt.Sprintf(`SELECT ($%d::bigint - updated_at - 1) / $%d::bigint AS ago, count(*)
-		FROM events%s AND updated_at >= $%d AND updated_at < $%d GROUP BY ago`, n+1, n+2, w, n+3, n+1),
-		append(args, endMs, hour, startMs)...)
-	if err != nil {
-		return nil, fmt.Errorf("count parked rows per hour: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var ago, count int64
-		if err := rows.Scan(&ago, &count); err != nil {
-			return nil, fmt.Errorf("count parked rows per hour: %w", err)
+	err := s.read(ctx, func(ctx context.Context, q querier) error {
+		// ago is 0 for [end-1h, end), 1 for the hour before, and so on.
+		rows, err := q.Query(ctx, fmt.Sprintf(`SELECT ($%d::bigint - updated_at - 1) / $%d::bigint AS ago, count(*)
+			FROM events%s AND updated_at >= $%d AND updated_at < $%d GROUP BY ago`, n+1, n+2, w, n+3, n+1),
+			append(args, endMs, hour, startMs)...)
+		if err != nil {
+			return err
 		}
-		inbox.CountAgo(out, ago, count)
-	}
-	if err := rows.Err(); err != nil {
+		defer rows.Close()
+		for rows.Next() {
+			var ago, count int64
+			if err := rows.Scan(&ago, &count); err != nil {
+				return err
+			}
+			inbox.CountAgo(out, ago, count)
+		}
+		return rows.Err()
+	})
+	if err != nil {
 		return nil, fmt.Errorf("count parked rows per hour: %w", err)
 	}
 	return out, nil

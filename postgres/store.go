@@ -29,6 +29,11 @@ const (
 	DefaultBusyTimeout = inbox.DefaultBusyTimeout
 	DefaultMaxBatch    = inbox.DefaultMaxBatch
 	DefaultMaxConns    = 8
+	// MinMaxConns is the smallest pool a writable store takes: the writer
+	// holds one connection through each group commit, and the dispatcher's
+	// claims, the readiness probe and an unknown commit's resolution need
+	// another meanwhile.
+	MinMaxConns = 2
 )
 
 // Options configure Open.
@@ -45,7 +50,13 @@ type Options struct {
 	// MaxBatch bounds how many deliveries one group commit carries.
 	MaxBatch int
 	// MaxConns bounds the connection pool; DefaultMaxConns when zero.
+	// Open refuses fewer than MinMaxConns for a writable store.
 	MaxConns int
+	// UnsafeNoFsync accepts a server whose fsync or full_page_writes is
+	// off, where a crash of the server can lose or corrupt committed rows.
+	// For throwaway test servers only; synchronous_commit is enforced
+	// regardless.
+	UnsafeNoFsync bool
 	// Now, when set, is the store's clock in place of the database's
 	// (tests). Left nil, every time the store stamps, every lease and every
 	// due time is the database's now(), so the clocks of the machines the
@@ -69,6 +80,8 @@ type Store struct {
 	maxBatch int
 	readOnly bool
 	onCommit func(inbox.Commit)
+	// unsafeNoFsync: see Options.UnsafeNoFsync.
+	unsafeNoFsync bool
 
 	// probeID keys this store's row of the probe table, which Ping
 	// rewrites: a row per replica, so no replica's probe waits for
@@ -86,8 +99,11 @@ type Store struct {
 // migrations it lacks (or, read-only, checks that none is lacking) and
 // starts the writer. It fails when the URL does not parse, the database
 // cannot be reached within the busy timeout, a writable session's
-// synchronous_commit is off or local, a migration fails, or a read-only
-// store finds an older schema.
+// synchronous_commit is off or local or the server's fsync or
+// full_page_writes is off (see checkDurable), the role or the database
+// takes no writes, a migration fails, or a read-only store finds an older
+// schema. A writable store checks every connection it makes as it checks
+// the first, and refuses those that would not commit durably.
 func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if opts.BusyTimeout <= 0 {
 		opts.BusyTimeout = DefaultBusyTimeout
@@ -98,9 +114,12 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if opts.MaxConns <= 0 {
 		opts.MaxConns = DefaultMaxConns
 	}
+	if opts.MaxConns < MinMaxConns && !opts.ReadOnly {
+		return nil, fmt.Errorf("open store: a pool of %d connections is too small: the writer holds one through each commit and the rest of the store needs another; want at least %d", opts.MaxConns, MinMaxConns)
+	}
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
-		return nil, errBadURL
+		return nil, badURL(err)
 	}
 	cfg.MaxConns = int32(opts.MaxConns)
 	if cfg.ConnConfig.ConnectTimeout <= 0 || cfg.ConnConfig.ConnectTimeout > opts.BusyTimeout {
@@ -119,6 +138,11 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	params["idle_in_transaction_session_timeout"] = ms(max(opts.BusyTimeout, 10*time.Second))
 	if opts.ReadOnly {
 		params["default_transaction_read_only"] = "on"
+	} else {
+		forceDurable(params)
+		cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+			return checkDurable(ctx, c, opts.UnsafeNoFsync)
+		}
 	}
 	if params["application_name"] == "" {
 		params["application_name"] = "inbox"
@@ -136,48 +160,27 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	}
 	if opts.ReadOnly {
 		err = checkVersion(octx, pool)
-	} else if err = checkDurable(octx, pool); err == nil {
+	} else if err = checkDurable(octx, pool, opts.UnsafeNoFsync); err == nil {
 		err = migrate(octx, pool)
 	}
 	if err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("open store: %w", err)
+		return nil, fmt.Errorf("open store: %w", explainRefusal(err))
 	}
 	s := &Store{pool: pool, now: opts.Now, busy: opts.BusyTimeout, maxBatch: opts.MaxBatch,
-		readOnly: opts.ReadOnly, onCommit: opts.OnCommit, closing: make(chan struct{}), probeID: rand.Text()}
+		readOnly: opts.ReadOnly, onCommit: opts.OnCommit, unsafeNoFsync: opts.UnsafeNoFsync, closing: make(chan struct{}), probeID: rand.Text()}
 	if !opts.ReadOnly {
 		// The probe rows of replicas that ended without Close.
 		if _, err := pool.Exec(octx, `DELETE FROM probe WHERE at < coalesce($1::bigint, `+dbNow+`) - $2`,
 			s.clockArg(), staleProbe.Milliseconds()); err != nil {
 			pool.Close()
-			return nil, fmt.Errorf("open store: clear old probe rows: %w", err)
+			return nil, fmt.Errorf("open store: clear old probe rows: %w", explainRefusal(err))
 		}
 		s.reqs = make(chan *putRequest)
 		s.stopped.Add(1)
 		go s.runWriter()
 	}
 	return s, nil
-}
-
-// checkDurable refuses a session whose COMMIT returns before the commit is
-// durable where it must be: synchronous_commit off returns before the WAL
-// reaches the primary's disk, local before it reaches a synchronous
-// standby's. A 204 is sent once COMMIT returns, so either would answer
-// deliveries a crash or a failover then loses. The setting may come from
-// the URL, the role, the database or the server; SHOW reads what the
-// session got.
-func checkDurable(ctx context.Context, pool *pgxpool.Pool) error {
-	var sc string
-	if err := pool.QueryRow(ctx, `SHOW synchronous_commit`).Scan(&sc); err != nil {
-		return fmt.Errorf("read synchronous_commit: %w", err)
-	}
-	switch strings.ToLower(sc) {
-	case "off":
-		return errors.New("synchronous_commit is off for this session (set in the URL, the role, the database or the server): COMMIT would return before the WAL is on disk, and a 204 must mean committed: set it to on")
-	case "local":
-		return errors.New("synchronous_commit is local for this session (set in the URL, the role, the database or the server): COMMIT would not wait for the synchronous standby, and a 204 must mean committed where a failover goes: set it to on")
-	}
-	return nil
 }
 
 // staleProbe is how old a probe row is when Open deletes it: its replica
@@ -275,7 +278,9 @@ func retryable(err error) bool {
 // while ctx lasts) when it failed before COMMIT in a way a new attempt can
 // cure: a deadlock, a serialization failure, errRetry, or a connection
 // that broke (a restarted server, a terminated backend), which the pool
-// then replaces. A failed COMMIT is never run again: it may have committed.
+// then replaces. A COMMIT whose answer was lost is looked up on another
+// connection: committed, it succeeded; not committed, it may run again;
+// neither known within the busy timeout, it fails, and may have committed.
 func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	for attempt := 1; ; attempt++ {
 		again, err := s.tryTx(ctx, fn)
@@ -299,8 +304,27 @@ func (s *Store) tryTx(ctx context.Context, fn func(tx pgx.Tx) error) (again bool
 		tx.Rollback(ctx) // bounded by ctx; on a broken connection it returns at once
 		return retryable(err) || broken, err
 	}
+	xid, err := s.beforeCommit(ctx, tx)
+	if err != nil {
+		broken := tx.Conn().IsClosed()
+		tx.Rollback(ctx)
+		return broken, err
+	}
 	if err := tx.Commit(ctx); err != nil {
-		return retryable(err), err
+		if xid == nil || outcomeKnown(err) {
+			// Not committed, or nothing to commit.
+			return retryable(err), err
+		}
+		// The answer to COMMIT was lost: ask the server what became of it
+		// rather than guess. Known not to have committed, it may run again.
+		committed, oerr := s.commitOutcome(ctx, *xid)
+		switch {
+		case oerr != nil:
+			return false, fmt.Errorf("%w; whether it committed is unknown: %w", err, oerr)
+		case committed:
+			return false, nil
+		}
+		return true, err
 	}
 	return false, nil
 }

@@ -19,7 +19,10 @@ type putRequest struct {
 	// count it.
 	probe bool
 	size  int // Ping's: the bytes the probe writes (see Probe)
-	done  chan putResult // buffered: the writer never blocks on a caller
+	// deadline is when the caller gives up: a delivery whose row another
+	// session holds is tried again in later batches until then.
+	deadline time.Time
+	done     chan putResult // buffered: the writer never blocks on a caller
 }
 
 type putResult struct {
@@ -30,10 +33,13 @@ type putResult struct {
 // Put stores one classified delivery and returns once the transaction that
 // holds it has committed. Deliveries that arrive while a commit is in
 // progress are committed together in the next one. It fails, within the
-// busy timeout, when the database cannot be reached or the rows stay held
+// busy timeout, when the database cannot be reached or its row stays held
 // by another session; nothing of the delivery is then kept, unless the
-// connection broke during COMMIT itself, when the commit may have happened
-// (the sender's retry is then counted as a repeat). ErrClosed after Close.
+// connection broke during COMMIT and the server could not be asked within
+// the busy timeout whether it committed (the sender's retry is then
+// counted as a repeat). A row held by another session fails only the
+// deliveries for that row: the rest of the batch commits without them.
+// ErrClosed after Close.
 //
 // Text columns (event, job_status, result_url, job_id) hold what PostgreSQL's
 // text takes: a NUL or a byte that is not UTF-8 in them becomes U+FFFD.
@@ -48,7 +54,8 @@ func (s *Store) Put(ctx context.Context, d inbox.Delivery) (inbox.Result, error)
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.busy)
 	defer cancel()
-	req := &putRequest{d: d, done: make(chan putResult, 1)}
+	deadline, _ := ctx.Deadline()
+	req := &putRequest{d: d, deadline: deadline, done: make(chan putResult, 1)}
 	// The delivery may commit after ctx is done; the sender retries and the
 	// repeat is counted on the row.
 	select {
@@ -71,21 +78,41 @@ func (s *Store) Put(ctx context.Context, d inbox.Delivery) (inbox.Result, error)
 // busy timeout rather than one it may not.
 const maxBatchBytes = 16 << 20
 
+// heldRetry is how soon deliveries whose rows another session held are
+// tried again when no new delivery comes first.
+const heldRetry = 20 * time.Millisecond
+
 // runWriter takes the first waiting delivery, adds whatever else is
 // already waiting (up to maxBatch and maxBatchBytes, without waiting for
-// more), and commits
-// them as one transaction, until Close.
+// more), and commits them as one transaction, until Close. Deliveries
+// whose rows another session held lead the next batch, until their
+// callers' deadlines.
 func (s *Store) runWriter() {
 	defer s.stopped.Done()
 	batch := make([]*putRequest, 0, s.maxBatch)
+	var held []*putRequest
+	retry := time.NewTimer(heldRetry)
+	defer retry.Stop()
 	for {
+		batch = append(batch[:0], held...)
+		if len(held) > 0 {
+			retry.Reset(heldRetry)
+		}
 		select {
 		case req := <-s.reqs:
-			batch = append(batch[:0], req)
+			batch = append(batch, req)
+		case <-retryC(retry, len(held) > 0):
 		case <-s.closing:
+			for _, req := range held {
+				req.done <- putResult{err: inbox.ErrClosed}
+			}
 			return
 		}
-		size := len(batch[0].d.Body)
+		held = held[:0]
+		size := 0
+		for _, req := range batch {
+			size += len(req.d.Body)
+		}
 	fill:
 		for len(batch) < s.maxBatch && size < maxBatchBytes {
 			select {
@@ -97,12 +124,16 @@ func (s *Store) runWriter() {
 			}
 		}
 		start := time.Now()
-		results, err := s.commit(batch)
-		if n, largest := counted(batch); s.onCommit != nil && n > 0 {
-			s.onCommit(inbox.Commit{N: n, Largest: largest, Took: time.Since(start), Err: err})
+		results, waiting, err := s.commit(batch)
+		if n, largest := counted(batch); s.onCommit != nil && n > len(waiting) {
+			s.onCommit(inbox.Commit{N: n - len(waiting), Largest: largest, Took: time.Since(start), Err: err})
 		}
 		for i, req := range batch {
 			switch {
+			case err == nil && waiting[i] && time.Now().Before(req.deadline):
+				held = append(held, req)
+			case err == nil && waiting[i]:
+				req.done <- putResult{err: fmt.Errorf("put %s: the row is held by another session (a transaction left open?) past the busy timeout", req.d.Key)}
 			case err != nil && req.probe:
 				req.done <- putResult{err: err}
 			case err != nil:
@@ -114,9 +145,19 @@ func (s *Store) runWriter() {
 	}
 }
 
+// retryC is t's channel when on, else nil, which a select never takes.
+func retryC(t *time.Timer, on bool) <-chan time.Time {
+	if on {
+		return t.C
+	}
+	return nil
+}
+
 // commit writes a batch in one transaction, run again when it deadlocks.
-// Any error fails the whole batch, and only it: each sender retries.
-func (s *Store) commit(batch []*putRequest) ([]inbox.Result, error) {
+// Any error fails the whole batch, and only it: each sender retries. The
+// deliveries whose rows another session holds are left out and marked in
+// waiting (by index in batch), so one held row does not fail the rest.
+func (s *Store) commit(batch []*putRequest) ([]inbox.Result, map[int]bool, error) {
 	// Not the callers' contexts: a request that gives up must not abort the
 	// transaction that carries its neighbours. Every caller has given up by
 	// the busy timeout anyway.
@@ -133,14 +174,19 @@ func (s *Store) commit(batch []*putRequest) ([]inbox.Result, error) {
 		deliveries, idx = append(deliveries, req), append(idx, i)
 	}
 	results := make([]inbox.Result, len(batch))
+	var waiting map[int]bool
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		waiting = map[int]bool{}
 		if len(deliveries) > 0 {
-			landed, err := s.land(ctx, tx, deliveries)
+			landed, held, err := s.land(ctx, tx, deliveries)
 			if err != nil {
 				return err
 			}
 			for j, i := range idx {
 				results[i] = landed[j]
+				if held[j] {
+					waiting[i] = true
+				}
 			}
 		}
 		if probed {
@@ -149,7 +195,7 @@ func (s *Store) commit(batch []*putRequest) ([]inbox.Result, error) {
 		}
 		return nil
 	})
-	return results, err
+	return results, waiting, err
 }
 
 // counted is how many requests of batch OnCommit reports (all but Ping's),
@@ -179,15 +225,17 @@ type keyState struct {
 // each key once and in key order, so two replicas' batches lock rows in
 // the same order: the inserts (unnest, ON CONFLICT (id) DO NOTHING) first,
 // then the rows that already existed, locked (FOR UPDATE) and read by a
-// separate statement, which sees another replica's committed row. Then
-// each delivery lands, in the order it came, on its row as the deliveries
+// separate statement, which sees another replica's committed row. A row
+// another session holds is not waited for: its deliveries are left out,
+// marked in held (by index in batch), and the rest land. Then each
+// delivery lands, in the order it came, on its row as the deliveries
 // before it left it; those parked beside get a second round of inserts.
-func (s *Store) land(ctx context.Context, tx pgx.Tx, batch []*putRequest) ([]inbox.Result, error) {
+func (s *Store) land(ctx context.Context, tx pgx.Tx, batch []*putRequest) (results []inbox.Result, held []bool, err error) {
 	now, err := s.txNow(ctx, tx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	results := make([]inbox.Result, len(batch))
+	results, held = make([]inbox.Result, len(batch)), make([]bool, len(batch))
 	keys := map[string]*keyState{}
 	var firsts []int
 	for i, req := range batch {
@@ -198,7 +246,7 @@ func (s *Store) land(ctx context.Context, tx pgx.Tx, batch []*putRequest) ([]inb
 	}
 	inserted, err := insert(ctx, tx, batch, firsts, now)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var existing []string
 	for key, k := range keys {
@@ -206,8 +254,17 @@ func (s *Store) land(ctx context.Context, tx pgx.Tx, batch []*putRequest) ([]inb
 			existing = append(existing, key)
 		}
 	}
-	if err := lockRows(ctx, tx, existing, keys); err != nil {
-		return nil, err
+	heldKeys, err := lockRows(ctx, tx, existing, keys)
+	if err != nil {
+		return nil, nil, err
+	}
+	var landing []*putRequest // the deliveries whose rows the batch holds
+	for i, req := range batch {
+		if heldKeys[req.d.Key] {
+			held[i] = true
+			continue
+		}
+		landing = append(landing, req)
 	}
 
 	// beside are the deliveries parked beside their key's row, re-keyed.
@@ -217,6 +274,9 @@ func (s *Store) land(ctx context.Context, tx pgx.Tx, batch []*putRequest) ([]inb
 	}
 	var beside []besideDelivery
 	for i, req := range batch {
+		if held[i] {
+			continue
+		}
 		d := req.d
 		k := keys[d.Key]
 		if k.inserted && k.first == i {
@@ -259,7 +319,7 @@ func (s *Store) land(ctx context.Context, tx pgx.Tx, batch []*putRequest) ([]inb
 		}
 		inserted, err := insert(ctx, tx, besideBatch, secondFirsts, now)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		for key, k := range second {
 			k.inserted = inserted[key]
@@ -278,13 +338,15 @@ func (s *Store) land(ctx context.Context, tx pgx.Tx, batch []*putRequest) ([]inb
 	}
 
 	if err := countRepeats(ctx, tx, keys, now); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// In the same transaction: a stored key is never also missing.
-	if err := settleArrivals(ctx, tx, batch, now); err != nil {
-		return nil, err
+	if len(landing) > 0 {
+		if err := settleArrivals(ctx, tx, landing, now); err != nil {
+			return nil, nil, err
+		}
 	}
-	return results, nil
+	return results, held, nil
 }
 
 // rowOf is the row a delivery makes, as landing reads it.
@@ -352,37 +414,60 @@ func insert(ctx context.Context, tx pgx.Tx, batch []*putRequest, idx []int, now 
 }
 
 // lockRows locks, in key order, and reads the rows at ids, which the
-// batch's insert found taken, into keys. A row gone meanwhile (purged)
-// makes the batch run again.
-func lockRows(ctx context.Context, tx pgx.Tx, ids []string, keys map[string]*keyState) error {
+// batch's insert found taken, into keys. It does not wait for a row
+// another session holds (SKIP LOCKED): it returns those keys in held. A
+// row gone meanwhile (purged) makes the batch run again.
+func lockRows(ctx context.Context, tx pgx.Tx, ids []string, keys map[string]*keyState) (held map[string]bool, err error) {
 	if len(ids) == 0 {
-		return nil
+		return nil, nil
 	}
 	slices.Sort(ids)
 	rows, err := tx.Query(ctx, `SELECT id, status, coalesce(reason, ''), sha256, coalesce(event, ''),
 		coalesce(job_status, ''), source, response
-		FROM events WHERE id = ANY($1) ORDER BY id FOR UPDATE`, ids)
+		FROM events WHERE id = ANY($1) ORDER BY id FOR UPDATE SKIP LOCKED`, ids)
 	if err != nil {
-		return fmt.Errorf("lock %d rows: %w", len(ids), err)
+		return nil, fmt.Errorf("lock %d rows: %w", len(ids), err)
 	}
 	defer rows.Close()
-	found := 0
+	locked := make(map[string]bool, len(ids))
 	for rows.Next() {
 		var id string
 		var r inbox.Event
 		if err := rows.Scan(&id, &r.Status, &r.Reason, &r.SHA256, &r.Event, &r.JobStatus, &r.Source, &r.Response); err != nil {
-			return fmt.Errorf("lock %d rows: %w", len(ids), err)
+			return nil, fmt.Errorf("lock %d rows: %w", len(ids), err)
 		}
 		keys[id].row = r
-		found++
+		locked[id] = true
 	}
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("lock %d rows: %w", len(ids), err)
+		return nil, fmt.Errorf("lock %d rows: %w", len(ids), err)
 	}
-	if found != len(ids) {
-		return errRetry
+	if len(locked) == len(ids) {
+		return nil, nil
 	}
-	return nil
+	var skipped []string
+	for _, id := range ids {
+		if !locked[id] {
+			skipped = append(skipped, id)
+		}
+	}
+	// Skipped: held by another session, or gone. A plain read tells which.
+	rows, err = tx.Query(ctx, `SELECT id FROM events WHERE id = ANY($1)`, skipped)
+	if err != nil {
+		return nil, fmt.Errorf("read %d held rows: %w", len(skipped), err)
+	}
+	there, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("read %d held rows: %w", len(skipped), err)
+	}
+	if len(there) != len(skipped) {
+		return nil, errRetry
+	}
+	held = make(map[string]bool, len(there))
+	for _, id := range there {
+		held[id] = true
+	}
+	return held, nil
 }
 
 // countRepeats writes what the batch did to rows it did not make: the

@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"inbox/inbox"
+	"inbox/strictjson"
 )
 
 // Bounds of an expectation's window, and its default.
@@ -90,7 +91,8 @@ func (q ExpectRequest) Jobs(checkURL func(string) error) ([]string, error) {
 
 // ExpectHandler answers POST /expect for applications that do not run the
 // binary: 200 with {"expected": [...]} once the expectations are committed,
-// 400 with {"error": "..."} for a body it cannot take, 413 above 64 KiB,
+// 400 with {"error": "..."} for a body it cannot take (one that is not one
+// JSON object of those keys, exactly as written and each once, included), 413 above 64 KiB,
 // 503 with Retry-After when the store cannot take the write. now is the
 // clock, time.Now when nil.
 func ExpectHandler(store Expecter, checkURL func(string) error, now func() time.Time, log zerolog.Logger) http.Handler {
@@ -117,10 +119,10 @@ func ExpectHandler(store Expecter, checkURL func(string) error, now func() time.
 			return
 		}
 		var q ExpectRequest
-		dec := json.NewDecoder(strings.NewReader(string(body)))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&q); err != nil || dec.More() {
-			fail(w, http.StatusBadRequest, `want one JSON object: {"job_id": "...", "within": "2h", "status_url": "..."} or {"job_ids": [...]}`)
+		// Keys as written: a second job_id in another case must not
+		// silently replace the first.
+		if err := strictjson.Decode(body, &q, false); err != nil {
+			fail(w, http.StatusBadRequest, err.Error()+`: want one JSON object: {"job_id": "...", "within": "2h", "status_url": "..."} or {"job_ids": [...]}`)
 			return
 		}
 		within, err := ParseWithin(q.Within)

@@ -68,6 +68,11 @@ func where(f inbox.Filter) (string, []any) {
 
 // List returns rows without their bodies, newest first.
 func (s *Store) List(ctx context.Context, f inbox.Filter) ([]inbox.Event, error) {
+	return inbox.Collect(ctx, f, s.Each)
+}
+
+// Each calls fn with each row List returns, as it is read.
+func (s *Store) Each(ctx context.Context, f inbox.Filter, fn func(inbox.Event) error) error {
 	where, args := where(f)
 	q := `SELECT ` + eventColumns + ` FROM events` + where + ` ORDER BY received_at DESC, id`
 	if f.Limit > 0 {
@@ -75,21 +80,22 @@ func (s *Store) List(ctx context.Context, f inbox.Filter) ([]inbox.Event, error)
 	}
 	rows, err := s.read.QueryContext(ctx, q, args...)
 	if err != nil {
-		return nil, fmt.Errorf("list: %w", err)
+		return fmt.Errorf("list: %w", err)
 	}
 	defer rows.Close()
-	var out []inbox.Event
 	for rows.Next() {
 		e, err := scanEvent(rows.Scan, false)
 		if err != nil {
-			return nil, fmt.Errorf("list: %w", err)
+			return fmt.Errorf("list: %w", err)
 		}
-		out = append(out, e)
+		if err := fn(e); err != nil {
+			return err
+		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list: %w", err)
+		return fmt.Errorf("list: %w", err)
 	}
-	return out, nil
+	return nil
 }
 
 // Stats reads the counts in one query, so they agree with each other, and

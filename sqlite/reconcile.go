@@ -253,6 +253,7 @@ func (s *Store) Reconciliation(ctx context.Context, now time.Time) (inbox.Reconc
 	}
 	return r, nil
 }
+
 // Missed returns the refused keys not delivered since, first refused
 // first; with before set, only those first refused before it. A database
 // that has no refusals table yet (made by an earlier inbox, opened

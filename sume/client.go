@@ -2,7 +2,6 @@ package sume
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"inbox/strictjson"
 )
 
 // DefaultAPIURL is the Sume API's base URL.
@@ -146,7 +147,9 @@ func (c *Client) JobStatus(ctx context.Context, jobID, statusURL string) (string
 	var job struct {
 		Status string `json:"status"`
 	}
-	if err := json.Unmarshal([]byte(a.body), &job); err != nil || job.Status == "" {
+	// "status" as written, once: {"status":"RUNNING","Status":"COMPLETED"}
+	// must not read as COMPLETED.
+	if err := strictjson.Decode([]byte(a.body), &job, true); err != nil || job.Status == "" {
 		return "", fmt.Errorf("job status: the answer (%s) names no status: %q", a.status, redact(a.body, c.APIKey))
 	}
 	return job.Status, nil

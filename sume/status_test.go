@@ -32,6 +32,10 @@ func TestJobStatus(t *testing.T) {
 			w.Write([]byte(`{"status":"COMPLETED"}`))
 		case "/v1/jobs/job_moved":
 			http.Redirect(w, r, other.URL+"/v1/jobs/job_moved", http.StatusFound)
+		case "/v1/jobs/job_cased":
+			w.Write([]byte(`{"status":"RUNNING","Status":"COMPLETED"}`))
+		case "/v1/jobs/job_twice":
+			w.Write([]byte(`{"status":"RUNNING","status":"COMPLETED"}`))
 		case "/v1/jobs/job_odd":
 			w.Write([]byte(`{"echo":"` + r.Header.Get("Authorization") + `"}`))
 		default:
@@ -52,6 +56,13 @@ func TestJobStatus(t *testing.T) {
 	}
 	if _, err := c.JobStatus(ctx, "job_moved", ""); err == nil || !strings.Contains(err.Error(), "302") {
 		t.Errorf("job_moved: %v, want the 302 reported, not followed", err)
+	}
+	// The status by its exact key, once: encoding/json alone would read
+	// both answers as COMPLETED.
+	for _, job := range []string{"job_cased", "job_twice"} {
+		if got, err := c.JobStatus(ctx, job, ""); err == nil {
+			t.Errorf("%s = %q; want an error, the status key in another case or twice", job, got)
+		}
 	}
 	if _, err := c.JobStatus(ctx, "job_odd", ""); err == nil || strings.Contains(err.Error(), key) {
 		t.Errorf("job_odd: %v, want an error without the key", err)
