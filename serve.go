@@ -20,6 +20,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"inbox/admin"
+	"inbox/console"
 	"inbox/deploy"
 	"inbox/dispatch"
 	"inbox/health"
@@ -45,7 +46,11 @@ func serveCommand(logOut io.Writer) *cli.Command {
 		Description: `Verifies each delivery's signature, stores it once per job, parks what can
 never be processed, and answers 204 only once the row is on disk. GET
 /healthz, /readyz and /metrics answer on --admin-addr, or beside the
-webhooks when it is not set. /readyz commits a probe as a delivery would
+webhooks when it is not set. With --admin-addr, GET / there is a read-only
+web console (rows per status, source and reason, the last 24 hours, the
+queue, the secrets' last uses, missed and overdue jobs, the rows and each
+row); without it there is no console: it is never served beside the
+webhooks. /readyz commits a probe as a delivery would
 (a row into events, undone): after a commit failed for the store's reasons
 (disk, lock, permission, connection), it writes as much as the failed
 delivery did, and fails until such a commit succeeds; 401, 413, parked
@@ -88,7 +93,7 @@ Examples:
    SUME_API_KEY=... inbox serve --api-url https://api.sume.com`,
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "addr", Value: "127.0.0.1:8080", Usage: "listen address", EnvVars: []string{"INBOX_ADDR"}},
-			&cli.StringFlag{Name: "admin-addr", Usage: "listen address for /healthz, /readyz and /metrics; empty: serve them on --addr", EnvVars: []string{"INBOX_ADMIN_ADDR"}},
+			&cli.StringFlag{Name: "admin-addr", Usage: "listen address for /healthz, /readyz, /metrics and the read-only web console at /; empty: serve the probes on --addr, and no console", EnvVars: []string{"INBOX_ADMIN_ADDR"}},
 			admin.DBFlag(),
 			admin.ConfigFlag("TOML file of [[source]] tables to serve, each at its own path; without it serve is the one Sume source --secret, --path, --tolerance, --event, --max-body and --max-request describe"),
 			&cli.StringSliceFlag{Name: "secret", Usage: "signing secret; repeat or comma-separate to accept several during a rotation (prefer the environment variable: flags show in ps)", EnvVars: []string{"SUME_COM_WEBHOOK_SIGNING_SECRET"}},
@@ -322,6 +327,7 @@ func runServe(ctx context.Context, cfg serveConfig, store inbox.Store, deps serv
 	handleOps(ops, store, deps.commits, reg, log, destDeps...)
 	if deps.aln != nil {
 		handleExpect(cfg.reconcile.apiURL, ops, store, log)
+		ops.Handle("/", console.New(store, consoleConfig(cfg), log))
 	}
 	endpoints := []receiver.Endpoint{{Name: "webhooks", Listener: deps.ln, Handler: web}}
 	if deps.aln != nil {
@@ -427,6 +433,19 @@ func handleOps(mux *http.ServeMux, store health.Prober, commits *health.Commits,
 	mux.Handle("GET /healthz", health.Live())
 	mux.Handle("GET /readyz", health.Ready(store, commits, probeTimeout, log, deps...))
 	mux.Handle("GET /metrics", metrics.Handler(reg, log))
+}
+
+// consoleConfig is what the console shows of cfg: the sources and their
+// secrets' fingerprints, the store and the destination, never a secret.
+func consoleConfig(cfg serveConfig) console.Config {
+	c := console.Config{DB: describeDB(cfg.db)}
+	for _, src := range cfg.sources {
+		c.Sources = append(c.Sources, console.Source{Name: src.Name, Path: src.Path, Scheme: src.Scheme.Name(), Keys: src.Keys})
+	}
+	if cfg.dispatch != nil {
+		c.Destination = cfg.dispatch.destination()
+	}
+	return c
 }
 
 // listen binds addr and, when it is not empty, adminAddr (aln nil then). On

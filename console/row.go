@@ -1,0 +1,127 @@
+package console
+
+import (
+	"bytes"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"inbox/inbox"
+)
+
+// maxShown is how much of a body the row page shows; inbox show has the
+// rest.
+const maxShown = 256 << 10
+
+type rowPage struct {
+	Title  string
+	Event  inbox.Event
+	Fields []field
+	Body   shownBody
+	// Response is the answer body saved with the row; Shown is false when
+	// there is none.
+	Response shownBody
+}
+
+type field struct{ Name, Value string }
+
+// shownBody is a body as the row page shows it.
+type shownBody struct {
+	Shown bool
+	Kind  string // "JSON", "text" or "bytes (hex)"
+	Text  string
+	Cut   int64 // bytes left out; 0 when it is whole
+}
+
+func (c *Console) row(w http.ResponseWriter, r *http.Request) {
+	id := r.URL.Query().Get("id")
+	if id == "" {
+		c.problem(w, http.StatusBadRequest, "Which row? The row page takes ?id=.", nil)
+		return
+	}
+	ctx, cancel := c.read(r)
+	defer cancel()
+	e, err := c.store.Get(ctx, id)
+	if errors.Is(err, inbox.ErrNotFound) {
+		c.problem(w, http.StatusNotFound, "No row with id "+printable(id)+".", nil)
+		return
+	}
+	if err != nil {
+		c.storeFailed(w, err)
+		return
+	}
+	p := rowPage{Title: "Row " + printable(e.ID), Event: e, Body: showBody(e.Body)}
+	if e.Response != nil {
+		p.Response = showBody(e.Response)
+	}
+	for _, f := range []struct {
+		name, value string
+	}{
+		{"id", e.ID}, {"source", e.Source}, {"job_id", e.JobID}, {"status", string(e.Status)}, {"reason", string(e.Reason)},
+		{"event", e.Event}, {"job_status", e.JobStatus}, {"result_url", e.ResultURL},
+		{"size", strconv.FormatInt(e.Size, 10) + " bytes"}, {"sha256", e.SHA256},
+		{"delivery_ts", strconv.FormatInt(e.DeliveryTS, 10)},
+		{"received_at", formatTime(e.ReceivedAt)}, {"deliveries", strconv.FormatInt(e.Deliveries, 10)},
+		{"last_seen_at", formatTime(e.LastSeenAt)}, {"updated_at", formatTime(e.UpdatedAt)},
+		{"attempts", strconv.FormatInt(e.Attempts, 10)}, {"next_attempt_at", formatTime(e.NextAttemptAt)},
+		{"lease_owner", e.LeaseOwner}, {"lease_until", formatTime(e.LeaseUntil)},
+		{"last_error", e.LastError}, {"done_at", formatTime(e.DoneAt)},
+	} {
+		p.Fields = append(p.Fields, field{Name: f.name, Value: printable(f.value)})
+	}
+	c.render(w, http.StatusOK, "row", p)
+}
+
+// showBody returns b as the row page shows it: indented when it is JSON,
+// as text when it is UTF-8 (characters that could reorder or hide the
+// text escaped), as a hex dump otherwise; cut after maxShown bytes.
+func showBody(b []byte) shownBody {
+	s := shownBody{Shown: true}
+	if len(b) > maxShown {
+		s.Cut = int64(len(b) - maxShown)
+		b = b[:maxShown]
+	}
+	var indented bytes.Buffer
+	switch {
+	case s.Cut == 0 && json.Valid(b) && json.Indent(&indented, b, "", "  ") == nil:
+		s.Kind, s.Text = "JSON", printableText(indented.String())
+	case utf8.Valid(b):
+		s.Kind, s.Text = "text", printableText(string(b))
+	default:
+		s.Kind, s.Text = "bytes (hex)", hex.Dump(b)
+	}
+	return s
+}
+
+// printable returns s with every rune that is not graphic (controls,
+// bidi overrides, invalid UTF-8) written as a Go escape, so what the page
+// shows is what the row holds; html/template then escapes the markup.
+func printable(s string) string { return escapeOdd(s, "") }
+
+// printableText is printable for text of several lines: tabs and line
+// ends are kept.
+func printableText(s string) string { return escapeOdd(s, "\t\n\r") }
+
+func escapeOdd(s, keep string) string {
+	isOdd := func(r rune) bool { return !unicode.IsGraphic(r) && !strings.ContainsRune(keep, r) }
+	if utf8.ValidString(s) && strings.IndexFunc(s, isOdd) < 0 {
+		return s
+	}
+	var b strings.Builder
+	for len(s) > 0 {
+		r, n := utf8.DecodeRuneInString(s)
+		if r == utf8.RuneError && n <= 1 || isOdd(r) {
+			q := strconv.QuoteToASCII(s[:n])
+			b.WriteString(q[1 : len(q)-1])
+		} else {
+			b.WriteString(s[:n])
+		}
+		s = s[n:]
+	}
+	return b.String()
+}

@@ -1,0 +1,306 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"image"
+	"image/png"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// chromiumPath returns the headless browser the console tests drive,
+// Debian's chromium. Without it the tests skip, or fail in CI (CI=true)
+// and with INBOX_REQUIRE_BROWSER=1.
+func chromiumPath(t *testing.T) string {
+	t.Helper()
+	path, err := exec.LookPath("chromium")
+	if err == nil {
+		return path
+	}
+	if os.Getenv("CI") == "true" || os.Getenv("INBOX_REQUIRE_BROWSER") == "1" {
+		t.Fatalf("no chromium on PATH (apt-get install chromium): %v", err)
+	}
+	t.Skip("no chromium on PATH: apt-get install chromium, or set INBOX_REQUIRE_BROWSER=1 to fail instead")
+	return ""
+}
+
+// chromium runs the headless browser on pageURL with args (--dump-dom,
+// --screenshot=...), in a new empty profile, and returns what it printed.
+// It touches nothing beyond the page: no first-run, sync, component or
+// background requests.
+func chromium(t *testing.T, pageURL string, args ...string) string {
+	t.Helper()
+	bin := chromiumPath(t)
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	argv := append([]string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+		"--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
+		"--user-data-dir=" + filepath.Join(dir, "profile")}, args...)
+	cmd := exec.CommandContext(ctx, bin, append(argv, pageURL)...)
+	cmd.Env = append(os.Environ(), "HOME="+dir, "XDG_CONFIG_HOME="+dir, "XDG_CACHE_HOME="+dir)
+	// The browser's own processes go with it when the time is up.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("chromium %s: %v\n%s", pageURL, err, stderr.String())
+	}
+	return stdout.String()
+}
+
+// TestConsoleSQLite drives the console in a real browser over a SQLite
+// inbox.
+func TestConsoleSQLite(t *testing.T) {
+	chromiumPath(t)
+	testConsole(t, filepath.Join(t.TempDir(), "inbox.db"))
+
+	// Without --admin-addr the probes share the webhook address, and the
+	// console is not served at all.
+	srv := startServer(t, filepath.Join(t.TempDir(), "inbox.db"))
+	for path, want := range map[string]int{"/": 404, "/rows": 404, "/healthz": 200} {
+		if got := methodStatus(t, http.MethodGet, srv.admin+path); got != want {
+			t.Errorf("GET %s without --admin-addr: %d, want %d", path, got, want)
+		}
+	}
+}
+
+// TestConsolePostgres is TestConsoleSQLite on PostgreSQL.
+func TestConsolePostgres(t *testing.T) {
+	chromiumPath(t)
+	testConsole(t, pgSchema(t))
+}
+
+// The hostile deliveries: a body whose script would retitle the page and
+// add an element, an event name and a job id holding markup and quotes,
+// bytes that are not UTF-8.
+const (
+	consoleScript = `<script>document.title="pwned";document.body.appendChild(document.createElement("p")).id="pwned"</script>`
+	consoleEvent  = `<b id="inj-event">x</b><img src=x onerror=alert(1)>`
+	consoleJob    = `q"uo'te<i id="inj-job">`
+	consoleSource = `"><b id="inj-source">x</b><img src=x onerror=alert(2)>`
+	consoleBinary = "\xff\xfe\x00bin\x1b[31m"
+	// consoleArrived is the chart's color for the rows received in an hour.
+	consoleArrived = 0x3b82c4
+)
+
+func testConsole(t *testing.T, db string) {
+	srv := startServer(t, db, "--admin-addr", "127.0.0.1:0")
+	client := &http.Client{Timeout: 10 * time.Second}
+	bodies := []string{consoleScript, consoleBinary,
+		`{"event":` + strconv.Quote(consoleEvent) + `,"job_id":"job_hostile"}`,
+		`{"event":"job.completed","job_id":` + strconv.Quote(consoleJob) + `}`}
+	for i := range 12 {
+		bodies = append(bodies, `{"event":"job.completed","job_id":"job_`+strconv.Itoa(i)+`"}`)
+	}
+	for _, b := range bodies {
+		if got := send(t, client, srv.url, b, e2eSecret); got != http.StatusNoContent {
+			t.Fatalf("delivery %q: %d", b, got)
+		}
+	}
+	// A stop saves when the secret last verified; the console shows it.
+	srv.signal(syscall.SIGTERM)
+	<-srv.done
+	srv = startServer(t, db, "--admin-addr", "127.0.0.1:0")
+
+	stats := consoleStats(t, db)
+	dom := chromium(t, srv.admin+"/", "--dump-dom")
+	for id, want := range map[string]int64{
+		"status-new": stats.ByStatus["new"], "status-done": stats.ByStatus["done"],
+		"status-parked": stats.ByStatus["parked"], "status-ignored": stats.ByStatus["ignored"],
+		"queue-depth": stats.Queue.Depth, "parked": stats.ByStatus["parked"],
+	} {
+		if got := pageNumber(t, dom, id); got != want {
+			t.Errorf("the overview's %s is %d, inbox stats --json says %d", id, got, want)
+		}
+	}
+	if len(stats.ByReason) != 2 {
+		t.Errorf("inbox stats --json parks by %v, want unparseable and unknown_event", stats.ByReason)
+	}
+	for reason, n := range stats.ByReason {
+		if got := pageNumber(t, dom, "reason-"+reason); got != n {
+			t.Errorf("the overview parks %d %s, inbox stats --json %d", got, reason, n)
+		}
+	}
+	sum := sha256.Sum256([]byte(e2eSecret))
+	secrets := regexp.MustCompile(`(?s)<table id="secrets">.*?</table>`).FindString(dom)
+	if !strings.Contains(secrets, hex.EncodeToString(sum[:4])) || strings.Contains(secrets, "never") {
+		t.Errorf("the secrets table does not show the secret's fingerprint used:\n%s", secrets)
+	}
+	if strings.Contains(dom, e2eSecret) {
+		t.Error("the overview shows the secret")
+	}
+
+	// Hostile values are text: no script ran, no element of theirs exists,
+	// their text shows escaped.
+	scriptID := "sha256:" + hex.EncodeToString(sha(consoleScript))
+	binaryID := "sha256:" + hex.EncodeToString(sha(consoleBinary))
+	for page, want := range map[string]string{
+		"/row?id=" + url.QueryEscape(scriptID):           `&lt;script&gt;document.title="pwned";`,
+		"/row?id=" + url.QueryEscape(binaryID):           "ff fe 00 62 69 6e 1b 5b",
+		"/row?id=" + url.QueryEscape(consoleJob):         `q"uo'te&lt;i id="inj-job"&gt;`,
+		"/rows?status=parked":                            `&lt;b id="inj-event"&gt;x&lt;/b&gt;`,
+		"/rows?source=" + url.QueryEscape(consoleSource): `value="&quot;&gt;&lt;b id=&quot;inj-source`,
+	} {
+		dom := chromium(t, srv.admin+page, "--dump-dom")
+		title := regexp.MustCompile(`<title>(.*?)</title>`).FindStringSubmatch(dom)
+		if title == nil || !strings.HasPrefix(title[1], "inbox console: ") {
+			t.Fatalf("%s: title %q", page, title)
+		}
+		// The title's text is serialized unescaped; the rest shows a tag
+		// only where there is an element.
+		body := strings.Replace(dom, title[0], "", 1)
+		for _, injected := range []string{`<p id="pwned"`, `<b id="inj-event"`, `<i id="inj-job"`, `<b id="inj-source"`, "<img"} {
+			if strings.Contains(body, injected) {
+				t.Errorf("%s: the page's DOM holds %s:\n%s", page, injected, dom)
+			}
+		}
+		if !strings.Contains(dom, want) && !strings.Contains(dom, strings.ReplaceAll(want, `&lt;`, `<`)) {
+			t.Errorf("%s: the page's DOM lacks %s:\n%s", page, want, dom)
+		}
+		_, html := get(t, srv.admin+page)
+		if m := regexp.MustCompile(`(?i)(src|href|action)\s*=\s*["']?\s*(https?:)?//`).FindString(html); m != "" {
+			t.Errorf("%s: the page loads from elsewhere: %s", page, m)
+		}
+	}
+
+	// The screenshot: not blank, and the chart drawn.
+	shot := filepath.Join(t.TempDir(), "console.png")
+	chromium(t, srv.admin+"/", "--screenshot="+shot, "--window-size=1280,2000", "--hide-scrollbars")
+	checkScreenshot(t, shot)
+
+	// Read-only: every other method is 405 and changes nothing; the
+	// webhook address has no console.
+	for _, page := range []string{"/", "/rows?status=parked", "/row?id=" + url.QueryEscape(scriptID), "/console.css"} {
+		for _, m := range []string{http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodPatch} {
+			if got := methodStatus(t, m, srv.admin+page); got != http.StatusMethodNotAllowed {
+				t.Errorf("%s %s: %d, want 405", m, page, got)
+			}
+		}
+	}
+	if after := consoleStats(t, db); !equalJSON(after.ByStatus, stats.ByStatus) || !equalJSON(after.ByReason, stats.ByReason) {
+		t.Errorf("after the writes to the console: %v %v, before %v %v", after.ByStatus, after.ByReason, stats.ByStatus, stats.ByReason)
+	}
+	web := strings.TrimSuffix(srv.url, "/webhooks/sume")
+	for _, page := range []string{"/", "/rows", "/row?id=" + url.QueryEscape(scriptID), "/console.css"} {
+		if got := methodStatus(t, http.MethodGet, web+page); got != http.StatusNotFound {
+			t.Errorf("GET %s on the webhook address: %d, want 404", page, got)
+		}
+	}
+}
+
+type consoleStatsJSON struct {
+	ByStatus map[string]int64 `json:"by_status"`
+	ByReason map[string]int64 `json:"parked_by_reason"`
+	Queue    struct {
+		Depth int64 `json:"depth"`
+	} `json:"queue"`
+}
+
+func consoleStats(t *testing.T, db string) consoleStatsJSON {
+	t.Helper()
+	out, errOut, code := runCLI(t, nil, "stats", "--json", "--db", db)
+	if code != 0 {
+		t.Fatalf("inbox stats --json: exit %d: %s", code, errOut)
+	}
+	var st consoleStatsJSON
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatalf("inbox stats --json: %v: %s", err, out)
+	}
+	return st
+}
+
+// pageNumber reads the number the element with id shows (2,345 for
+// 2345).
+func pageNumber(t *testing.T, dom, id string) int64 {
+	t.Helper()
+	m := regexp.MustCompile(`id="` + regexp.QuoteMeta(id) + `">([0-9,]+)<`).FindStringSubmatch(dom)
+	if m == nil {
+		t.Errorf("no number with id %s on the page", id)
+		return -1
+	}
+	n, _ := strconv.ParseInt(strings.ReplaceAll(m[1], ",", ""), 10, 64)
+	return n
+}
+
+// checkScreenshot decodes the PNG at file and fails unless it holds many
+// colors (not a blank or one-color page) and the chart's bars: a block of
+// the received-rows color taller than the legend's swatch.
+func checkScreenshot(t *testing.T, file string) {
+	t.Helper()
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	b := img.Bounds()
+	if b.Dx() != 1280 || b.Dy() != 2000 {
+		t.Errorf("screenshot is %dx%d, want 1280x2000", b.Dx(), b.Dy())
+	}
+	colors := map[uint32]bool{}
+	var bars int
+	box := image.Rectangle{Min: b.Max, Max: b.Min}
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		for x := b.Min.X; x < b.Max.X; x++ {
+			r, g, bl, _ := img.At(x, y).RGBA()
+			c := r>>8<<16 | g>>8<<8 | bl>>8
+			colors[c] = true
+			if c == consoleArrived {
+				bars++
+				box = box.Union(image.Rect(x, y, x+1, y+1))
+			}
+		}
+	}
+	if len(colors) < 32 {
+		t.Errorf("screenshot has %d colors: blank?", len(colors))
+	}
+	if bars < 1000 || box.Dy() < 100 {
+		t.Errorf("screenshot has %d pixels of the chart's #%06x in %v: want the bars drawn", bars, consoleArrived, box)
+	}
+}
+
+func sha(s string) []byte {
+	sum := sha256.Sum256([]byte(s))
+	return sum[:]
+}
+
+func methodStatus(t *testing.T, method, u string) int {
+	t.Helper()
+	req, err := http.NewRequest(method, u, strings.NewReader("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, u, err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func equalJSON(a, b any) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return bytes.Equal(x, y)
+}
