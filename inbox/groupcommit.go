@@ -53,7 +53,8 @@ type GroupCommit[Op any] struct {
 	Retry time.Duration
 	// Commit writes batch in one transaction and returns what it made of
 	// each write, by index, and the error of the commit, nil when it
-	// committed. It is never called with an empty batch.
+	// committed; a write it failed without an error of its own gets the
+	// commit's. It is never called with an empty batch.
 	Commit func(batch []*Write[Op]) ([]Written, error)
 	// OnCommit, when set, is told of each commit that carried more than
 	// the probe.
@@ -152,11 +153,17 @@ func (g *GroupCommit[Op]) Run() {
 			g.OnCommit(Commit{N: n, Largest: largest, Took: time.Since(start), Err: err})
 		}
 		for i, w := range batch {
-			if out[i].Again {
+			r := out[i]
+			switch {
+			case r.Again:
 				again = append(again, w)
 				continue
+			case err != nil && r.Err == nil:
+				// Never an answer of success from a commit that failed: the
+				// caller would take the write as kept.
+				r = Written{Err: err}
 			}
-			w.done <- out[i]
+			w.done <- r
 		}
 	}
 }
