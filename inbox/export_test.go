@@ -1,6 +1,9 @@
 package inbox
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // The planning steps of Reprocess, for the tests of package inbox_test.
 type (
@@ -42,3 +45,9 @@ func CheckPollResults(results []PollResult) error { return checkPollResults(resu
 
 // Normalized is normalized.
 func (r Refusal) Normalized() Refusal { return r.normalized() }
+
+// Startable is startable.
+func Startable(jobs []Job, now, until time.Time) ([]Job, error) { return startable(jobs, now, until) }
+
+// MarkStarted is markStarted.
+func MarkStarted(j Job) Job { return markStarted(j) }

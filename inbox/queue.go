@@ -14,7 +14,7 @@ type Job struct {
 	Event   string
 	Body    []byte
 	Attempt int // this attempt's number, from 1; counted as it starts (Store.Start)
-	// started is set by Start (MarkStarted): the row's attempts already
+	// started is set by Start (markStarted): the row's attempts already
 	// count Attempt.
 	started bool
 }

@@ -1,14 +1,167 @@
 package inbox
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 )
 
-// The checks a store makes before it settles or starts claimed rows, so
-// that every store refuses the same calls with the same words, and writes
-// nothing for them.
+// The queue's writes as every store makes them: Settle (the settlements of
+// claimed rows, then the next claim) and Start (the attempts counted as
+// they start). A store implements only the statements (QueueStore); the
+// checks, the order and the counting are here, so that every store refuses
+// the same calls with the same words, and writes nothing for them.
+
+// QueueStore is what a store implements of Settle and Start.
+type QueueStore interface {
+	// ReadOnly reports whether the store was opened without writes.
+	ReadOnly() bool
+	// InQueueTx runs fn in one write transaction, committed when fn
+	// returns nil; a store may run fn again in a new one. The times given
+	// to the transaction are on the caller's clock, which reads ref at the
+	// start of the transaction: a store whose clock is the database's
+	// places them relative to it.
+	InQueueTx(ctx context.Context, ref time.Time, fn func(QueueTx) error) error
+}
+
+// QueueTx is a store's transaction of queue writes, which runs its
+// statements under a context of its own: a store may share the
+// transaction with other callers' writes, which a caller that gives up
+// must not interrupt. Each write matches a
+// row only while the claim a Job names holds: the same owner, and the
+// attempt count the claim left (or Start made) unchanged (HeldAttempts).
+type QueueTx interface {
+	// Settle records st, of any fate but FateDone, unless its claim is
+	// gone (false).
+	Settle(owner string, st Settlement) (bool, error)
+	// SettleDone marks done the rows of done whose claims hold, and
+	// returns how many it marked.
+	SettleDone(owner string, done []Settlement) (int, error)
+	// Claim leases up to claim.Max due new rows, oldest due first, to
+	// owner until claim.Until, their attempts not counted yet.
+	Claim(owner string, claim Claim) ([]Job, error)
+	// Start counts the attempts of jobs whose claims hold and whose
+	// leases have not run out at now, renews those leases until until, and
+	// returns the ids of the rows it counted.
+	Start(owner string, jobs []Job, now, until time.Time) ([]string, error)
+}
+
+// Settle records on store the settlements of rows that owner claimed, then
+// claims rows as claim asks (none when claim.Max is 0) for owner, in one
+// transaction, the settlements in id order (the order deliveries lock rows
+// in). A settlement whose claim is gone changes nothing and is counted in
+// stale. It fails, writing nothing, when CheckSettle refuses the call,
+// when the store is read-only, and when the store cannot take the write.
+func Settle(ctx context.Context, store QueueStore, owner string, settled []Settlement, claim Claim) (jobs []Job, stale int, err error) {
+	if err := CheckSettle(owner, settled, claim); err != nil {
+		return nil, 0, fmt.Errorf("settle: %w", err)
+	}
+	if store.ReadOnly() {
+		return nil, 0, errors.New("settle: store is read-only")
+	}
+	// The caller's times are placed on the store's clock from claim.Now,
+	// or, with no claim, from the latest settlement.
+	ref := claim.Now
+	for _, st := range settled {
+		if claim.Now.IsZero() && st.At.After(ref) {
+			ref = st.At
+		}
+	}
+	settled = slices.Clone(settled)
+	slices.SortStableFunc(settled, func(a, b Settlement) int { return strings.Compare(a.Job.ID, b.Job.ID) })
+	var done []Settlement
+	for _, st := range settled {
+		if st.Fate == FateDone {
+			done = append(done, st)
+		}
+	}
+	// fn may still run after ctx is done and the store has returned: it
+	// writes only its own variables, read only after it succeeded.
+	var gotJobs []Job
+	var gotStale int
+	err = store.InQueueTx(ctx, ref, func(tx QueueTx) error {
+		gotJobs, gotStale = nil, 0
+		for _, st := range settled {
+			if st.Fate == FateDone {
+				continue
+			}
+			applied, err := tx.Settle(owner, st)
+			if err != nil {
+				return err
+			}
+			if !applied {
+				gotStale++
+			}
+		}
+		if len(done) > 0 {
+			n, err := tx.SettleDone(owner, done)
+			if err != nil {
+				return err
+			}
+			gotStale += len(done) - n
+		}
+		if claim.Max <= 0 {
+			return nil
+		}
+		var err error
+		gotJobs, err = tx.Claim(owner, claim)
+		return err
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("settle: %w", err)
+	}
+	return gotJobs, gotStale, nil
+}
+
+// Start counts on store the attempts of jobs, as the dispatcher is about
+// to make them, and renews owner's lease on each row to run from now until
+// until, in one transaction, the rows in id order. It returns the jobs
+// whose attempts it counted, marked started, in the order given; a job it
+// leaves out must not be attempted: its claim is gone, its lease ran out
+// before now, or it was started already. It fails, writing nothing, when
+// jobs are given and until is not after now, when the store is read-only,
+// and when the store cannot take the write.
+func Start(ctx context.Context, store QueueStore, owner string, jobs []Job, now, until time.Time) ([]Job, error) {
+	if len(jobs) == 0 {
+		return nil, nil
+	}
+	if store.ReadOnly() {
+		return nil, errors.New("start: store is read-only")
+	}
+	todo, err := startable(jobs, now, until)
+	if err != nil {
+		return nil, fmt.Errorf("start: %w", err)
+	}
+	if len(todo) == 0 {
+		return nil, nil
+	}
+	sorted := slices.Clone(todo)
+	slices.SortFunc(sorted, func(a, b Job) int { return strings.Compare(a.ID, b.ID) })
+	// fn may still run after ctx is done and the store has returned: it
+	// writes only its own variable, read only after it succeeded.
+	var counted map[string]bool
+	err = store.InQueueTx(ctx, now, func(tx QueueTx) error {
+		ids, err := tx.Start(owner, sorted, now, until)
+		counted = make(map[string]bool, len(ids))
+		for _, id := range ids {
+			counted[id] = true
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("start %d attempts: %w", len(todo), err)
+	}
+	var started []Job
+	for _, j := range todo {
+		if counted[j.ID] {
+			started = append(started, markStarted(j))
+		}
+	}
+	return started, nil
+}
 
 // CheckSettle refuses a Settle by owner of settled, claiming as claim
 // asks, that no store may carry out: no owner; a claim (Max above 0) whose
@@ -44,11 +197,11 @@ func CheckSettle(owner string, settled []Settlement, claim Claim) error {
 	return nil
 }
 
-// Startable returns the jobs of a Start from now to until whose attempts
+// startable returns the jobs of a Start from now to until whose attempts
 // it is to count, in the order given: each row once (two copies of one
 // claim start once), none Start counted already. It fails when jobs are
 // given and until is not after now.
-func Startable(jobs []Job, now, until time.Time) ([]Job, error) {
+func startable(jobs []Job, now, until time.Time) ([]Job, error) {
 	if len(jobs) == 0 {
 		return nil, nil
 	}

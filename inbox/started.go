@@ -1,11 +1,11 @@
 package inbox
 
-// The attempt bookkeeping of a claimed Job, for the stores: Start marks the
-// jobs it counted, and the settle guard matches the attempt count a claim
+// The attempt bookkeeping of a claimed Job: Start marks the jobs it
+// counted, and a store's claim guard matches the attempt count a claim
 // holds.
 
-// MarkStarted returns j as Start returns a job whose attempt it counted.
-func MarkStarted(j Job) Job {
+// markStarted returns j as Start returns a job whose attempt it counted.
+func markStarted(j Job) Job {
 	j.started = true
 	return j
 }

@@ -49,7 +49,7 @@ type Store interface {
 	Settle(ctx context.Context, owner string, settled []Settlement, claim Claim) (jobs []Job, stale int, err error)
 	// Start counts the attempts of jobs as they start and renews owner's
 	// lease on each until until; it returns the jobs it counted, marked
-	// started (MarkStarted). A job left out must not be attempted.
+	// started (Job.Started). A job left out must not be attempted.
 	Start(ctx context.Context, owner string, jobs []Job, now, until time.Time) ([]Job, error)
 	// NextDue returns when the first new row becomes claimable; ok is
 	// false when there is no new row.

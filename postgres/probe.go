@@ -34,21 +34,7 @@ func (s *Store) Probe(ctx context.Context, size int) error {
 		}
 		return nil
 	}
-	req := &putRequest{probe: true, size: min(max(size, 0), inbox.MaxProbeSize), done: make(chan putResult, 1)}
-	var err error
-	select {
-	case s.reqs <- req:
-		select {
-		case r := <-req.done:
-			err = r.err
-		case <-ctx.Done():
-			err = fmt.Errorf("waiting for the commit: %w", ctx.Err())
-		}
-	case <-s.closing:
-		err = inbox.ErrClosed
-	case <-ctx.Done():
-		err = fmt.Errorf("waiting for the writer: %w", ctx.Err())
-	}
+	err := s.send(ctx, &write{Probe: true, Op: min(max(size, 0), inbox.MaxProbeSize)}).Err
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "25006" { // read_only_sql_transaction
 		return errors.New("ping store: the database takes no writes (a standby?)")
@@ -72,7 +58,7 @@ func (s *Store) probe(ctx context.Context, tx pgx.Tx, size int) error {
 		return fmt.Errorf("probe events: %w", err)
 	}
 	key := "inbox probe " + s.probeID // no delivery makes a key with a space
-	row := []*putRequest{{d: inbox.ProbeRow(key, size)}}
+	row := []inbox.Delivery{inbox.ProbeRow(key, size)}
 	if _, err := insert(ctx, tx, row, []int{0}, now); err != nil {
 		return fmt.Errorf("probe events: %w", err)
 	}

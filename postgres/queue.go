@@ -2,10 +2,7 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -35,84 +32,59 @@ import (
 // cannot be written or inbox.CheckSettle refuses the call (a settlement
 // of an unknown fate or reason, say).
 func (s *Store) Settle(ctx context.Context, owner string, settled []inbox.Settlement, claim inbox.Claim) (jobs []inbox.Job, stale int, err error) {
-	if err := inbox.CheckSettle(owner, settled, claim); err != nil {
-		return nil, 0, fmt.Errorf("settle: %w", err)
-	}
-	if s.readOnly {
-		return nil, 0, errors.New("settle: store is read-only")
-	}
-	ref := claim.Now
-	for _, st := range settled {
-		if claim.Now.IsZero() && st.At.After(ref) {
-			ref = st.At
-		}
-	}
-	// Row locks in id order, as Put takes them.
-	settled = slices.Clone(settled)
-	slices.SortStableFunc(settled, func(a, b inbox.Settlement) int { return strings.Compare(a.Job.ID, b.Job.ID) })
-	owner = pgText(owner)
-
-	ctx, cancel := context.WithTimeout(ctx, s.busy)
-	defer cancel()
-	err = s.inTx(ctx, func(tx pgx.Tx) error {
-		jobs, stale = nil, 0
-		now, err := s.txNow(ctx, tx)
-		if err != nil {
-			return err
-		}
-		// at places a caller's time on the store's clock.
-		at := func(t time.Time) int64 {
-			if ref.IsZero() {
-				return now
-			}
-			return now + t.Sub(ref).Milliseconds()
-		}
-		var done []inbox.Settlement
-		for _, st := range settled {
-			if st.Fate == inbox.FateDone {
-				done = append(done, st)
-				continue
-			}
-			applied, err := settle(ctx, tx, owner, st, now, at)
-			if err != nil {
-				return err
-			}
-			if !applied {
-				stale++
-			}
-		}
-		n, err := settleDone(ctx, tx, owner, done, at)
-		if err != nil {
-			return err
-		}
-		stale += len(done) - n
-		if claim.Max > 0 {
-			jobs, err = claimRows(ctx, tx, owner, claim.Max, now, claim.Until.Sub(claim.Now).Milliseconds())
-		}
-		return err
-	})
-	if err != nil {
-		return nil, 0, fmt.Errorf("settle: %w", err)
-	}
-	return jobs, stale, nil
+	return inbox.Settle(ctx, queueing{s}, owner, settled, claim)
 }
 
-// settleDone marks done the rows of batch whose claims hold, in one
-// statement, and returns how many it marked.
-func settleDone(ctx context.Context, tx pgx.Tx, owner string, batch []inbox.Settlement, at func(time.Time) int64) (int, error) {
-	if len(batch) == 0 {
-		return 0, nil
+// queueing is the store's inbox.QueueStore.
+type queueing struct{ s *Store }
+
+func (q queueing) ReadOnly() bool { return q.s.readOnly }
+
+// InQueueTx runs fn in one transaction bounded by the busy timeout, at the
+// database's clock (the injected one when set), placing the times it is
+// given relative to ref.
+func (q queueing) InQueueTx(ctx context.Context, ref time.Time, fn func(inbox.QueueTx) error) error {
+	ctx, cancel := context.WithTimeout(ctx, q.s.busy)
+	defer cancel()
+	return q.s.inTx(ctx, func(tx pgx.Tx) error {
+		now, err := q.s.txNow(ctx, tx)
+		if err != nil {
+			return err
+		}
+		return fn(queueTx{ctx: ctx, tx: tx, now: now, ref: ref})
+	})
+}
+
+// queueTx is inbox.QueueTx in tx, whose clock reads now when the caller's
+// reads ref.
+type queueTx struct {
+	ctx context.Context
+	tx  pgx.Tx
+	now int64
+	ref time.Time
+}
+
+// at places t on the store's clock.
+func (t queueTx) at(tm time.Time) int64 {
+	if t.ref.IsZero() {
+		return t.now
 	}
+	return t.now + tm.Sub(t.ref).Milliseconds()
+}
+
+// SettleDone marks done the rows of batch whose claims hold, in one
+// statement, and returns how many it marked.
+func (t queueTx) SettleDone(owner string, batch []inbox.Settlement) (int, error) {
 	n := len(batch)
 	ids, held, attempts, ats := make([]string, n), make([]int64, n), make([]int64, n), make([]int64, n)
 	for i, st := range batch {
-		ids[i], held[i], attempts[i], ats[i] = st.Job.ID, int64(st.Job.HeldAttempts()), int64(st.Job.Attempt), at(st.At)
+		ids[i], held[i], attempts[i], ats[i] = st.Job.ID, int64(st.Job.HeldAttempts()), int64(st.Job.Attempt), t.at(st.At)
 	}
-	tag, err := tx.Exec(ctx, `UPDATE events e SET status = 'done', done_at = u.at, updated_at = u.at,
+	tag, err := t.tx.Exec(t.ctx, `UPDATE events e SET status = 'done', done_at = u.at, updated_at = u.at,
 		lease_owner = NULL, lease_until = NULL, next_attempt_at = 0, attempts = u.attempt
 		FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[]) AS u(id, held, attempt, at)
 		WHERE e.id = u.id AND e.attempts = u.held AND e.lease_owner = $5 AND e.status = 'new'`,
-		ids, held, attempts, ats, owner)
+		ids, held, attempts, ats, pgText(owner))
 	if err != nil {
 		return 0, fmt.Errorf("mark %d rows done: %w", len(batch), err)
 	}
@@ -123,8 +95,11 @@ func settleDone(ctx context.Context, tx pgx.Tx, owner string, batch []inbox.Sett
 // owner, and the attempt count the claim left (or Start made) unchanged.
 const claimGuard = ` WHERE id = $1 AND status = 'new' AND lease_owner = $2 AND attempts = $3`
 
-func settle(ctx context.Context, tx pgx.Tx, owner string, st inbox.Settlement, now int64, at func(time.Time) int64) (bool, error) {
-	args := []any{st.Job.ID, owner, st.Job.HeldAttempts()}
+// Settle records st unless its claim is gone (false). A retry is never
+// due before now.
+func (t queueTx) Settle(owner string, st inbox.Settlement) (bool, error) {
+	at, now := t.at, t.now
+	args := []any{st.Job.ID, pgText(owner), st.Job.HeldAttempts()}
 	var q string
 	switch st.Fate {
 	case inbox.FateRetry:
@@ -143,27 +118,28 @@ func settle(ctx context.Context, tx pgx.Tx, owner string, st inbox.Settlement, n
 		q = `UPDATE events SET lease_owner = NULL, lease_until = NULL, next_attempt_at = $4`
 		args = append(args, at(st.At))
 	}
-	tag, err := tx.Exec(ctx, q+claimGuard, args...)
+	tag, err := t.tx.Exec(t.ctx, q+claimGuard, args...)
 	if err != nil {
 		return false, fmt.Errorf("settle %s: %w", st.Job.ID, err)
 	}
 	return tag.RowsAffected() == 1, nil
 }
 
-// claimRows leases up to max due new rows to owner for lease milliseconds
-// from now, their attempts not counted yet. SKIP LOCKED passes over rows
-// another claimer (or a delivery being counted) holds, and FOR UPDATE
-// re-checks a row that another transaction changed since the query's
-// snapshot, so no row is claimed twice.
-func claimRows(ctx context.Context, tx pgx.Tx, owner string, max int, now, lease int64) ([]inbox.Job, error) {
-	rows, err := tx.Query(ctx, `WITH due AS (
+// Claim leases up to c.Max due new rows to owner for c.Until-c.Now from
+// the store's clock, their attempts not counted yet. SKIP LOCKED passes
+// over rows another claimer (or a delivery being counted) holds, and FOR
+// UPDATE re-checks a row that another transaction changed since the
+// query's snapshot, so no row is claimed twice.
+func (t queueTx) Claim(owner string, c inbox.Claim) ([]inbox.Job, error) {
+	now, lease := t.now, c.Until.Sub(c.Now).Milliseconds()
+	rows, err := t.tx.Query(t.ctx, `WITH due AS (
 			SELECT id FROM events WHERE status = 'new' AND next_attempt_at <= $3
 			ORDER BY next_attempt_at, received_at LIMIT $4
 			FOR UPDATE SKIP LOCKED)
 		UPDATE events e SET lease_owner = $1, lease_until = $2, next_attempt_at = $2
 		FROM due WHERE e.id = due.id
 		RETURNING e.id, e.source, coalesce(e.event, ''), e.body, e.attempts + 1`,
-		owner, now+lease, now, max)
+		pgText(owner), now+lease, now, c.Max)
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
@@ -192,64 +168,27 @@ func claimRows(ctx context.Context, tx pgx.Tx, owner string, max int, now, lease
 // when the server cannot tell within the busy timeout, and then the
 // attempts may have been counted.
 func (s *Store) Start(ctx context.Context, owner string, jobs []inbox.Job, now, until time.Time) ([]inbox.Job, error) {
-	if len(jobs) == 0 {
-		return nil, nil
-	}
-	if s.readOnly {
-		return nil, errors.New("start: store is read-only")
-	}
-	todo, err := inbox.Startable(jobs, now, until)
-	if err != nil {
-		return nil, fmt.Errorf("start: %w", err)
-	}
-	if len(todo) == 0 {
-		return nil, nil
-	}
-	// Row locks in id order, as Put and Settle take them.
-	sorted := slices.Clone(todo)
-	slices.SortFunc(sorted, func(a, b inbox.Job) int { return strings.Compare(a.ID, b.ID) })
-	ids, held, attempts := make([]string, len(sorted)), make([]int64, len(sorted)), make([]int64, len(sorted))
-	for i, j := range sorted {
+	return inbox.Start(ctx, queueing{s}, owner, jobs, now, until)
+}
+
+// Start counts the attempts of jobs whose claims hold, in one statement.
+func (t queueTx) Start(owner string, jobs []inbox.Job, now, until time.Time) ([]string, error) {
+	ids, held, attempts := make([]string, len(jobs)), make([]int64, len(jobs)), make([]int64, len(jobs))
+	for i, j := range jobs {
 		ids[i], held[i], attempts[i] = j.ID, int64(j.HeldAttempts()), int64(j.Attempt)
 	}
-	lease := until.Sub(now).Milliseconds()
-	owner = pgText(owner)
-
-	ctx, cancel := context.WithTimeout(ctx, s.busy)
-	defer cancel()
-	var counted map[string]bool
-	err = s.inTx(ctx, func(tx pgx.Tx) error {
-		counted = map[string]bool{}
-		now, err := s.txNow(ctx, tx)
-		if err != nil {
-			return err
-		}
-		rows, err := tx.Query(ctx, `UPDATE events e SET attempts = u.attempt, lease_until = $1, next_attempt_at = $1
-			FROM unnest($2::text[], $3::bigint[], $4::bigint[]) AS u(id, held, attempt)
-			WHERE e.id = u.id AND e.attempts = u.held AND e.lease_owner = $5 AND e.status = 'new' AND e.lease_until > $6
-			RETURNING e.id`, now+lease, ids, held, attempts, owner, now)
-		if err != nil {
-			return fmt.Errorf("count %d attempts: %w", len(ids), err)
-		}
-		started, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			return fmt.Errorf("count %d attempts: %w", len(ids), err)
-		}
-		for _, id := range started {
-			counted[id] = true
-		}
-		return nil
-	})
+	rows, err := t.tx.Query(t.ctx, `UPDATE events e SET attempts = u.attempt, lease_until = $1, next_attempt_at = $1
+		FROM unnest($2::text[], $3::bigint[], $4::bigint[]) AS u(id, held, attempt)
+		WHERE e.id = u.id AND e.attempts = u.held AND e.lease_owner = $5 AND e.status = 'new' AND e.lease_until > $6
+		RETURNING e.id`, t.at(until), ids, held, attempts, pgText(owner), t.at(now))
 	if err != nil {
-		return nil, fmt.Errorf("start %d attempts: %w", len(todo), err)
+		return nil, fmt.Errorf("count %d attempts: %w", len(ids), err)
 	}
-	var started []inbox.Job
-	for _, j := range todo {
-		if counted[j.ID] {
-			started = append(started, inbox.MarkStarted(j))
-		}
+	counted, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("count %d attempts: %w", len(ids), err)
 	}
-	return started, nil
+	return counted, nil
 }
 
 // NextDue returns when the first new row becomes claimable, on this

@@ -216,11 +216,10 @@ func (s *Store) Missed(ctx context.Context, before time.Time) ([]inbox.Refusal, 
 // they landed: each one clears its key's refusal and settles its job's
 // waiting expectation as done, so a key is never both stored and missing.
 // One statement, which finds nothing to do through the primary keys.
-func settleArrivals(ctx context.Context, tx pgx.Tx, batch []*putRequest, now int64) error {
-	n := len(batch)
+func settleArrivals(ctx context.Context, tx pgx.Tx, landed []inbox.Delivery, now int64) error {
+	n := len(landed)
 	sources, keys, jobs := make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
-	for _, req := range batch {
-		d := req.d
+	for _, d := range landed {
 		sources, keys, jobs = append(sources, inbox.SourceOf(d)), append(keys, d.Key), append(jobs, d.JobID)
 	}
 	// A poll under way keeps its lease, so it can still record the

@@ -88,7 +88,7 @@ type Store struct {
 	// another's commit.
 	probeID string
 
-	reqs      chan *putRequest
+	writer    *inbox.GroupCommit[int]
 	closing   chan struct{}
 	stopped   sync.WaitGroup
 	closeOnce sync.Once
@@ -176,7 +176,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 			pool.Close()
 			return nil, fmt.Errorf("open store: clear old probe rows: %w", explainRefusal(err))
 		}
-		s.reqs = make(chan *putRequest)
+		s.writer = s.newWriter()
 		s.stopped.Add(1)
 		go s.runWriter()
 	}

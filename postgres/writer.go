@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -12,23 +11,9 @@ import (
 	"inbox/inbox"
 )
 
-type putRequest struct {
-	d inbox.Delivery
-	// probe marks Ping's request: it stores no delivery, it writes the
-	// probe (see Probe) in the batch's transaction, and OnCommit does not
-	// count it.
-	probe bool
-	size  int // Ping's: the bytes the probe writes (see Probe)
-	// deadline is when the caller gives up: a delivery whose row another
-	// session holds is tried again in later batches until then.
-	deadline time.Time
-	done     chan putResult // buffered: the writer never blocks on a caller
-}
-
-type putResult struct {
-	res inbox.Result
-	err error
-}
+// write is one request to the writer: a delivery, or the readiness
+// probe (Probe set), whose Op is the bytes it writes (see Probe).
+type write = inbox.Write[int]
 
 // Put stores one classified delivery and returns once the transaction that
 // holds it has committed. Deliveries that arrive while a commit is in
@@ -52,25 +37,22 @@ func (s *Store) Put(ctx context.Context, d inbox.Delivery) (inbox.Result, error)
 	if d.Body == nil {
 		d.Body = []byte{}
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.busy)
-	defer cancel()
-	deadline, _ := ctx.Deadline()
-	req := &putRequest{d: d, deadline: deadline, done: make(chan putResult, 1)}
 	// The delivery may commit after ctx is done; the sender retries and the
 	// repeat is counted on the row.
-	select {
-	case s.reqs <- req:
-	case <-s.closing:
-		return inbox.Result{}, inbox.ErrClosed
-	case <-ctx.Done():
-		return inbox.Result{}, fmt.Errorf("put %s: waiting for the writer: %w", d.Key, ctx.Err())
+	r := s.send(ctx, &write{Delivery: d})
+	if r.Err != nil && !errors.Is(r.Err, inbox.ErrClosed) {
+		return inbox.Result{}, fmt.Errorf("put %s: %w", d.Key, r.Err)
 	}
-	select {
-	case r := <-req.done:
-		return r.res, r.err
-	case <-ctx.Done():
-		return inbox.Result{}, fmt.Errorf("put %s: waiting for the commit: %w", d.Key, ctx.Err())
-	}
+	return r.Result, r.Err
+}
+
+// send hands w to the writer and waits, within the busy timeout, for its
+// result: w's deadline.
+func (s *Store) send(ctx context.Context, w *write) inbox.Written {
+	ctx, cancel := context.WithTimeout(ctx, s.busy)
+	defer cancel()
+	w.Deadline, _ = ctx.Deadline()
+	return s.writer.Send(ctx, ctx, w)
 }
 
 // maxBatchBytes bounds the bodies one group commit carries, so a burst of
@@ -82,96 +64,63 @@ const maxBatchBytes = 16 << 20
 // tried again when no new delivery comes first.
 const heldRetry = 20 * time.Millisecond
 
-// runWriter takes the first waiting delivery, adds whatever else is
-// already waiting (up to maxBatch and maxBatchBytes, without waiting for
-// more), and commits them as one transaction, until Close. Deliveries
+// newWriter is the store's group commit (inbox.GroupCommit), up to
+// maxBatch deliveries and maxBatchBytes of bodies a commit. Deliveries
 // whose rows another session held lead the next batch, until their
 // callers' deadlines.
+func (s *Store) newWriter() *inbox.GroupCommit[int] {
+	return inbox.NewGroupCommit(inbox.GroupCommit[int]{
+		MaxBatch: s.maxBatch, MaxBytes: maxBatchBytes, Retry: heldRetry,
+		Commit: s.commit, OnCommit: s.onCommit, Stop: s.closing,
+	})
+}
+
+// runWriter runs the group commit until Close.
 func (s *Store) runWriter() {
 	defer s.stopped.Done()
-	batch := make([]*putRequest, 0, s.maxBatch)
-	var held []*putRequest
-	retry := time.NewTimer(heldRetry)
-	defer retry.Stop()
-	for {
-		batch = append(batch[:0], held...)
-		if len(held) > 0 {
-			retry.Reset(heldRetry)
-		}
-		select {
-		case req := <-s.reqs:
-			batch = append(batch, req)
-		case <-retryC(retry, len(held) > 0):
-		case <-s.closing:
-			for _, req := range held {
-				req.done <- putResult{err: inbox.ErrClosed}
-			}
-			return
-		}
-		held = held[:0]
-		size := 0
-		for _, req := range batch {
-			size += len(req.d.Body)
-		}
-	fill:
-		for len(batch) < s.maxBatch && size < maxBatchBytes {
-			select {
-			case req := <-s.reqs:
-				batch = append(batch, req)
-				size += len(req.d.Body)
-			default:
-				break fill
-			}
-		}
-		start := time.Now()
-		results, waiting, err := s.commit(batch)
-		if n, largest := counted(batch); s.onCommit != nil && n > len(waiting) {
-			s.onCommit(inbox.Commit{N: n - len(waiting), Largest: largest, Took: time.Since(start), Err: err})
-		}
-		for i, req := range batch {
-			switch {
-			case err == nil && waiting[i] && time.Now().Before(req.deadline):
-				held = append(held, req)
-			case err == nil && waiting[i]:
-				req.done <- putResult{err: fmt.Errorf("put %s: the row is held by another session (a transaction left open?) past the busy timeout", req.d.Key)}
-			case err != nil && req.probe:
-				req.done <- putResult{err: err}
-			case err != nil:
-				req.done <- putResult{err: fmt.Errorf("put %s: %w", req.d.Key, err)}
-			default:
-				req.done <- putResult{res: results[i]}
-			}
-		}
-	}
+	s.writer.Run()
 }
 
-// retryC is t's channel when on, else nil, which a select never takes.
-func retryC(t *time.Timer, on bool) <-chan time.Time {
-	if on {
-		return t.C
+// commit writes a batch as commitTx does, and says what it made of each
+// write: a delivery whose row another session holds waits for a later
+// batch until its caller's deadline.
+func (s *Store) commit(batch []*write) ([]inbox.Written, error) {
+	results, waiting, err := s.commitTx(batch)
+	out := make([]inbox.Written, len(batch))
+	for i, w := range batch {
+		switch {
+		case err != nil:
+			out[i].Err = err
+		case waiting[i] && time.Now().Before(w.Deadline):
+			out[i].Again = true
+		case waiting[i]:
+			out[i].Err = errors.New("the row is held by another session (a transaction left open?) past the busy timeout")
+		default:
+			out[i].Result = results[i]
+		}
 	}
-	return nil
+	return out, err
 }
 
-// commit writes a batch in one transaction, run again when it deadlocks.
+// commitTx writes a batch in one transaction, run again when it deadlocks.
 // Any error fails the whole batch, and only it: each sender retries. The
 // deliveries whose rows another session holds are left out and marked in
 // waiting (by index in batch), so one held row does not fail the rest.
-func (s *Store) commit(batch []*putRequest) ([]inbox.Result, map[int]bool, error) {
+func (s *Store) commitTx(batch []*write) ([]inbox.Result, map[int]bool, error) {
 	// Not the callers' contexts: a request that gives up must not abort the
 	// transaction that carries its neighbours. Every caller has given up by
 	// the busy timeout anyway.
 	ctx, cancel := context.WithTimeout(context.Background(), s.busy)
 	defer cancel()
-	var deliveries []*putRequest
+	var deliveries []inbox.Delivery
 	var idx []int
 	probed, probeSize := false, 0
-	for i, req := range batch {
-		if req.probe {
-			probed, probeSize = true, max(probeSize, req.size)
+	for i, w := range batch {
+		if w.Probe {
+			probed, probeSize = true, max(probeSize, w.Op)
 			continue
 		}
-		deliveries, idx = append(deliveries, req), append(idx, i)
+		deliveries, idx = append(deliveries, w.Delivery), append(idx, i)
 	}
 	results := make([]inbox.Result, len(batch))
 	var waiting map[int]bool
@@ -196,333 +145,4 @@ func (s *Store) commit(batch []*putRequest) ([]inbox.Result, map[int]bool, error
 		return nil
 	})
 	return results, waiting, err
-}
-
-// counted is how many requests of batch OnCommit reports (all but Ping's),
-// and the largest body among them.
-func counted(batch []*putRequest) (n, largest int) {
-	for _, req := range batch {
-		if !req.probe {
-			n++
-			largest = max(largest, len(req.d.Body))
-		}
-	}
-	return n, largest
-}
-
-// keyState is one key of a batch while it lands: the row that holds it as
-// the transaction sees it, and what the batch does to it.
-type keyState struct {
-	row      inbox.Event // Status, Reason, SHA256, Event, JobStatus, Source, Response
-	inserted bool        // the batch's first delivery of the key made the row
-	first    int         // that delivery's index in the batch
-	extra    int64       // further deliveries counted on the row
-	revive   *inbox.Delivery
-}
-
-// land applies the batch inside tx, with the landing rules of the SQLite
-// store, and returns each delivery's result. Deliveries are taken by key,
-// each key once and in key order, so two replicas' batches lock rows in
-// the same order: the inserts (unnest, ON CONFLICT (id) DO NOTHING) first,
-// then the rows that already existed, locked (FOR UPDATE) and read by a
-// separate statement, which sees another replica's committed row. A row
-// another session holds is not waited for: its deliveries are left out,
-// marked in held (by index in batch), and the rest land. Then each
-// delivery lands, in the order it came, on its row as the deliveries
-// before it left it; those parked beside get a second round of inserts.
-func (s *Store) land(ctx context.Context, tx pgx.Tx, batch []*putRequest) (results []inbox.Result, held []bool, err error) {
-	now, err := s.txNow(ctx, tx)
-	if err != nil {
-		return nil, nil, err
-	}
-	results, held = make([]inbox.Result, len(batch)), make([]bool, len(batch))
-	keys := map[string]*keyState{}
-	var firsts []int
-	for i, req := range batch {
-		if _, ok := keys[req.d.Key]; !ok {
-			keys[req.d.Key] = &keyState{first: i, row: rowOf(req.d)}
-			firsts = append(firsts, i)
-		}
-	}
-	inserted, err := insert(ctx, tx, batch, firsts, now)
-	if err != nil {
-		return nil, nil, err
-	}
-	var existing []string
-	for key, k := range keys {
-		if k.inserted = inserted[key]; !k.inserted {
-			existing = append(existing, key)
-		}
-	}
-	heldKeys, err := lockRows(ctx, tx, existing, keys)
-	if err != nil {
-		return nil, nil, err
-	}
-	var landing []*putRequest // the deliveries whose rows the batch holds
-	for i, req := range batch {
-		if heldKeys[req.d.Key] {
-			held[i] = true
-			continue
-		}
-		landing = append(landing, req)
-	}
-
-	// beside are the deliveries parked beside their key's row, re-keyed.
-	type besideDelivery struct {
-		i int
-		d inbox.Delivery
-	}
-	var beside []besideDelivery
-	for i, req := range batch {
-		if held[i] {
-			continue
-		}
-		d := req.d
-		k := keys[d.Key]
-		if k.inserted && k.first == i {
-			results[i] = inbox.Fresh(d)
-			continue
-		}
-		switch inbox.Land(k.row, d) {
-		case inbox.LandRevive:
-			resp := k.row.Response
-			if resp == nil {
-				resp = d.Response
-			}
-			k.revive, k.extra = &d, k.extra+1
-			k.row = rowOf(d)
-			k.row.Status, k.row.Reason, k.row.Response = inbox.StatusNew, "", resp
-			results[i] = inbox.Result{Outcome: inbox.OutcomeRevived, ID: d.Key, Response: resp}
-		case inbox.LandRepeat:
-			k.extra++
-			results[i] = inbox.Result{Outcome: inbox.OutcomeDuplicate, ID: d.Key, Response: k.row.Response}
-		default:
-			beside = append(beside, besideDelivery{i, inbox.Beside(d)})
-		}
-	}
-
-	// Second round: rows kept beside a job's row, keyed by their bytes. A
-	// key already taken holds the same bytes: the delivery is counted on it.
-	if len(beside) > 0 {
-		var secondFirsts []int
-		second := map[string]*keyState{}
-		besideBatch := make([]*putRequest, len(batch))
-		for _, b := range beside {
-			besideBatch[b.i] = &putRequest{d: b.d}
-			if _, ok := keys[b.d.Key]; ok {
-				continue
-			}
-			if _, ok := second[b.d.Key]; !ok {
-				second[b.d.Key] = &keyState{first: b.i}
-				secondFirsts = append(secondFirsts, b.i)
-			}
-		}
-		inserted, err := insert(ctx, tx, besideBatch, secondFirsts, now)
-		if err != nil {
-			return nil, nil, err
-		}
-		for key, k := range second {
-			k.inserted = inserted[key]
-			keys[key] = k
-		}
-		for _, b := range beside {
-			k := keys[b.d.Key]
-			if k.inserted && k.first == b.i {
-				results[b.i] = inbox.Fresh(b.d)
-				continue
-			}
-			k.extra++
-			// The same bytes again: their row's saved answer is the delivery's.
-			results[b.i] = inbox.Result{Outcome: inbox.OutcomeDuplicate, ID: b.d.Key, Response: b.d.Response}
-		}
-	}
-
-	if err := countRepeats(ctx, tx, keys, now); err != nil {
-		return nil, nil, err
-	}
-	// In the same transaction: a stored key is never also missing.
-	if len(landing) > 0 {
-		if err := settleArrivals(ctx, tx, landing, now); err != nil {
-			return nil, nil, err
-		}
-	}
-	return results, held, nil
-}
-
-// rowOf is the row a delivery makes, as landing reads it.
-func rowOf(d inbox.Delivery) inbox.Event {
-	return inbox.Event{Status: d.Status, Reason: d.Reason, SHA256: d.SHA256, Event: d.Event,
-		JobStatus: d.JobStatus, Source: inbox.SourceOf(d), Response: d.Response}
-}
-
-// insert inserts, in key order in one statement, the deliveries of batch at
-// the indexes idx, and returns the keys it inserted: those not already
-// taken.
-func insert(ctx context.Context, tx pgx.Tx, batch []*putRequest, idx []int, now int64) (map[string]bool, error) {
-	if len(idx) == 0 {
-		return nil, nil
-	}
-	idx = slices.Clone(idx)
-	slices.SortFunc(idx, func(a, b int) int {
-		switch ka, kb := batch[a].d.Key, batch[b].d.Key; {
-		case ka < kb:
-			return -1
-		case ka > kb:
-			return 1
-		}
-		return 0
-	})
-	n := len(idx)
-	var (
-		ids, jobIDs, statuses, reasons, events = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		jobStatuses, resultURLs, shas, sources = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		bodies, responses                      = make([][]byte, n), make([][]byte, n)
-		sizes, deliveryTS                      = make([]int64, n), make([]int64, n)
-	)
-	for j, i := range idx {
-		d := batch[i].d
-		ids[j], jobIDs[j], statuses[j], reasons[j], events[j] = d.Key, d.JobID, string(d.Status), string(d.Reason), d.Event
-		jobStatuses[j], resultURLs[j], shas[j], sources[j] = d.JobStatus, d.ResultURL, d.SHA256, inbox.SourceOf(d)
-		bodies[j], responses[j] = d.Body, d.Response
-		sizes[j], deliveryTS[j] = int64(len(d.Body)), d.DeliveryTS
-	}
-	rows, err := tx.Query(ctx, `INSERT INTO events
-		(id, job_id, status, reason, event, job_status, result_url, body, size, sha256,
-		 delivery_ts, received_at, deliveries, last_seen_at, updated_at, source, response)
-		SELECT u.id, NULLIF(u.job_id, ''), u.status, NULLIF(u.reason, ''), NULLIF(u.event, ''),
-			NULLIF(u.job_status, ''), NULLIF(u.result_url, ''), u.body, u.size, u.sha256,
-			u.delivery_ts, $14, 1, $14, $14, u.source, u.response
-		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
-			$8::bytea[], $9::bigint[], $10::text[], $11::bigint[], $12::text[], $13::bytea[])
-			AS u(id, job_id, status, reason, event, job_status, result_url, body, size, sha256, delivery_ts, source, response)
-		ORDER BY u.id
-		ON CONFLICT (id) DO NOTHING
-		RETURNING id`,
-		ids, jobIDs, statuses, reasons, events, jobStatuses, resultURLs, bodies, sizes, shas, deliveryTS, sources, responses, now)
-	if err != nil {
-		return nil, fmt.Errorf("insert %d rows: %w", n, err)
-	}
-	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, fmt.Errorf("insert %d rows: %w", n, err)
-	}
-	inserted := make(map[string]bool, len(got))
-	for _, id := range got {
-		inserted[id] = true
-	}
-	return inserted, nil
-}
-
-// lockRows locks, in key order, and reads the rows at ids, which the
-// batch's insert found taken, into keys. It does not wait for a row
-// another session holds (SKIP LOCKED): it returns those keys in held. A
-// row gone meanwhile (purged) makes the batch run again.
-func lockRows(ctx context.Context, tx pgx.Tx, ids []string, keys map[string]*keyState) (held map[string]bool, err error) {
-	if len(ids) == 0 {
-		return nil, nil
-	}
-	slices.Sort(ids)
-	rows, err := tx.Query(ctx, `SELECT id, status, coalesce(reason, ''), sha256, coalesce(event, ''),
-		coalesce(job_status, ''), source, response
-		FROM events WHERE id = ANY($1) ORDER BY id FOR UPDATE SKIP LOCKED`, ids)
-	if err != nil {
-		return nil, fmt.Errorf("lock %d rows: %w", len(ids), err)
-	}
-	defer rows.Close()
-	locked := make(map[string]bool, len(ids))
-	for rows.Next() {
-		var id string
-		var r inbox.Event
-		if err := rows.Scan(&id, &r.Status, &r.Reason, &r.SHA256, &r.Event, &r.JobStatus, &r.Source, &r.Response); err != nil {
-			return nil, fmt.Errorf("lock %d rows: %w", len(ids), err)
-		}
-		keys[id].row = r
-		locked[id] = true
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("lock %d rows: %w", len(ids), err)
-	}
-	if len(locked) == len(ids) {
-		return nil, nil
-	}
-	var skipped []string
-	for _, id := range ids {
-		if !locked[id] {
-			skipped = append(skipped, id)
-		}
-	}
-	// Skipped: held by another session, or gone. A plain read tells which.
-	rows, err = tx.Query(ctx, `SELECT id FROM events WHERE id = ANY($1)`, skipped)
-	if err != nil {
-		return nil, fmt.Errorf("read %d held rows: %w", len(skipped), err)
-	}
-	there, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, fmt.Errorf("read %d held rows: %w", len(skipped), err)
-	}
-	if len(there) != len(skipped) {
-		return nil, errRetry
-	}
-	held = make(map[string]bool, len(there))
-	for _, id := range there {
-		held[id] = true
-	}
-	return held, nil
-}
-
-// countRepeats writes what the batch did to rows it did not make: the
-// revivals, one statement each, and the counted repeats, in one statement.
-func countRepeats(ctx context.Context, tx pgx.Tx, keys map[string]*keyState, now int64) error {
-	var ids []string
-	var counts []int64
-	for key, k := range keys {
-		if k.revive != nil {
-			if err := revive(ctx, tx, *k.revive, k.extra, now); err != nil {
-				return err
-			}
-			continue
-		}
-		if k.extra > 0 {
-			ids = append(ids, key)
-		}
-	}
-	if len(ids) == 0 {
-		return nil
-	}
-	slices.Sort(ids)
-	counts = make([]int64, len(ids))
-	for i, id := range ids {
-		counts[i] = keys[id].extra
-	}
-	tag, err := tx.Exec(ctx, `UPDATE events e SET deliveries = e.deliveries + u.n,
-		last_seen_at = greatest(e.last_seen_at, $3)
-		FROM unnest($1::text[], $2::bigint[]) AS u(id, n) WHERE e.id = u.id`, ids, counts, now)
-	if err != nil {
-		return fmt.Errorf("count repeats on %d rows: %w", len(ids), err)
-	}
-	if tag.RowsAffected() != int64(len(ids)) {
-		return errRetry
-	}
-	return nil
-}
-
-// revive makes the parked row at d.Key new with d's body, and counts n
-// deliveries on it. The row is queued afresh: no attempts, no lease, no
-// error.
-func revive(ctx context.Context, tx pgx.Tx, d inbox.Delivery, n, now int64) error {
-	tag, err := tx.Exec(ctx, `UPDATE events SET status = 'new', reason = NULL,
-		event = $1, job_status = $2, result_url = NULL, body = $3, size = $4, sha256 = $5,
-		delivery_ts = $6, deliveries = deliveries + $7, last_seen_at = greatest(last_seen_at, $8), updated_at = $8,
-		attempts = 0, next_attempt_at = 0, lease_owner = NULL, lease_until = NULL,
-		last_error = NULL, done_at = NULL, response = coalesce(response, $9)
-		WHERE id = $10`,
-		nullable(d.Event), nullable(d.JobStatus), d.Body, int64(len(d.Body)), d.SHA256,
-		d.DeliveryTS, n, now, d.Response, d.Key)
-	if err != nil {
-		return fmt.Errorf("revive %s: %w", d.Key, err)
-	}
-	if tag.RowsAffected() != 1 {
-		return errRetry
-	}
-	return nil
 }

@@ -51,7 +51,7 @@ func (s *Store) Probe(ctx context.Context, size int) error {
 		}
 		return nil
 	}
-	if err := s.send(ctx, &putRequest{op: probe, probe: true, done: make(chan putResult, 1)}).err; err != nil {
+	if err := s.send(ctx, &write{Op: probe, Probe: true}).Err; err != nil {
 		return fmt.Errorf("ping store: %w", err)
 	}
 	return nil

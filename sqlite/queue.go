@@ -11,78 +11,73 @@ import (
 )
 
 // Settle records the settlements of rows that owner claimed, then claims
-// rows as claim asks (none when claim.Max is 0) for owner, all in one
-// transaction of the store's writer, shared with whatever else it commits
-// then. A claim sets the row's next_attempt_at to the lease's end, so a row
-// whose dispatcher died is claimed again once the lease runs out, and
-// leaves its attempt count alone: an attempt counts when it starts (Start),
-// so a dispatcher that dies between claiming and sending costs the row no
-// attempt. The outcome of a claim that Start did not mark counts its
-// attempt then. Rows are claimed oldest due first.
-//
-// A settlement whose claim is gone (its lease ran out and the row was
-// claimed again, or a person changed the row) changes nothing and is
-// counted in stale. Settle fails, with nothing changed, when
-// inbox.CheckSettle refuses the call, or when the database cannot be
-// written; the settlements can then be given again. When ctx ends
-// first, Settle returns its error, yet the transaction may still commit,
-// claims included: pass a ctx that ends only when giving up is right.
+// rows as claim asks (none when claim.Max is 0) for owner, as inbox.Settle
+// does, all in one transaction of the store's writer, shared with whatever
+// else it commits then. A claim sets the row's next_attempt_at to the
+// lease's end, so a row whose dispatcher died is claimed again once the
+// lease runs out, and leaves its attempt count alone: an attempt counts
+// when it starts (Start), so a dispatcher that dies between claiming and
+// sending costs the row no attempt. The outcome of a claim that Start did
+// not mark counts its attempt then. Rows are claimed oldest due first.
+// When ctx ends first, Settle returns its error, yet the transaction may
+// still commit, claims included: pass a ctx that ends only when giving up
+// is right.
 func (s *Store) Settle(ctx context.Context, owner string, settled []inbox.Settlement, claim inbox.Claim) (jobs []inbox.Job, stale int, err error) {
-	if err := inbox.CheckSettle(owner, settled, claim); err != nil {
-		return nil, 0, fmt.Errorf("settle: %w", err)
-	}
-	// The op may still run after ctx is done and writeOp has returned: it
-	// writes only its own variables, read only after it succeeded.
-	var gotJobs []inbox.Job
-	var gotStale int
-	err = s.writeOp(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		gotJobs, gotStale = nil, 0
-		var done []inbox.Settlement
-		for _, st := range settled {
-			if st.Fate == inbox.FateDone {
-				done = append(done, st)
-				continue
-			}
-			applied, err := settle(ctx, tx, owner, st)
-			if err != nil {
-				return err
-			}
-			if !applied {
-				gotStale++
-			}
-		}
-		for start := 0; start < len(done); start += maxDoneBatch {
-			batch := done[start:min(start+maxDoneBatch, len(done))]
-			n, err := settleDone(ctx, tx, owner, batch)
-			if err != nil {
-				return err
-			}
-			gotStale += len(batch) - n
-		}
-		if claim.Max <= 0 {
-			return nil
-		}
-		var err error
-		gotJobs, err = claimRows(ctx, tx, owner, claim)
-		return err
+	return inbox.Settle(ctx, queueing{s}, owner, settled, claim)
+}
+
+// Start counts the attempts of jobs as inbox.Start does, as the dispatcher
+// is about to make them, and renews owner's lease on each row to run from
+// now until until, so an attempt gets the whole lease however long its row
+// waited for a worker. It commits in the writer's next transaction, shared
+// with whatever else it commits then, with one statement per maxDoneBatch
+// jobs. When ctx ends first, Start returns its error, yet the attempts may
+// have been counted.
+func (s *Store) Start(ctx context.Context, owner string, jobs []inbox.Job, now, until time.Time) ([]inbox.Job, error) {
+	return inbox.Start(ctx, queueing{s}, owner, jobs, now, until)
+}
+
+// queueing is the store's inbox.QueueStore.
+type queueing struct{ s *Store }
+
+func (q queueing) ReadOnly() bool { return q.s.write == nil }
+
+// InQueueTx runs fn in the writer's next transaction. Times are kept as
+// given: the store's clock is this process's.
+func (q queueing) InQueueTx(ctx context.Context, _ time.Time, fn func(inbox.QueueTx) error) error {
+	return q.s.writeOp(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		return fn(queueTx{ctx: ctx, tx: tx})
 	})
-	if err != nil {
-		return nil, 0, fmt.Errorf("settle: %w", err)
-	}
-	return gotJobs, gotStale, nil
+}
+
+// queueTx is inbox.QueueTx in tx, under the writer's context.
+type queueTx struct {
+	ctx context.Context
+	tx  *sql.Tx
 }
 
 // maxDoneBatch bounds the rows one statement marks done or starts (four
 // parameters each at most, well under SQLite's limit).
 const maxDoneBatch = 1000
 
-// settleDone marks done the rows of batch whose claims hold, in one
-// statement (the common outcome: one statement per transaction, not per
-// row), and returns how many it marked.
-func settleDone(ctx context.Context, tx *sql.Tx, owner string, batch []inbox.Settlement) (int, error) {
-	if len(batch) == 0 {
-		return 0, nil
+// SettleDone marks done the rows of done whose claims hold, in one
+// statement per maxDoneBatch rows (the common outcome: one statement per
+// transaction, not per row), and returns how many it marked.
+func (t queueTx) SettleDone(owner string, done []inbox.Settlement) (int, error) {
+	marked := 0
+	for from := 0; from < len(done); from += maxDoneBatch {
+		n, err := settleDone(t.ctx, t.tx, owner, done[from:min(from+maxDoneBatch, len(done))])
+		if err != nil {
+			return marked, err
+		}
+		marked += n
 	}
+	return marked, nil
+}
+
+// settleDone marks done the rows of batch whose claims hold, in one
+// statement, and returns how many it marked.
+func settleDone(ctx context.Context, tx *sql.Tx, owner string, batch []inbox.Settlement) (int, error) {
 	values := strings.Repeat("(?, ?, ?, ?), ", len(batch))
 	args := make([]any, 0, 4*len(batch)+1)
 	for _, st := range batch {
@@ -111,9 +106,9 @@ func settleDone(ctx context.Context, tx *sql.Tx, owner string, batch []inbox.Set
 // owner, and the attempt count the claim left (or Start made) unchanged.
 const claimGuard = ` WHERE id = ? AND status = 'new' AND lease_owner = ? AND attempts = ?`
 
-// settle records st, a settlement inbox.CheckSettle took, unless its claim
+// Settle records st, a settlement inbox.CheckSettle took, unless its claim
 // is gone (false).
-func settle(ctx context.Context, tx *sql.Tx, owner string, st inbox.Settlement) (bool, error) {
+func (t queueTx) Settle(owner string, st inbox.Settlement) (bool, error) {
 	guard := []any{st.Job.ID, owner, st.Job.HeldAttempts()}
 	var q string
 	var args []any
@@ -136,7 +131,7 @@ func settle(ctx context.Context, tx *sql.Tx, owner string, st inbox.Settlement) 
 	default:
 		return false, fmt.Errorf("settle %s: unknown fate %d", st.Job.ID, st.Fate)
 	}
-	res, err := tx.ExecContext(ctx, q+claimGuard, append(args, guard...)...)
+	res, err := t.tx.ExecContext(t.ctx, q+claimGuard, append(args, guard...)...)
 	if err != nil {
 		return false, fmt.Errorf("settle %s: %w", st.Job.ID, err)
 	}
@@ -147,12 +142,12 @@ func settle(ctx context.Context, tx *sql.Tx, owner string, st inbox.Settlement) 
 	return n == 1, nil
 }
 
-// claimRows leases up to c.Max due new rows to owner, their attempts not
+// Claim leases up to c.Max due new rows to owner, their attempts not
 // counted yet. The events_queue index serves the inner query, so it reads
 // only the rows it takes.
-func claimRows(ctx context.Context, tx *sql.Tx, owner string, c inbox.Claim) ([]inbox.Job, error) {
+func (t queueTx) Claim(owner string, c inbox.Claim) ([]inbox.Job, error) {
 	until := millis(c.Until)
-	rows, err := tx.QueryContext(ctx, `UPDATE events
+	rows, err := t.tx.QueryContext(t.ctx, `UPDATE events
 		SET lease_owner = ?, lease_until = ?, next_attempt_at = ?
 		WHERE rowid IN (SELECT rowid FROM events WHERE status = 'new' AND next_attempt_at <= ?
 			ORDER BY next_attempt_at, received_at LIMIT ?)
@@ -177,54 +172,23 @@ func claimRows(ctx context.Context, tx *sql.Tx, owner string, c inbox.Claim) ([]
 	return jobs, nil
 }
 
-// Start counts the attempts of jobs, as the dispatcher is about to make
-// them, and renews owner's lease on each row to run from now until until,
-// so an attempt gets the whole lease however long its row waited for a
-// worker. It returns the jobs whose attempts it counted, marked started,
-// to settle with, in the order given. A job it leaves out must not be
-// attempted: its claim is gone (the row was settled, released, taken over
-// or changed by a person), its lease ran out before now, or it was started
-// already. It commits in the writer's next transaction, shared with
-// whatever else it commits then, with one statement per maxDoneBatch jobs,
-// and fails, with nothing changed, when the database cannot be written.
-// When ctx ends first, Start returns its error, yet the attempts may have
-// been counted.
-func (s *Store) Start(ctx context.Context, owner string, jobs []inbox.Job, now, until time.Time) ([]inbox.Job, error) {
-	todo, err := inbox.Startable(jobs, now, until)
-	if err != nil {
-		return nil, fmt.Errorf("start: %w", err)
-	}
-	if len(todo) == 0 {
-		return nil, nil
-	}
-	// The op may still run after ctx is done and writeOp has returned: it
-	// writes only its own variable, read only after it succeeded.
-	var counted map[string]bool
-	err = s.writeOp(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		counted = map[string]bool{}
-		for from := 0; from < len(todo); from += maxDoneBatch {
-			if err := startBatch(ctx, tx, owner, todo[from:min(from+maxDoneBatch, len(todo))], now, until, counted); err != nil {
-				return err
-			}
+// Start counts the attempts of jobs whose claims hold, one statement per
+// maxDoneBatch jobs, and returns their ids.
+func (t queueTx) Start(owner string, jobs []inbox.Job, now, until time.Time) ([]string, error) {
+	var counted []string
+	for from := 0; from < len(jobs); from += maxDoneBatch {
+		ids, err := startBatch(t.ctx, t.tx, owner, jobs[from:min(from+maxDoneBatch, len(jobs))], now, until)
+		if err != nil {
+			return nil, err
 		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("start %d attempts: %w", len(todo), err)
+		counted = append(counted, ids...)
 	}
-	var started []inbox.Job
-	for _, j := range todo {
-		if counted[j.ID] {
-			j = inbox.MarkStarted(j)
-			started = append(started, j)
-		}
-	}
-	return started, nil
+	return counted, nil
 }
 
 // startBatch counts the attempts of batch whose claims hold, in one
-// statement, and adds their ids to counted.
-func startBatch(ctx context.Context, tx *sql.Tx, owner string, batch []inbox.Job, now, until time.Time, counted map[string]bool) error {
+// statement, and returns their ids.
+func startBatch(ctx context.Context, tx *sql.Tx, owner string, batch []inbox.Job, now, until time.Time) ([]string, error) {
 	values := strings.Repeat("(?, ?, ?), ", len(batch))
 	args := []any{millis(until), millis(until)}
 	for _, j := range batch {
@@ -239,20 +203,21 @@ func startBatch(ctx context.Context, tx *sql.Tx, owner string, batch []inbox.Job
 		AND events.lease_owner = ? AND events.status = 'new' AND events.lease_until > ?
 		RETURNING events.id`, args...)
 	if err != nil {
-		return fmt.Errorf("count %d attempts: %w", len(batch), err)
+		return nil, fmt.Errorf("count %d attempts: %w", len(batch), err)
 	}
 	defer rows.Close()
+	var counted []string
 	for rows.Next() {
 		var id string
 		if err := rows.Scan(&id); err != nil {
-			return fmt.Errorf("count %d attempts: %w", len(batch), err)
+			return nil, fmt.Errorf("count %d attempts: %w", len(batch), err)
 		}
-		counted[id] = true
+		counted = append(counted, id)
 	}
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("count %d attempts: %w", len(batch), err)
+		return nil, fmt.Errorf("count %d attempts: %w", len(batch), err)
 	}
-	return nil
+	return counted, nil
 }
 
 // NextDue returns when the first new row becomes claimable (a time at or

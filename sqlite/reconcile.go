@@ -300,13 +300,13 @@ func (s *Store) hasTable(ctx context.Context, name string) (bool, error) {
 }
 
 // settleArrivals runs in the writer's transaction, after the batch's
-// deliveries: each one clears its key's refusal and settles its job's
+// deliveries landed: each one clears its key's refusal and settles its job's
 // waiting expectation as done, so a key is never both stored and missing.
 // While there is nothing to settle it costs one prepared query per batch.
 // A database that had no refusals or expectations table at open (the admin
 // commands open it without the schema) is looked at for them in each
 // commit, and settled with statements parsed for it, once they appear.
-func settleArrivals(ctx context.Context, st *txStmts, batch []*putRequest, now int64) error {
+func settleArrivals(ctx context.Context, st *txStmts, landed []inbox.Delivery, now int64) error {
 	pending := st.get(stmtPending)
 	var clear, settle execer
 	if pending != nil {
@@ -334,11 +334,7 @@ func settleArrivals(ctx context.Context, st *txStmts, batch []*putRequest, now i
 	if !waiting {
 		return nil
 	}
-	for _, req := range batch {
-		if req.op != nil {
-			continue
-		}
-		d := req.d
+	for _, d := range landed {
 		if _, err := clear.ExecContext(ctx, inbox.SourceOf(d), d.Key); err != nil {
 			return fmt.Errorf("clear refusal of %s: %w", d.Key, err)
 		}

@@ -147,12 +147,6 @@ func (t reprocessTx) Current(ctx context.Context, id string) (*inbox.Event, erro
 	return &cur, nil
 }
 
-// readCurrent reads what the landing rules (inbox.Land) need of the row
-// holding id, and its saved response; sql.ErrNoRows when there is none.
-func readCurrent(ctx context.Context, tx *sql.Tx, id string) (inbox.Event, error) {
-	return scanCurrent(id, tx.QueryRowContext(ctx, currentSQL, id))
-}
-
 // MakeNew makes the parked row id the job's new row under key. Only the
 // columns classification decides change: its body, size and sha256 stay.
 func (t reprocessTx) MakeNew(ctx context.Context, id, sha, key string, d inbox.Delivery) (bool, error) {

@@ -84,7 +84,7 @@ type Store struct {
 	ckpt   *sql.DB       // the checkpointer's own connection; nil when read-only
 	read   *sql.DB
 
-	reqs      chan *putRequest
+	writer    *inbox.GroupCommit[txOp]
 	closing   chan struct{}
 	stopped   sync.WaitGroup // the writer and the checkpointer
 	closeOnce sync.Once
@@ -164,8 +164,8 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 			s.closeDBs()
 			return nil, fmt.Errorf("open store: %w", err)
 		}
-		s.reqs = make(chan *putRequest)
 		s.closing = make(chan struct{})
+		s.writer = s.newWriter()
 		s.stopped.Add(2)
 		go s.runWriter()
 		go s.runCheckpointer()

@@ -1,0 +1,84 @@
+package inbox_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"inbox/inbox"
+)
+
+// TestGroupCommitAgain sends a write its store's first commit leaves out
+// (its row held): it leads the next batch and reaches its caller from
+// there, and the commit that left it out does not count it.
+func TestGroupCommitAgain(t *testing.T) {
+	stop := make(chan struct{})
+	var commits []inbox.Commit
+	tries := 0
+	g := inbox.NewGroupCommit(inbox.GroupCommit[int]{
+		MaxBatch: 8, Retry: time.Millisecond, Stop: stop,
+		Commit: func(batch []*inbox.Write[int]) ([]inbox.Written, error) {
+			tries++
+			out := make([]inbox.Written, len(batch))
+			for i, w := range batch {
+				out[i] = inbox.Written{Result: inbox.Result{ID: w.Delivery.Key}, Again: tries == 1}
+			}
+			return out, nil
+		},
+		OnCommit: func(c inbox.Commit) { commits = append(commits, c) },
+	})
+	done := make(chan struct{})
+	go func() { defer close(done); g.Run() }()
+	w := g.Send(context.Background(), context.Background(), &inbox.Write[int]{Delivery: inbox.Delivery{Key: "k", Body: []byte("abc")}})
+	close(stop)
+	<-done
+	if w.Err != nil || w.Result.ID != "k" {
+		t.Fatalf("got %+v, want the second commit's result for k", w)
+	}
+	if tries != 2 || len(commits) != 1 || commits[0].N != 1 || commits[0].Largest != 3 {
+		t.Fatalf("got %d commits reported as %+v, want 2 tried and 1 reported carrying the write", tries, commits)
+	}
+}
+
+// TestGroupCommitStopFailsWaiting stops the loop while a write waits for a
+// later batch: its caller gets ErrClosed, and so does a later Send.
+func TestGroupCommitStopFailsWaiting(t *testing.T) {
+	stop := make(chan struct{})
+	g := inbox.NewGroupCommit(inbox.GroupCommit[int]{
+		MaxBatch: 8, Retry: time.Hour, Stop: stop,
+		Commit: func(batch []*inbox.Write[int]) ([]inbox.Written, error) {
+			return make([]inbox.Written, len(batch)), errors.New("locked")
+		},
+	})
+	committed := make(chan struct{}, 1)
+	g2 := inbox.NewGroupCommit(inbox.GroupCommit[int]{
+		MaxBatch: 8, Retry: time.Hour, Stop: stop,
+		Commit: func(batch []*inbox.Write[int]) ([]inbox.Written, error) {
+			committed <- struct{}{}
+			out := make([]inbox.Written, len(batch))
+			for i := range out {
+				out[i].Again = true
+			}
+			return out, nil
+		},
+	})
+	done := make(chan struct{}, 2)
+	go func() { g.Run(); done <- struct{}{} }()
+	go func() { g2.Run(); done <- struct{}{} }()
+	if w := g.Send(context.Background(), context.Background(), &inbox.Write[int]{}); w.Err == nil || w.Err.Error() != "locked" {
+		t.Fatalf("got %v, want the commit's error", w.Err)
+	}
+	got := make(chan inbox.Written)
+	go func() { got <- g2.Send(context.Background(), context.Background(), &inbox.Write[int]{}) }()
+	<-committed // the write taken, and waiting an hour to be tried again
+	close(stop)
+	if w := <-got; !errors.Is(w.Err, inbox.ErrClosed) {
+		t.Fatalf("got %v, want ErrClosed for the waiting write", w.Err)
+	}
+	<-done
+	<-done
+	if w := g.Send(context.Background(), context.Background(), &inbox.Write[int]{}); !errors.Is(w.Err, inbox.ErrClosed) {
+		t.Fatalf("got %v after Stop, want ErrClosed", w.Err)
+	}
+}

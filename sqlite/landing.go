@@ -1,0 +1,143 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"inbox/inbox"
+)
+
+// How a delivery lands on the rows under the landing rules (inbox.Land),
+// one statement at a time on the writer's transaction (writer.go).
+
+const insertSQL = `INSERT INTO events
+	(id, job_id, status, reason, event, job_status, result_url, body, size, sha256,
+	 delivery_ts, received_at, deliveries, last_seen_at, updated_at, source, response)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?)
+	ON CONFLICT(id) DO NOTHING`
+
+// put applies one delivery inside st's transaction, through its prepared
+// statements only: a repeat parses no more SQL than a new row. The primary
+// key decides whether the row is new: insert, and only when the key is
+// taken look at what holds it.
+func put(ctx context.Context, st *txStmts, d inbox.Delivery, now int64) (inbox.Result, error) {
+	ins := st.get(stmtInsert)
+	inserted, err := insert(ctx, ins, d, now)
+	if err != nil {
+		return inbox.Result{}, err
+	}
+	if inserted {
+		return inbox.Fresh(d), nil
+	}
+
+	cur, err := scanCurrent(d.Key, st.get(stmtCurrent).QueryRowContext(ctx, d.Key))
+	if err != nil {
+		return inbox.Result{}, fmt.Errorf("read %s: %w", d.Key, err)
+	}
+	switch inbox.Land(cur, d) {
+	case inbox.LandRevive:
+		if err := revive(ctx, st.get(stmtRevive), d, 1, now, now); err != nil {
+			return inbox.Result{}, err
+		}
+		if cur.Response == nil {
+			cur.Response = d.Response
+		}
+		return inbox.Result{Outcome: inbox.OutcomeRevived, ID: d.Key, Response: cur.Response}, nil
+	case inbox.LandRepeat:
+		res, err := repeat(ctx, st.get(stmtRepeat), d.Key, 1, now)
+		res.Response = cur.Response
+		return res, err
+	}
+
+	// The job's row holds something else: park this delivery beside it,
+	// keyed by its bytes, so it is never silently dropped.
+	beside := inbox.Beside(d)
+	if inserted, err = insert(ctx, ins, beside, now); err != nil {
+		return inbox.Result{}, err
+	}
+	if !inserted {
+		// The same bytes again: their row's saved answer is the delivery's.
+		res, err := repeat(ctx, st.get(stmtRepeat), beside.Key, 1, now)
+		res.Response = beside.Response
+		return res, err
+	}
+	return inbox.Fresh(beside), nil
+}
+
+func insert(ctx context.Context, ins *sql.Stmt, d inbox.Delivery, now int64) (bool, error) {
+	res, err := ins.ExecContext(ctx,
+		d.Key, nullable(d.JobID), string(d.Status), nullable(string(d.Reason)),
+		nullable(d.Event), nullable(d.JobStatus), nullable(d.ResultURL),
+		d.Body, len(d.Body), d.SHA256, d.DeliveryTS, now, now, now, inbox.SourceOf(d), d.Response)
+	if err != nil {
+		return false, fmt.Errorf("insert %s: %w", d.Key, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("insert %s: %w", d.Key, err)
+	}
+	return n == 1, nil
+}
+
+// execer runs a statement: a *sql.Stmt prepared for it, or a *sql.Tx
+// given the statement's text (reprocess, which is rare).
+type execer interface {
+	ExecContext(ctx context.Context, args ...any) (sql.Result, error)
+}
+
+// textExec runs q on tx from its text, as an execer.
+type textExec struct {
+	tx *sql.Tx
+	q  string
+}
+
+func (t textExec) ExecContext(ctx context.Context, args ...any) (sql.Result, error) {
+	return t.tx.ExecContext(ctx, t.q, args...)
+}
+
+// repeat counts n deliveries, the last seen at lastSeen, on the row that
+// already holds them; upd is repeatSQL, prepared or not.
+func repeat(ctx context.Context, upd execer, id string, n, lastSeen int64) (inbox.Result, error) {
+	_, err := upd.ExecContext(ctx, n, lastSeen, id)
+	if err != nil {
+		return inbox.Result{}, fmt.Errorf("count repeat of %s: %w", id, err)
+	}
+	return inbox.Result{Outcome: inbox.OutcomeDuplicate, ID: id}, nil
+}
+
+// nullable maps "" to SQL NULL.
+func nullable(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// readCurrent reads what the landing rules (inbox.Land) need of the row
+// holding id, and its saved response; sql.ErrNoRows when there is none.
+func readCurrent(ctx context.Context, tx *sql.Tx, id string) (inbox.Event, error) {
+	return scanCurrent(id, tx.QueryRowContext(ctx, currentSQL, id))
+}
+
+// scanCurrent scans row, currentSQL's result for id.
+func scanCurrent(id string, row *sql.Row) (inbox.Event, error) {
+	cur := inbox.Event{ID: id}
+	var reason, event, jobStatus sql.NullString
+	err := row.Scan(&cur.Status, &reason, &cur.SHA256, &event, &jobStatus, &cur.Source, &cur.Response)
+	cur.Reason, cur.Event, cur.JobStatus = inbox.Reason(reason.String), event.String, jobStatus.String
+	return cur, err
+}
+
+// revive makes the parked row at d.Key new with d's body, and counts n more
+// deliveries on it, the last seen at lastSeen; upd is reviveSQL. The row is
+// queued afresh: no attempts, no lease, no error.
+func revive(ctx context.Context, upd execer, d inbox.Delivery, n, lastSeen, now int64) error {
+	_, err := upd.ExecContext(ctx,
+		nullable(d.Event), nullable(d.JobStatus), d.Body, len(d.Body), d.SHA256,
+		d.DeliveryTS, n, lastSeen, now, d.Response, d.Key)
+	if err != nil {
+		return fmt.Errorf("revive %s: %w", d.Key, err)
+	}
+	return nil
+}
