@@ -1,6 +1,9 @@
 package inbox
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // The planning steps of Reprocess, for the tests of package inbox_test.
 type (
@@ -42,3 +45,14 @@ func CheckPollResults(results []PollResult) error { return checkPollResults(resu
 
 // Normalized is normalized.
 func (r Refusal) Normalized() Refusal { return r.normalized() }
+
+// AsOf is asOf.
+func (e Expectation) AsOf(now time.Time) Expectation { return e.asOf(now) }
+
+// The counting steps, for the tests of package inbox_test.
+var (
+	NewStats = newStats
+)
+
+// Count is count.
+func (st *Stats) Count(g Group) { st.count(g) }

@@ -25,6 +25,9 @@ type ReconcileStore interface {
 	// ReconcileTx.Now: a store whose clock is the database's places them
 	// relative to it.
 	InReconcileTx(ctx context.Context, ref time.Time, fn func(ReconcileTx) error) error
+	// Expectations reads the expectations, due first and by job id; with
+	// overdue, only those waiting with a due time not after now.
+	Expectations(ctx context.Context, now time.Time, overdue bool) ([]Expectation, error)
 }
 
 // ReconcileTx is a store's transaction of reconciliation writes.
@@ -118,7 +121,21 @@ func Expect(ctx context.Context, store ReconcileStore, jobs []string, statusURL 
 		return nil, fmt.Errorf("expect: %w", err)
 	}
 	for i := range out {
-		out[i] = out[i].AsOf(now)
+		out[i] = out[i].asOf(now)
+	}
+	return out, nil
+}
+
+// Expected returns store's expectations, due first, each as read at now
+// (asOf); with overdue, only those waiting past their due time. It fails
+// when they cannot be read.
+func Expected(ctx context.Context, store ReconcileStore, now time.Time, overdue bool) ([]Expectation, error) {
+	out, err := store.Expectations(ctx, now, overdue)
+	if err != nil {
+		return nil, fmt.Errorf("read expectations: %w", err)
+	}
+	for i := range out {
+		out[i] = out[i].asOf(now)
 	}
 	return out, nil
 }
