@@ -187,25 +187,19 @@ func (t reconcileTx) SettleDelivered(ctx context.Context, owner string, r inbox.
 // Missed returns the refused keys not delivered since, first refused
 // first; with before set, only those first refused before it.
 func (s *Store) Missed(ctx context.Context, before time.Time) ([]inbox.Refusal, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.busy)
-	defer cancel()
 	limit := int64(1<<63 - 1)
 	if !before.IsZero() {
 		limit = before.UnixMilli()
 	}
-	rows, err := s.pool.Query(ctx, `SELECT source, key, coalesce(job_id, ''), coalesce(event, ''),
+	out, err := collect(ctx, s, `SELECT source, key, coalesce(job_id, ''), coalesce(event, ''),
 		first_refused_at, last_refused_at, refusals FROM refusals WHERE first_refused_at < $1 AND NOT `+stored+`
-		ORDER BY first_refused_at, source, key`, limit)
-	if err != nil {
-		return nil, fmt.Errorf("read missed: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (inbox.Refusal, error) {
-		var ref inbox.Refusal
-		var first, last int64
-		err := r.Scan(&ref.Source, &ref.Key, &ref.JobID, &ref.Event, &first, &last, &ref.Count)
-		ref.First, ref.Last = fromMillis(first), fromMillis(last)
-		return ref, err
-	})
+		ORDER BY first_refused_at, source, key`, []any{limit},
+		func(r pgx.CollectableRow) (ref inbox.Refusal, err error) {
+			var first, last int64
+			err = r.Scan(&ref.Source, &ref.Key, &ref.JobID, &ref.Event, &first, &last, &ref.Count)
+			ref.First, ref.Last = fromMillis(first), fromMillis(last)
+			return ref, err
+		})
 	if err != nil {
 		return nil, fmt.Errorf("read missed: %w", err)
 	}
@@ -259,29 +253,22 @@ func scanExpectation(row pgx.Row) (inbox.Expectation, error) {
 	return e, nil
 }
 
-// Expected returns the expectations, due first; with overdue, only those
-// waiting past their due time at now.
+// Expected returns the expectations as inbox.Expected does.
 func (s *Store) Expected(ctx context.Context, now time.Time, overdue bool) ([]inbox.Expectation, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.busy)
-	defer cancel()
+	return inbox.Expected(ctx, reconciling{s}, now, overdue)
+}
+
+// Expectations reads the expectations in a read (Store.read).
+func (r reconciling) Expectations(ctx context.Context, now time.Time, overdue bool) ([]inbox.Expectation, error) {
 	q := `SELECT ` + expectationColumns + ` FROM expectations`
 	var args []any
 	if overdue {
 		q += ` WHERE state = 'waiting' AND due_at <= $1`
 		args = append(args, now.UnixMilli())
 	}
-	rows, err := s.pool.Query(ctx, q+` ORDER BY due_at, job_id`, args...)
-	if err != nil {
-		return nil, fmt.Errorf("read expectations: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (inbox.Expectation, error) {
-		e, err := scanExpectation(r)
-		return e.AsOf(now), err
+	return collect(ctx, r.s, q+` ORDER BY due_at, job_id`, args, func(row pgx.CollectableRow) (inbox.Expectation, error) {
+		return scanExpectation(row)
 	})
-	if err != nil {
-		return nil, fmt.Errorf("read expectations: %w", err)
-	}
-	return out, nil
 }
 
 // NextPoll returns when the first waiting expectation becomes due, on this
@@ -294,25 +281,29 @@ func (s *Store) NextPoll(ctx context.Context) (at time.Time, ok bool, err error)
 	return at, ok, nil
 }
 
-// Reconciliation reads the counts at now, in two queries.
+// Reconciliation reads the counts at now, in two queries of one read
+// (Store.read).
 func (s *Store) Reconciliation(ctx context.Context, now time.Time) (inbox.Reconciliation, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.busy)
-	defer cancel()
 	var r inbox.Reconciliation
 	var oldest *int64
-	if err := s.pool.QueryRow(ctx, `SELECT count(*), min(first_refused_at) FROM refusals WHERE NOT `+stored).
-		Scan(&r.Missed, &oldest); err != nil {
-		return r, fmt.Errorf("count missed: %w", err)
+	err := s.read(ctx, func(ctx context.Context, q querier) error {
+		if err := q.QueryRow(ctx, `SELECT count(*), min(first_refused_at) FROM refusals WHERE NOT `+stored).
+			Scan(&r.Missed, &oldest); err != nil {
+			return fmt.Errorf("count missed: %w", err)
+		}
+		if err := q.QueryRow(ctx, `SELECT
+			count(*) FILTER (WHERE state = 'waiting' AND due_at > $1), count(*) FILTER (WHERE state = 'waiting' AND due_at <= $1),
+			count(*) FILTER (WHERE state = 'done'), count(*) FILTER (WHERE state = 'closed') FROM expectations`, now.UnixMilli()).
+			Scan(&r.Waiting, &r.Overdue, &r.Done, &r.Closed); err != nil {
+			return fmt.Errorf("count expectations: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return inbox.Reconciliation{}, err
 	}
 	if oldest != nil {
 		r.OldestMissed = fromMillis(*oldest)
-	}
-	err := s.pool.QueryRow(ctx, `SELECT
-		count(*) FILTER (WHERE state = 'waiting' AND due_at > $1), count(*) FILTER (WHERE state = 'waiting' AND due_at <= $1),
-		count(*) FILTER (WHERE state = 'done'), count(*) FILTER (WHERE state = 'closed') FROM expectations`, now.UnixMilli()).
-		Scan(&r.Waiting, &r.Overdue, &r.Done, &r.Closed)
-	if err != nil {
-		return r, fmt.Errorf("count expectations: %w", err)
 	}
 	return r, nil
 }
