@@ -111,11 +111,12 @@ type querier interface {
 
 // read runs fn, a read, bounded by ctx's deadline when it has one (an
 // operator's --timeout), else by the busy timeout. The session's
-// statement_timeout is a little under the busy timeout, for serve's own
-// reads; a longer deadline runs fn in a read-only transaction whose
-// statement_timeout is the deadline and a second more, so the client's
-// deadline ends the statement first and the caller can tell it from a
-// failure, while the server still ends it should the client vanish.
+// statement_timeout and lock_timeout are a little under the busy timeout,
+// for serve's own reads; a longer deadline runs fn in a read-only
+// transaction whose statement_timeout and lock_timeout are the deadline
+// and a second more, so the client's deadline ends the statement first
+// and the caller can tell it from a failure, while the server still ends
+// it should the client vanish.
 func (s *Store) read(ctx context.Context, fn func(ctx context.Context, q querier) error) error {
 	deadline, ok := ctx.Deadline()
 	if !ok || time.Until(deadline) <= s.busy*9/10 {
@@ -129,7 +130,8 @@ func (s *Store) read(ctx context.Context, fn func(ctx context.Context, q querier
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	ms := (time.Until(deadline) + time.Second).Milliseconds()
-	if _, err := tx.Exec(ctx, `SELECT set_config('statement_timeout', $1, true)`, strconv.FormatInt(ms, 10)); err != nil {
+	if _, err := tx.Exec(ctx, `SELECT set_config('statement_timeout', $1, true), set_config('lock_timeout', $1, true)`,
+		strconv.FormatInt(ms, 10)); err != nil {
 		return fmt.Errorf("begin read: %w", err)
 	}
 	if err := fn(ctx, tx); err != nil {

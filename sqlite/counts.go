@@ -77,7 +77,9 @@ func (c counting) CountGroups(ctx context.Context) ([]inbox.Group, error) {
 	})
 }
 
-func (c counting) QueueNow(ctx context.Context) (inbox.Queue, error) { return c.s.Queue(ctx, c.s.now()) }
+func (c counting) QueueNow(ctx context.Context) (inbox.Queue, error) {
+	return c.s.Queue(ctx, c.s.now())
+}
 
 func (c counting) CountStatuses(ctx context.Context) (map[inbox.Status]int64, error) {
 	rows, err := c.s.read.QueryContext(ctx, `SELECT status, count(*) FROM events GROUP BY status`)
