@@ -29,22 +29,29 @@ type SecretStore interface {
 	SaveSecretUses(ctx context.Context, uses []SecretUse) error
 }
 
-// RecordSecretUses saves in store when each secret last verified a
+// Secrets is what a Store answers of secret uses, made from a store's
+// statements: a store embeds it.
+type Secrets struct{ store SecretStore }
+
+// NewSecrets returns the secret uses of store.
+func NewSecrets(store SecretStore) Secrets { return Secrets{store} }
+
+// RecordSecretUses saves in the store when each secret last verified a
 // delivery, keeping the later time: the uses are made one a key, as the
 // store keeps the key's text, with its latest time, in key order (an
 // upsert touches a row once a statement, and replicas lock in one order).
 // It fails, saving nothing, when the store is read-only or the
 // transaction does not commit.
-func RecordSecretUses(ctx context.Context, store SecretStore, uses []SecretUse) error {
+func (sc Secrets) RecordSecretUses(ctx context.Context, uses []SecretUse) error {
 	if len(uses) == 0 {
 		return nil
 	}
-	if store.ReadOnly() {
+	if sc.store.ReadOnly() {
 		return errors.New("record secret uses: store is read-only")
 	}
 	latest := map[[2]string]time.Time{}
 	for _, u := range uses {
-		k := [2]string{store.StoredText(u.Source), store.StoredText(u.Fingerprint)}
+		k := [2]string{sc.store.StoredText(u.Source), sc.store.StoredText(u.Fingerprint)}
 		if at, ok := latest[k]; !ok || u.LastVerified.After(at) {
 			latest[k] = u.LastVerified
 		}
@@ -56,7 +63,7 @@ func RecordSecretUses(ctx context.Context, store SecretStore, uses []SecretUse) 
 	slices.SortFunc(keyed, func(a, b SecretUse) int {
 		return cmp.Or(cmp.Compare(a.Source, b.Source), cmp.Compare(a.Fingerprint, b.Fingerprint))
 	})
-	if err := store.SaveSecretUses(ctx, keyed); err != nil {
+	if err := sc.store.SaveSecretUses(ctx, keyed); err != nil {
 		return fmt.Errorf("record secret uses: %w", err)
 	}
 	return nil

@@ -37,7 +37,7 @@ type HourCount struct {
 }
 
 // The counts as every store makes them: a store implements only the
-// statements (CountStore); turning what they count into Stats, a count of
+// statements (CountStore, Counts); turning what they count into Stats, a count of
 // every status, and hour-long windows is here.
 
 // CountStore is what a store implements of the counts, each one statement
@@ -56,6 +56,13 @@ type CountStore interface {
 	CountParkedAgo(ctx context.Context, f Filter, start, end time.Time) (map[int64]int64, error)
 }
 
+// Counts is what a Store answers of the counts, made from a store's
+// statements: a store embeds it.
+type Counts struct{ store CountStore }
+
+// NewCounts returns the counts of store.
+func NewCounts(store CountStore) Counts { return Counts{store} }
+
 // Group is what CountGroups counts of one source, status and reason.
 type Group struct {
 	Source   string
@@ -65,11 +72,11 @@ type Group struct {
 	Attempts int64
 }
 
-// ReadStats counts store's rows per status, reason and source in one
+// Stats counts the store's rows per status, reason and source in one
 // statement, so the counts agree with each other, and reads the queue at
 // the store's clock in another. It fails when either cannot be read.
-func ReadStats(ctx context.Context, store CountStore) (Stats, error) {
-	groups, err := store.CountGroups(ctx)
+func (c Counts) Stats(ctx context.Context) (Stats, error) {
+	groups, err := c.store.CountGroups(ctx)
 	if err != nil {
 		return Stats{}, fmt.Errorf("stats: %w", err)
 	}
@@ -77,16 +84,16 @@ func ReadStats(ctx context.Context, store CountStore) (Stats, error) {
 	for _, g := range groups {
 		st.count(g)
 	}
-	if st.Queue, err = store.QueueNow(ctx); err != nil {
+	if st.Queue, err = c.store.QueueNow(ctx); err != nil {
 		return Stats{}, fmt.Errorf("stats: %w", err)
 	}
 	return st, nil
 }
 
-// CountByStatus counts store's rows of each status, every status included
+// CountByStatus counts the store's rows of each status, every status included
 // (zero when it has none). It fails when the rows cannot be counted.
-func CountByStatus(ctx context.Context, store CountStore) (map[Status]int64, error) {
-	got, err := store.CountStatuses(ctx)
+func (c Counts) CountByStatus(ctx context.Context) (map[Status]int64, error) {
+	got, err := c.store.CountStatuses(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("count rows: %w", err)
 	}
@@ -104,13 +111,13 @@ func CountByStatus(ctx context.Context, store CountStore) (map[Status]int64, err
 // f.Status, f.Since, f.Before and f.Limit are ignored. A row parked again
 // (reprocess) counts at its latest parking. It fails when the rows cannot
 // be counted.
-func ParkedPerHour(ctx context.Context, store CountStore, f Filter, end time.Time, hours int) ([]HourCount, error) {
+func (c Counts) ParkedPerHour(ctx context.Context, f Filter, end time.Time, hours int) ([]HourCount, error) {
 	out := windows(end, hours)
 	if out == nil {
 		return nil, nil
 	}
 	f.Status, f.Since, f.Before, f.Limit = StatusParked, time.Time{}, time.Time{}, 0
-	got, err := store.CountParkedAgo(ctx, f, out[0].Start, end)
+	got, err := c.store.CountParkedAgo(ctx, f, out[0].Start, end)
 	if err != nil {
 		return nil, fmt.Errorf("count parked rows per hour: %w", err)
 	}

@@ -51,12 +51,12 @@ func (h *hoursAgo) CountParkedAgo(_ context.Context, f inbox.Filter, start, end 
 // window it lies, passing over what falls outside.
 func TestParkedPerHour(t *testing.T) {
 	ctx := context.Background()
-	if got, err := inbox.ParkedPerHour(ctx, &hoursAgo{}, inbox.Filter{}, time.Now(), 0); got != nil || err != nil {
+	if got, err := inbox.NewCounts(&hoursAgo{}).ParkedPerHour(ctx, inbox.Filter{}, time.Now(), 0); got != nil || err != nil {
 		t.Errorf("0 hours: got %v, %v; want nil", got, err)
 	}
 	end := time.Date(2025, 6, 1, 12, 30, 0, 1_500_000, time.FixedZone("X", 3600))
 	store := &hoursAgo{ago: map[int64]int64{0: 7, 2: 5, 3: 99, -1: 99}}
-	hs, err := inbox.ParkedPerHour(ctx, store, inbox.Filter{Source: "vibe", Since: end, Limit: 3}, end, 3)
+	hs, err := inbox.NewCounts(store).ParkedPerHour(ctx, inbox.Filter{Source: "vibe", Since: end, Limit: 3}, end, 3)
 	if err != nil || len(hs) != 3 {
 		t.Fatalf("3 hours: got %d windows, %v", len(hs), err)
 	}

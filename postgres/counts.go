@@ -10,25 +10,8 @@ import (
 	"inbox/inbox"
 )
 
-// The counts: each a statement in a read (Store.read), turned into what
-// the operator reads by inbox (counting).
-
-// Stats counts rows as inbox.ReadStats does, the queue at the store's
-// clock.
-func (s *Store) Stats(ctx context.Context) (inbox.Stats, error) {
-	return inbox.ReadStats(ctx, counting{s})
-}
-
-// CountByStatus counts the rows of each status as inbox.CountByStatus
-// does.
-func (s *Store) CountByStatus(ctx context.Context) (map[inbox.Status]int64, error) {
-	return inbox.CountByStatus(ctx, counting{s})
-}
-
-// ParkedPerHour counts parked rows per hour as inbox.ParkedPerHour does.
-func (s *Store) ParkedPerHour(ctx context.Context, f inbox.Filter, end time.Time, hours int) ([]inbox.HourCount, error) {
-	return inbox.ParkedPerHour(ctx, counting{s}, f, end, hours)
-}
+// The counts: each a statement in a read (Store.read; counting), which
+// inbox.Counts, embedded in Store, turns into what the operator reads.
 
 // Count counts the rows f selects, f.Limit aside: what List would return
 // without a limit. It fails only when the database cannot be read.
@@ -71,6 +54,8 @@ func (c counting) CountGroups(ctx context.Context) ([]inbox.Group, error) {
 		FROM events GROUP BY source, status, reason`, nil, pgx.RowToStructByPos[inbox.Group])
 }
 
+// QueueNow reads the queue at the store's clock (the database's, or the
+// injected one).
 func (c counting) QueueNow(ctx context.Context) (inbox.Queue, error) {
 	return c.s.Queue(ctx, c.s.localNow())
 }

@@ -12,40 +12,20 @@ import (
 
 // The reconciliation records: refusals remembered while the store was
 // down, expectations and their polls, and settling them as deliveries
-// land. The writes run as inbox's sequences say, each in one transaction
-// bounded by the busy timeout (reconciling); the reads are here.
+// land. The writes run as inbox.Reconciler, embedded in Store, says, each
+// in one transaction bounded by the busy timeout, on the store's clock
+// (reconciling); the reads are here. Missed leaves out a refusal whose row
+// a replica stored while it was written. Pollers on several replicas
+// never hold the same expectation (SKIP LOCKED passes over those another
+// poller is claiming), and a due one whose job is stored by now (a
+// delivery on another replica raced its Expect) is settled done rather
+// than claimed. Expect places due, and SettlePolls the results' times, on
+// the store's clock as far ahead as it is of this process's.
 
 // stored holds while the events table has the row a refusal's key (the
 // row id) names: such a refusal is not missed, whatever a race between
 // replicas left behind.
 const stored = `EXISTS (SELECT 1 FROM events WHERE events.id = refusals.key)`
-
-// RecordRefusals writes refusals as inbox.RecordRefusals does; Missed
-// leaves out one whose row a replica stored while this was written.
-func (s *Store) RecordRefusals(ctx context.Context, refusals []inbox.Refusal) error {
-	return inbox.RecordRefusals(ctx, reconciling{s}, refusals)
-}
-
-// Expect records expectations as inbox.Expect does, due placed on the
-// store's clock as far ahead as it is of this process's.
-func (s *Store) Expect(ctx context.Context, jobs []string, statusURL string, due time.Time) ([]inbox.Expectation, error) {
-	return inbox.Expect(ctx, reconciling{s}, jobs, statusURL, due)
-}
-
-// ClaimPolls leases due expectations as inbox.ClaimPolls does, on the
-// store's clock: pollers on several replicas never hold the same one
-// (SKIP LOCKED passes over those another poller is claiming). A due
-// expectation whose job is stored by now (a delivery on another replica
-// raced its Expect) is settled done rather than claimed.
-func (s *Store) ClaimPolls(ctx context.Context, owner string, now, until time.Time, max int) ([]inbox.Poll, error) {
-	return inbox.ClaimPolls(ctx, reconciling{s}, owner, now, until, max)
-}
-
-// SettlePolls records poll results as inbox.SettlePolls does, their times
-// placed on the store's clock as Settle places a dispatcher's.
-func (s *Store) SettlePolls(ctx context.Context, owner string, results []inbox.PollResult) (stale int, err error) {
-	return inbox.SettlePolls(ctx, reconciling{s}, owner, results)
-}
 
 // reconciling is the store's inbox.ReconcileStore.
 type reconciling struct{ s *Store }
@@ -251,11 +231,6 @@ func scanExpectation(row pgx.Row) (inbox.Expectation, error) {
 		e.PolledAt = fromMillis(polled)
 	}
 	return e, nil
-}
-
-// Expected returns the expectations as inbox.Expected does.
-func (s *Store) Expected(ctx context.Context, now time.Time, overdue bool) ([]inbox.Expectation, error) {
-	return inbox.Expected(ctx, reconciling{s}, now, overdue)
 }
 
 // Expectations reads the expectations in a read (Store.read).

@@ -9,25 +9,8 @@ import (
 	"inbox/inbox"
 )
 
-// The counts: each a statement on the read connections, turned into what
-// the operator reads by inbox (counting).
-
-// Stats counts rows as inbox.ReadStats does.
-func (s *Store) Stats(ctx context.Context) (inbox.Stats, error) {
-	return inbox.ReadStats(ctx, counting{s})
-}
-
-// CountByStatus counts the rows of each status as inbox.CountByStatus
-// does. It reads the (status, received_at) index alone, never the rows, so
-// it is cheap enough to run at every metrics scrape.
-func (s *Store) CountByStatus(ctx context.Context) (map[inbox.Status]int64, error) {
-	return inbox.CountByStatus(ctx, counting{s})
-}
-
-// ParkedPerHour counts parked rows per hour as inbox.ParkedPerHour does.
-func (s *Store) ParkedPerHour(ctx context.Context, f inbox.Filter, end time.Time, hours int) ([]inbox.HourCount, error) {
-	return inbox.ParkedPerHour(ctx, counting{s}, f, end, hours)
-}
+// The counts: each a statement on the read connections (counting), which
+// inbox.Counts, embedded in Store, turns into what the operator reads.
 
 // Count counts the rows f selects, f.Limit aside: what List would return
 // without a limit. It fails only when the database cannot be read.
@@ -81,6 +64,8 @@ func (c counting) QueueNow(ctx context.Context) (inbox.Queue, error) {
 	return c.s.Queue(ctx, c.s.now())
 }
 
+// CountStatuses reads the (status, received_at) index alone, never the
+// rows, so it is cheap enough to run at every metrics scrape.
 func (c counting) CountStatuses(ctx context.Context) (map[inbox.Status]int64, error) {
 	rows, err := c.s.read.QueryContext(ctx, `SELECT status, count(*) FROM events GROUP BY status`)
 	if err != nil {

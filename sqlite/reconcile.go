@@ -11,29 +11,9 @@ import (
 
 // The reconciliation records: refusals remembered while the store was
 // down, expectations and their polls, and settling them as deliveries
-// land. The writes run as inbox's sequences say, each in one transaction
-// of the writer (reconciling); the reads are here.
-
-// RecordRefusals writes refusals as inbox.RecordRefusals does.
-func (s *Store) RecordRefusals(ctx context.Context, refusals []inbox.Refusal) error {
-	return inbox.RecordRefusals(ctx, reconciling{s}, refusals)
-}
-
-// Expect records expectations as inbox.Expect does, at the store's clock.
-func (s *Store) Expect(ctx context.Context, jobs []string, statusURL string, due time.Time) ([]inbox.Expectation, error) {
-	return inbox.Expect(ctx, reconciling{s}, jobs, statusURL, due)
-}
-
-// ClaimPolls leases due expectations as inbox.ClaimPolls does: two
-// processes, or two hosts on one database, never hold the same one.
-func (s *Store) ClaimPolls(ctx context.Context, owner string, now, until time.Time, max int) ([]inbox.Poll, error) {
-	return inbox.ClaimPolls(ctx, reconciling{s}, owner, now, until, max)
-}
-
-// SettlePolls records poll results as inbox.SettlePolls does.
-func (s *Store) SettlePolls(ctx context.Context, owner string, results []inbox.PollResult) (stale int, err error) {
-	return inbox.SettlePolls(ctx, reconciling{s}, owner, results)
-}
+// land. The writes run as inbox.Reconciler, embedded in Store, says, each
+// in one transaction of the writer (reconciling); the reads are here.
+// Two processes on one database never hold the same poll.
 
 // reconciling is the store's inbox.ReconcileStore.
 type reconciling struct{ s *Store }
@@ -178,11 +158,6 @@ func scanExpectation(scan func(...any) error) (inbox.Expectation, error) {
 		e.PolledAt = fromMillis(polled)
 	}
 	return e, nil
-}
-
-// Expected returns the expectations as inbox.Expected does.
-func (s *Store) Expected(ctx context.Context, now time.Time, overdue bool) ([]inbox.Expectation, error) {
-	return inbox.Expected(ctx, reconciling{s}, now, overdue)
 }
 
 // Expectations reads the expectations. A database that has no

@@ -8,13 +8,8 @@ import (
 	"inbox/inbox"
 )
 
-// RecordSecretUses saves uses as inbox.RecordSecretUses does, in the
-// writer's next transaction.
-func (s *Store) RecordSecretUses(ctx context.Context, uses []inbox.SecretUse) error {
-	return inbox.RecordSecretUses(ctx, secretUses{s}, uses)
-}
-
-// secretUses is the store's inbox.SecretStore.
+// secretUses is the store's inbox.SecretStore: inbox.Secrets, embedded
+// in Store, records the uses through it.
 type secretUses struct{ s *Store }
 
 func (u secretUses) ReadOnly() bool { return u.s.write == nil }
