@@ -51,3 +51,14 @@ func Startable(jobs []Job, now, until time.Time) ([]Job, error) { return startab
 
 // MarkStarted is markStarted.
 func MarkStarted(j Job) Job { return markStarted(j) }
+
+// AsOf is asOf.
+func (e Expectation) AsOf(now time.Time) Expectation { return e.asOf(now) }
+
+// The counting steps, for the tests of package inbox_test.
+var (
+	NewStats = newStats
+)
+
+// Count is count.
+func (st *Stats) Count(g Group) { st.count(g) }

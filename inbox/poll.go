@@ -13,9 +13,9 @@ import (
 // expectation.
 const MaxPollError = 500
 
-// AsOf returns e as read at now: Overdue when it waits past its due time,
+// asOf returns e as read at now: Overdue when it waits past its due time,
 // and a next poll time only while it waits.
-func (e Expectation) AsOf(now time.Time) Expectation {
+func (e Expectation) asOf(now time.Time) Expectation {
 	e.Overdue = e.State == ExpectWaiting && !now.Before(e.DueAt)
 	if e.State != ExpectWaiting {
 		e.NextPollAt = time.Time{}

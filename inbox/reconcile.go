@@ -25,6 +25,9 @@ type ReconcileStore interface {
 	// ReconcileTx.Now: a store whose clock is the database's places them
 	// relative to it.
 	InReconcileTx(ctx context.Context, ref time.Time, fn func(ReconcileTx) error) error
+	// Expectations reads the expectations, due first and by job id; with
+	// overdue, only those waiting with a due time not after now.
+	Expectations(ctx context.Context, now time.Time, overdue bool) ([]Expectation, error)
 }
 
 // ReconcileTx is a store's transaction of reconciliation writes.
@@ -51,17 +54,24 @@ type ReconcileTx interface {
 	SettleDelivered(ctx context.Context, owner string, r PollResult) error
 }
 
-// RecordRefusals writes refusals remembered while store was down, adding
+// Reconciler is what a Store answers of reconciliation but the reads that
+// are one statement, made from a store's statements: a store embeds it.
+type Reconciler struct{ store ReconcileStore }
+
+// NewReconciler returns the reconciliation of store.
+func NewReconciler(store ReconcileStore) Reconciler { return Reconciler{store} }
+
+// RecordRefusals writes refusals remembered while the store was down, adding
 // each one's count and widening its times onto what the key already has.
 // A key whose row exists by now is left out: a retry landed before the
 // refusal could be written, so nothing is missing. They are written in
 // key order, the order deliveries lock rows in. It fails, writing nothing,
 // when the store cannot take the write; the caller keeps them.
-func RecordRefusals(ctx context.Context, store ReconcileStore, refusals []Refusal) error {
+func (rc Reconciler) RecordRefusals(ctx context.Context, refusals []Refusal) error {
 	if len(refusals) == 0 {
 		return nil
 	}
-	if store.ReadOnly() {
+	if rc.store.ReadOnly() {
 		return errors.New("record refusals: store is read-only")
 	}
 	refusals = slices.Clone(refusals)
@@ -71,7 +81,7 @@ func RecordRefusals(ctx context.Context, store ReconcileStore, refusals []Refusa
 	slices.SortFunc(refusals, func(a, b Refusal) int {
 		return cmp.Or(cmp.Compare(a.Source, b.Source), cmp.Compare(a.Key, b.Key))
 	})
-	err := store.InReconcileTx(ctx, time.Time{}, func(tx ReconcileTx) error {
+	err := rc.store.InReconcileTx(ctx, time.Time{}, func(tx ReconcileTx) error {
 		for _, r := range refusals {
 			if err := tx.RecordRefusal(ctx, r); err != nil {
 				return fmt.Errorf("record refusal of %s: %w", r.Key, err)
@@ -85,25 +95,25 @@ func RecordRefusals(ctx context.Context, store ReconcileStore, refusals []Refusa
 	return nil
 }
 
-// Expect records in store that a delivery of each of Sume's jobs is
+// Expect records in the store that a delivery of each of Sume's jobs is
 // expected by due, its status read at statusURL ("" for the API's own)
 // when it is late, and returns the expectations as they then stand. A job
 // whose row is already stored is done at once. Expecting a job again that
 // is waiting (or was closed) moves it to the new due time, waiting; a done
 // one stays done. It fails, recording nothing, on an invalid job id
 // (CheckJobID) or when the store cannot take the write.
-func Expect(ctx context.Context, store ReconcileStore, jobs []string, statusURL string, due time.Time) ([]Expectation, error) {
+func (rc Reconciler) Expect(ctx context.Context, jobs []string, statusURL string, due time.Time) ([]Expectation, error) {
 	for _, id := range jobs {
 		if err := CheckJobID(id); err != nil {
 			return nil, err
 		}
 	}
-	if store.ReadOnly() {
+	if rc.store.ReadOnly() {
 		return nil, errors.New("expect: store is read-only")
 	}
 	var out []Expectation
 	var now time.Time
-	err := store.InReconcileTx(ctx, time.Time{}, func(tx ReconcileTx) error {
+	err := rc.store.InReconcileTx(ctx, time.Time{}, func(tx ReconcileTx) error {
 		out, now = out[:0], tx.Now()
 		for _, id := range jobs {
 			e, err := tx.Expect(ctx, id, statusURL, due)
@@ -118,26 +128,40 @@ func Expect(ctx context.Context, store ReconcileStore, jobs []string, statusURL 
 		return nil, fmt.Errorf("expect: %w", err)
 	}
 	for i := range out {
-		out[i] = out[i].AsOf(now)
+		out[i] = out[i].asOf(now)
 	}
 	return out, nil
 }
 
-// ClaimPolls leases up to max waiting expectations of store due at now to
+// Expected returns the store's expectations, due first, each as read at now
+// (asOf); with overdue, only those waiting past their due time. It fails
+// when they cannot be read.
+func (rc Reconciler) Expected(ctx context.Context, now time.Time, overdue bool) ([]Expectation, error) {
+	out, err := rc.store.Expectations(ctx, now, overdue)
+	if err != nil {
+		return nil, fmt.Errorf("read expectations: %w", err)
+	}
+	for i := range out {
+		out[i] = out[i].asOf(now)
+	}
+	return out, nil
+}
+
+// ClaimPolls leases up to max waiting expectations of the store due at now to
 // owner until until, in one transaction, due first: each one's poll count
 // goes up and its next poll time becomes the lease's end, so two pollers
 // never hold the same one, and one whose poller died is claimed again once
 // the lease is over. It fails, claiming nothing, when the store cannot
 // take the write.
-func ClaimPolls(ctx context.Context, store ReconcileStore, owner string, now, until time.Time, max int) ([]Poll, error) {
+func (rc Reconciler) ClaimPolls(ctx context.Context, owner string, now, until time.Time, max int) ([]Poll, error) {
 	if owner == "" || max <= 0 || !until.After(now) {
 		return nil, fmt.Errorf("claim polls: want an owner, a max above 0 and a lease ending after now")
 	}
-	if store.ReadOnly() {
+	if rc.store.ReadOnly() {
 		return nil, errors.New("claim polls: store is read-only")
 	}
 	var polls []Poll
-	err := store.InReconcileTx(ctx, now, func(tx ReconcileTx) error {
+	err := rc.store.InReconcileTx(ctx, now, func(tx ReconcileTx) error {
 		var err error
 		polls, err = tx.ClaimPolls(ctx, owner, now, until, max)
 		return err
@@ -149,20 +173,20 @@ func ClaimPolls(ctx context.Context, store ReconcileStore, owner string, now, un
 	return polls, nil
 }
 
-// SettlePolls records in store the results of polls owner claimed, in key
+// SettlePolls records in the store the results of polls owner claimed, in key
 // order, their times placed relative to the latest At. A result whose
 // claim is gone (the job was delivered meanwhile, or the lease ran out
 // and another poller claimed it) is counted in stale and changes nothing,
 // but for a job delivered while this poll held it: its poll and
 // redelivery are counted on the done expectation.
-func SettlePolls(ctx context.Context, store ReconcileStore, owner string, results []PollResult) (stale int, err error) {
+func (rc Reconciler) SettlePolls(ctx context.Context, owner string, results []PollResult) (stale int, err error) {
 	if len(results) == 0 {
 		return 0, nil
 	}
 	if err := checkPollResults(results); err != nil {
 		return 0, fmt.Errorf("settle polls: %w", err)
 	}
-	if store.ReadOnly() {
+	if rc.store.ReadOnly() {
 		return 0, errors.New("settle polls: store is read-only")
 	}
 	var ref time.Time
@@ -175,7 +199,7 @@ func SettlePolls(ctx context.Context, store ReconcileStore, owner string, result
 	slices.SortStableFunc(results, func(a, b PollResult) int {
 		return cmp.Or(cmp.Compare(a.Poll.Source, b.Poll.Source), cmp.Compare(a.Poll.JobID, b.Poll.JobID))
 	})
-	err = store.InReconcileTx(ctx, ref, func(tx ReconcileTx) error {
+	err = rc.store.InReconcileTx(ctx, ref, func(tx ReconcileTx) error {
 		stale = 0
 		for _, r := range results {
 			ok, err := tx.SettlePoll(ctx, owner, r)

@@ -1,6 +1,10 @@
 package inbox
 
-import "time"
+import (
+	"context"
+	"fmt"
+	"time"
+)
 
 // Stats counts rows per status and parked rows per reason, the delivery
 // attempts recorded on rows, and the queue of new rows.
@@ -32,40 +36,122 @@ type HourCount struct {
 	Count int64     `json:"count"`
 }
 
-// SecretUse is when one configured secret of a source last verified a
-// delivery. The secret is named by its fingerprint, never by itself.
-type SecretUse struct {
-	Source       string    `json:"source"`
-	Fingerprint  string    `json:"fingerprint"`
-	LastVerified time.Time `json:"last_verified_at"`
+// The counts as every store makes them: a store implements only the
+// statements (CountStore, Counts); turning what they count into Stats, a count of
+// every status, and hour-long windows is here.
+
+// CountStore is what a store implements of the counts, each one statement
+// and its scan.
+type CountStore interface {
+	// CountGroups counts the rows of each source, status and reason ("" for
+	// none), and the delivery attempts recorded on them, in one statement.
+	CountGroups(ctx context.Context) ([]Group, error)
+	// QueueNow reads the queue at the store's clock.
+	QueueNow(ctx context.Context) (Queue, error)
+	// CountStatuses counts the rows of each status that has any.
+	CountStatuses(ctx context.Context) (map[Status]int64, error)
+	// CountParkedAgo counts the rows f selects (f.Status parked) whose
+	// updated_at lies in [start, end), by how many whole hours before end
+	// it lies: 0 for [end-1h, end), 1 for the hour before, and so on.
+	CountParkedAgo(ctx context.Context, f Filter, start, end time.Time) (map[int64]int64, error)
 }
 
-// NewStats returns Stats with every map made, counting nothing.
-func NewStats() Stats {
+// Counts is what a Store answers of the counts, made from a store's
+// statements: a store embeds it.
+type Counts struct{ store CountStore }
+
+// NewCounts returns the counts of store.
+func NewCounts(store CountStore) Counts { return Counts{store} }
+
+// Group is what CountGroups counts of one source, status and reason.
+type Group struct {
+	Source   string
+	Status   Status
+	Reason   Reason
+	Rows     int64
+	Attempts int64
+}
+
+// Stats counts the store's rows per status, reason and source in one
+// statement, so the counts agree with each other, and reads the queue at
+// the store's clock in another. It fails when either cannot be read.
+func (c Counts) Stats(ctx context.Context) (Stats, error) {
+	groups, err := c.store.CountGroups(ctx)
+	if err != nil {
+		return Stats{}, fmt.Errorf("stats: %w", err)
+	}
+	st := newStats()
+	for _, g := range groups {
+		st.count(g)
+	}
+	if st.Queue, err = c.store.QueueNow(ctx); err != nil {
+		return Stats{}, fmt.Errorf("stats: %w", err)
+	}
+	return st, nil
+}
+
+// CountByStatus counts the store's rows of each status, every status included
+// (zero when it has none). It fails when the rows cannot be counted.
+func (c Counts) CountByStatus(ctx context.Context) (map[Status]int64, error) {
+	got, err := c.store.CountStatuses(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("count rows: %w", err)
+	}
+	counts := make(map[Status]int64, len(Statuses()))
+	for _, st := range Statuses() {
+		counts[st] = got[st]
+	}
+	return counts, nil
+}
+
+// ParkedPerHour counts the rows f selects that are parked and were parked
+// (their updated_at: on receipt, or when the dispatcher gave up on them)
+// in each of the hours hour-long windows that end at end, oldest first;
+// an hour with none counts 0, and hours not above 0 count nothing.
+// f.Status, f.Since, f.Before and f.Limit are ignored. A row parked again
+// (reprocess) counts at its latest parking. It fails when the rows cannot
+// be counted.
+func (c Counts) ParkedPerHour(ctx context.Context, f Filter, end time.Time, hours int) ([]HourCount, error) {
+	out := windows(end, hours)
+	if out == nil {
+		return nil, nil
+	}
+	f.Status, f.Since, f.Before, f.Limit = StatusParked, time.Time{}, time.Time{}, 0
+	got, err := c.store.CountParkedAgo(ctx, f, out[0].Start, end)
+	if err != nil {
+		return nil, fmt.Errorf("count parked rows per hour: %w", err)
+	}
+	for ago, n := range got {
+		if ago >= 0 && ago < int64(len(out)) {
+			out[len(out)-1-int(ago)].Count = n
+		}
+	}
+	return out, nil
+}
+
+// newStats returns Stats with every map made, counting nothing.
+func newStats() Stats {
 	return Stats{ByStatus: map[Status]int64{}, ByReason: map[Reason]int64{}, Attempts: map[Status]int64{},
 		BySource: map[string]map[Status]int64{}}
 }
 
-// Count counts n rows of source with status and reason ("" for none), on
-// which attempts delivery attempts are recorded. st must come from
-// NewStats.
-func (st *Stats) Count(source string, status Status, reason Reason, n, attempts int64) {
-	if st.BySource[source] == nil {
-		st.BySource[source] = map[Status]int64{}
+// count adds g to st, which must come from newStats.
+func (st *Stats) count(g Group) {
+	if st.BySource[g.Source] == nil {
+		st.BySource[g.Source] = map[Status]int64{}
 	}
-	st.BySource[source][status] += n
-	st.ByStatus[status] += n
-	st.Attempts[status] += attempts
-	if reason != "" {
-		st.ByReason[reason] += n
+	st.BySource[g.Source][g.Status] += g.Rows
+	st.ByStatus[g.Status] += g.Rows
+	st.Attempts[g.Status] += g.Attempts
+	if g.Reason != "" {
+		st.ByReason[g.Reason] += g.Rows
 	}
 }
 
-// Hours returns the hours hour-long windows that end at end, oldest
-// first, each counting 0; nil when hours is not above 0. The first one's
-// Start is where a store's count begins. Times are kept to the
-// millisecond, in UTC, as the stores keep them.
-func Hours(end time.Time, hours int) []HourCount {
+// windows returns the hours hour-long windows that end at end, oldest
+// first, each counting 0; nil when hours is not above 0. Times are kept to
+// the millisecond, in UTC, as the stores keep them.
+func windows(end time.Time, hours int) []HourCount {
 	if hours <= 0 {
 		return nil
 	}
@@ -76,13 +162,4 @@ func Hours(end time.Time, hours int) []HourCount {
 		out[i].Start = start.Add(time.Duration(i) * time.Hour)
 	}
 	return out
-}
-
-// CountAgo sets the count of the window ago hours before the last one of
-// hs (0 for the last, [end-1h, end)) to n; an ago outside hs is passed
-// over.
-func CountAgo(hs []HourCount, ago, n int64) {
-	if ago >= 0 && ago < int64(len(hs)) {
-		hs[len(hs)-1-int(ago)].Count = n
-	}
 }

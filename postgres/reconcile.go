@@ -12,40 +12,20 @@ import (
 
 // The reconciliation records: refusals remembered while the store was
 // down, expectations and their polls, and settling them as deliveries
-// land. The writes run as inbox's sequences say, each in one transaction
-// bounded by the busy timeout (reconciling); the reads are here.
+// land. The writes run as inbox.Reconciler, embedded in Store, says, each
+// in one transaction bounded by the busy timeout, on the store's clock
+// (reconciling); the reads are here. Missed leaves out a refusal whose row
+// a replica stored while it was written. Pollers on several replicas
+// never hold the same expectation (SKIP LOCKED passes over those another
+// poller is claiming), and a due one whose job is stored by now (a
+// delivery on another replica raced its Expect) is settled done rather
+// than claimed. Expect places due, and SettlePolls the results' times, on
+// the store's clock as far ahead as it is of this process's.
 
 // stored holds while the events table has the row a refusal's key (the
 // row id) names: such a refusal is not missed, whatever a race between
 // replicas left behind.
 const stored = `EXISTS (SELECT 1 FROM events WHERE events.id = refusals.key)`
-
-// RecordRefusals writes refusals as inbox.RecordRefusals does; Missed
-// leaves out one whose row a replica stored while this was written.
-func (s *Store) RecordRefusals(ctx context.Context, refusals []inbox.Refusal) error {
-	return inbox.RecordRefusals(ctx, reconciling{s}, refusals)
-}
-
-// Expect records expectations as inbox.Expect does, due placed on the
-// store's clock as far ahead as it is of this process's.
-func (s *Store) Expect(ctx context.Context, jobs []string, statusURL string, due time.Time) ([]inbox.Expectation, error) {
-	return inbox.Expect(ctx, reconciling{s}, jobs, statusURL, due)
-}
-
-// ClaimPolls leases due expectations as inbox.ClaimPolls does, on the
-// store's clock: pollers on several replicas never hold the same one
-// (SKIP LOCKED passes over those another poller is claiming). A due
-// expectation whose job is stored by now (a delivery on another replica
-// raced its Expect) is settled done rather than claimed.
-func (s *Store) ClaimPolls(ctx context.Context, owner string, now, until time.Time, max int) ([]inbox.Poll, error) {
-	return inbox.ClaimPolls(ctx, reconciling{s}, owner, now, until, max)
-}
-
-// SettlePolls records poll results as inbox.SettlePolls does, their times
-// placed on the store's clock as Settle places a dispatcher's.
-func (s *Store) SettlePolls(ctx context.Context, owner string, results []inbox.PollResult) (stale int, err error) {
-	return inbox.SettlePolls(ctx, reconciling{s}, owner, results)
-}
 
 // reconciling is the store's inbox.ReconcileStore.
 type reconciling struct{ s *Store }
@@ -187,25 +167,19 @@ func (t reconcileTx) SettleDelivered(ctx context.Context, owner string, r inbox.
 // Missed returns the refused keys not delivered since, first refused
 // first; with before set, only those first refused before it.
 func (s *Store) Missed(ctx context.Context, before time.Time) ([]inbox.Refusal, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.busy)
-	defer cancel()
 	limit := int64(1<<63 - 1)
 	if !before.IsZero() {
 		limit = before.UnixMilli()
 	}
-	rows, err := s.pool.Query(ctx, `SELECT source, key, coalesce(job_id, ''), coalesce(event, ''),
+	out, err := collect(ctx, s, `SELECT source, key, coalesce(job_id, ''), coalesce(event, ''),
 		first_refused_at, last_refused_at, refusals FROM refusals WHERE first_refused_at < $1 AND NOT `+stored+`
-		ORDER BY first_refused_at, source, key`, limit)
-	if err != nil {
-		return nil, fmt.Errorf("read missed: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (inbox.Refusal, error) {
-		var ref inbox.Refusal
-		var first, last int64
-		err := r.Scan(&ref.Source, &ref.Key, &ref.JobID, &ref.Event, &first, &last, &ref.Count)
-		ref.First, ref.Last = fromMillis(first), fromMillis(last)
-		return ref, err
-	})
+		ORDER BY first_refused_at, source, key`, []any{limit},
+		func(r pgx.CollectableRow) (ref inbox.Refusal, err error) {
+			var first, last int64
+			err = r.Scan(&ref.Source, &ref.Key, &ref.JobID, &ref.Event, &first, &last, &ref.Count)
+			ref.First, ref.Last = fromMillis(first), fromMillis(last)
+			return ref, err
+		})
 	if err != nil {
 		return nil, fmt.Errorf("read missed: %w", err)
 	}
@@ -258,29 +232,17 @@ func scanExpectation(row pgx.Row) (inbox.Expectation, error) {
 	return e, nil
 }
 
-// Expected returns the expectations, due first; with overdue, only those
-// waiting past their due time at now.
-func (s *Store) Expected(ctx context.Context, now time.Time, overdue bool) ([]inbox.Expectation, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.busy)
-	defer cancel()
+// Expectations reads the expectations in a read (Store.read).
+func (r reconciling) Expectations(ctx context.Context, now time.Time, overdue bool) ([]inbox.Expectation, error) {
 	q := `SELECT ` + expectationColumns + ` FROM expectations`
 	var args []any
 	if overdue {
 		q += ` WHERE state = 'waiting' AND due_at <= $1`
 		args = append(args, now.UnixMilli())
 	}
-	rows, err := s.pool.Query(ctx, q+` ORDER BY due_at, job_id`, args...)
-	if err != nil {
-		return nil, fmt.Errorf("read expectations: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (inbox.Expectation, error) {
-		e, err := scanExpectation(r)
-		return e.AsOf(now), err
+	return collect(ctx, r.s, q+` ORDER BY due_at, job_id`, args, func(row pgx.CollectableRow) (inbox.Expectation, error) {
+		return scanExpectation(row)
 	})
-	if err != nil {
-		return nil, fmt.Errorf("read expectations: %w", err)
-	}
-	return out, nil
 }
 
 // NextPoll returns when the first waiting expectation becomes due, on this
@@ -293,25 +255,29 @@ func (s *Store) NextPoll(ctx context.Context) (at time.Time, ok bool, err error)
 	return at, ok, nil
 }
 
-// Reconciliation reads the counts at now, in two queries.
+// Reconciliation reads the counts at now, in two queries of one read
+// (Store.read).
 func (s *Store) Reconciliation(ctx context.Context, now time.Time) (inbox.Reconciliation, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.busy)
-	defer cancel()
 	var r inbox.Reconciliation
 	var oldest *int64
-	if err := s.pool.QueryRow(ctx, `SELECT count(*), min(first_refused_at) FROM refusals WHERE NOT `+stored).
-		Scan(&r.Missed, &oldest); err != nil {
-		return r, fmt.Errorf("count missed: %w", err)
+	err := s.read(ctx, func(ctx context.Context, q querier) error {
+		if err := q.QueryRow(ctx, `SELECT count(*), min(first_refused_at) FROM refusals WHERE NOT `+stored).
+			Scan(&r.Missed, &oldest); err != nil {
+			return fmt.Errorf("count missed: %w", err)
+		}
+		if err := q.QueryRow(ctx, `SELECT
+			count(*) FILTER (WHERE state = 'waiting' AND due_at > $1), count(*) FILTER (WHERE state = 'waiting' AND due_at <= $1),
+			count(*) FILTER (WHERE state = 'done'), count(*) FILTER (WHERE state = 'closed') FROM expectations`, now.UnixMilli()).
+			Scan(&r.Waiting, &r.Overdue, &r.Done, &r.Closed); err != nil {
+			return fmt.Errorf("count expectations: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return inbox.Reconciliation{}, err
 	}
 	if oldest != nil {
 		r.OldestMissed = fromMillis(*oldest)
-	}
-	err := s.pool.QueryRow(ctx, `SELECT
-		count(*) FILTER (WHERE state = 'waiting' AND due_at > $1), count(*) FILTER (WHERE state = 'waiting' AND due_at <= $1),
-		count(*) FILTER (WHERE state = 'done'), count(*) FILTER (WHERE state = 'closed') FROM expectations`, now.UnixMilli()).
-		Scan(&r.Waiting, &r.Overdue, &r.Done, &r.Closed)
-	if err != nil {
-		return r, fmt.Errorf("count expectations: %w", err)
 	}
 	return r, nil
 }

@@ -2,47 +2,30 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"slices"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 
 	"inbox/inbox"
 )
 
-// RecordSecretUses saves uses in one statement, keeping for each secret the
-// later of the saved and the given time. It fails when the store is
-// read-only or closed, or the statement does not commit.
-func (s *Store) RecordSecretUses(ctx context.Context, uses []inbox.SecretUse) error {
-	if len(uses) == 0 {
-		return nil
+// secretUses is the store's inbox.SecretStore: inbox.Secrets, embedded
+// in Store, records the uses through it.
+type secretUses struct{ s *Store }
+
+func (u secretUses) ReadOnly() bool { return u.s.readOnly }
+
+// StoredText returns s as a text column keeps it (pgText).
+func (secretUses) StoredText(s string) string { return pgText(s) }
+
+func (u secretUses) SaveSecretUses(ctx context.Context, uses []inbox.SecretUse) error {
+	sources, fps, ats := make([]string, len(uses)), make([]string, len(uses)), make([]int64, len(uses))
+	for i, use := range uses {
+		sources[i], fps[i], ats[i] = use.Source, use.Fingerprint, use.LastVerified.UnixMilli()
 	}
-	if s.readOnly {
-		return errors.New("record secret uses: store is read-only")
-	}
-	// One row per key, the latest time, in key order: ON CONFLICT cannot
-	// touch a row twice in one statement, and replicas lock in one order.
-	latest := map[[2]string]int64{}
-	for _, u := range uses {
-		k := [2]string{pgText(u.Source), pgText(u.Fingerprint)}
-		latest[k] = max(latest[k], u.LastVerified.UnixMilli())
-	}
-	keys := make([][2]string, 0, len(latest))
-	for k := range latest {
-		keys = append(keys, k)
-	}
-	slices.SortFunc(keys, func(a, b [2]string) int {
-		return strings.Compare(a[0]+"\x00"+a[1], b[0]+"\x00"+b[1])
-	})
-	sources, fps, ats := make([]string, len(keys)), make([]string, len(keys)), make([]int64, len(keys))
-	for i, k := range keys {
-		sources[i], fps[i], ats[i] = k[0], k[1], latest[k]
-	}
-	ctx, cancel := context.WithTimeout(ctx, s.busy)
+	ctx, cancel := context.WithTimeout(ctx, u.s.busy)
 	defer cancel()
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	return u.s.inTx(ctx, func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, `INSERT INTO secret_uses (source, fingerprint, last_verified_at)
 			SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[])
 			ON CONFLICT (source, fingerprint)
@@ -50,27 +33,18 @@ func (s *Store) RecordSecretUses(ctx context.Context, uses []inbox.SecretUse) er
 			sources, fps, ats)
 		return err
 	})
-	if err != nil {
-		return fmt.Errorf("record secret uses: %w", err)
-	}
-	return nil
 }
 
-// SecretUses returns every recorded secret use, by source and fingerprint.
+// SecretUses returns every recorded secret use, by source and fingerprint,
+// in a read (Store.read).
 func (s *Store) SecretUses(ctx context.Context) ([]inbox.SecretUse, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.busy)
-	defer cancel()
-	rows, err := s.pool.Query(ctx, `SELECT source, fingerprint, last_verified_at FROM secret_uses ORDER BY source, fingerprint`)
-	if err != nil {
-		return nil, fmt.Errorf("secret uses: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (inbox.SecretUse, error) {
-		var u inbox.SecretUse
-		var at int64
-		err := r.Scan(&u.Source, &u.Fingerprint, &at)
-		u.LastVerified = fromMillis(at)
-		return u, err
-	})
+	out, err := collect(ctx, s, `SELECT source, fingerprint, last_verified_at FROM secret_uses ORDER BY source, fingerprint`, nil,
+		func(r pgx.CollectableRow) (u inbox.SecretUse, err error) {
+			var at int64
+			err = r.Scan(&u.Source, &u.Fingerprint, &at)
+			u.LastVerified = fromMillis(at)
+			return u, err
+		})
 	if err != nil {
 		return nil, fmt.Errorf("secret uses: %w", err)
 	}

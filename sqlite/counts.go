@@ -2,38 +2,15 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
+	"time"
 
 	"inbox/inbox"
 )
 
-// CountByStatus counts the rows of each status, every status included (zero
-// when it has none). It reads the (status, received_at) index alone, never
-// the rows, so it is cheap enough to run at every metrics scrape. It fails
-// only when the database cannot be read.
-func (s *Store) CountByStatus(ctx context.Context) (map[inbox.Status]int64, error) {
-	counts := make(map[inbox.Status]int64, len(inbox.Statuses()))
-	for _, st := range inbox.Statuses() {
-		counts[st] = 0
-	}
-	rows, err := s.read.QueryContext(ctx, `SELECT status, count(*) FROM events GROUP BY status`)
-	if err != nil {
-		return nil, fmt.Errorf("count rows: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var st inbox.Status
-		var n int64
-		if err := rows.Scan(&st, &n); err != nil {
-			return nil, fmt.Errorf("count rows: %w", err)
-		}
-		counts[st] = n
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("count rows: %w", err)
-	}
-	return counts, nil
-}
+// The counts: each a statement on the read connections (counting), which
+// inbox.Counts, embedded in Store, turns into what the operator reads.
 
 // Count counts the rows f selects, f.Limit aside: what List would return
 // without a limit. It fails only when the database cannot be read.
@@ -44,4 +21,106 @@ func (s *Store) Count(ctx context.Context, f inbox.Filter) (int64, error) {
 		return 0, fmt.Errorf("count rows: %w", err)
 	}
 	return n, nil
+}
+
+// ParkedByReason counts the parked rows that f selects, one ReasonCount per
+// reason, most rows first. f.Status and f.Limit are ignored. It fails only
+// when the database cannot be read.
+func (s *Store) ParkedByReason(ctx context.Context, f inbox.Filter) ([]inbox.ReasonCount, error) {
+	f.Status = inbox.StatusParked
+	where, args := where(f)
+	rows, err := s.read.QueryContext(ctx, `SELECT reason, count(*), min(received_at), max(received_at)
+		FROM events`+where+` GROUP BY reason ORDER BY count(*) DESC, reason`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("count parked rows: %w", err)
+	}
+	out, err := collect(rows, func(scan func(...any) error) (rc inbox.ReasonCount, err error) {
+		var oldest, newest int64
+		err = scan(&rc.Reason, &rc.Count, &oldest, &newest)
+		rc.Oldest, rc.Newest = fromMillis(oldest), fromMillis(newest)
+		return rc, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("count parked rows: %w", err)
+	}
+	return out, nil
+}
+
+// counting is the store's inbox.CountStore.
+type counting struct{ s *Store }
+
+func (c counting) CountGroups(ctx context.Context) ([]inbox.Group, error) {
+	rows, err := c.s.read.QueryContext(ctx, `SELECT source, status, COALESCE(reason, ''), count(*), sum(attempts)
+		FROM events GROUP BY source, status, reason`)
+	if err != nil {
+		return nil, err
+	}
+	return collect(rows, func(scan func(...any) error) (g inbox.Group, err error) {
+		return g, scan(&g.Source, &g.Status, &g.Reason, &g.Rows, &g.Attempts)
+	})
+}
+
+func (c counting) QueueNow(ctx context.Context) (inbox.Queue, error) {
+	return c.s.Queue(ctx, c.s.now())
+}
+
+// CountStatuses reads the (status, received_at) index alone, never the
+// rows, so it is cheap enough to run at every metrics scrape.
+func (c counting) CountStatuses(ctx context.Context) (map[inbox.Status]int64, error) {
+	rows, err := c.s.read.QueryContext(ctx, `SELECT status, count(*) FROM events GROUP BY status`)
+	if err != nil {
+		return nil, err
+	}
+	counts := map[inbox.Status]int64{}
+	return counts, each(rows, func(scan func(...any) error) error {
+		var st inbox.Status
+		var n int64
+		err := scan(&st, &n)
+		counts[st] = n
+		return err
+	})
+}
+
+func (c counting) CountParkedAgo(ctx context.Context, f inbox.Filter, start, end time.Time) (map[int64]int64, error) {
+	where, args := where(f)
+	rows, err := c.s.read.QueryContext(ctx, `SELECT (? - updated_at - 1) / ? AS ago, count(*)
+		FROM events`+where+` AND updated_at >= ? AND updated_at < ? GROUP BY ago`,
+		append(append([]any{millis(end), time.Hour.Milliseconds()}, args...), millis(start), millis(end))...)
+	if err != nil {
+		return nil, err
+	}
+	counts := map[int64]int64{}
+	return counts, each(rows, func(scan func(...any) error) error {
+		var ago, n int64
+		err := scan(&ago, &n)
+		counts[ago] = n
+		return err
+	})
+}
+
+// each calls fn with the Scan of each of rows, then closes them; it stops
+// at fn's first error.
+func each(rows *sql.Rows, fn func(scan func(...any) error) error) error {
+	defer rows.Close()
+	for rows.Next() {
+		if err := fn(rows.Scan); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+// collect returns what scan makes of each of rows, as pgx's CollectRows
+// does, and closes them.
+func collect[T any](rows *sql.Rows, scan func(scan func(...any) error) (T, error)) ([]T, error) {
+	var out []T
+	err := each(rows, func(sc func(...any) error) error {
+		v, err := scan(sc)
+		out = append(out, v)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }

@@ -74,55 +74,22 @@ func (s *Store) List(ctx context.Context, f inbox.Filter) ([]inbox.Event, error)
 // Each calls fn with each row List returns, as it is read.
 func (s *Store) Each(ctx context.Context, f inbox.Filter, fn func(inbox.Event) error) error {
 	where, args := where(f)
-	q := `SELECT ` + eventColumns + ` FROM events` + where + ` ORDER BY received_at DESC, id`
+	limit := -1 // none
 	if f.Limit > 0 {
-		q += fmt.Sprintf(` LIMIT %d`, f.Limit)
+		limit = f.Limit
 	}
-	rows, err := s.read.QueryContext(ctx, q, args...)
+	rows, err := s.read.QueryContext(ctx, `SELECT `+eventColumns+` FROM events`+where+
+		` ORDER BY received_at DESC, id LIMIT ?`, append(args, limit)...)
 	if err != nil {
 		return fmt.Errorf("list: %w", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		e, err := scanEvent(rows.Scan, false)
+	return each(rows, func(scan func(...any) error) error {
+		e, err := scanEvent(scan, false)
 		if err != nil {
 			return fmt.Errorf("list: %w", err)
 		}
-		if err := fn(e); err != nil {
-			return err
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("list: %w", err)
-	}
-	return nil
-}
-
-// Stats reads the counts in one query, so they agree with each other, and
-// the queue at the store's clock in another.
-func (s *Store) Stats(ctx context.Context) (inbox.Stats, error) {
-	st := inbox.NewStats()
-	rows, err := s.read.QueryContext(ctx,
-		`SELECT source, status, COALESCE(reason, ''), count(*), sum(attempts) FROM events GROUP BY source, status, reason`)
-	if err != nil {
-		return inbox.Stats{}, fmt.Errorf("stats: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var source, status, reason string
-		var n, attempts int64
-		if err := rows.Scan(&source, &status, &reason, &n, &attempts); err != nil {
-			return inbox.Stats{}, fmt.Errorf("stats: %w", err)
-		}
-		st.Count(source, inbox.Status(status), inbox.Reason(reason), n, attempts)
-	}
-	if err := rows.Err(); err != nil {
-		return inbox.Stats{}, fmt.Errorf("stats: %w", err)
-	}
-	if st.Queue, err = s.Queue(ctx, s.now()); err != nil {
-		return inbox.Stats{}, fmt.Errorf("stats: %w", err)
-	}
-	return st, nil
+		return fn(e)
+	})
 }
 
 func scanEvent(scan func(...any) error, withBody bool) (inbox.Event, error) {

@@ -11,29 +11,9 @@ import (
 
 // The reconciliation records: refusals remembered while the store was
 // down, expectations and their polls, and settling them as deliveries
-// land. The writes run as inbox's sequences say, each in one transaction
-// of the writer (reconciling); the reads are here.
-
-// RecordRefusals writes refusals as inbox.RecordRefusals does.
-func (s *Store) RecordRefusals(ctx context.Context, refusals []inbox.Refusal) error {
-	return inbox.RecordRefusals(ctx, reconciling{s}, refusals)
-}
-
-// Expect records expectations as inbox.Expect does, at the store's clock.
-func (s *Store) Expect(ctx context.Context, jobs []string, statusURL string, due time.Time) ([]inbox.Expectation, error) {
-	return inbox.Expect(ctx, reconciling{s}, jobs, statusURL, due)
-}
-
-// ClaimPolls leases due expectations as inbox.ClaimPolls does: two
-// processes, or two hosts on one database, never hold the same one.
-func (s *Store) ClaimPolls(ctx context.Context, owner string, now, until time.Time, max int) ([]inbox.Poll, error) {
-	return inbox.ClaimPolls(ctx, reconciling{s}, owner, now, until, max)
-}
-
-// SettlePolls records poll results as inbox.SettlePolls does.
-func (s *Store) SettlePolls(ctx context.Context, owner string, results []inbox.PollResult) (stale int, err error) {
-	return inbox.SettlePolls(ctx, reconciling{s}, owner, results)
-}
+// land. The writes run as inbox.Reconciler, embedded in Store, says, each
+// in one transaction of the writer (reconciling); the reads are here.
+// Two processes on one database never hold the same poll.
 
 // reconciling is the store's inbox.ReconcileStore.
 type reconciling struct{ s *Store }
@@ -90,7 +70,7 @@ func (t reconcileTx) Expect(ctx context.Context, jobID, statusURL string, due ti
 		return inbox.Expectation{}, err
 	}
 	e, err := scanExpectation(t.tx.QueryRowContext(ctx, `SELECT `+expectationColumns+
-		` FROM expectations WHERE source = ? AND job_id = ?`, inbox.DefaultSource, jobID))
+		` FROM expectations WHERE source = ? AND job_id = ?`, inbox.DefaultSource, jobID).Scan)
 	if err != nil {
 		return inbox.Expectation{}, fmt.Errorf("read expectation of %s: %w", jobID, err)
 	}
@@ -163,12 +143,10 @@ const expectationColumns = `source, job_id, coalesce(status_url, ''), expected_a
 	coalesce(reason, ''), coalesce(settled_at, 0), next_poll_at, polls, redeliveries,
 	coalesce(job_status, ''), coalesce(polled_at, 0), coalesce(last_error, '')`
 
-type scanner interface{ Scan(dest ...any) error }
-
-func scanExpectation(sc scanner) (inbox.Expectation, error) {
+func scanExpectation(scan func(...any) error) (inbox.Expectation, error) {
 	var e inbox.Expectation
 	var expected, due, settled, next, polled int64
-	if err := sc.Scan(&e.Source, &e.JobID, &e.StatusURL, &expected, &due, &e.State, &e.Reason,
+	if err := scan(&e.Source, &e.JobID, &e.StatusURL, &expected, &due, &e.State, &e.Reason,
 		&settled, &next, &e.Polls, &e.Redeliveries, &e.JobStatus, &polled, &e.LastError); err != nil {
 		return inbox.Expectation{}, err
 	}
@@ -182,12 +160,11 @@ func scanExpectation(sc scanner) (inbox.Expectation, error) {
 	return e, nil
 }
 
-// Expected returns the expectations, due first; with overdue, only those
-// waiting past their due time at now. A database that has no
+// Expectations reads the expectations. A database that has no
 // expectations table yet (made by an earlier inbox, opened read-only) has
 // none.
-func (s *Store) Expected(ctx context.Context, now time.Time, overdue bool) ([]inbox.Expectation, error) {
-	if ok, err := s.hasTable(ctx, "expectations"); err != nil || !ok {
+func (r reconciling) Expectations(ctx context.Context, now time.Time, overdue bool) ([]inbox.Expectation, error) {
+	if ok, err := r.s.hasTable(ctx, "expectations"); err != nil || !ok {
 		return nil, err
 	}
 	q := `SELECT ` + expectationColumns + ` FROM expectations`
@@ -196,23 +173,11 @@ func (s *Store) Expected(ctx context.Context, now time.Time, overdue bool) ([]in
 		q += ` WHERE state = 'waiting' AND due_at <= ?`
 		args = append(args, millis(now))
 	}
-	rows, err := s.read.QueryContext(ctx, q+` ORDER BY due_at, job_id`, args...)
+	rows, err := r.s.read.QueryContext(ctx, q+` ORDER BY due_at, job_id`, args...)
 	if err != nil {
-		return nil, fmt.Errorf("read expectations: %w", err)
+		return nil, err
 	}
-	defer rows.Close()
-	var out []inbox.Expectation
-	for rows.Next() {
-		e, err := scanExpectation(rows)
-		if err != nil {
-			return nil, fmt.Errorf("read expectations: %w", err)
-		}
-		out = append(out, e.AsOf(now))
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read expectations: %w", err)
-	}
-	return out, nil
+	return collect(rows, scanExpectation)
 }
 
 // NextPoll returns when the first waiting expectation becomes due; ok is
@@ -272,18 +237,13 @@ func (s *Store) Missed(ctx context.Context, before time.Time) ([]inbox.Refusal, 
 	if err != nil {
 		return nil, fmt.Errorf("read missed: %w", err)
 	}
-	defer rows.Close()
-	var out []inbox.Refusal
-	for rows.Next() {
-		var r inbox.Refusal
+	out, err := collect(rows, func(scan func(...any) error) (r inbox.Refusal, err error) {
 		var first, last int64
-		if err := rows.Scan(&r.Source, &r.Key, &r.JobID, &r.Event, &first, &last, &r.Count); err != nil {
-			return nil, fmt.Errorf("read missed: %w", err)
-		}
+		err = scan(&r.Source, &r.Key, &r.JobID, &r.Event, &first, &last, &r.Count)
 		r.First, r.Last = fromMillis(first), fromMillis(last)
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
+		return r, err
+	})
+	if err != nil {
 		return nil, fmt.Errorf("read missed: %w", err)
 	}
 	return out, nil

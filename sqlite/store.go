@@ -70,6 +70,12 @@ type Options struct {
 // Purgeable, and Reprocess's reading of bodies) use their own query-only
 // connections, so they never wait behind a commit.
 type Store struct {
+	// What inbox makes of the store's statements: the counts (counting),
+	// the secret uses (secretUses) and the reconciliation (reconciling).
+	inbox.Counts
+	inbox.Secrets
+	inbox.Reconciler
+
 	path     string
 	now      func() time.Time
 	maxBatch int
@@ -117,6 +123,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	s := &Store{path: path, now: opts.Now, maxBatch: opts.MaxBatch, busy: opts.BusyTimeout, onCommit: opts.OnCommit}
+	s.Counts, s.Secrets, s.Reconciler = inbox.NewCounts(counting{s}), inbox.NewSecrets(secretUses{s}), inbox.NewReconciler(reconciling{s})
 
 	var err error
 	if !opts.ReadOnly {
