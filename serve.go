@@ -365,7 +365,6 @@ func runServe(ctx context.Context, cfg serveConfig, store inbox.Store, deps serv
 // a body that took its time.
 const answerMargin = time.Second
 
-
 // What logLost says of a SQLite file that went from its path, and of a
 // PostgreSQL that cannot be reached at start.
 const (

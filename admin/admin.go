@@ -32,7 +32,7 @@ type Access struct {
 	BusyTimeout time.Duration
 }
 
-// Opener opens the existing store db (--db) names, as a asks. It never
+// Opener opens the existing store db (--db) names, as its Access asks. It never
 // creates one: a mistyped path is an error, not a new database.
 type Opener func(ctx context.Context, db string, a Access) (inbox.Store, error)
 
@@ -214,12 +214,15 @@ func (p *rowPrinter[T]) flush() error {
 
 // readTimeoutFlag is --timeout, the bound of a command that reads.
 func readTimeoutFlag() *cli.GenericFlag {
-	return config.DurationFlag("timeout", defaultReadTimeout, "give up reading after this long, saying how far it got (30s, 5m, 1h)", "INBOX_READ_TIMEOUT", func(d time.Duration) error {
+	f := config.DurationFlag("timeout", defaultReadTimeout, "give up reading after this long, saying how far it got (30s, 5m, 1h)", "INBOX_READ_TIMEOUT", func(d time.Duration) error {
 		if d <= 0 {
 			return errors.New("want a positive duration such as 30s, 5m or 1h")
 		}
 		return nil
 	})
+	// As --help has always shown it, when the flag was a text one.
+	f.DefaultText = `"` + defaultReadTimeout.String() + `"`
+	return f
 }
 
 // defaultReadTimeout is --timeout's default: a million rows are listed in
