@@ -373,7 +373,8 @@ func TestDeployReplicaEnvFile(t *testing.T) {
 	}
 
 	// inbox.env as shipped, then this file with its commented variables
-	// uncommented: each value must be one serve and dispatch take.
+	// uncommented: each value must be one serve and dispatch take, on the
+	// PostgreSQL the file is for (some are refused on SQLite).
 	shipped, _ := deploytest.EnvFile(t, "inbox.env")
 	env := []string{"PATH=" + os.Getenv("PATH")}
 	for k, v := range shipped {
@@ -384,9 +385,8 @@ func TestDeployReplicaEnvFile(t *testing.T) {
 			env = append(env, k+"="+v)
 		}
 	}
-	dbFile := fillDB(t, 1)
 	env = append(env, realSecrets()...)
-	env = append(env, "INBOX_DB="+dbFile, "INBOX_ADDR=127.0.0.1:0", "INBOX_ADMIN_ADDR=127.0.0.1:0", "INBOX_DISPATCH_ADMIN_ADDR=127.0.0.1:0")
+	env = append(env, "INBOX_DB="+pgSchema(t), "INBOX_ADDR=127.0.0.1:0", "INBOX_ADMIN_ADDR=127.0.0.1:0", "INBOX_DISPATCH_ADMIN_ADDR=127.0.0.1:0")
 	for _, args := range [][]string{{"serve"}, {"dispatch", "--forward-url", "http://127.0.0.1:1/"}} {
 		if log, ok := startsListening(t, env, args...); !ok {
 			t.Errorf("%s with inbox-postgres.env's values did not start:\n%s", args[0], log)

@@ -35,14 +35,16 @@ func CheckURL(url string) error {
 // a reset), a connect or a statement timed out (a database or network
 // that hangs), and the server's own "not now": shutting down (57P01,
 // 57P02), starting up or in recovery (57P03), too many connections
-// (53300), a connection exception (class 08), or a session that takes no
-// writes yet (25006: a standby, as during a failover).
+// (53300) or a connection exception (class 08).
 //
 // Anything else is a configuration to fix, and waiting would only hide it:
 // a connection string that does not parse, a password or role the server
 // refuses (28P01, 28000), a database that does not exist (3D000), TLS the
-// server or the client refuses, a missing privilege, synchronous_commit
-// off or local, a migration that fails, a schema of another version.
+// server or the client refuses, a missing privilege, a database that takes
+// no writes (25006: a standby or default_transaction_read_only; several
+// hosts with target_session_attrs=read-write follow a failover instead),
+// synchronous_commit off or local, a migration that fails, a schema of
+// another version.
 func Unreachable(err error) bool {
 	if err == nil {
 		return false
@@ -50,7 +52,7 @@ func Unreachable(err error) bool {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch pgErr.Code {
-		case "57P01", "57P02", "57P03", "53300", "25006":
+		case "57P01", "57P02", "57P03", "53300":
 			return true
 		}
 		return strings.HasPrefix(pgErr.Code, "08")
