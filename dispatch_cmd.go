@@ -15,7 +15,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
 
-	"inbox/admin"
+	"inbox/config"
 	"inbox/deploy"
 	"inbox/dispatch"
 	"inbox/health"
@@ -82,11 +82,18 @@ func dispatchFlags() []cli.Flag {
 		&cli.StringFlag{Name: "nats-subject", Usage: "the subject to publish to; a JetStream stream must cover it", EnvVars: []string{"INBOX_NATS_SUBJECT"}},
 		&cli.IntFlag{Name: "workers", Value: dispatch.DefaultWorkers, Usage: "how many deliveries run at once, besides those past --slow-after", EnvVars: []string{"INBOX_WORKERS"}},
 		&cli.StringFlag{Name: "retry-schedule", Value: "1s,5s,30s,5m", Usage: "the wait before each retry; then the row is parked handler_failed (none: no retries)", EnvVars: []string{"INBOX_RETRY_SCHEDULE"}},
-		&cli.DurationFlag{Name: "timeout", Value: dispatch.DefaultTimeout, Usage: "how long one delivery attempt may take", EnvVars: []string{"INBOX_TIMEOUT"}},
-		&cli.DurationFlag{Name: "slow-after", Usage: "an attempt running longer goes on beside the workers, which take the next rows; 0 fits it to the destination: 1s at first, then 4 times its usual answer time, at least 250ms (never more than --timeout/20 at first, --timeout/4 after)", DefaultText: "0: fit the destination", EnvVars: []string{"INBOX_SLOW_AFTER"}},
+		config.DurationFlag("timeout", dispatch.DefaultTimeout, "how long one delivery attempt may take", "INBOX_TIMEOUT", config.NotNegative),
+		slowAfterFlag(),
 		&cli.IntFlag{Name: "max-slow", Value: dispatch.DefaultMaxSlow, Usage: "at most this many slow attempts run beside the workers (0: none; an attempt then holds its worker until it ends)", EnvVars: []string{"INBOX_MAX_SLOW"}},
-		&cli.DurationFlag{Name: "lease", Value: dispatch.DefaultLease, Usage: "how long a claim holds; a row whose dispatcher died is delivered again after it (at least twice --timeout)", EnvVars: []string{"INBOX_LEASE"}},
+		config.DurationFlag("lease", dispatch.DefaultLease, "how long a claim holds; a row whose dispatcher died is delivered again after it (at least twice --timeout)", "INBOX_LEASE", config.NotNegative),
 	}
+}
+
+// slowAfterFlag is --slow-after, whose zero fits it to the destination.
+func slowAfterFlag() *cli.GenericFlag {
+	f := config.DurationFlag("slow-after", 0, "an attempt running longer goes on beside the workers, which take the next rows; 0 fits it to the destination: 1s at first, then 4 times its usual answer time, at least 250ms (never more than --timeout/20 at first, --timeout/4 after)", "INBOX_SLOW_AFTER", config.NotNegative)
+	f.DefaultText = "0: fit the destination"
+	return f
 }
 
 // destinationSet reports whether any destination flag is set.
@@ -146,8 +153,8 @@ func parseDispatch(c *cli.Context) (dispatchConfig, error) {
 	}
 	cfg := dispatchConfig{forwardURL: c.String("forward-url"), forwardSecret: c.String("forward-secret"),
 		exec: c.String("exec"), natsURL: c.String("nats-url"), natsSubject: c.String("nats-subject"),
-		workers: c.Int("workers"), timeout: c.Duration("timeout"), slowAfter: c.Duration("slow-after"),
-		lease: c.Duration("lease"), maxSlow: c.Int("max-slow")}
+		workers: c.Int("workers"), timeout: config.DurationOf(c, "timeout").Get(), slowAfter: config.DurationOf(c, "slow-after").Get(),
+		lease: config.DurationOf(c, "lease").Get(), maxSlow: c.Int("max-slow")}
 	var err error
 	if cfg.schedule, err = dispatch.ParseSchedule(c.String("retry-schedule")); err != nil {
 		return dispatchConfig{}, fmt.Errorf("--retry-schedule: %w", err)
@@ -155,8 +162,6 @@ func parseDispatch(c *cli.Context) (dispatchConfig, error) {
 	switch {
 	case cfg.maxSlow < 0:
 		return dispatchConfig{}, fmt.Errorf("--max-slow must be 0 or more, got %d", cfg.maxSlow)
-	case cfg.slowAfter < 0:
-		return dispatchConfig{}, fmt.Errorf("--slow-after must be 0 or more, got %s", cfg.slowAfter)
 	case cfg.maxSlow == 0:
 		cfg.maxSlow = -1 // none: Config's zero is the default
 	}
@@ -273,7 +278,7 @@ func withheld(c *cli.Context) (dispatch.Withheld, error) {
 	if file == "" {
 		return w, nil
 	}
-	sources, err := admin.DescribeSources(file, os.Getenv)
+	sources, err := config.DescribeSources(file, os.Getenv)
 	if err != nil {
 		return dispatch.Withheld{}, err
 	}
@@ -328,14 +333,14 @@ Examples:
    inbox dispatch --forward-url http://127.0.0.1:3000/jobs --slow-after 2s --max-slow 32
    SUME_API_KEY=... inbox dispatch --forward-url http://127.0.0.1:3000/jobs --api-url https://api.sume.com --poll-backoff 5m --api-concurrency 4`,
 		Flags: append([]cli.Flag{
-			admin.DBFlag(),
-			admin.ConfigFlag("serve's TOML file of [[source]] tables: with --exec, the variables its secrets are read from are kept from the command"),
+			config.DBFlag(),
+			config.FileFlag("serve's TOML file of [[source]] tables: with --exec, the variables its secrets are read from are kept from the command"),
 			&cli.StringFlag{Name: "admin-addr", Usage: "listen address for /healthz, /readyz and /metrics (the inbox_dispatch_* counters); empty: none", EnvVars: []string{"INBOX_DISPATCH_ADMIN_ADDR"}},
-			admin.BusyTimeoutFlag("how long a write waits for serve's lock"),
+			config.BusyTimeoutFlag("how long a write waits for serve's lock (500ms, 3s, 1m)"),
 			logLevelFlag(),
 		}, append(append(dbWriteFlags(), dispatchFlags()...), reconcileFlags()...)...),
 		Action: func(c *cli.Context) error {
-			if err := admin.NoArgs(c); err != nil {
+			if err := config.NoArgs(c); err != nil {
 				return err
 			}
 			log, err := newLogger(logOut, c.String("log-level"))
@@ -368,7 +373,7 @@ Examples:
 			store, err := openStore(ctx, db, storeOptions{
 				schema:      schema,
 				mustExist:   true,
-				busyTimeout: c.Duration("busy-timeout"),
+				busyTimeout: config.DurationOf(c, "busy-timeout").Get(),
 				onCommit:    commits.Committed,
 				onFileLost:  logLost(log, describeDB(db), fileLost, fileBack),
 				wait:        true,

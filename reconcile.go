@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
 
+	"inbox/config"
 	"inbox/metrics"
 	"inbox/reconcile"
 	"inbox/sume"
@@ -28,8 +29,9 @@ func reconcileFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "api-key", Usage: "Sume API key (jobs:read and jobs:write): poll overdue expected jobs and ask for their redelivery; empty: no polling (prefer the environment variable)", EnvVars: []string{"SUME_API_KEY"}},
 		&cli.StringFlag{Name: "api-url", Value: sume.DefaultAPIURL, Usage: "the Sume API's base URL (https, or http to a loopback host)", EnvVars: []string{"SUME_API_URL"}},
-		&cli.DurationFlag{Name: "poll-every", Value: reconcile.DefaultPollEvery, Usage: "how often expected jobs past their window are looked for", EnvVars: []string{"INBOX_POLL_EVERY"}},
-		&cli.DurationFlag{Name: "poll-backoff", Value: reconcile.DefaultBackoff, Usage: "the wait after a poll finds a job running (or a redelivery has not arrived), doubling up to 1h", EnvVars: []string{"INBOX_POLL_BACKOFF"}},
+		// Zero is a default to reconcile.New; on the command line it is a mistake.
+		config.DurationFlag("poll-every", reconcile.DefaultPollEvery, "how often expected jobs past their window are looked for", "INBOX_POLL_EVERY", config.Positive),
+		config.DurationFlag("poll-backoff", reconcile.DefaultBackoff, "the wait after a poll finds a job running (or a redelivery has not arrived), doubling up to 1h", "INBOX_POLL_BACKOFF", config.Positive),
 		&cli.IntFlag{Name: "api-concurrency", Value: reconcile.DefaultConcurrency, Usage: "requests to the Sume API at once", EnvVars: []string{"INBOX_API_CONCURRENCY"}},
 		&cli.Float64Flag{Name: "api-rate", Value: reconcile.DefaultRate, Usage: "requests to the Sume API per second, at most", EnvVars: []string{"INBOX_API_RATE"}},
 	}
@@ -46,17 +48,13 @@ type reconcileConfig struct {
 // parseReconcile reads the polling flags. It fails on a flag out of range,
 // the placeholder key, or an API URL the key must not go to.
 func parseReconcile(c *cli.Context) (reconcileConfig, error) {
-	// Zero is a default to reconcile.New; on the command line it is a mistake.
-	if c.Duration("poll-every") <= 0 || c.Duration("poll-backoff") <= 0 {
-		return reconcileConfig{}, fmt.Errorf("--poll-every %s and --poll-backoff %s must be positive", c.Duration("poll-every"), c.Duration("poll-backoff"))
-	}
 	if c.Int("api-concurrency") < 1 || c.Float64("api-rate") <= 0 {
 		return reconcileConfig{}, fmt.Errorf("--api-concurrency %d and --api-rate %g: want at least 1 request at once, and a rate above 0 a second", c.Int("api-concurrency"), c.Float64("api-rate"))
 	}
 	rc := reconcileConfig{apiURL: c.String("api-url"), loop: reconcile.Config{
-		PollEvery:   c.Duration("poll-every"),
-		Backoff:     c.Duration("poll-backoff"),
-		MaxBackoff:  max(reconcile.DefaultMaxBackoff, c.Duration("poll-backoff")),
+		PollEvery:   config.DurationOf(c, "poll-every").Get(),
+		Backoff:     config.DurationOf(c, "poll-backoff").Get(),
+		MaxBackoff:  max(reconcile.DefaultMaxBackoff, config.DurationOf(c, "poll-backoff").Get()),
 		Concurrency: c.Int("api-concurrency"),
 		Rate:        c.Float64("api-rate"),
 	}}

@@ -19,7 +19,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
 
-	"inbox/admin"
+	"inbox/config"
 	"inbox/console"
 	"inbox/deploy"
 	"inbox/dispatch"
@@ -94,20 +94,20 @@ Examples:
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "addr", Value: "127.0.0.1:8080", Usage: "listen address", EnvVars: []string{"INBOX_ADDR"}},
 			&cli.StringFlag{Name: "admin-addr", Usage: "listen address for /healthz, /readyz, /metrics and the read-only web console at /; empty: serve the probes on --addr, and no console", EnvVars: []string{"INBOX_ADMIN_ADDR"}},
-			admin.DBFlag(),
-			admin.ConfigFlag("TOML file of [[source]] tables to serve, each at its own path; without it serve is the one Sume source --secret, --path, --tolerance, --event, --max-body and --max-request describe"),
+			config.DBFlag(),
+			config.FileFlag("TOML file of [[source]] tables to serve, each at its own path; without it serve is the one Sume source --secret, --path, --tolerance, --event, --max-body and --max-request describe"),
 			&cli.StringSliceFlag{Name: "secret", Usage: "signing secret; repeat or comma-separate to accept several during a rotation (prefer the environment variable: flags show in ps)", EnvVars: []string{"SUME_COM_WEBHOOK_SIGNING_SECRET"}},
-			&cli.DurationFlag{Name: "tolerance", Value: 5 * time.Minute, Usage: "how far the signed timestamp may be from now, either way", EnvVars: []string{"INBOX_TOLERANCE"}},
-			admin.EventsFlag(),
-			admin.MaxBodyFlag(),
+			config.DurationFlag("tolerance", config.DefaultTolerance, "how far the signed timestamp may be from now, either way", "INBOX_TOLERANCE", config.Positive),
+			config.EventsFlag(),
+			config.MaxBodyFlag(),
 			&cli.StringFlag{Name: "max-request", Value: "4MiB", Usage: "hard cap: larger requests get 413 and are not read", EnvVars: []string{"INBOX_MAX_REQUEST"}},
 			&cli.StringFlag{Name: "path", Value: "/webhooks/sume", Usage: "the webhook path", EnvVars: []string{"INBOX_PATH"}},
-			&cli.DurationFlag{Name: "busy-timeout", Value: inbox.DefaultBusyTimeout, Usage: "how long a delivery waits for another process's lock before the answer is 503; at most --read-timeout, so the 503 is written before the write deadline", EnvVars: []string{"INBOX_BUSY_TIMEOUT"}},
+			config.BusyTimeoutFlag("how long a delivery waits for another process's lock before the answer is 503; at most --read-timeout, so the 503 is written before the write deadline"),
 			&cli.IntFlag{Name: "max-in-flight", Value: 512, Usage: "webhook requests verified and stored at once, all sources together (a body still arriving takes no place); beyond it the answer is 503 with Retry-After", EnvVars: []string{"INBOX_MAX_IN_FLIGHT"}},
 			&cli.StringFlag{Name: "max-body-memory", Value: "64MiB", Usage: "webhook bodies held in memory at once, all sources together, each taking its bytes as they arrive (above 64 KiB a body may fill only three quarters); a body it cannot take gets 503 with Retry-After; at least twice the largest --max-request", EnvVars: []string{"INBOX_MAX_BODY_MEMORY"}},
-			&cli.DurationFlag{Name: "read-header-timeout", Value: def.ReadHeaderTimeout, Usage: "a client that has not sent its headers by then is disconnected", EnvVars: []string{"INBOX_READ_HEADER_TIMEOUT"}},
-			&cli.DurationFlag{Name: "read-timeout", Value: def.ReadTimeout, Usage: "a request not wholly read by then, body included, is given up; answers are written within a second more", EnvVars: []string{"INBOX_READ_TIMEOUT"}},
-			&cli.DurationFlag{Name: "body-timeout", Value: defaultBodyTimeout, Usage: "a body not in this long after its headers, plus a second per 64 KiB received, is given up (408) and holds no place in --max-in-flight meanwhile", EnvVars: []string{"INBOX_BODY_TIMEOUT"}},
+			config.DurationFlag("read-header-timeout", def.ReadHeaderTimeout, "a client that has not sent its headers by then is disconnected", "INBOX_READ_HEADER_TIMEOUT", config.Positive),
+			config.DurationFlag("read-timeout", def.ReadTimeout, "a request not wholly read by then, body included, is given up; answers are written within a second more", "INBOX_READ_TIMEOUT", config.Positive),
+			config.DurationFlag("body-timeout", defaultBodyTimeout, "a body not in this long after its headers, plus a second per 64 KiB received, is given up (408) and holds no place in --max-in-flight meanwhile", "INBOX_BODY_TIMEOUT", config.Positive),
 			logLevelFlag(),
 		}, append(append(dbWriteFlags(), dispatchFlags()...), reconcileFlags()...)...),
 		Action: func(c *cli.Context) error {
@@ -159,7 +159,7 @@ type serveConfig struct {
 	db, logLevel    string
 	addr, adminAddr string
 	configFile      string // --config; "" without it
-	sources         []admin.Source
+	sources         []config.Source
 	// readableConfig, when set, is who besides this user can read the
 	// --config file that holds secrets: warned of at start.
 	readableConfig string
@@ -180,11 +180,11 @@ type serveConfig struct {
 // flag, on any value serve cannot run with; it opens nothing and binds
 // nothing.
 func parseServe(c *cli.Context) (serveConfig, error) {
-	if err := admin.NoArgs(c); err != nil {
+	if err := config.NoArgs(c); err != nil {
 		return serveConfig{}, err
 	}
 	cfg := serveConfig{db: c.String("db"), logLevel: c.String("log-level"), configFile: c.String("config"), addr: c.String("addr"), adminAddr: c.String("admin-addr"),
-		bodyTimeout: c.Duration("body-timeout"), busyTimeout: c.Duration("busy-timeout"), maxInFlight: c.Int("max-in-flight")}
+		bodyTimeout: config.DurationOf(c, "body-timeout").Get(), busyTimeout: config.DurationOf(c, "busy-timeout").Get(), maxInFlight: c.Int("max-in-flight")}
 	if err := checkLogLevel(cfg.logLevel); err != nil {
 		return serveConfig{}, err
 	}
@@ -193,11 +193,11 @@ func parseServe(c *cli.Context) (serveConfig, error) {
 		return serveConfig{}, err
 	}
 	cfg.pg = pg
-	rules, err := admin.Rules(c)
+	rules, err := config.Rules(c)
 	if err != nil {
 		return serveConfig{}, err
 	}
-	maxRequest, err := admin.ParseSize(c.String("max-request"))
+	maxRequest, err := config.ParseSize(c.String("max-request"))
 	if err != nil {
 		return serveConfig{}, fmt.Errorf("--max-request: %w", err)
 	}
@@ -213,23 +213,25 @@ func parseServe(c *cli.Context) (serveConfig, error) {
 		}
 	}
 	lim := receiver.DefaultLimits()
-	lim.ReadHeaderTimeout = c.Duration("read-header-timeout")
-	lim.ReadTimeout = c.Duration("read-timeout")
+	header, read := config.DurationOf(c, "read-header-timeout"), config.DurationOf(c, "read-timeout")
+	lim.ReadHeaderTimeout, lim.ReadTimeout = header.Get(), read.Get()
 	lim.WriteTimeout = lim.ReadTimeout + time.Second
-	if lim.ReadHeaderTimeout <= 0 || lim.ReadTimeout < lim.ReadHeaderTimeout {
-		return serveConfig{}, fmt.Errorf("--read-header-timeout %s and --read-timeout %s: want 0 < header timeout <= read timeout", lim.ReadHeaderTimeout, lim.ReadTimeout)
+	if lim.ReadTimeout < lim.ReadHeaderTimeout {
+		return serveConfig{}, fmt.Errorf("--read-header-timeout %q and --read-timeout %q: want 0 < header timeout <= read timeout", header, read)
 	}
 	cfg.limits = lim
-	if cfg.bodyTimeout <= 0 || cfg.bodyTimeout > lim.ReadTimeout {
-		return serveConfig{}, fmt.Errorf("--body-timeout %s: want 0 < body timeout <= --read-timeout %s", cfg.bodyTimeout, lim.ReadTimeout)
+	if cfg.bodyTimeout > lim.ReadTimeout {
+		return serveConfig{}, config.DurationOf(c, "body-timeout").Errorf("want 0 < body timeout <= --read-timeout %q", read)
 	}
 	if cfg.maxInFlight < 1 {
 		return serveConfig{}, fmt.Errorf("--max-in-flight must be at least 1, got %d", cfg.maxInFlight)
 	}
-	if err := checkBusyTimeout(cfg.busyTimeout, lim.WriteTimeout); err != nil {
-		return serveConfig{}, err
+	if most := lim.WriteTimeout - answerMargin; cfg.busyTimeout > most {
+		// A delivery's 503 could not be written before the write deadline:
+		// the sender would see a reset connection rather than a Retry-After.
+		return serveConfig{}, config.DurationOf(c, "busy-timeout").Errorf("a delivery that waits that long for the lock gets its 503 after the %s write deadline (--read-timeout + 1s); want at most %s, or a longer --read-timeout", lim.WriteTimeout, most)
 	}
-	if cfg.bodyMemory, err = admin.ParseSize(c.String("max-body-memory")); err != nil {
+	if cfg.bodyMemory, err = config.ParseSize(c.String("max-body-memory")); err != nil {
 		return serveConfig{}, fmt.Errorf("--max-body-memory: %w", err)
 	}
 	budget := receiver.NewBudget(cfg.bodyMemory)
@@ -300,7 +302,6 @@ func runServe(ctx context.Context, cfg serveConfig, store inbox.Store, deps serv
 			Source:      src.Name,
 			Scheme:      src.Scheme,
 			Keys:        src.Keys,
-			Tolerance:   src.Tolerance,
 			Accepted:    src.Accepted,
 			Rules:       src.Rules,
 			HardCap:     src.HardCap,
@@ -369,19 +370,6 @@ func runServe(ctx context.Context, cfg serveConfig, store inbox.Store, deps serv
 // sender before the write deadline: the answer itself, and the reading of
 // a body that took its time.
 const answerMargin = time.Second
-
-// checkBusyTimeout refuses a busy timeout after which a delivery's 503
-// could not be written before the write deadline: the sender would see a
-// reset connection rather than a Retry-After.
-func checkBusyTimeout(busy, writeTimeout time.Duration) error {
-	if err := admin.CheckBusyTimeout(busy); err != nil {
-		return err
-	}
-	if most := writeTimeout - answerMargin; busy > most {
-		return fmt.Errorf("--busy-timeout %s: a delivery that waits that long for the lock gets its 503 after the %s write deadline (--read-timeout + 1s); want at most %s, or a longer --read-timeout", busy, writeTimeout, most)
-	}
-	return nil
-}
 
 // What logLost says of a SQLite file that went from its path, and of a
 // PostgreSQL that cannot be reached at start.
@@ -504,12 +492,12 @@ func recordSecretUses(ctx context.Context, store inbox.Store, handlers []*receiv
 
 // serveSources returns the sources of --config, or without it the one Sume
 // source the flags describe, as serve has always served it.
-func serveSources(c *cli.Context, rules inbox.Rules, maxRequest int64) ([]admin.Source, error) {
+func serveSources(c *cli.Context, rules inbox.Rules, maxRequest int64) ([]config.Source, error) {
 	if file := c.String("config"); file != "" {
-		if err := admin.ConfigExcludes(c, "secret", "path", "tolerance", "event", "max-body", "max-request"); err != nil {
+		if err := config.Excludes(c, "secret", "path", "tolerance", "event", "max-body", "max-request"); err != nil {
 			return nil, err
 		}
-		sources, err := admin.LoadSources(file, os.Getenv)
+		sources, err := config.LoadSources(file, os.Getenv)
 		if err != nil {
 			return nil, err
 		}
@@ -521,7 +509,7 @@ func serveSources(c *cli.Context, rules inbox.Rules, maxRequest int64) ([]admin.
 		}
 		return sources, nil
 	}
-	secrets, err := admin.SplitList(c.StringSlice("secret"))
+	secrets, err := config.SplitList(c.StringSlice("secret"))
 	if err != nil {
 		return nil, fmt.Errorf("signing secret: %w", err)
 	}
@@ -535,14 +523,13 @@ func serveSources(c *cli.Context, rules inbox.Rules, maxRequest int64) ([]admin.
 	for i, s := range secrets {
 		keys[i] = scheme.Secret{Key: []byte(s)}
 	}
-	tol := c.Duration("tolerance")
-	return []admin.Source{{Name: inbox.DefaultSource, Path: c.String("path"), Scheme: scheme.Sume{Tolerance: tol},
-		Keys: keys, Tolerance: tol, Rules: rules, HardCap: maxRequest, Accepted: http.StatusNoContent}}, nil
+	return []config.Source{{Name: inbox.DefaultSource, Path: c.String("path"), Scheme: scheme.Sume{Tolerance: config.DurationOf(c, "tolerance").Get()},
+		Keys: keys, Rules: rules, HardCap: maxRequest, Accepted: http.StatusNoContent}}, nil
 }
 
 // valueSecrets reports whether any source has a secret written in the file
 // itself (value = ...) rather than named by env.
-func valueSecrets(sources []admin.Source) bool {
+func valueSecrets(sources []config.Source) bool {
 	for _, src := range sources {
 		for _, e := range src.Secrets {
 			if e.Env == "" {

@@ -27,7 +27,7 @@ func parseServeArgs(t *testing.T, args ...string) (serveConfig, error) {
 	app := &cli.App{Name: "inbox", Commands: []*cli.Command{cmd}, Writer: io.Discard, ErrWriter: io.Discard,
 		ExitErrHandler: func(*cli.Context, error) {}}
 	if err := app.Run(append([]string{"inbox", "serve"}, args...)); err != nil {
-		t.Fatalf("serve %v: %v", args, err)
+		return serveConfig{}, err // a flag refused before the action
 	}
 	return cfg, perr
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"inbox/config"
 	"inbox/inbox"
 )
 
@@ -31,7 +32,7 @@ type Access struct {
 	BusyTimeout time.Duration
 }
 
-// Opener opens the existing store db (--db) names, as a asks. It never
+// Opener opens the existing store db (--db) names, as its Access asks. It never
 // creates one: a mistyped path is an error, not a new database.
 type Opener func(ctx context.Context, db string, a Access) (inbox.Store, error)
 
@@ -59,57 +60,12 @@ func Commands(open Opener) []*cli.Command {
 // the environment into the flag itself, so one shared value would carry
 // state from one run to the next.
 
-// DBFlag is --db, the database path every command takes.
-func DBFlag() *cli.StringFlag {
-	return &cli.StringFlag{
-		Name:    "db",
-		Usage:   "the inbox database: a SQLite file's path, or a postgres:// URL (PostgreSQL, shared by replicas)",
-		Value:   "inbox.db",
-		EnvVars: []string{"INBOX_DB"},
-	}
-}
-
 func jsonFlag() *cli.BoolFlag {
 	return &cli.BoolFlag{
 		Name:    "json",
 		Usage:   "print JSON, one object per line, for scripts",
 		EnvVars: []string{"INBOX_JSON"},
 	}
-}
-
-// EventsFlag is --event, the event names stored as jobs; serve and
-// reprocess share it so both classify alike.
-func EventsFlag() *cli.StringSliceFlag {
-	return &cli.StringSliceFlag{
-		Name:    "event",
-		Value:   cli.NewStringSlice("job.completed", "job.failed", "job.canceled"),
-		Usage:   "event names stored as jobs; others are parked unknown_event",
-		EnvVars: []string{"INBOX_EVENTS"},
-	}
-}
-
-// MaxBodyFlag is --max-body, the normal body limit; serve and reprocess
-// share it.
-func MaxBodyFlag() *cli.StringFlag {
-	return &cli.StringFlag{
-		Name:    "max-body",
-		Value:   "1MiB",
-		Usage:   "larger verified bodies are parked too_large",
-		EnvVars: []string{"INBOX_MAX_BODY"},
-	}
-}
-
-// Rules reads the classification rules from EventsFlag and MaxBodyFlag.
-func Rules(c *cli.Context) (inbox.Rules, error) {
-	maxBody, err := ParseSize(c.String("max-body"))
-	if err != nil {
-		return inbox.Rules{}, fmt.Errorf("--max-body: %w", err)
-	}
-	events, err := SplitList(c.StringSlice("event"))
-	if err != nil {
-		return inbox.Rules{}, fmt.Errorf("--event: %w", err)
-	}
-	return inbox.Rules{Events: events, MaxBody: maxBody}, nil
 }
 
 // reasonFlag is --reason, with an environment variable of each command's
@@ -141,34 +97,8 @@ func dryRunFlag() *cli.BoolFlag {
 	return &cli.BoolFlag{Name: "dry-run", Usage: "print what would change and change nothing", EnvVars: []string{"INBOX_DRY_RUN"}}
 }
 
-func busyTimeoutFlag() *cli.DurationFlag {
-	return BusyTimeoutFlag("how long a write waits for the lock serve or another command holds")
-}
-
-// BusyTimeoutFlag is --busy-timeout (INBOX_BUSY_TIMEOUT) for a command
-// that writes beside serve, refusing a value the store could not honour:
-// zero, negative, or under the millisecond SQLite counts in (which would
-// be no wait at all), from the command line or the environment alike.
-func BusyTimeoutFlag(usage string) *cli.DurationFlag {
-	return &cli.DurationFlag{
-		Name:    "busy-timeout",
-		Value:   inbox.DefaultBusyTimeout,
-		Usage:   usage + " (500ms, 3s, 1m)",
-		EnvVars: []string{"INBOX_BUSY_TIMEOUT"},
-		Action: func(_ *cli.Context, d time.Duration) error {
-			return CheckBusyTimeout(d)
-		},
-	}
-}
-
-// CheckBusyTimeout refuses a busy timeout under a millisecond: SQLite
-// counts it in whole milliseconds, and 0 means a write never waits for
-// serve's lock, while the store would take a negative one for its default.
-func CheckBusyTimeout(d time.Duration) error {
-	if d < time.Millisecond {
-		return fmt.Errorf("--busy-timeout %s: want a positive duration of at least 1ms, such as 3s", d)
-	}
-	return nil
+func busyTimeoutFlag() *cli.GenericFlag {
+	return config.BusyTimeoutFlag("how long a write waits for the lock serve or another command holds (500ms, 3s, 1m)")
 }
 
 // args returns the command's arguments. A flag after them is refused:
@@ -183,15 +113,6 @@ func args(c *cli.Context) ([]string, error) {
 	return c.Args().Slice(), nil
 }
 
-// NoArgs refuses any argument, for the commands that take none: a stray
-// word (a misplaced value, a flag after one) must not be silently ignored.
-func NoArgs(c *cli.Context) error {
-	if c.Args().Len() > 0 {
-		return fmt.Errorf("%s takes no arguments, got %q (flags go before their values: --flag value)", c.Command.Name, c.Args().First())
-	}
-	return nil
-}
-
 // openRead opens the store named by --db for reading; it never creates
 // one.
 func openRead(c *cli.Context, open Opener) (inbox.Store, error) {
@@ -201,7 +122,7 @@ func openRead(c *cli.Context, open Opener) (inbox.Store, error) {
 // openWrite opens the store named by --db for writing; it never creates
 // one, and its writes wait up to --busy-timeout for another process's lock.
 func openWrite(c *cli.Context, open Opener) (inbox.Store, error) {
-	return open(c.Context, c.String("db"), Access{Write: true, BusyTimeout: c.Duration("busy-timeout")})
+	return open(c.Context, c.String("db"), Access{Write: true, BusyTimeout: config.DurationOf(c, "busy-timeout").Get()})
 }
 
 // printRows prints vals as JSON lines with --json, exactly as stored (see
@@ -292,27 +213,25 @@ func (p *rowPrinter[T]) flush() error {
 }
 
 // readTimeoutFlag is --timeout, the bound of a command that reads.
-func readTimeoutFlag() *cli.StringFlag {
-	return &cli.StringFlag{
-		Name:    "timeout",
-		Value:   defaultReadTimeout,
-		Usage:   "give up reading after this long, saying how far it got (30s, 5m, 1h)",
-		EnvVars: []string{"INBOX_READ_TIMEOUT"},
-	}
+func readTimeoutFlag() *cli.GenericFlag {
+	f := config.DurationFlag("timeout", defaultReadTimeout, "give up reading after this long, saying how far it got (30s, 5m, 1h)", "INBOX_READ_TIMEOUT", func(d time.Duration) error {
+		if d <= 0 {
+			return errors.New("want a positive duration such as 30s, 5m or 1h")
+		}
+		return nil
+	})
+	// As --help has always shown it, when the flag was a text one.
+	f.DefaultText = `"` + defaultReadTimeout.String() + `"`
+	return f
 }
 
 // defaultReadTimeout is --timeout's default: a million rows are listed in
 // seconds.
-const defaultReadTimeout = "30s"
+const defaultReadTimeout = 30 * time.Second
 
 // readContext returns c's context bounded by --timeout.
 func readContext(c *cli.Context) (context.Context, context.CancelFunc, error) {
-	raw := c.String("timeout")
-	d, err := time.ParseDuration(strings.TrimSpace(raw))
-	if err != nil || d <= 0 {
-		return nil, nil, fmt.Errorf("--timeout %q: want a positive duration such as 30s, 5m or 1h", raw)
-	}
-	ctx, cancel := context.WithTimeout(c.Context, d)
+	ctx, cancel := context.WithTimeout(c.Context, config.DurationOf(c, "timeout").Get())
 	return ctx, cancel, nil
 }
 
@@ -323,7 +242,7 @@ func stopped(c *cli.Context, ctx context.Context, err error, written int) error 
 	if err == nil || !errors.Is(ctx.Err(), context.DeadlineExceeded) || c.Context.Err() != nil {
 		return err
 	}
-	return fmt.Errorf("%s: stopped after %s (--timeout): %s rows written; raise --timeout", c.Command.Name, strings.TrimSpace(c.String("timeout")), thousands(int64(written)))
+	return fmt.Errorf("%s: stopped after %s (--timeout): %s rows written; raise --timeout", c.Command.Name, strings.TrimSpace(config.DurationOf(c, "timeout").String()), thousands(int64(written)))
 }
 
 // wholeColumns are the columns that hold a row id or a key, which a table
@@ -389,39 +308,4 @@ func formatDuration(d time.Duration) string {
 		s = t + "h"
 	}
 	return s
-}
-
-// SplitList trims each value and rejects empty ones, so "a,,b" or a blank
-// secret is an error rather than a silently shorter list.
-func SplitList(vals []string) ([]string, error) {
-	out := make([]string, 0, len(vals))
-	for _, v := range vals {
-		v = strings.TrimSpace(v)
-		if v == "" {
-			return nil, errors.New("empty value in list")
-		}
-		out = append(out, v)
-	}
-	return out, nil
-}
-
-// ParseSize reads a byte count: a plain number, or one with a KiB, MiB or
-// GiB suffix.
-func ParseSize(s string) (int64, error) {
-	units := []struct {
-		suffix string
-		mult   int64
-	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"B", 1}}
-	num, mult := strings.TrimSpace(s), int64(1)
-	for _, u := range units {
-		if n, ok := strings.CutSuffix(num, u.suffix); ok {
-			num, mult = strings.TrimSpace(n), u.mult
-			break
-		}
-	}
-	n, err := strconv.ParseInt(num, 10, 64)
-	if err != nil || n <= 0 || n > (1<<40)/mult {
-		return 0, fmt.Errorf("invalid size %q: want a positive number of bytes, optionally with KiB, MiB or GiB", s)
-	}
-	return n * mult, nil
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"inbox/config"
 	"inbox/inbox"
 )
 
@@ -95,7 +96,7 @@ Examples:
    INBOX_NOTIFY=https://ntfy.example.com/inbox,https://chat.example.com/hooks/x inbox alert --max-age 24h
    */15 * * * * inbox /usr/local/bin/inbox alert --db /var/lib/inbox/inbox.db --max-age 24h   (/etc/cron.d: as user inbox)`,
 		Flags: []cli.Flag{
-			DBFlag(),
+			config.DBFlag(),
 			ageFlag("max-age", "24h", "parked rows received longer ago than this count", "INBOX_ALERT_MAX_AGE"),
 			&cli.Int64Flag{Name: "min-count", Value: 1, Usage: "alert when at least this many parked rows are older than --max-age (with --parked-every-hour: were parked in each hour)", EnvVars: []string{"INBOX_ALERT_MIN_COUNT"}},
 			ageFlag("parked-every-hour", "", "alert when rows were parked in every hour of this long, counted back from now, instead of on --max-age", "INBOX_ALERT_PARKED_EVERY_HOUR"),
@@ -103,9 +104,9 @@ Examples:
 			ageFlag("missed-after", "1h", "also alert on keys refused with 503 longer ago than this and not delivered since", "INBOX_ALERT_MISSED_AFTER"),
 			ageFlag("quiet-for", "", "alert instead when a source has had no verified delivery for this long (precise to about a minute)", "INBOX_ALERT_QUIET_FOR"),
 			&cli.StringSliceFlag{Name: "source", Usage: "with --quiet-for: the source to watch (repeatable); default: those of --config", EnvVars: []string{"INBOX_ALERT_SOURCE"}},
-			ConfigFlag("with --quiet-for: the TOML file of [[source]] tables serve reads, whose sources are watched"),
+			config.FileFlag("with --quiet-for: the TOML file of [[source]] tables serve reads, whose sources are watched"),
 			&cli.StringSliceFlag{Name: "notify", Usage: "also POST the alert as JSON to this http(s) webhook (repeatable)", EnvVars: []string{"INBOX_NOTIFY"}},
-			&cli.DurationFlag{Name: "notify-timeout", Value: defaultNotifyTimeout, Usage: "how long each --notify POST may take", EnvVars: []string{"INBOX_NOTIFY_TIMEOUT"}},
+			config.DurationFlag("notify-timeout", defaultNotifyTimeout, "how long each --notify POST may take", "INBOX_NOTIFY_TIMEOUT", config.Positive),
 			jsonFlag(),
 		},
 		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
@@ -178,7 +179,7 @@ type check struct {
 // alertCheck reads alert's flags and returns the check they ask for. It
 // fails on any flag out of range, and on flags of two checks at once.
 func alertCheck(c *cli.Context) (check, error) {
-	if err := NoArgs(c); err != nil {
+	if err := config.NoArgs(c); err != nil {
 		return check{}, err
 	}
 	maxAge, err := age(c, "max-age")
@@ -403,7 +404,7 @@ func quietSources(c *cli.Context) ([]string, error) {
 	if file == "" {
 		return nil, nil
 	}
-	sources, err := DescribeSources(file, os.Getenv)
+	sources, err := config.DescribeSources(file, os.Getenv)
 	if err != nil {
 		return nil, err
 	}

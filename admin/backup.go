@@ -1,6 +1,8 @@
 package admin
 
 import (
+	"inbox/config"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -35,7 +37,7 @@ Examples:
    inbox backup /var/lib/inbox/backup/inbox-$(date +%F).db
    inbox backup --force /var/lib/inbox/backup/inbox.db`,
 		Flags: []cli.Flag{
-			DBFlag(),
+			config.DBFlag(),
 			&cli.BoolFlag{Name: "force", Usage: "replace PATH if it exists", EnvVars: []string{"INBOX_BACKUP_FORCE"}},
 			jsonFlag(),
 		},

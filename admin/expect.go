@@ -8,6 +8,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"inbox/config"
 	"inbox/inbox"
 	"inbox/reconcile"
 	"inbox/sume"
@@ -35,7 +36,7 @@ Examples:
    inbox expect --status-url https://api.sume.com/v1/jobs/job_1 job_1
    inbox expect --api-url http://127.0.0.1:9000 --status-url http://127.0.0.1:9000/v1/jobs/job_1 job_1`,
 		Flags: []cli.Flag{
-			DBFlag(),
+			config.DBFlag(),
 			busyTimeoutFlag(),
 			&cli.StringFlag{Name: "within", Value: "2h", Usage: "the delivery is due this long from now (1s to 30d: 90m, 2h, 2d)", EnvVars: []string{"INBOX_EXPECT_WITHIN"}},
 			&cli.StringFlag{Name: "status-url", Usage: "where the job's status is read (one job only; on the --api-url host)", EnvVars: []string{"INBOX_EXPECT_STATUS_URL"}},
@@ -97,13 +98,13 @@ Examples:
    inbox expected --overdue
    inbox expected --json | jq -r 'select(.state == "closed") | .job_id'`,
 		Flags: []cli.Flag{
-			DBFlag(),
+			config.DBFlag(),
 			&cli.BoolFlag{Name: "overdue", Usage: "only the jobs waiting past their window", EnvVars: []string{"INBOX_EXPECTED_OVERDUE"}},
 			readTimeoutFlag(),
 			jsonFlag(),
 		},
 		Action: func(c *cli.Context) error {
-			if err := NoArgs(c); err != nil {
+			if err := config.NoArgs(c); err != nil {
 				return err
 			}
 			ctx, cancel, err := readContext(c)

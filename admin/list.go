@@ -7,6 +7,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"inbox/config"
 	"inbox/inbox"
 )
 
@@ -32,7 +33,7 @@ Examples:
    inbox list --source github --status parked
    inbox list --limit 0 --json --timeout 10m > rows.jsonl`,
 		Flags: []cli.Flag{
-			DBFlag(),
+			config.DBFlag(),
 			sourceFlag("only rows of this source (sume, or a [[source]] name of --config)", "INBOX_LIST_SOURCE"),
 			&cli.StringFlag{Name: "status", Usage: "only rows with this status (new, done, parked, ignored)", EnvVars: []string{"INBOX_STATUS"}},
 			&cli.IntFlag{Name: "limit", Usage: "at most this many rows, newest first; 0 for all (--limit 0)", Value: 100, EnvVars: []string{"INBOX_LIMIT"}},
@@ -40,7 +41,7 @@ Examples:
 			jsonFlag(),
 		},
 		Action: func(c *cli.Context) error {
-			if err := NoArgs(c); err != nil {
+			if err := config.NoArgs(c); err != nil {
 				return err
 			}
 			status := inbox.Status(c.String("status"))
@@ -111,7 +112,7 @@ func sourceFlag(usage, env string) *cli.StringFlag {
 // sourceName reads --source; "" when it is not set.
 func sourceName(c *cli.Context) (string, error) {
 	s := c.String("source")
-	if s != "" && !validName(s) {
+	if s != "" && !config.ValidName(s) {
 		return "", fmt.Errorf("--source %q: a source name is 1 to 32 of a-z, 0-9, - and _", s)
 	}
 	return s, nil

@@ -6,6 +6,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"inbox/config"
 	"inbox/inbox"
 )
 
@@ -26,9 +27,9 @@ Examples:
    inbox missed
    inbox missed --json | jq -r .job_id
    SUME_API_KEY=... inbox redeliver --missed`,
-		Flags: []cli.Flag{DBFlag(), readTimeoutFlag(), jsonFlag()},
+		Flags: []cli.Flag{config.DBFlag(), readTimeoutFlag(), jsonFlag()},
 		Action: func(c *cli.Context) error {
-			if err := NoArgs(c); err != nil {
+			if err := config.NoArgs(c); err != nil {
 				return err
 			}
 			ctx, cancel, err := readContext(c)

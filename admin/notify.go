@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
+
+	"inbox/config"
 )
 
 // Notification limits: a webhook that takes a message answers at once and
@@ -49,14 +51,11 @@ type notifier struct {
 // of a chat webhook is its secret.
 func newNotifier(c *cli.Context) (*notifier, error) {
 	n := &notifier{client: &http.Client{
-		Timeout: c.Duration("notify-timeout"),
+		Timeout: config.DurationOf(c, "notify-timeout").Get(),
 		// A redirect is not followed: the message goes where it was told
 		// to, and a 3xx is a failure to deliver it.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}}
-	if n.client.Timeout <= 0 {
-		return nil, errors.New("--notify-timeout must be positive")
-	}
 	for _, raw := range c.StringSlice("notify") {
 		raw = strings.TrimSpace(raw)
 		if raw == "" {

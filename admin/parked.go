@@ -11,6 +11,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"inbox/config"
 	"inbox/inbox"
 )
 
@@ -37,7 +38,7 @@ Examples:
    inbox parked --reason unknown_event --since 24h
    inbox parked --json | jq -r .id`,
 		Flags: []cli.Flag{
-			DBFlag(),
+			config.DBFlag(),
 			&cli.StringFlag{Name: "group-by", Usage: "reason: one line per reason", EnvVars: []string{"INBOX_GROUP_BY"}},
 			&cli.BoolFlag{Name: "per-hour", Usage: "chart the rows parked in each hour of the last --since (48h unless given)", EnvVars: []string{"INBOX_PER_HOUR"}},
 			ageFlag("since", "", "only rows received within this long; with --per-hour, how many hours the chart covers", "INBOX_SINCE"),
@@ -47,7 +48,7 @@ Examples:
 			jsonFlag(),
 		},
 		Action: func(c *cli.Context) error {
-			if err := NoArgs(c); err != nil {
+			if err := config.NoArgs(c); err != nil {
 				return err
 			}
 			if g := c.String("group-by"); g != "" && g != "reason" {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"inbox/config"
 	"inbox/inbox"
 )
 
@@ -39,7 +40,7 @@ Examples:
    inbox purge --include-parked --json
    inbox purge --older-than 180d --reason handler_rejected --dry-run`,
 		Flags: []cli.Flag{
-			DBFlag(),
+			config.DBFlag(),
 			&cli.StringFlag{Name: "older-than", Value: "90d", Usage: "delete rows last delivered longer ago than this, at least 7d (30d, 180d, 240h)", EnvVars: []string{"INBOX_PURGE_OLDER_THAN"}},
 			&cli.BoolFlag{Name: "include-parked", Usage: "delete old rows parked on receipt too (not the dispatcher's: name those with --reason)", EnvVars: []string{"INBOX_PURGE_INCLUDE_PARKED"}},
 			&cli.StringSliceFlag{Name: "reason", Usage: "delete old parked rows with this reason too; repeat for several (--reason handler_failed)", EnvVars: []string{"INBOX_PURGE_REASON"}},
@@ -48,7 +49,7 @@ Examples:
 			jsonFlag(),
 		},
 		Action: func(c *cli.Context) error {
-			if err := NoArgs(c); err != nil {
+			if err := config.NoArgs(c); err != nil {
 				return err
 			}
 			olderThan, err := age(c, "older-than")

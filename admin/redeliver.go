@@ -11,6 +11,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"inbox/config"
 	"inbox/inbox"
 	"inbox/sume"
 )
@@ -43,7 +44,7 @@ Examples:
    SUME_API_KEY=... inbox redeliver --missed
    inbox redeliver --missed --dry-run`,
 		Flags: []cli.Flag{
-			DBFlag(),
+			config.DBFlag(),
 			reasonFlag("redeliver the job of every parked row with this reason", "INBOX_REDELIVER_REASON"),
 			&cli.BoolFlag{Name: "missed", Usage: "redeliver every Sume job inbox missed lists", EnvVars: []string{"INBOX_REDELIVER_MISSED"}},
 			&cli.StringFlag{Name: "api-key", Usage: "Sume API key with jobs:write (prefer the environment variable)", EnvVars: []string{"SUME_API_KEY"}},

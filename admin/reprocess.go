@@ -10,6 +10,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"inbox/config"
 	"inbox/inbox"
 )
 
@@ -36,13 +37,13 @@ Examples:
    inbox reprocess --config inbox.toml github/0b5c9d4e-1f2a-11ef-9f1b-2d3e4f5a6b7c
    inbox reprocess --all --json`,
 		Flags: []cli.Flag{
-			DBFlag(),
-			ConfigFlag("the TOML file of [[source]] tables serve reads: classify every source's rows under its own events and max_body (its secrets are not read); without it only Sume rows, under --event and --max-body"),
+			config.DBFlag(),
+			config.FileFlag("the TOML file of [[source]] tables serve reads: classify every source's rows under its own events and max_body (its secrets are not read); without it only Sume rows, under --event and --max-body"),
 			reasonFlag("reprocess every parked row with this reason", "INBOX_REPROCESS_REASON"),
 			&cli.BoolFlag{Name: "all", Usage: "reprocess every parked row", EnvVars: []string{"INBOX_REPROCESS_ALL"}},
 			dryRunFlag(),
-			EventsFlag(),
-			MaxBodyFlag(),
+			config.EventsFlag(),
+			config.MaxBodyFlag(),
 			busyTimeoutFlag(),
 			jsonFlag(),
 		},
@@ -59,7 +60,7 @@ Examples:
 			if n := btoi(len(sel.IDs) > 0) + btoi(sel.Reason != "") + btoi(sel.All); n != 1 {
 				return errors.New("reprocess needs exactly one of: row ids, --reason or --all")
 			}
-			rules, err := SourceRules(c)
+			rules, err := config.SourceRules(c)
 			if err != nil {
 				return err
 			}

@@ -1,6 +1,8 @@
 package admin
 
 import (
+	"inbox/config"
+
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
@@ -30,7 +32,7 @@ Examples:
    inbox secret
    sudo sh -c 'printf "INBOX_FORWARD_SECRET=%s\n" "$(inbox secret)" >> /etc/inbox/inbox.env'`,
 		Action: func(c *cli.Context) error {
-			if err := NoArgs(c); err != nil {
+			if err := config.NoArgs(c); err != nil {
 				return err
 			}
 			key := make([]byte, secretBytes)

@@ -1,6 +1,8 @@
 package admin
 
 import (
+	"inbox/config"
+
 	"bytes"
 	"crypto/rand"
 	"encoding/hex"
@@ -43,13 +45,13 @@ Examples:
 			&cli.StringSliceFlag{Name: "secret", Usage: "signing secret; several sign with each (prefer the environment variable: flags show in ps)", EnvVars: []string{"SUME_COM_WEBHOOK_SIGNING_SECRET"}},
 		},
 		Action: func(c *cli.Context) error {
-			if err := NoArgs(c); err != nil {
+			if err := config.NoArgs(c); err != nil {
 				return err
 			}
 			if c.String("body-file") != "" && (c.IsSet("event") || c.IsSet("job-id")) {
 				return errors.New("--body-file sends the file's exact bytes: --event and --job-id do not apply")
 			}
-			secrets, err := SplitList(c.StringSlice("secret"))
+			secrets, err := config.SplitList(c.StringSlice("secret"))
 			if err != nil {
 				return fmt.Errorf("signing secret: %w", err)
 			}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"inbox/config"
 	"inbox/inbox"
 )
 
@@ -36,7 +37,7 @@ Examples:
    inbox show --json job_1 | jq -r .body | jq .payload
    inbox show vibe/run_1
    inbox show --source vibe run_1`,
-		Flags: []cli.Flag{DBFlag(), sourceFlag("the source the key is of; the row is then <source>/<key>", "INBOX_SHOW_SOURCE"), readTimeoutFlag(), jsonFlag()},
+		Flags: []cli.Flag{config.DBFlag(), sourceFlag("the source the key is of; the row is then <source>/<key>", "INBOX_SHOW_SOURCE"), readTimeoutFlag(), jsonFlag()},
 		Action: func(c *cli.Context) error {
 			ids, err := args(c)
 			if err != nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"inbox/config"
 	"inbox/deploy"
 	"inbox/inbox"
 	"inbox/scheme"
@@ -45,15 +46,15 @@ Examples:
    SUME_COM_WEBHOOK_SIGNING_SECRET=whsec_new,whsec_old inbox sources --db /var/lib/inbox/inbox.db
    inbox sources --config /etc/inbox/inbox.toml --db /var/lib/inbox/inbox.db
    inbox sources --config inbox.toml --json | jq 'select(.state == "live" and .last_verified_at == null)'`,
-		Flags: []cli.Flag{DBFlag(), ConfigFlag("the TOML file of [[source]] tables serve reads; without it, the Sume source of SUME_COM_WEBHOOK_SIGNING_SECRET"), jsonFlag()},
+		Flags: []cli.Flag{config.DBFlag(), config.FileFlag("the TOML file of [[source]] tables serve reads; without it, the Sume source of SUME_COM_WEBHOOK_SIGNING_SECRET"), jsonFlag()},
 		Action: func(c *cli.Context) error {
-			if err := NoArgs(c); err != nil {
+			if err := config.NoArgs(c); err != nil {
 				return err
 			}
-			sources := []Source{envSumeSource(os.Getenv)}
+			sources := []config.Source{envSumeSource(os.Getenv)}
 			if file := c.String("config"); file != "" {
 				var err error
-				if sources, err = DescribeSources(file, os.Getenv); err != nil {
+				if sources, err = config.DescribeSources(file, os.Getenv); err != nil {
 					return err
 				}
 			}
@@ -108,18 +109,18 @@ const sumeSecretEnv = "SUME_COM_WEBHOOK_SIGNING_SECRET"
 // flag reads them. An empty one among them, or a placeholder of the
 // shipped files, both of which serve refuses, is invalid; with the
 // variable unset there is one secret, unset.
-func envSumeSource(getenv func(string) string) Source {
-	src := Source{Name: inbox.DefaultSource, Path: getenv("INBOX_PATH"), Scheme: scheme.Sume{}}
+func envSumeSource(getenv func(string) string) config.Source {
+	src := config.Source{Name: inbox.DefaultSource, Path: getenv("INBOX_PATH"), Scheme: scheme.Sume{}}
 	if src.Path == "" {
 		src.Path = "/webhooks/" + inbox.DefaultSource
 	}
 	val := getenv(sumeSecretEnv)
 	if val == "" {
-		src.Secrets = []SecretEntry{{Env: sumeSecretEnv}}
+		src.Secrets = []config.SecretEntry{{Env: sumeSecretEnv}}
 		return src
 	}
 	for _, v := range strings.Split(val, ",") {
-		e := SecretEntry{Env: sumeSecretEnv}
+		e := config.SecretEntry{Env: sumeSecretEnv}
 		if v = strings.TrimSpace(v); v == "" || deploy.Placeholder(v) {
 			e.Invalid = true
 		} else {

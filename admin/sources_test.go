@@ -2,10 +2,12 @@ package admin
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"inbox/config"
 	"inbox/inbox"
 	"inbox/scheme"
 	"inbox/sqlite"
@@ -15,6 +17,16 @@ import (
 // liveVibeSecret is a secret in Vibe's form: vjs_ and the unpadded
 // base64url of 32 bytes.
 const liveVibeSecret = "vjs_bGl2ZS1saXZlLWxpdmUtbGl2ZS1saXZlLWxpdmUtbGk"
+
+// writeTestFile writes text as a configuration file and returns its path.
+func writeTestFile(t *testing.T, text string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "inbox.toml")
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
 
 const sourcesConf = `
 [[source]]
@@ -65,14 +77,15 @@ func TestSourcesWithoutSecrets(t *testing.T) {
 // expired secret whose variable is unset (it could verify nothing) and
 // still refuses a live one.
 func TestExpiredSecretMayBeUnset(t *testing.T) {
-	srcs, err := loadConfig(t, sourcesConf, map[string]string{"TEST_SUME_SECRET": "s", "TEST_VIBE_SECRET": liveVibeSecret})
+	env := map[string]string{"TEST_SUME_SECRET": "s", "TEST_VIBE_SECRET": liveVibeSecret}
+	srcs, err := config.LoadSources(writeTestFile(t, sourcesConf), func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatalf("expired secret unset: %v", err)
 	}
 	if n := len(srcs[1].Keys); n != 1 {
 		t.Errorf("vibe keys: %d, want 1", n)
 	}
-	if _, err := loadConfig(t, sourcesConf, map[string]string{"TEST_SUME_SECRET": "s"}); err == nil || !strings.Contains(err.Error(), "TEST_VIBE_SECRET") {
+	if _, err := config.LoadSources(writeTestFile(t, sourcesConf), func(k string) string { return map[string]string{"TEST_SUME_SECRET": "s"}[k] }); err == nil || !strings.Contains(err.Error(), "TEST_VIBE_SECRET") {
 		t.Errorf("live secret unset: err = %v, want it named", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"inbox/config"
 	"inbox/inbox"
 )
 
@@ -33,7 +34,7 @@ Examples:
    inbox stats --json | jq .queue
    inbox stats --watch
    inbox stats --watch 10s`,
-		Flags: []cli.Flag{DBFlag(), readTimeoutFlag(), jsonFlag(), watchFlag()},
+		Flags: []cli.Flag{config.DBFlag(), readTimeoutFlag(), jsonFlag(), watchFlag()},
 		Action: func(c *cli.Context) error {
 			if err := noArgsButWatch(c); err != nil {
 				return err

@@ -1,6 +1,8 @@
 package admin
 
 import (
+	"inbox/config"
+
 	"bytes"
 	"context"
 	"errors"
@@ -34,7 +36,7 @@ func noArgsButWatch(c *cli.Context) error {
 	if c.Bool("watch") && c.Args().Len() <= 1 {
 		return nil
 	}
-	return NoArgs(c)
+	return config.NoArgs(c)
 }
 
 // watched returns cmd with --watch: its action run again every interval,
@@ -50,7 +52,7 @@ func watched(cmd *cli.Command) *cli.Command {
 		}
 		every := defaultWatch
 		if c.Args().Len() > 1 {
-			return NoArgs(c)
+			return config.NoArgs(c)
 		}
 		if arg := c.Args().First(); arg != "" {
 			d, err := time.ParseDuration(arg)

@@ -41,8 +41,10 @@ type Rules struct {
 	// parked too_large. Zero means no limit.
 	MaxBody int64
 	// ByBody, for KindKeyed, keys every delivery by its body's sha256 (a
-	// generic HMAC source with key_from = "sha256"), as Named.ByBody does
-	// one delivery: so reprocess keys a stored row as its source does now.
+	// generic HMAC source with key_from = "sha256"): a Named key is
+	// ignored, and the key is BodyKey of the body's sum. It is the one
+	// record of that choice; reprocess keys a stored row by it as the
+	// source does now.
 	ByBody bool
 }
 
@@ -50,10 +52,6 @@ type Rules struct {
 type Named struct {
 	Key   string // the provider's idempotency key; "" when it names none
 	Event string // the event name; "" when it names none
-	// ByBody says the source keys each delivery by its body's sha256 (a
-	// generic HMAC source with key_from = "sha256"): Key is ignored, and
-	// the key is BodyKey of the body's sum.
-	ByBody bool
 }
 
 // Delivery is a verified body with what classification made of it: the row
@@ -148,7 +146,7 @@ func classifyKeyed(n Named, body []byte, r Rules) Delivery {
 	d := newDelivery(body)
 	d.Event = n.Event
 	key := n.Key
-	if n.ByBody || r.ByBody {
+	if r.ByBody {
 		// The source's own choice of key, not one the sender wrote: a
 		// sender-chosen key is never taken in the body-keyed space.
 		key = d.Key

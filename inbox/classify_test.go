@@ -55,6 +55,7 @@ func TestClassifyKeysOnce(t *testing.T) {
 	job := `{"event":"job.completed","job_id":"j1","status":"COMPLETED"}`
 	sume := inbox.Rules{Events: []string{"job.completed"}}
 	keyedRules := inbox.Rules{Kind: inbox.KindKeyed}
+	byBody := inbox.Rules{Kind: inbox.KindKeyed, ByBody: true}
 	tests := []struct {
 		name       string
 		source     string
@@ -75,12 +76,12 @@ func TestClassifyKeysOnce(t *testing.T) {
 		{"sume scheme, source acme, unknown event", "acme", inbox.Named{}, `{"event":"x","job_id":"j1"}`, sume, "acme/j1", "acme/j1", inbox.StatusParked, inbox.ReasonUnknownEvent},
 		{"keyed", "gh", inbox.Named{Key: "d1", Event: "push"}, `{}`, keyedRules, "gh/d1", "gh/d1", inbox.StatusNew, ""},
 		// key_from = "sha256": the body's sum is the key, stored.
-		{"keyed by body", "hm", inbox.Named{ByBody: true, Event: "e"}, `{"a":1}`, keyedRules, "hm/sha256:" + sum(`{"a":1}`), "hm/sha256:" + sum(`{"a":1}`), inbox.StatusNew, ""},
-		{"keyed by body, default source", "", inbox.Named{ByBody: true}, `{"a":1}`, keyedRules, "sha256:" + sum(`{"a":1}`), "sha256:" + sum(`{"a":1}`), inbox.StatusNew, ""},
-		{"keyed by body, unknown event", "hm", inbox.Named{ByBody: true, Event: "x"}, `{}`, inbox.Rules{Kind: inbox.KindKeyed, Events: []string{"e"}}, "hm/sha256:" + sum(`{}`), "hm/sha256:" + sum(`{}`), inbox.StatusParked, inbox.ReasonUnknownEvent},
+		{"keyed by body", "hm", inbox.Named{Event: "e"}, `{"a":1}`, byBody, "hm/sha256:" + sum(`{"a":1}`), "hm/sha256:" + sum(`{"a":1}`), inbox.StatusNew, ""},
+		{"keyed by body, default source", "", inbox.Named{}, `{"a":1}`, byBody, "sha256:" + sum(`{"a":1}`), "sha256:" + sum(`{"a":1}`), inbox.StatusNew, ""},
+		{"keyed by body, unknown event", "hm", inbox.Named{Event: "x"}, `{}`, inbox.Rules{Kind: inbox.KindKeyed, Events: []string{"e"}, ByBody: true}, "hm/sha256:" + sum(`{}`), "hm/sha256:" + sum(`{}`), inbox.StatusParked, inbox.ReasonUnknownEvent},
 		// A sender's own key in the body-key space is still refused.
 		{"sender key sha256:", "hm", inbox.Named{Key: "sha256:" + sum(`{}`)}, `{}`, keyedRules, "hm/sha256:" + sum(`{}`), "", inbox.StatusParked, inbox.ReasonMissingKey},
-		{"sender key sha256: ignored when by body", "hm", inbox.Named{Key: "sha256:forged", ByBody: true}, `{}`, keyedRules, "hm/sha256:" + sum(`{}`), "hm/sha256:" + sum(`{}`), inbox.StatusNew, ""},
+		{"sender key sha256: ignored when by body", "hm", inbox.Named{Key: "sha256:forged"}, `{}`, byBody, "hm/sha256:" + sum(`{}`), "hm/sha256:" + sum(`{}`), inbox.StatusNew, ""},
 		{"sume kind ignores Named", "", inbox.Named{Key: "other", Event: "x"}, job, sume, "j1", "j1", inbox.StatusNew, ""},
 		// Rules that key every delivery by its body: no key named is needed.
 		{"rules key by body", "hm", inbox.Named{Event: "e"}, `{"a":1}`, inbox.Rules{Kind: inbox.KindKeyed, ByBody: true}, "hm/sha256:" + sum(`{"a":1}`), "hm/sha256:" + sum(`{"a":1}`), inbox.StatusNew, ""},

@@ -211,8 +211,11 @@ func Reclassify(e Event, r Rules) Delivery {
 		if e.JobID != "" {
 			n.Key = KeyOf(e.Source, e.JobID)
 			// A key of the body's own sum was the source's choice (a
-			// sender's was refused at receipt, so has no job_id).
-			n.ByBody = n.Key == BodyKey(e.SHA256)
+			// sender's was refused at receipt, so has no job_id): the row
+			// keeps it under rules that key otherwise now.
+			if n.Key == BodyKey(e.SHA256) {
+				r.ByBody = true
+			}
 		}
 	}
 	return Classify(e.Source, n, e.Body, e.DeliveryTS, r)

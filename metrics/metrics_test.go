@@ -16,6 +16,7 @@ import (
 	"inbox/metrics"
 	"inbox/metrics/metricstest"
 	"inbox/receiver"
+	"inbox/scheme"
 	"inbox/sqlite"
 	"inbox/sqlite/sqlitetest"
 	"inbox/sume"
@@ -47,12 +48,12 @@ func TestMetricsAfterKnownTraffic(t *testing.T) {
 	// Rows are received at now; the collector looks 90 s later.
 	reg.MustRegister(metrics.NewStoreCollector(store, time.Second, func() time.Time { return now.Add(90 * time.Second) }))
 	cfg := receiver.Config{
-		Secrets:   []string{secret},
-		Tolerance: time.Minute,
-		Rules:     inbox.Rules{Events: []string{"job.completed"}, MaxBody: 1 << 10},
-		HardCap:   4 << 10,
-		Now:       func() time.Time { return now },
-		OnAnswer:  m.Answered("sume"),
+		Keys:     []scheme.Secret{{Key: []byte(secret)}},
+		Scheme:   scheme.Sume{Tolerance: time.Minute},
+		Rules:    inbox.Rules{Events: []string{"job.completed"}, MaxBody: 1 << 10},
+		HardCap:  4 << 10,
+		Now:      func() time.Time { return now },
+		OnAnswer: m.Answered("sume"),
 	}
 	h, err := receiver.NewHandler(store, cfg, zerolog.Nop())
 	if err != nil {

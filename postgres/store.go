@@ -26,9 +26,7 @@ import (
 
 // Defaults for Options fields left zero.
 const (
-	DefaultBusyTimeout = inbox.DefaultBusyTimeout
-	DefaultMaxBatch    = inbox.DefaultMaxBatch
-	DefaultMaxConns    = 8
+	DefaultMaxConns = 8
 	// MinMaxConns is the smallest pool a writable store takes: the writer
 	// holds one connection through each group commit, and the dispatcher's
 	// claims, the readiness probe and an unknown commit's resolution need
@@ -112,10 +110,10 @@ type Store struct {
 // the first, and refuses those that would not commit durably.
 func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if opts.BusyTimeout <= 0 {
-		opts.BusyTimeout = DefaultBusyTimeout
+		opts.BusyTimeout = inbox.DefaultBusyTimeout
 	}
 	if opts.MaxBatch <= 0 {
-		opts.MaxBatch = DefaultMaxBatch
+		opts.MaxBatch = inbox.DefaultMaxBatch
 	}
 	if opts.MaxConns <= 0 {
 		opts.MaxConns = DefaultMaxConns

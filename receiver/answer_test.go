@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"inbox/inbox"
+	"inbox/scheme"
 )
 
 // answered is one call of Config.OnAnswer.
@@ -174,8 +175,8 @@ func TestInFlightSharedAcrossSources(t *testing.T) {
 	var handlers []*Handler
 	for range 2 {
 		h, err := NewHandler(store, Config{
-			Secrets:     []string{testSecret},
-			Tolerance:   5 * time.Minute,
+			Keys:        keys(testSecret),
+			Scheme:      scheme.Sume{Tolerance: 5 * time.Minute},
 			Rules:       inbox.Rules{Events: []string{"job.completed"}, MaxBody: testMaxBody},
 			HardCap:     testHardCap,
 			MaxInFlight: 1,

@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"inbox/inbox"
+	"inbox/scheme"
 	"inbox/sqlite"
 	"inbox/sqlite/sqlitetest"
 	"inbox/sume"
@@ -27,8 +28,8 @@ func pacedEnv(t *testing.T, lim Limits, bodyTimeout time.Duration) (*Handler, *s
 	t.Helper()
 	store := sqlitetest.MustOpen(t, sqlite.Options{})
 	h, err := NewHandler(store, Config{
-		Secrets:     []string{testSecret},
-		Tolerance:   5 * time.Minute,
+		Keys:        keys(testSecret),
+		Scheme:      scheme.Sume{Tolerance: 5 * time.Minute},
 		Rules:       inbox.Rules{Events: []string{"job.completed"}, MaxBody: 2 << 20},
 		HardCap:     4 << 20,
 		MaxInFlight: 1,

@@ -17,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"inbox/inbox"
+	"inbox/scheme"
 	"inbox/sqlite"
 	"inbox/sqlite/sqlitetest"
 )
@@ -29,8 +30,8 @@ func budgetEnv(t *testing.T, budget *Budget, store Store) (*Handler, string) {
 		store = sqlitetest.MustOpen(t, sqlite.Options{})
 	}
 	h, err := NewHandler(store, Config{
-		Secrets:     []string{testSecret},
-		Tolerance:   5 * time.Minute,
+		Keys:        keys(testSecret),
+		Scheme:      scheme.Sume{Tolerance: 5 * time.Minute},
 		Rules:       inbox.Rules{Events: []string{"job.completed"}, MaxBody: 2 << 20},
 		HardCap:     4 << 20,
 		Budget:      budget,
@@ -235,7 +236,7 @@ func TestNewHandlerRefusesSmallBudget(t *testing.T) {
 		budget int64
 		ok     bool
 	}{{0, false}, {4 << 20, false}, {8<<20 - 1, false}, {8 << 20, true}} {
-		_, err := NewHandler(store, Config{Secrets: []string{testSecret}, Tolerance: time.Minute, HardCap: 4 << 20, Budget: NewBudget(tt.budget)}, zerolog.Nop())
+		_, err := NewHandler(store, Config{Keys: keys(testSecret), Scheme: scheme.Sume{Tolerance: time.Minute}, HardCap: 4 << 20, Budget: NewBudget(tt.budget)}, zerolog.Nop())
 		if (err == nil) != tt.ok {
 			t.Errorf("budget %d for a hard cap of 4 MiB: error %v, want ok %v", tt.budget, err, tt.ok)
 		}

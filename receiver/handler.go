@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -59,18 +58,14 @@ type Config struct {
 	// Source names the source (its rows, its log lines); "" is
 	// inbox.DefaultSource.
 	Source string
-	// Scheme verifies deliveries; nil is Sume's under Tolerance. A scheme
-	// that is a scheme.Identifier names each delivery's key and event;
-	// otherwise inbox.Classify reads the body as Sume's. It sets
-	// Rules.Kind and Rules.ByBody (scheme.Rules).
+	// Scheme verifies deliveries, under its own tolerance of the signed
+	// timestamp. A scheme that is a scheme.Identifier names each
+	// delivery's key and event; otherwise inbox.Classify reads the body as
+	// Sume's. It sets Rules.Kind and Rules.ByBody (scheme.Rules).
 	Scheme scheme.Scheme
-	// Secrets verify the signature; any one of them may match (rotation).
-	Secrets []string
-	// Keys are further secrets, as the scheme takes them, each with an
-	// optional expiry; they are tried after Secrets.
+	// Keys verify the signature, as the scheme takes them, each with an
+	// optional expiry; any one of them may match (rotation).
 	Keys []scheme.Secret
-	// Tolerance bounds the timestamp's distance from now, both directions.
-	Tolerance time.Duration
 	// Accepted is the status of a delivery that was stored or counted;
 	// 204 when zero.
 	Accepted int
@@ -132,19 +127,17 @@ type Handler struct {
 	verified []atomic.Int64
 }
 
-// NewHandler returns a Handler. It fails when no secret is configured or a
-// configured secret is empty, so the process refuses to start.
+// NewHandler returns a Handler. It fails when no scheme or no secret is
+// configured, a configured secret is empty, or a limit is out of range, so
+// the process refuses to start.
 func NewHandler(store Store, cfg Config, log zerolog.Logger) (*Handler, error) {
-	if len(cfg.Secrets)+len(cfg.Keys) == 0 {
+	if cfg.Scheme == nil {
+		return nil, errors.New("no scheme configured")
+	}
+	if len(cfg.Keys) == 0 {
 		return nil, errors.New("no signing secret configured")
 	}
-	keys := make([]scheme.Secret, 0, len(cfg.Secrets)+len(cfg.Keys))
-	for _, s := range cfg.Secrets {
-		if strings.TrimSpace(s) == "" {
-			return nil, errors.New("a configured signing secret is empty")
-		}
-		keys = append(keys, scheme.Secret{Key: []byte(s)})
-	}
+	keys := make([]scheme.Secret, 0, len(cfg.Keys))
 	for _, k := range cfg.Keys {
 		if len(k.Key) == 0 {
 			return nil, errors.New("a configured signing secret is empty")
@@ -154,9 +147,6 @@ func NewHandler(store Store, cfg Config, log zerolog.Logger) (*Handler, error) {
 	if cfg.Source == "" {
 		cfg.Source = inbox.DefaultSource
 	}
-	if cfg.Scheme == nil {
-		cfg.Scheme = scheme.Sume{Tolerance: cfg.Tolerance}
-	}
 	// The scheme decides how rows are keyed, as it does for reprocess.
 	cfg.Rules = scheme.Rules(cfg.Scheme, cfg.Rules)
 	if cfg.Accepted == 0 {
@@ -164,9 +154,6 @@ func NewHandler(store Store, cfg Config, log zerolog.Logger) (*Handler, error) {
 	}
 	if cfg.Accepted < 200 || cfg.Accepted > 299 {
 		return nil, fmt.Errorf("accepted status must be 2xx, got %d", cfg.Accepted)
-	}
-	if cfg.Tolerance <= 0 {
-		return nil, fmt.Errorf("tolerance must be positive, got %s", cfg.Tolerance)
 	}
 	if cfg.HardCap <= 0 || (cfg.Rules.MaxBody > 0 && cfg.HardCap < cfg.Rules.MaxBody) {
 		return nil, fmt.Errorf("hard cap %d must be positive and at least the body limit %d", cfg.HardCap, cfg.Rules.MaxBody)

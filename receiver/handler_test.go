@@ -19,6 +19,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"inbox/inbox"
+	"inbox/scheme"
 	"inbox/sqlite"
 	"inbox/sqlite/sqlitetest"
 	"inbox/sume"
@@ -47,11 +48,11 @@ func newEnv(t *testing.T, store *sqlite.Store) env {
 	}
 	logs := &bytes.Buffer{}
 	h, err := NewHandler(store, Config{
-		Secrets:   []string{testSecret, otherSecret},
-		Tolerance: 5 * time.Minute,
-		Rules:     inbox.Rules{Events: []string{"job.completed", "job.failed", "job.canceled"}, MaxBody: testMaxBody},
-		HardCap:   testHardCap,
-		Now:       func() time.Time { return testNow },
+		Keys:    keys(testSecret, otherSecret),
+		Scheme:  scheme.Sume{Tolerance: 5 * time.Minute},
+		Rules:   inbox.Rules{Events: []string{"job.completed", "job.failed", "job.canceled"}, MaxBody: testMaxBody},
+		HardCap: testHardCap,
+		Now:     func() time.Time { return testNow },
 	}, zerolog.New(logs))
 	if err != nil {
 		t.Fatal(err)
@@ -491,8 +492,8 @@ func TestNoSecretsInLogs(t *testing.T) {
 // TestNewHandlerRefusesEmptySecret covers contract row 21.
 func TestNewHandlerRefusesEmptySecret(t *testing.T) {
 	store := sqlitetest.MustOpen(t, sqlite.Options{})
-	for _, secrets := range [][]string{nil, {""}, {"ok", "  "}} {
-		_, err := NewHandler(store, Config{Secrets: secrets, Tolerance: time.Minute, HardCap: 1}, zerolog.Nop())
+	for _, secrets := range [][]string{nil, {""}, {"ok", ""}} {
+		_, err := NewHandler(store, Config{Keys: keys(secrets...), Scheme: scheme.Sume{Tolerance: time.Minute}, HardCap: 1}, zerolog.Nop())
 		if err == nil {
 			t.Errorf("secrets %q: no error", secrets)
 		}
@@ -521,4 +522,13 @@ func TestReadBodyAllocatesWhatArrives(t *testing.T) {
 	if got := budget.Used(); got != 0 {
 		t.Errorf("budget used %d after release, want 0", got)
 	}
+}
+
+// keys returns the secrets as a scheme takes Sume's.
+func keys(secrets ...string) []scheme.Secret {
+	out := make([]scheme.Secret, len(secrets))
+	for i, s := range secrets {
+		out[i] = scheme.Secret{Key: []byte(s)}
+	}
+	return out
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"inbox/inbox"
+	"inbox/scheme"
 	"inbox/sqlite"
 	"inbox/sqlite/sqlitetest"
 	"inbox/sume"
@@ -26,10 +27,10 @@ import (
 func BenchmarkReceive(b *testing.B) {
 	store := sqlitetest.MustOpen(b, sqlite.Options{})
 	h, err := NewHandler(store, Config{
-		Secrets:   []string{testSecret},
-		Tolerance: 5 * time.Minute,
-		Rules:     inbox.Rules{Events: []string{"job.completed"}, MaxBody: 1 << 20},
-		HardCap:   4 << 20,
+		Keys:    keys(testSecret),
+		Scheme:  scheme.Sume{Tolerance: 5 * time.Minute},
+		Rules:   inbox.Rules{Events: []string{"job.completed"}, MaxBody: 1 << 20},
+		HardCap: 4 << 20,
 	}, zerolog.Nop())
 	if err != nil {
 		b.Fatal(err)

@@ -27,9 +27,6 @@ func sourceHandler(t *testing.T, store *sqlite.Store, cfg Config) *Handler {
 	if cfg.HardCap == 0 {
 		cfg.HardCap = testHardCap
 	}
-	if cfg.Tolerance == 0 {
-		cfg.Tolerance = 5 * time.Minute
-	}
 	h, err := NewHandler(store, cfg, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
@@ -170,8 +167,8 @@ func TestSkewReported(t *testing.T) {
 	store := sqlitetest.MustOpen(t, sqlite.Options{})
 	var skews []time.Duration
 	record := func(d time.Duration) { skews = append(skews, d) }
-	sumeH := sourceHandler(t, store, Config{Secrets: []string{testSecret}, Rules: inbox.Rules{Events: []string{"job.completed"}}, OnSkew: record})
-	ghH := sourceHandler(t, store, Config{Source: "gh", Scheme: scheme.GitHub{}, Secrets: []string{testSecret}, Accepted: 200, OnSkew: record})
+	sumeH := sourceHandler(t, store, Config{Scheme: scheme.Sume{Tolerance: 5 * time.Minute}, Keys: keys(testSecret), Rules: inbox.Rules{Events: []string{"job.completed"}}, OnSkew: record})
+	ghH := sourceHandler(t, store, Config{Source: "gh", Scheme: scheme.GitHub{}, Keys: keys(testSecret), Accepted: 200, OnSkew: record})
 	for _, tt := range []struct {
 		r    *http.Request
 		want int

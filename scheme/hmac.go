@@ -139,9 +139,9 @@ func (s *HMAC) Identify(h http.Header, body []byte) (Identity, error) {
 	case s.opts.KeyHeader != "":
 		id.Key, _ = single(h, s.opts.KeyHeader)
 	default:
-		// key_from = "sha256": inbox.Classify keys the row by the body's
-		// sum in the space it keeps for such rows.
-		id.ByBody = true
+		// key_from = "sha256": the key stays empty, and inbox.Classify
+		// keys the row by the body's sum under the rules KeysByBody sets
+		// (Rules).
 	}
 	switch {
 	case s.opts.EventField != "":

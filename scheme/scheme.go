@@ -79,10 +79,6 @@ type Scheme interface {
 type Identity struct {
 	Key   string // the idempotency key; "" when the delivery names none
 	Event string // the event name; "" when it names none
-	// ByBody says the key is the body's sha256, the source's choice
-	// (key_from = "sha256"): Key is empty, and inbox.Classify builds the
-	// key from the body.
-	ByBody bool
 	// Response is the answer body the source saves with the row and gives
 	// again to every repeat; nil for none.
 	Response []byte
@@ -119,7 +115,7 @@ func Rules(s Scheme, r inbox.Rules) inbox.Rules {
 
 // Named returns what inbox.Classify takes of id.
 func (id Identity) Named() inbox.Named {
-	return inbox.Named{Key: id.Key, Event: id.Event, ByBody: id.ByBody}
+	return inbox.Named{Key: id.Key, Event: id.Event}
 }
 
 // single returns a header's value when it is sent exactly once, and ok

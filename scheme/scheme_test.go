@@ -361,12 +361,12 @@ func TestIdentify(t *testing.T) {
 	}
 	hm, _ := scheme.NewHMAC(scheme.HMACOptions{Header: "X", Encoding: "hex", KeyFrom: "sha256", EventHeader: "X-Event"})
 	id, _ = hm.Identify(header("X-Event", "e"), []byte("{}"))
-	if !id.ByBody || id.Key != "" || id.Event != "e" {
+	if !hm.KeysByBody() || id.Key != "" || id.Event != "e" {
 		t.Errorf("hmac: %+v, want the body's sum as the key", id)
 	}
 	// The key is the body's sum, which Classify keys the row by: stored,
 	// never parked missing_key.
-	d := inbox.Classify("src", id.Named(), []byte("{}"), 1, inbox.Rules{Kind: scheme.KindOf(hm)})
+	d := inbox.Classify("src", id.Named(), []byte("{}"), 1, scheme.Rules(hm, inbox.Rules{}))
 	if d.Key != "src/sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a" || d.Status != inbox.StatusNew {
 		t.Errorf("hmac key_from sha256 classified as %s %s %s", d.Key, d.Status, d.Reason)
 	}

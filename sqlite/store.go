@@ -26,9 +26,7 @@ import (
 
 // Defaults for Options fields left zero.
 const (
-	DefaultBusyTimeout = 3 * time.Second
-	DefaultMaxBatch    = 256
-	readConns          = 4
+	readConns = 4
 )
 
 // Options configure Open.
@@ -108,10 +106,10 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open store: invalid database path %q", path)
 	}
 	if opts.BusyTimeout <= 0 {
-		opts.BusyTimeout = DefaultBusyTimeout
+		opts.BusyTimeout = inbox.DefaultBusyTimeout
 	}
 	if opts.MaxBatch <= 0 {
-		opts.MaxBatch = DefaultMaxBatch
+		opts.MaxBatch = inbox.DefaultMaxBatch
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now

@@ -33,6 +33,7 @@ import (
 	"inbox/inbox"
 	"inbox/nats"
 	"inbox/receiver"
+	"inbox/scheme"
 	"inbox/sqlite"
 	"inbox/sume"
 )
@@ -120,7 +121,7 @@ func ingest(db, schema string, n, conns, pad int) (float64, error) {
 	}
 	defer store.Close()
 	h, err := receiver.NewHandler(store, receiver.Config{
-		Secrets: []string{secret}, Tolerance: 5 * time.Minute, Rules: rules, HardCap: 4 << 20,
+		Keys: []scheme.Secret{{Key: []byte(secret)}}, Scheme: scheme.Sume{Tolerance: 5 * time.Minute}, Rules: rules, HardCap: 4 << 20,
 	}, zerolog.Nop())
 	if err != nil {
 		return 0, err

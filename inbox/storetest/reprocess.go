@@ -352,7 +352,7 @@ func runReprocess(t *testing.T, o opener) {
 			t.Errorf("%s = %s %s event %q, want new where it is", parked.ID, r.Status, r.Reason, r.Event)
 		}
 		// A repeat of the bytes is counted on it.
-		if res := e.put(inbox.Classify("hm", inbox.Named{ByBody: true, Event: "order.paid"}, body, deliveryTS, inbox.Rules{Kind: inbox.KindKeyed})); res.Outcome != inbox.OutcomeDuplicate || res.ID != parked.ID {
+		if res := e.put(inbox.Classify("hm", inbox.Named{Event: "order.paid"}, body, deliveryTS, inbox.Rules{Kind: inbox.KindKeyed, ByBody: true})); res.Outcome != inbox.OutcomeDuplicate || res.ID != parked.ID {
 			t.Errorf("repeat: %+v, want a duplicate on %s", res, parked.ID)
 		}
 	})

@@ -1,17 +1,20 @@
-package admin
+// Package config is how an operator configures inbox, read in one place:
+// the command-line flags more than one command takes (each with its
+// INBOX_* variable), a duration flag that keeps what was typed, and the
+// --config file of [[source]] tables with the registry that turns a
+// scheme's name into the scheme. It imports no command: main and admin
+// import it.
+package config
 
 import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"reflect"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/BurntSushi/toml"
-	"github.com/urfave/cli/v2"
 
 	"inbox/deploy"
 	"inbox/inbox"
@@ -21,14 +24,13 @@ import (
 // Source is one configured source: where it is served, how it verifies,
 // how its deliveries are classified and what an accepted one is answered.
 type Source struct {
-	Name      string
-	Path      string
-	Scheme    scheme.Scheme
-	Keys      []scheme.Secret
-	Tolerance time.Duration
-	Rules     inbox.Rules
-	HardCap   int64 // requests above it get 413 and are not read
-	Accepted  int   // the status of a delivery stored or counted
+	Name     string
+	Path     string
+	Scheme   scheme.Scheme // under the source's tolerance
+	Keys     []scheme.Secret
+	Rules    inbox.Rules
+	HardCap  int64 // requests above it get 413 and are not read
+	Accepted int   // the status of a delivery stored or counted
 	// Secrets are the file's [[source.secret]] tables in order, read or
 	// not; Keys holds those that were read.
 	Secrets []SecretEntry
@@ -79,23 +81,6 @@ type fileHMAC struct {
 	KeyFrom         string `toml:"key_from"`
 	EventField      string `toml:"event_field"`
 	EventHeader     string `toml:"event_header"`
-}
-
-// ConfigFlag is --config, the sources file serve, reprocess and sources
-// read, with each command's own usage.
-func ConfigFlag(usage string) *cli.StringFlag {
-	return &cli.StringFlag{Name: "config", Usage: usage, EnvVars: []string{"INBOX_CONFIG"}}
-}
-
-// configKeys names, for each flag ConfigExcludes may refuse, what takes its
-// place in the file.
-var configKeys = map[string]string{
-	"secret":      "[[source.secret]]",
-	"path":        "path",
-	"tolerance":   "tolerance",
-	"event":       "events",
-	"max-body":    "max_body",
-	"max-request": "max_request",
 }
 
 // LoadSources reads the sources of a configuration file, taking secrets
@@ -152,19 +137,14 @@ func loadSources(path string, getenv func(string) string, lenient bool) ([]Sourc
 }
 
 func (fs fileSource) source(getenv func(string) string, lenient bool) (Source, error) {
-	if !validName(fs.Name) {
+	if !ValidName(fs.Name) {
 		return Source{}, errors.New("name must be 1 to 32 of a-z, 0-9, - and _")
 	}
-	src := Source{Name: fs.Name, Path: fs.Path, Tolerance: 5 * time.Minute, Accepted: fs.Status}
+	src := Source{Name: fs.Name, Path: fs.Path, Accepted: fs.Status}
 	if src.Path == "" {
 		src.Path = "/webhooks/" + fs.Name
 	}
 	var err error
-	if fs.Tolerance != "" {
-		if src.Tolerance, err = time.ParseDuration(fs.Tolerance); err != nil || src.Tolerance <= 0 {
-			return Source{}, fmt.Errorf("tolerance %q: want a positive duration", fs.Tolerance)
-		}
-	}
 	src.Rules.Events = fs.Events
 	if src.Rules.MaxBody, err = parseSizeOr(fs.MaxBody, "1MiB"); err != nil {
 		return Source{}, fmt.Errorf("max_body: %w", err)
@@ -172,46 +152,9 @@ func (fs fileSource) source(getenv func(string) string, lenient bool) (Source, e
 	if src.HardCap, err = parseSizeOr(fs.MaxRequest, "4MiB"); err != nil {
 		return Source{}, fmt.Errorf("max_request: %w", err)
 	}
-	key := func(s string) ([]byte, error) { return []byte(s), nil }
-	switch fs.Scheme {
-	case "sume":
-		src.Scheme = scheme.Sume{Tolerance: src.Tolerance}
-		if len(src.Rules.Events) == 0 {
-			src.Rules.Events = []string{"job.completed", "job.failed", "job.canceled"}
-		}
-	case "vibe":
-		// Vibe's contract fixes the limit, the freshness and the answer.
-		for _, id := range fs.JobIDs {
-			if id == "" {
-				return Source{}, errors.New("job_ids: an empty jobId")
-			}
-		}
-		src.Scheme, src.Tolerance = scheme.Vibe{JobIDs: fs.JobIDs}, scheme.VibeTolerance
-		src.HardCap, src.Rules.MaxBody = scheme.VibeMaxBody, 0
-		if fs.Status != 0 && fs.Status != http.StatusAccepted {
-			return Source{}, errors.New("vibe answers 202: leave status out")
-		}
-		src.Accepted = http.StatusAccepted
-		key = scheme.VibeKey
-	case "standard-webhooks":
-		src.Scheme, key = scheme.StandardWebhooks{Tolerance: src.Tolerance}, scheme.StandardVerifyKey
-	case "stripe":
-		src.Scheme = scheme.Stripe{Tolerance: src.Tolerance}
-	case "github":
-		src.Scheme = scheme.GitHub{}
-	case "hmac":
-		h := fs.HMAC
-		tol := time.Duration(0)
-		if h.TimestampHeader != "" {
-			tol = src.Tolerance
-		}
-		if src.Scheme, err = scheme.NewHMAC(scheme.HMACOptions{Header: h.Header, Prefix: h.Prefix, Encoding: h.Encoding,
-			TimestampHeader: h.TimestampHeader, Tolerance: tol, KeyField: h.KeyField, KeyHeader: h.KeyHeader,
-			KeyFrom: h.KeyFrom, EventField: h.EventField, EventHeader: h.EventHeader}); err != nil {
-			return Source{}, err
-		}
-	default:
-		return Source{}, fmt.Errorf("scheme %q: want sume, vibe, standard-webhooks, stripe, github or hmac", fs.Scheme)
+	key, err := newScheme(fs, &src)
+	if err != nil {
+		return Source{}, err
 	}
 	// Reprocess keys the rows as the receiver does.
 	src.Rules = scheme.Rules(src.Scheme, src.Rules)
@@ -289,81 +232,6 @@ func secretName(s fileSecret) string {
 	return "its value"
 }
 
-// ConfigExcludes refuses, when --config is given, the named flags that
-// describe the one Sume source without it: the file describes every
-// source, so such a flag would be silently ignored. Each is refused when
-// given on the command line or through its environment variable, except
-// SUME_COM_WEBHOOK_SIGNING_SECRET, which a [[source.secret]] may name (env =
-// ...): --secret counts only when given on the command line.
-func ConfigExcludes(c *cli.Context, names ...string) error {
-	file := c.String("config")
-	if file == "" {
-		return nil
-	}
-	for _, name := range names {
-		if !c.IsSet(name) || (name == "secret" && !secretOnCommandLine(c)) {
-			continue
-		}
-		if name == "secret" {
-			// The variable stays allowed: a config secret may name it.
-			return fmt.Errorf("--secret conflicts with --config %s: the file sets each source's %s; drop the flag (a source may still read SUME_COM_WEBHOOK_SIGNING_SECRET through env =)", file, configKeys[name])
-		}
-		flag := "--" + name
-		if env := flagEnv(c, name); env != "" {
-			flag += " (or " + env + ")"
-		}
-		return fmt.Errorf("%s conflicts with --config %s: the file sets each source's %s; drop the flag or the variable", flag, file, configKeys[name])
-	}
-	return nil
-}
-
-// flagEnv returns the environment variable of the command's flag name, or
-// "".
-func flagEnv(c *cli.Context, name string) string {
-	for _, f := range c.Command.Flags {
-		if df, ok := f.(cli.DocGenerationFlag); ok && slices.Contains(f.Names(), name) && len(df.GetEnvVars()) > 0 {
-			return df.GetEnvVars()[0]
-		}
-	}
-	return ""
-}
-
-// secretOnCommandLine reports whether --secret was given on the command
-// line: a value given there replaces the environment variable's.
-func secretOnCommandLine(c *cli.Context) bool {
-	env, ok := os.LookupEnv("SUME_COM_WEBHOOK_SIGNING_SECRET")
-	if !ok {
-		return true // set, and not through the variable
-	}
-	return !slices.Equal(c.StringSlice("secret"), strings.Split(env, ","))
-}
-
-// SourceRules returns the classification rules of every source: those of
-// --config's sources, or without it the one Sume source's, from --event and
-// --max-body (which are refused together with --config).
-func SourceRules(c *cli.Context) (inbox.SourceRules, error) {
-	file := c.String("config")
-	if file == "" {
-		r, err := Rules(c)
-		if err != nil {
-			return nil, err
-		}
-		return inbox.SourceRules{inbox.DefaultSource: r}, nil
-	}
-	if err := ConfigExcludes(c, "event", "max-body"); err != nil {
-		return nil, err
-	}
-	sources, err := LoadSources(file, nil)
-	if err != nil {
-		return nil, err
-	}
-	sr := inbox.SourceRules{}
-	for _, src := range sources {
-		sr[src.Name] = src.Rules
-	}
-	return sr, nil
-}
-
 func parseSizeOr(s, def string) (int64, error) {
 	if s == "" {
 		s = def
@@ -371,8 +239,8 @@ func parseSizeOr(s, def string) (int64, error) {
 	return ParseSize(s)
 }
 
-// validName accepts source names that are safe in a path and a row id.
-func validName(s string) bool {
+// ValidName accepts source names that are safe in a path and a row id.
+func ValidName(s string) bool {
 	if s == "" || len(s) > 32 {
 		return false
 	}

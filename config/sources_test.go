@@ -1,4 +1,4 @@
-package admin
+package config
 
 import (
 	"os"
@@ -16,6 +16,10 @@ func loadConfig(t *testing.T, text string, env map[string]string) ([]Source, err
 	t.Helper()
 	return LoadSources(writeTestFile(t, text), func(k string) string { return env[k] })
 }
+
+// liveVibeSecret is a secret in Vibe's form: vjs_ and the unpadded
+// base64url of 32 bytes.
+const liveVibeSecret = "vjs_bGl2ZS1saXZlLWxpdmUtbGl2ZS1saXZlLWxpdmUtbGk"
 
 // writeTestFile writes text as a configuration file and returns its path.
 func writeTestFile(t *testing.T, text string) string {
