@@ -214,7 +214,7 @@ func (p *rowPrinter[T]) flush() error {
 
 // readTimeoutFlag is --timeout, the bound of a command that reads.
 func readTimeoutFlag() *cli.GenericFlag {
-	f := config.DurationFlag("timeout", defaultReadTimeout, "give up reading after this long, saying how far it got (30s, 5m, 1h)", "INBOX_READ_TIMEOUT", func(d time.Duration) error {
+	f := config.DurationFlag("timeout", defaultReadTimeout, "give up reading after this long, saying how far it got (30s, 5m, 1h)", "INBOX_QUERY_TIMEOUT", func(d time.Duration) error {
 		if d <= 0 {
 			return errors.New("want a positive duration such as 30s, 5m or 1h")
 		}

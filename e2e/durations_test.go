@@ -54,7 +54,7 @@ func TestDurationFlagsQuoteTheText(t *testing.T) {
 		want []string
 	}{
 		{"serve", []string{"--tolerance value", "(default: 5m0s) [$INBOX_TOLERANCE]", "(default: 3s) [$INBOX_BUSY_TIMEOUT]", "(default: 2s) [$INBOX_BODY_TIMEOUT]", "(default: 0: fit the destination) [$INBOX_SLOW_AFTER]"}},
-		{"list", []string{"--timeout value", `(default: "30s") [$INBOX_READ_TIMEOUT]`}},
+		{"list", []string{"--timeout value", `(default: "30s") [$INBOX_QUERY_TIMEOUT]`}},
 		{"alert", []string{"(default: 10s) [$INBOX_NOTIFY_TIMEOUT]"}},
 	} {
 		out, _, _ := runCLI(t, nil, tt.cmd, "--help")
