@@ -32,6 +32,22 @@ type Commit struct {
 	Err error
 }
 
+// Sequences is what a Store answers through the sequences written once
+// here, made from the store's statements: the counts, the secret uses, the
+// reconciliation writes, the purge and the reprocessing. A store embeds it.
+type Sequences struct {
+	Counts
+	Secrets
+	Reconciler
+	Purger
+	Reprocessor
+}
+
+// NewSequences returns the sequences run on a store's statements.
+func NewSequences(counts CountStore, secrets SecretStore, rec ReconcileStore, purge PurgeStore, reprocess ReprocessStore) Sequences {
+	return Sequences{NewCounts(counts), NewSecrets(secrets), NewReconciler(rec), NewPurger(purge), NewReprocessor(reprocess)}
+}
+
 // Store is what serve, the dispatcher and the operator's commands use of
 // the database that keeps the rows: sqlite.Store on one machine,
 // postgres.Store shared by several. inbox/storetest is the suite every

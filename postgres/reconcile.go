@@ -97,8 +97,8 @@ func (t reconcileTx) Expect(jobID, statusURL string, due time.Time) (inbox.Expec
 	if err != nil {
 		return inbox.Expectation{}, err
 	}
-	e, err := scanExpectation(t.tx.QueryRow(t.ctx, `SELECT `+expectationColumns+
-		` FROM expectations WHERE source = $1 AND job_id = $2`, inbox.DefaultSource, jobID))
+	e, err := inbox.ScanExpectation(t.tx.QueryRow(t.ctx, `SELECT `+expectationColumns+
+		` FROM expectations WHERE source = $1 AND job_id = $2`, inbox.DefaultSource, jobID).Scan)
 	if err != nil {
 		return inbox.Expectation{}, fmt.Errorf("read expectation of %s: %w", jobID, err)
 	}
@@ -210,28 +210,10 @@ func settleArrivals(ctx context.Context, tx pgx.Tx, landed []inbox.Delivery, now
 	return nil
 }
 
+// expectationColumns are what inbox.ScanExpectation reads.
 const expectationColumns = `source, job_id, coalesce(status_url, ''), expected_at, due_at, state,
 	coalesce(reason, ''), coalesce(settled_at, 0), next_poll_at, polls, redeliveries,
 	coalesce(job_status, ''), coalesce(polled_at, 0), coalesce(last_error, '')`
-
-func scanExpectation(row pgx.Row) (inbox.Expectation, error) {
-	var e inbox.Expectation
-	var state string
-	var expected, due, settled, next, polled int64
-	if err := row.Scan(&e.Source, &e.JobID, &e.StatusURL, &expected, &due, &state, &e.Reason,
-		&settled, &next, &e.Polls, &e.Redeliveries, &e.JobStatus, &polled, &e.LastError); err != nil {
-		return inbox.Expectation{}, err
-	}
-	e.State = inbox.ExpectState(state)
-	e.ExpectedAt, e.DueAt, e.NextPollAt = fromMillis(expected), fromMillis(due), fromMillis(next)
-	if settled != 0 {
-		e.SettledAt = fromMillis(settled)
-	}
-	if polled != 0 {
-		e.PolledAt = fromMillis(polled)
-	}
-	return e, nil
-}
 
 // Expectations reads the expectations in a read (Store.read).
 func (r reconciling) Expectations(ctx context.Context, now time.Time, overdue bool) ([]inbox.Expectation, error) {
@@ -242,7 +224,7 @@ func (r reconciling) Expectations(ctx context.Context, now time.Time, overdue bo
 		args = append(args, now.UnixMilli())
 	}
 	return collect(ctx, r.s, q+` ORDER BY due_at, job_id`, args, func(row pgx.CollectableRow) (inbox.Expectation, error) {
-		return scanExpectation(row)
+		return inbox.ScanExpectation(row.Scan)
 	})
 }
 

@@ -73,7 +73,7 @@ func (t reconcileTx) Expect(jobID, statusURL string, due time.Time) (inbox.Expec
 	if err != nil {
 		return inbox.Expectation{}, err
 	}
-	e, err := scanExpectation(t.tx.QueryRowContext(t.ctx, `SELECT `+expectationColumns+
+	e, err := inbox.ScanExpectation(t.tx.QueryRowContext(t.ctx, `SELECT `+expectationColumns+
 		` FROM expectations WHERE source = ? AND job_id = ?`, inbox.DefaultSource, jobID).Scan)
 	if err != nil {
 		return inbox.Expectation{}, fmt.Errorf("read expectation of %s: %w", jobID, err)
@@ -143,26 +143,10 @@ func (t reconcileTx) SettleDelivered(owner string, r inbox.PollResult) error {
 	return err
 }
 
+// expectationColumns are what inbox.ScanExpectation reads.
 const expectationColumns = `source, job_id, coalesce(status_url, ''), expected_at, due_at, state,
 	coalesce(reason, ''), coalesce(settled_at, 0), next_poll_at, polls, redeliveries,
 	coalesce(job_status, ''), coalesce(polled_at, 0), coalesce(last_error, '')`
-
-func scanExpectation(scan func(...any) error) (inbox.Expectation, error) {
-	var e inbox.Expectation
-	var expected, due, settled, next, polled int64
-	if err := scan(&e.Source, &e.JobID, &e.StatusURL, &expected, &due, &e.State, &e.Reason,
-		&settled, &next, &e.Polls, &e.Redeliveries, &e.JobStatus, &polled, &e.LastError); err != nil {
-		return inbox.Expectation{}, err
-	}
-	e.ExpectedAt, e.DueAt, e.NextPollAt = fromMillis(expected), fromMillis(due), fromMillis(next)
-	if settled != 0 {
-		e.SettledAt = fromMillis(settled)
-	}
-	if polled != 0 {
-		e.PolledAt = fromMillis(polled)
-	}
-	return e, nil
-}
 
 // Expectations reads the expectations. A database that has no
 // expectations table yet (made by an earlier inbox, opened read-only) has
@@ -181,7 +165,7 @@ func (r reconciling) Expectations(ctx context.Context, now time.Time, overdue bo
 	if err != nil {
 		return nil, err
 	}
-	return collect(rows, scanExpectation)
+	return collect(rows, inbox.ScanExpectation)
 }
 
 // NextPoll returns when the first waiting expectation becomes due; ok is
