@@ -45,8 +45,8 @@ type ReconcileTx interface {
 	// returns the expectation as it then stands.
 	Expect(jobID, statusURL string, due time.Time) (Expectation, error)
 	// ClaimPolls leases up to max waiting expectations due at now to owner
-	// until until, each one's poll count raised and its next poll time
-	// the lease's end.
+	// for leases that run out at until, each one's poll count raised and
+	// its next poll time the lease's end.
 	ClaimPolls(owner string, now, until time.Time, max int) ([]Poll, error)
 	// SettlePoll records r on its waiting expectation; false when owner's
 	// claim of it is gone.
@@ -150,12 +150,12 @@ func (rc Reconciler) Expected(ctx context.Context, now time.Time, overdue bool) 
 	return out, nil
 }
 
-// ClaimPolls leases up to max waiting expectations of the store due at now to
-// owner until until, in one transaction, due first: each one's poll count
-// goes up and its next poll time becomes the lease's end, so two pollers
-// never hold the same one, and one whose poller died is claimed again once
-// the lease is over. It fails, claiming nothing, when the store cannot
-// take the write.
+// ClaimPolls leases up to max waiting expectations of the store due at now
+// to owner, the leases running out at until, in one transaction, due
+// first: each one's poll count goes up and its next poll time becomes the
+// lease's end, so two pollers never hold the same one, and one whose
+// poller died is claimed again once the lease is over. It fails, claiming
+// nothing, when the store cannot take the write.
 func (rc Reconciler) ClaimPolls(ctx context.Context, owner string, now, until time.Time, max int) ([]Poll, error) {
 	if owner == "" || max <= 0 || !until.After(now) {
 		return nil, fmt.Errorf("claim polls: want an owner, a max above 0 and a lease ending after now")
