@@ -36,6 +36,34 @@ type Expectation struct {
 	LastError    string      `json:"last_error,omitempty"`
 }
 
+// ScanExpectation reads an Expectation through scan (a driver's Scan of
+// one stored row) from the columns source, job_id, status_url,
+// expected_at, due_at, state, reason, settled_at, next_poll_at, polls,
+// redeliveries, job_status, polled_at and last_error, in that order: no
+// NULL, the times in Unix milliseconds, a settled_at or polled_at of 0 for
+// none. It fails with scan's error.
+func ScanExpectation(scan func(dest ...any) error) (Expectation, error) {
+	var e Expectation
+	var state string
+	var expected, due, settled, next, polled int64
+	if err := scan(&e.Source, &e.JobID, &e.StatusURL, &expected, &due, &state, &e.Reason,
+		&settled, &next, &e.Polls, &e.Redeliveries, &e.JobStatus, &polled, &e.LastError); err != nil {
+		return Expectation{}, err
+	}
+	e.State = ExpectState(state)
+	e.ExpectedAt, e.DueAt, e.NextPollAt = fromMillis(expected), fromMillis(due), fromMillis(next)
+	if settled != 0 {
+		e.SettledAt = fromMillis(settled)
+	}
+	if polled != 0 {
+		e.PolledAt = fromMillis(polled)
+	}
+	return e, nil
+}
+
+// fromMillis is the time a store keeps as Unix milliseconds, in UTC.
+func fromMillis(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
+
 // ErrInvalidJobID is returned by Expect for a job id no delivery could
 // carry.
 var ErrInvalidJobID = errors.New("invalid job id")

@@ -176,6 +176,24 @@ type PurgeStore interface {
 	KeptUnfinished(ctx context.Context, sel PurgeSelection) (int64, error)
 }
 
+// Purger is what a Store answers of purging, made from a store's
+// statements: a store embeds it.
+type Purger struct{ store PurgeStore }
+
+// NewPurger returns the purging of store.
+func NewPurger(store PurgeStore) Purger { return Purger{store} }
+
+// Purgeable counts what Purge would delete and keep, as the function
+// Purgeable does.
+func (p Purger) Purgeable(ctx context.Context, sel PurgeSelection) (PurgeReport, error) {
+	return Purgeable(ctx, p.store, sel)
+}
+
+// Purge deletes the rows sel selects, as the function Purge does.
+func (p Purger) Purge(ctx context.Context, sel PurgeSelection) (PurgeReport, error) {
+	return Purge(ctx, p.store, sel)
+}
+
 // Purgeable counts, per status and per parked reason, the rows Purge would
 // delete from store, and the rows it would keep. It fails as Purge does on
 // a selection it refuses, and when the store cannot be read.

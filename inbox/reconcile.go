@@ -30,28 +30,31 @@ type ReconcileStore interface {
 	Expectations(ctx context.Context, now time.Time, overdue bool) ([]Expectation, error)
 }
 
-// ReconcileTx is a store's transaction of reconciliation writes.
+// ReconcileTx is a store's transaction of reconciliation writes, which
+// runs its statements under a context of its own, as QueueTx does: a store
+// may share the transaction with other callers' writes, which a caller
+// that gives up must not interrupt.
 type ReconcileTx interface {
 	// Now is the store's clock in the transaction.
 	Now() time.Time
 	// RecordRefusal adds r, normalized, to what its key has, unless the
 	// key's row exists.
-	RecordRefusal(ctx context.Context, r Refusal) error
+	RecordRefusal(r Refusal) error
 	// Expect records that a delivery of the job is expected by due (done
 	// at once when its row is stored), unless it is done already, and
 	// returns the expectation as it then stands.
-	Expect(ctx context.Context, jobID, statusURL string, due time.Time) (Expectation, error)
+	Expect(jobID, statusURL string, due time.Time) (Expectation, error)
 	// ClaimPolls leases up to max waiting expectations due at now to owner
-	// until until, each one's poll count raised and its next poll time
-	// the lease's end.
-	ClaimPolls(ctx context.Context, owner string, now, until time.Time, max int) ([]Poll, error)
+	// for leases that run out at until, each one's poll count raised and
+	// its next poll time the lease's end.
+	ClaimPolls(owner string, now, until time.Time, max int) ([]Poll, error)
 	// SettlePoll records r on its waiting expectation; false when owner's
 	// claim of it is gone.
-	SettlePoll(ctx context.Context, owner string, r PollResult) (bool, error)
+	SettlePoll(owner string, r PollResult) (bool, error)
 	// SettleDelivered counts r's poll and redelivery on its expectation
 	// when the job was delivered while owner's claim held it, and lets the
 	// lease go.
-	SettleDelivered(ctx context.Context, owner string, r PollResult) error
+	SettleDelivered(owner string, r PollResult) error
 }
 
 // Reconciler is what a Store answers of reconciliation but the reads that
@@ -83,7 +86,7 @@ func (rc Reconciler) RecordRefusals(ctx context.Context, refusals []Refusal) err
 	})
 	err := rc.store.InReconcileTx(ctx, time.Time{}, func(tx ReconcileTx) error {
 		for _, r := range refusals {
-			if err := tx.RecordRefusal(ctx, r); err != nil {
+			if err := tx.RecordRefusal(r); err != nil {
 				return fmt.Errorf("record refusal of %s: %w", r.Key, err)
 			}
 		}
@@ -116,7 +119,7 @@ func (rc Reconciler) Expect(ctx context.Context, jobs []string, statusURL string
 	err := rc.store.InReconcileTx(ctx, time.Time{}, func(tx ReconcileTx) error {
 		out, now = out[:0], tx.Now()
 		for _, id := range jobs {
-			e, err := tx.Expect(ctx, id, statusURL, due)
+			e, err := tx.Expect(id, statusURL, due)
 			if err != nil {
 				return fmt.Errorf("expect %s: %w", id, err)
 			}
@@ -147,12 +150,12 @@ func (rc Reconciler) Expected(ctx context.Context, now time.Time, overdue bool) 
 	return out, nil
 }
 
-// ClaimPolls leases up to max waiting expectations of the store due at now to
-// owner until until, in one transaction, due first: each one's poll count
-// goes up and its next poll time becomes the lease's end, so two pollers
-// never hold the same one, and one whose poller died is claimed again once
-// the lease is over. It fails, claiming nothing, when the store cannot
-// take the write.
+// ClaimPolls leases up to max waiting expectations of the store due at now
+// to owner, the leases running out at until, in one transaction, due
+// first: each one's poll count goes up and its next poll time becomes the
+// lease's end, so two pollers never hold the same one, and one whose
+// poller died is claimed again once the lease is over. It fails, claiming
+// nothing, when the store cannot take the write.
 func (rc Reconciler) ClaimPolls(ctx context.Context, owner string, now, until time.Time, max int) ([]Poll, error) {
 	if owner == "" || max <= 0 || !until.After(now) {
 		return nil, fmt.Errorf("claim polls: want an owner, a max above 0 and a lease ending after now")
@@ -163,7 +166,7 @@ func (rc Reconciler) ClaimPolls(ctx context.Context, owner string, now, until ti
 	var polls []Poll
 	err := rc.store.InReconcileTx(ctx, now, func(tx ReconcileTx) error {
 		var err error
-		polls, err = tx.ClaimPolls(ctx, owner, now, until, max)
+		polls, err = tx.ClaimPolls(owner, now, until, max)
 		return err
 	})
 	if err != nil {
@@ -202,7 +205,7 @@ func (rc Reconciler) SettlePolls(ctx context.Context, owner string, results []Po
 	err = rc.store.InReconcileTx(ctx, ref, func(tx ReconcileTx) error {
 		stale = 0
 		for _, r := range results {
-			ok, err := tx.SettlePoll(ctx, owner, r)
+			ok, err := tx.SettlePoll(owner, r)
 			if err != nil {
 				return fmt.Errorf("settle poll of %s: %w", r.Poll.JobID, err)
 			}
@@ -212,7 +215,7 @@ func (rc Reconciler) SettlePolls(ctx context.Context, owner string, results []Po
 			stale++
 			// Delivered while polled (the redelivery may be what landed):
 			// what the poll did is still counted, and its lease let go.
-			if err := tx.SettleDelivered(ctx, owner, r); err != nil {
+			if err := tx.SettleDelivered(owner, r); err != nil {
 				return fmt.Errorf("settle poll of %s: %w", r.Poll.JobID, err)
 			}
 		}

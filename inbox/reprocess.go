@@ -73,6 +73,19 @@ func Reprocess(ctx context.Context, store ReprocessStore, sel Selection, rules S
 	return rep, nil
 }
 
+// Reprocessor is what a Store answers of reprocessing, made from a
+// store's statements: a store embeds it.
+type Reprocessor struct{ store ReprocessStore }
+
+// NewReprocessor returns the reprocessing of store.
+func NewReprocessor(store ReprocessStore) Reprocessor { return Reprocessor{store} }
+
+// Reprocess classifies the selected parked rows again under rules and
+// applies the result, as the function Reprocess does.
+func (rp Reprocessor) Reprocess(ctx context.Context, sel Selection, rules SourceRules, dryRun bool) (ReprocessReport, error) {
+	return Reprocess(ctx, rp.store, sel, rules, dryRun)
+}
+
 // ReprocessStore is what a store implements of Reprocess: the statements
 // that must be SQL. Reprocess holds the sequence, the checks, the
 // batching, the classifying and the counting.
@@ -84,7 +97,7 @@ type ReprocessStore interface {
 	// received at the same time (sortSelected's order).
 	ParkedRows(ctx context.Context, sources []string, reason Reason) ([]Selected, error)
 	// SelectedRow reads the row id as a selection sees it, with its
-	// status and source; it fails wrapping ErrNotFound when there is none.
+	// status and source; the status is "" when there is none.
 	SelectedRow(ctx context.Context, id string) (r Selected, status Status, source string, err error)
 	// ReadParked reads the parked row id, body included; false when it is
 	// not there or not parked.

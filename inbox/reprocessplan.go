@@ -67,6 +67,18 @@ type Selected struct {
 	ReceivedAt time.Time
 }
 
+// ScanSelected reads a Selected, and the row's status and source, through
+// scan (a driver's Scan of one stored row) from the columns id, job (the
+// job_id, or the id when it has none), size, received_at (Unix
+// milliseconds), status and source, in that order. It fails with scan's
+// error.
+func ScanSelected(scan func(dest ...any) error) (r Selected, status Status, source string, err error) {
+	var received int64
+	err = scan(&r.ID, &r.Job, &r.Size, &received, &status, &source)
+	r.ReceivedAt = fromMillis(received)
+	return r, status, source, err
+}
+
 // sortSelected sorts rows oldest first, by ID among rows received at the
 // same time: the order ids were named in decides nothing.
 func sortSelected(rows []Selected) {
@@ -203,8 +215,11 @@ func selectParked(ctx context.Context, store ReprocessStore, sel Selection, rule
 	var out []Selected
 	for _, id := range sel.uniqueIDs() {
 		r, status, source, err := store.SelectedRow(ctx, id)
-		if err != nil {
-			return nil, err
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("read %s: %w", id, err)
+		case status == "":
+			return nil, fmt.Errorf("%s: %w", id, ErrNotFound)
 		}
 		if err := rules.checkSelected(id, status, source); err != nil {
 			return nil, err
@@ -221,7 +236,13 @@ func selectParked(ctx context.Context, store ReprocessStore, sel Selection, rule
 // store keeps it, so the landing rules compare them with stored rows'.
 func planJobs(ctx context.Context, store ReprocessStore, jobs []jobRows, rules SourceRules) ([]jobPlan, error) {
 	plans := make([]jobPlan, 0, len(jobs))
-	read := func(id string) (Event, bool, error) { return store.ReadParked(ctx, id) }
+	read := func(id string) (Event, bool, error) {
+		e, ok, err := store.ReadParked(ctx, id)
+		if err != nil {
+			return Event{}, false, fmt.Errorf("read %s: %w", id, err)
+		}
+		return e, ok, nil
+	}
 	for _, j := range jobs {
 		p, err := planJob(j, rules, read)
 		if err != nil {

@@ -44,8 +44,8 @@ type QueueTx interface {
 	// owner until claim.Until, their attempts not counted yet.
 	Claim(owner string, claim Claim) ([]Job, error)
 	// Start counts the attempts of jobs whose claims hold and whose
-	// leases have not run out at now, renews those leases until until, and
-	// returns the ids of the rows it counted.
+	// leases have not run out at now, renews those leases to run out at
+	// until, and returns the ids of the rows it counted.
 	Start(owner string, jobs []Job, now, until time.Time) ([]string, error)
 }
 

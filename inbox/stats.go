@@ -43,6 +43,12 @@ type HourCount struct {
 // CountStore is what a store implements of the counts, each one statement
 // and its scan.
 type CountStore interface {
+	// CountRows counts the rows f selects, f.Limit aside.
+	CountRows(ctx context.Context, f Filter) (int64, error)
+	// CountReasons counts the rows f selects, f.Limit aside, per reason,
+	// with the oldest and newest received_at of each: most rows first,
+	// then by reason.
+	CountReasons(ctx context.Context, f Filter) ([]ReasonCount, error)
 	// CountGroups counts the rows of each source, status and reason ("" for
 	// none), and the delivery attempts recorded on them, in one statement.
 	CountGroups(ctx context.Context) ([]Group, error)
@@ -70,6 +76,29 @@ type Group struct {
 	Reason   Reason
 	Rows     int64
 	Attempts int64
+}
+
+// Count counts the store's rows f selects, f.Limit aside: what List
+// would return without a limit. It fails only when the rows cannot be
+// read.
+func (c Counts) Count(ctx context.Context, f Filter) (int64, error) {
+	n, err := c.store.CountRows(ctx, f)
+	if err != nil {
+		return 0, fmt.Errorf("count rows: %w", err)
+	}
+	return n, nil
+}
+
+// ParkedByReason counts the parked rows that f selects, one ReasonCount
+// per reason, most rows first. f.Status and f.Limit are ignored. It fails
+// only when the rows cannot be read.
+func (c Counts) ParkedByReason(ctx context.Context, f Filter) ([]ReasonCount, error) {
+	f.Status = StatusParked
+	out, err := c.store.CountReasons(ctx, f)
+	if err != nil {
+		return nil, fmt.Errorf("count parked rows: %w", err)
+	}
+	return out, nil
 }
 
 // Stats counts the store's rows per status, reason and source in one

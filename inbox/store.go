@@ -32,6 +32,22 @@ type Commit struct {
 	Err error
 }
 
+// Sequences is what a Store answers through the sequences written once
+// here, made from the store's statements: the counts, the secret uses, the
+// reconciliation writes, the purge and the reprocessing. A store embeds it.
+type Sequences struct {
+	Counts
+	Secrets
+	Reconciler
+	Purger
+	Reprocessor
+}
+
+// NewSequences returns the sequences run on a store's statements.
+func NewSequences(counts CountStore, secrets SecretStore, rec ReconcileStore, purge PurgeStore, reprocess ReprocessStore) Sequences {
+	return Sequences{NewCounts(counts), NewSecrets(secrets), NewReconciler(rec), NewPurger(purge), NewReprocessor(reprocess)}
+}
+
 // Store is what serve, the dispatcher and the operator's commands use of
 // the database that keeps the rows: sqlite.Store on one machine,
 // postgres.Store shared by several. inbox/storetest is the suite every
@@ -48,8 +64,8 @@ type Store interface {
 	// counted in stale.
 	Settle(ctx context.Context, owner string, settled []Settlement, claim Claim) (jobs []Job, stale int, err error)
 	// Start counts the attempts of jobs as they start and renews owner's
-	// lease on each until until; it returns the jobs it counted, marked
-	// started (Job.Started). A job left out must not be attempted.
+	// lease on each to run out at until; it returns the jobs it counted,
+	// marked started (Job.Started). A job left out must not be attempted.
 	Start(ctx context.Context, owner string, jobs []Job, now, until time.Time) ([]Job, error)
 	// NextDue returns when the first new row becomes claimable; ok is
 	// false when there is no new row.
@@ -100,8 +116,8 @@ type Store interface {
 	// RecordRefusals adds refusals remembered while the store was down to
 	// what each key has; a key whose row exists by now is left out.
 	RecordRefusals(ctx context.Context, refusals []Refusal) error
-	// Missed returns the refused keys not delivered since, first refused
-	// before before (every one when before is zero).
+	// Missed returns the refused keys not delivered since, only those
+	// first refused earlier than before (every one when before is zero).
 	Missed(ctx context.Context, before time.Time) ([]Refusal, error)
 	// Expect records that a delivery of each job is expected by due; it
 	// fails, recording nothing, on an invalid job id (ErrInvalidJobID).
@@ -109,8 +125,8 @@ type Store interface {
 	// Expected returns the expectations at now, only the overdue ones with
 	// overdue.
 	Expected(ctx context.Context, now time.Time, overdue bool) ([]Expectation, error)
-	// ClaimPolls leases up to max waiting expectations due at now to owner
-	// until until.
+	// ClaimPolls leases up to max waiting expectations due at now to owner,
+	// the leases running out at until.
 	ClaimPolls(ctx context.Context, owner string, now, until time.Time, max int) ([]Poll, error)
 	// SettlePolls records the results of polls owner claimed; a result
 	// whose claim is gone is counted in stale.

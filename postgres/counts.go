@@ -10,43 +10,9 @@ import (
 	"inbox/inbox"
 )
 
-// The counts: each a statement in a read (Store.read; counting), which
-// inbox.Counts, embedded in Store, turns into what the operator reads.
-
-// Count counts the rows f selects, f.Limit aside: what List would return
-// without a limit. It fails only when the database cannot be read.
-func (s *Store) Count(ctx context.Context, f inbox.Filter) (int64, error) {
-	w, args := where(f)
-	var n int64
-	if err := s.read(ctx, func(ctx context.Context, q querier) error {
-		return q.QueryRow(ctx, `SELECT count(*) FROM events`+w, args...).Scan(&n)
-	}); err != nil {
-		return 0, fmt.Errorf("count rows: %w", err)
-	}
-	return n, nil
-}
-
-// ParkedByReason counts the parked rows that f selects, one ReasonCount per
-// reason, most rows first. f.Status and f.Limit are ignored. It fails only
-// when the database cannot be read.
-func (s *Store) ParkedByReason(ctx context.Context, f inbox.Filter) ([]inbox.ReasonCount, error) {
-	f.Status = inbox.StatusParked
-	w, args := where(f)
-	out, err := collect(ctx, s, `SELECT reason, count(*), min(received_at), max(received_at)
-		FROM events`+w+` GROUP BY reason ORDER BY count(*) DESC, reason`, args,
-		func(r pgx.CollectableRow) (rc inbox.ReasonCount, err error) {
-			var oldest, newest int64
-			err = r.Scan(&rc.Reason, &rc.Count, &oldest, &newest)
-			rc.Oldest, rc.Newest = fromMillis(oldest), fromMillis(newest)
-			return rc, err
-		})
-	if err != nil {
-		return nil, fmt.Errorf("count parked rows: %w", err)
-	}
-	return out, nil
-}
-
-// counting is the store's inbox.CountStore.
+// counting is the store's inbox.CountStore, each count a statement in a
+// read (Store.read), which inbox.Counts, embedded in Store, turns into
+// what the operator reads.
 type counting struct{ s *Store }
 
 func (c counting) CountGroups(ctx context.Context) ([]inbox.Group, error) {
@@ -94,6 +60,26 @@ func (c counting) CountParkedAgo(ctx context.Context, f inbox.Filter, start, end
 			return nil
 		})
 		return err
+	})
+}
+
+func (c counting) CountReasons(ctx context.Context, f inbox.Filter) ([]inbox.ReasonCount, error) {
+	w, args := where(f)
+	return collect(ctx, c.s, `SELECT reason, count(*), min(received_at), max(received_at)
+		FROM events`+w+` GROUP BY reason ORDER BY count(*) DESC, reason`, args,
+		func(r pgx.CollectableRow) (rc inbox.ReasonCount, err error) {
+			var oldest, newest int64
+			err = r.Scan(&rc.Reason, &rc.Count, &oldest, &newest)
+			rc.Oldest, rc.Newest = fromMillis(oldest), fromMillis(newest)
+			return rc, err
+		})
+}
+
+func (c counting) CountRows(ctx context.Context, f inbox.Filter) (int64, error) {
+	w, args := where(f)
+	var n int64
+	return n, c.s.read(ctx, func(ctx context.Context, q querier) error {
+		return q.QueryRow(ctx, `SELECT count(*) FROM events`+w, args...).Scan(&n)
 	})
 }
 

@@ -5,23 +5,16 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"inbox/inbox"
 )
 
-// Purgeable counts what Purge would delete and keep, as inbox.Purgeable
-// does; each statement is bounded by the busy timeout.
-func (s *Store) Purgeable(ctx context.Context, sel inbox.PurgeSelection) (inbox.PurgeReport, error) {
-	return inbox.Purgeable(ctx, purging{s}, sel)
-}
-
-// Purge deletes the rows sel selects as inbox.Purge does, a statement a
-// batch. A row a delivery, a dispatcher or a reprocess holds or changes
-// meanwhile is passed over, never deleted from under it (PurgeBatch).
-func (s *Store) Purge(ctx context.Context, sel inbox.PurgeSelection) (inbox.PurgeReport, error) {
-	return inbox.Purge(ctx, purging{s}, sel)
-}
-
-// purging is the store's inbox.PurgeStore.
+// purging is the store's inbox.PurgeStore, which inbox.Purger, embedded
+// in Store, purges through: each statement bounded by the busy timeout, a
+// statement a batch. A row a delivery, a dispatcher or a reprocess holds
+// or changes meanwhile is passed over, never deleted from under it
+// (PurgeBatch).
 type purging struct{ s *Store }
 
 func (p purging) ReadOnly() bool { return p.s.readOnly }
@@ -100,17 +93,14 @@ func (p purging) CountParkedPurgeable(ctx context.Context, sel inbox.PurgeSelect
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
 	out := map[inbox.Reason]int64{}
-	for rows.Next() {
-		var r inbox.Reason
-		var n int64
-		if err := rows.Scan(&r, &n); err != nil {
-			return nil, err
-		}
+	var r inbox.Reason
+	var n int64
+	_, err = pgx.ForEachRow(rows, []any{&r, &n}, func() error {
 		out[r] = n
-	}
-	return out, rows.Err()
+		return nil
+	})
+	return out, err
 }
 
 // PurgeBatch deletes up to max rows of step in one statement, bounded by

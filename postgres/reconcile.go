@@ -46,13 +46,14 @@ func (r reconciling) InReconcileTx(ctx context.Context, ref time.Time, fn func(i
 		if err != nil {
 			return err
 		}
-		return fn(reconcileTx{tx: tx, now: now, ref: ref})
+		return fn(reconcileTx{ctx: ctx, tx: tx, now: now, ref: ref})
 	})
 }
 
-// reconcileTx is inbox.ReconcileTx in tx, whose clock reads now when this
-// process's reads ref.
+// reconcileTx is inbox.ReconcileTx in tx, under the transaction's bounded
+// context, whose clock reads now when this process's reads ref.
 type reconcileTx struct {
+	ctx context.Context
 	tx  pgx.Tx
 	now int64
 	ref time.Time
@@ -64,8 +65,8 @@ func (t reconcileTx) Now() time.Time { return fromMillis(t.now) }
 func (t reconcileTx) at(tm time.Time) int64 { return t.now + tm.Sub(t.ref).Milliseconds() }
 
 // RecordRefusal adds r to its key's refusal unless the key's row exists.
-func (t reconcileTx) RecordRefusal(ctx context.Context, r inbox.Refusal) error {
-	_, err := t.tx.Exec(ctx, `INSERT INTO refusals AS r
+func (t reconcileTx) RecordRefusal(r inbox.Refusal) error {
+	_, err := t.tx.Exec(t.ctx, `INSERT INTO refusals AS r
 		(source, key, job_id, event, first_refused_at, last_refused_at, refusals)
 		SELECT $1, $2, $3, $4, $5, $6, $7 WHERE NOT EXISTS (SELECT 1 FROM events WHERE id = $2)
 		ON CONFLICT (source, key) DO UPDATE SET
@@ -80,8 +81,8 @@ func (t reconcileTx) RecordRefusal(ctx context.Context, r inbox.Refusal) error {
 }
 
 // Expect records the expectation of jobID and reads it back.
-func (t reconcileTx) Expect(ctx context.Context, jobID, statusURL string, due time.Time) (inbox.Expectation, error) {
-	_, err := t.tx.Exec(ctx, `INSERT INTO expectations AS x
+func (t reconcileTx) Expect(jobID, statusURL string, due time.Time) (inbox.Expectation, error) {
+	_, err := t.tx.Exec(t.ctx, `INSERT INTO expectations AS x
 		(source, job_id, status_url, expected_at, due_at, state, settled_at, next_poll_at)
 		SELECT $1, $2, $3, $4, $5, CASE WHEN e.n THEN 'done' ELSE 'waiting' END,
 			CASE WHEN e.n THEN $4::bigint END, $5
@@ -96,8 +97,8 @@ func (t reconcileTx) Expect(ctx context.Context, jobID, statusURL string, due ti
 	if err != nil {
 		return inbox.Expectation{}, err
 	}
-	e, err := scanExpectation(t.tx.QueryRow(ctx, `SELECT `+expectationColumns+
-		` FROM expectations WHERE source = $1 AND job_id = $2`, inbox.DefaultSource, jobID))
+	e, err := inbox.ScanExpectation(t.tx.QueryRow(t.ctx, `SELECT `+expectationColumns+
+		` FROM expectations WHERE source = $1 AND job_id = $2`, inbox.DefaultSource, jobID).Scan)
 	if err != nil {
 		return inbox.Expectation{}, fmt.Errorf("read expectation of %s: %w", jobID, err)
 	}
@@ -106,8 +107,8 @@ func (t reconcileTx) Expect(ctx context.Context, jobID, statusURL string, due ti
 
 // ClaimPolls leases the due expectations, settling done those whose job
 // is stored.
-func (t reconcileTx) ClaimPolls(ctx context.Context, owner string, now, until time.Time, max int) ([]inbox.Poll, error) {
-	rows, err := t.tx.Query(ctx, `WITH due AS (
+func (t reconcileTx) ClaimPolls(owner string, now, until time.Time, max int) ([]inbox.Poll, error) {
+	rows, err := t.tx.Query(t.ctx, `WITH due AS (
 			SELECT x.source, x.job_id, EXISTS (SELECT 1 FROM events
 				WHERE events.id = CASE WHEN x.source = $5 THEN x.job_id ELSE x.source || '/' || x.job_id END) AS stored
 			FROM expectations x WHERE x.state = 'waiting' AND x.next_poll_at <= $3
@@ -131,7 +132,7 @@ func (t reconcileTx) ClaimPolls(ctx context.Context, owner string, now, until ti
 }
 
 // SettlePoll records r on its waiting expectation while owner holds it.
-func (t reconcileTx) SettlePoll(ctx context.Context, owner string, r inbox.PollResult) (bool, error) {
+func (t reconcileTx) SettlePoll(owner string, r inbox.PollResult) (bool, error) {
 	args := []any{r.Poll.Source, r.Poll.JobID, pgText(owner), r.Poll.Attempt,
 		t.at(r.At), nullable(pgText(r.JobStatus)), nullable(pgText(r.KeptError()))}
 	set := `lease_owner = NULL, lease_until = NULL, polled_at = $5, job_status = coalesce($6, job_status), last_error = $7`
@@ -146,18 +147,18 @@ func (t reconcileTx) SettlePoll(ctx context.Context, owner string, r inbox.PollR
 		set += `, state = 'closed', reason = $8, settled_at = $5`
 		args = append(args, pgText(r.CloseReason()))
 	}
-	tag, err := t.tx.Exec(ctx, `UPDATE expectations SET `+set+
+	tag, err := t.tx.Exec(t.ctx, `UPDATE expectations SET `+set+
 		` WHERE source = $1 AND job_id = $2 AND lease_owner = $3 AND polls = $4 AND state = 'waiting'`, args...)
 	return tag.RowsAffected() == 1, err
 }
 
 // SettleDelivered counts r on the done expectation owner's claim held.
-func (t reconcileTx) SettleDelivered(ctx context.Context, owner string, r inbox.PollResult) error {
+func (t reconcileTx) SettleDelivered(owner string, r inbox.PollResult) error {
 	redelivered := 0
 	if r.Fate == inbox.PollRedelivered {
 		redelivered = 1
 	}
-	_, err := t.tx.Exec(ctx, `UPDATE expectations SET lease_owner = NULL, lease_until = NULL,
+	_, err := t.tx.Exec(t.ctx, `UPDATE expectations SET lease_owner = NULL, lease_until = NULL,
 		polled_at = $5, job_status = coalesce($6, job_status), redeliveries = redeliveries + $7
 		WHERE source = $1 AND job_id = $2 AND lease_owner = $3 AND polls = $4 AND state = 'done'`,
 		r.Poll.Source, r.Poll.JobID, pgText(owner), r.Poll.Attempt, t.at(r.At), nullable(pgText(r.JobStatus)), redelivered)
@@ -209,28 +210,10 @@ func settleArrivals(ctx context.Context, tx pgx.Tx, landed []inbox.Delivery, now
 	return nil
 }
 
+// expectationColumns are what inbox.ScanExpectation reads.
 const expectationColumns = `source, job_id, coalesce(status_url, ''), expected_at, due_at, state,
 	coalesce(reason, ''), coalesce(settled_at, 0), next_poll_at, polls, redeliveries,
 	coalesce(job_status, ''), coalesce(polled_at, 0), coalesce(last_error, '')`
-
-func scanExpectation(row pgx.Row) (inbox.Expectation, error) {
-	var e inbox.Expectation
-	var state string
-	var expected, due, settled, next, polled int64
-	if err := row.Scan(&e.Source, &e.JobID, &e.StatusURL, &expected, &due, &state, &e.Reason,
-		&settled, &next, &e.Polls, &e.Redeliveries, &e.JobStatus, &polled, &e.LastError); err != nil {
-		return inbox.Expectation{}, err
-	}
-	e.State = inbox.ExpectState(state)
-	e.ExpectedAt, e.DueAt, e.NextPollAt = fromMillis(expected), fromMillis(due), fromMillis(next)
-	if settled != 0 {
-		e.SettledAt = fromMillis(settled)
-	}
-	if polled != 0 {
-		e.PolledAt = fromMillis(polled)
-	}
-	return e, nil
-}
 
 // Expectations reads the expectations in a read (Store.read).
 func (r reconciling) Expectations(ctx context.Context, now time.Time, overdue bool) ([]inbox.Expectation, error) {
@@ -241,7 +224,7 @@ func (r reconciling) Expectations(ctx context.Context, now time.Time, overdue bo
 		args = append(args, now.UnixMilli())
 	}
 	return collect(ctx, r.s, q+` ORDER BY due_at, job_id`, args, func(row pgx.CollectableRow) (inbox.Expectation, error) {
-		return scanExpectation(row)
+		return inbox.ScanExpectation(row.Scan)
 	})
 }
 

@@ -11,16 +11,10 @@ import (
 	"inbox/inbox"
 )
 
-// Reprocess classifies the selected parked rows again under rules and
-// applies the result, as inbox.Reprocess does (which holds the rules).
-// Every statement is bounded by the busy timeout, each batch's
-// transaction too; the transaction locks the job's row before it changes
-// the job's rows.
-func (s *Store) Reprocess(ctx context.Context, sel inbox.Selection, rules inbox.SourceRules, dryRun bool) (inbox.ReprocessReport, error) {
-	return inbox.Reprocess(ctx, reprocessing{s}, sel, rules, dryRun)
-}
-
-// reprocessing is the store's inbox.ReprocessStore.
+// reprocessing is the store's inbox.ReprocessStore, which
+// inbox.Reprocessor, embedded in Store, reprocesses through: every
+// statement is bounded by the busy timeout, each batch's transaction too;
+// the transaction locks the job's row before it changes the job's rows.
 type reprocessing struct{ s *Store }
 
 func (r reprocessing) ReadOnly() bool { return r.s.readOnly }
@@ -28,18 +22,10 @@ func (r reprocessing) ReadOnly() bool { return r.s.readOnly }
 // StoredText returns s as Put stores it in a text column (pgText).
 func (reprocessing) StoredText(s string) string { return pgText(s) }
 
-// selectColumns reads an inbox.Selected, and the row's status and source,
-// from events e, joined with its parked job row j if it has one.
+// selectColumns are what inbox.ScanSelected reads, from events e joined
+// with its parked job row j if it has one.
 const selectColumns = `SELECT e.id, coalesce(e.job_id, e.id), e.size + coalesce(j.size, 0), e.received_at, e.status, e.source
 	FROM events e LEFT JOIN events j ON j.id = e.job_id AND j.id <> e.id AND j.status = 'parked'`
-
-// scanSelected scans a row of selectColumns.
-func scanSelected(scan func(...any) error) (r inbox.Selected, status inbox.Status, source string, err error) {
-	var received int64
-	err = scan(&r.ID, &r.Job, &r.Size, &received, &status, &source)
-	r.ReceivedAt = fromMillis(received)
-	return r, status, source, err
-}
 
 // ParkedRows returns the parked rows of sources, with reason when given,
 // oldest first.
@@ -55,7 +41,7 @@ func (r reprocessing) ParkedRows(ctx context.Context, sources []string, reason i
 		return nil, fmt.Errorf("select parked rows: %w", err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (inbox.Selected, error) {
-		sr, _, _, err := scanSelected(r.Scan)
+		sr, _, _, err := inbox.ScanSelected(r.Scan)
 		return sr, err
 	})
 	if err != nil {
@@ -68,14 +54,11 @@ func (r reprocessing) ParkedRows(ctx context.Context, sources []string, reason i
 func (r reprocessing) SelectedRow(ctx context.Context, id string) (inbox.Selected, inbox.Status, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.s.busy)
 	defer cancel()
-	sr, status, source, err := scanSelected(r.s.pool.QueryRow(ctx, selectColumns+` WHERE e.id = $1`, id).Scan)
+	sr, status, source, err := inbox.ScanSelected(r.s.pool.QueryRow(ctx, selectColumns+` WHERE e.id = $1`, id).Scan)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return sr, "", "", fmt.Errorf("%s: %w", id, inbox.ErrNotFound)
+		return sr, "", "", nil
 	}
-	if err != nil {
-		return sr, "", "", fmt.Errorf("read %s: %w", id, err)
-	}
-	return sr, status, source, nil
+	return sr, status, source, err
 }
 
 // ReadParked reads the parked row id, body included, outside any
@@ -83,15 +66,11 @@ func (r reprocessing) SelectedRow(ctx context.Context, id string) (inbox.Selecte
 func (r reprocessing) ReadParked(ctx context.Context, id string) (inbox.Event, bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.s.busy)
 	defer cancel()
-	row := r.s.pool.QueryRow(ctx, `SELECT `+eventColumns+`, body FROM events WHERE id = $1 AND status = 'parked'`, id)
-	e, err := scanEvent(row.Scan, true)
+	e, err := scanEvent(r.s.pool.QueryRow(ctx, `SELECT `+eventColumns+`, body FROM events WHERE id = $1 AND status = 'parked'`, id).Scan, true)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return inbox.Event{}, false, nil
 	}
-	if err != nil {
-		return inbox.Event{}, false, fmt.Errorf("read %s: %w", id, err)
-	}
-	return e, true, nil
+	return e, err == nil, err
 }
 
 // errDryRun rolls a dry run's transaction back.

@@ -72,11 +72,9 @@ type Options struct {
 // pool. Rows held by another replica's transaction are waited for up to
 // the busy timeout.
 type Store struct {
-	// What inbox makes of the store's statements: the counts (counting),
-	// the secret uses (secretUses) and the reconciliation (reconciling).
-	inbox.Counts
-	inbox.Secrets
-	inbox.Reconciler
+	// What inbox makes of the store's statements (counting, secretUses,
+	// reconciling, purging, reprocessing).
+	inbox.Sequences
 
 	pool     *pgxpool.Pool
 	now      func() time.Time // nil: the database's clock
@@ -173,7 +171,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	}
 	s := &Store{pool: pool, now: opts.Now, busy: opts.BusyTimeout, maxBatch: opts.MaxBatch,
 		readOnly: opts.ReadOnly, onCommit: opts.OnCommit, unsafeNoFsync: opts.UnsafeNoFsync, closing: make(chan struct{}), probeID: rand.Text()}
-	s.Counts, s.Secrets, s.Reconciler = inbox.NewCounts(counting{s}), inbox.NewSecrets(secretUses{s}), inbox.NewReconciler(reconciling{s})
+	s.Sequences = inbox.NewSequences(counting{s}, secretUses{s}, reconciling{s}, purging{s}, reprocessing{s})
 	if !opts.ReadOnly {
 		// The probe rows of replicas that ended without Close.
 		if _, err := pool.Exec(octx, `DELETE FROM probe WHERE at < coalesce($1::bigint, `+dbNow+`) - $2`,

@@ -3,50 +3,14 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"time"
 
 	"inbox/inbox"
 )
 
-// The counts: each a statement on the read connections (counting), which
-// inbox.Counts, embedded in Store, turns into what the operator reads.
-
-// Count counts the rows f selects, f.Limit aside: what List would return
-// without a limit. It fails only when the database cannot be read.
-func (s *Store) Count(ctx context.Context, f inbox.Filter) (int64, error) {
-	where, args := where(f)
-	var n int64
-	if err := s.read.QueryRowContext(ctx, `SELECT count(*) FROM events`+where, args...).Scan(&n); err != nil {
-		return 0, fmt.Errorf("count rows: %w", err)
-	}
-	return n, nil
-}
-
-// ParkedByReason counts the parked rows that f selects, one ReasonCount per
-// reason, most rows first. f.Status and f.Limit are ignored. It fails only
-// when the database cannot be read.
-func (s *Store) ParkedByReason(ctx context.Context, f inbox.Filter) ([]inbox.ReasonCount, error) {
-	f.Status = inbox.StatusParked
-	where, args := where(f)
-	rows, err := s.read.QueryContext(ctx, `SELECT reason, count(*), min(received_at), max(received_at)
-		FROM events`+where+` GROUP BY reason ORDER BY count(*) DESC, reason`, args...)
-	if err != nil {
-		return nil, fmt.Errorf("count parked rows: %w", err)
-	}
-	out, err := collect(rows, func(scan func(...any) error) (rc inbox.ReasonCount, err error) {
-		var oldest, newest int64
-		err = scan(&rc.Reason, &rc.Count, &oldest, &newest)
-		rc.Oldest, rc.Newest = fromMillis(oldest), fromMillis(newest)
-		return rc, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("count parked rows: %w", err)
-	}
-	return out, nil
-}
-
-// counting is the store's inbox.CountStore.
+// counting is the store's inbox.CountStore, each count a statement on the
+// read connections, which inbox.Counts, embedded in Store, turns into what
+// the operator reads.
 type counting struct{ s *Store }
 
 func (c counting) CountGroups(ctx context.Context) ([]inbox.Group, error) {
@@ -96,6 +60,28 @@ func (c counting) CountParkedAgo(ctx context.Context, f inbox.Filter, start, end
 		counts[ago] = n
 		return err
 	})
+}
+
+func (c counting) CountReasons(ctx context.Context, f inbox.Filter) ([]inbox.ReasonCount, error) {
+	where, args := where(f)
+	rows, err := c.s.read.QueryContext(ctx, `SELECT reason, count(*), min(received_at), max(received_at)
+		FROM events`+where+` GROUP BY reason ORDER BY count(*) DESC, reason`, args...)
+	if err != nil {
+		return nil, err
+	}
+	return collect(rows, func(scan func(...any) error) (rc inbox.ReasonCount, err error) {
+		var oldest, newest int64
+		err = scan(&rc.Reason, &rc.Count, &oldest, &newest)
+		rc.Oldest, rc.Newest = fromMillis(oldest), fromMillis(newest)
+		return rc, err
+	})
+}
+
+func (c counting) CountRows(ctx context.Context, f inbox.Filter) (int64, error) {
+	where, args := where(f)
+	var n int64
+	err := c.s.read.QueryRowContext(ctx, `SELECT count(*) FROM events`+where, args...).Scan(&n)
+	return n, err
 }
 
 // each calls fn with the Scan of each of rows, then closes them; it stops

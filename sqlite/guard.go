@@ -341,7 +341,7 @@ func parseHeader(b [headerSize]byte) header {
 // with SQLite's magic; the page size and the WAL format bytes stay; the
 // change counter, which each commit of page 1 raises and checkpoints copy
 // in commit order, never goes down (an older copy written over it); and
-// and the file never shrinks (no inbox process vacuums it, and SQLite
+// the file never shrinks (no inbox process vacuums it, and SQLite
 // shrinks a database in WAL mode only after a VACUUM), neither its size
 // nor its header's page count. A file shorter than its header's page count
 // is no sign: a checkpoint writes page 1 before the pages past the old end,

@@ -9,19 +9,9 @@ import (
 	"inbox/inbox"
 )
 
-// Purgeable counts what Purge would delete and keep, as inbox.Purgeable
-// does.
-func (s *Store) Purgeable(ctx context.Context, sel inbox.PurgeSelection) (inbox.PurgeReport, error) {
-	return inbox.Purgeable(ctx, purging{s}, sel)
-}
-
-// Purge deletes the rows sel selects as inbox.Purge does, each batch in
+// purging is the store's inbox.PurgeStore, which inbox.Purger, embedded
+// in Store, purges through: counts on the read connections, each batch in
 // one IMMEDIATE transaction of the write connection.
-func (s *Store) Purge(ctx context.Context, sel inbox.PurgeSelection) (inbox.PurgeReport, error) {
-	return inbox.Purge(ctx, purging{s}, sel)
-}
-
-// purging is the store's inbox.PurgeStore.
 type purging struct{ s *Store }
 
 func (p purging) ReadOnly() bool { return p.s.write == nil }
@@ -85,17 +75,14 @@ func (p purging) CountParkedPurgeable(ctx context.Context, sel inbox.PurgeSelect
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
 	out := map[inbox.Reason]int64{}
-	for rows.Next() {
+	return out, each(rows, func(scan func(...any) error) error {
 		var r inbox.Reason
 		var n int64
-		if err := rows.Scan(&r, &n); err != nil {
-			return nil, err
-		}
+		err := scan(&r, &n)
 		out[r] = n
-	}
-	return out, rows.Err()
+		return err
+	})
 }
 
 // PurgeBatch deletes up to max rows of step in one IMMEDIATE transaction;

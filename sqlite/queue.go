@@ -28,10 +28,10 @@ func (s *Store) Settle(ctx context.Context, owner string, settled []inbox.Settle
 
 // Start counts the attempts of jobs as inbox.Start does, as the dispatcher
 // is about to make them, and renews owner's lease on each row to run from
-// now until until, so an attempt gets the whole lease however long its row
-// waited for a worker. It commits in the writer's next transaction, shared
-// with whatever else it commits then, with one statement per maxDoneBatch
-// jobs. When ctx ends first, Start returns its error, yet the attempts may
+// now to the given until, so an attempt gets the whole lease however long
+// its row waited for a worker. It commits in the writer's next transaction,
+// shared with whatever else it commits then, with one statement per
+// maxDoneBatch jobs. When ctx ends first, Start returns its error, yet the attempts may
 // have been counted.
 func (s *Store) Start(ctx context.Context, owner string, jobs []inbox.Job, now, until time.Time) ([]inbox.Job, error) {
 	return inbox.Start(ctx, queueing{s}, owner, jobs, now, until)

@@ -25,12 +25,16 @@ func (r reconciling) ReadOnly() bool { return r.s.write == nil }
 func (r reconciling) InReconcileTx(ctx context.Context, _ time.Time, fn func(inbox.ReconcileTx) error) error {
 	now := r.s.now()
 	return r.s.writeOp(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		return fn(reconcileTx{tx: tx, now: now})
+		return fn(reconcileTx{ctx: ctx, tx: tx, now: now})
 	})
 }
 
-// reconcileTx is inbox.ReconcileTx in tx, at now.
+// reconcileTx is inbox.ReconcileTx in tx, at now, under the writer's
+// context: the driver interrupts a statement whose context ends, and
+// SQLite then rolls back the whole transaction, the deliveries that share
+// it included.
 type reconcileTx struct {
+	ctx context.Context
 	tx  *sql.Tx
 	now time.Time
 }
@@ -38,9 +42,9 @@ type reconcileTx struct {
 func (t reconcileTx) Now() time.Time { return fromMillis(millis(t.now)) }
 
 // RecordRefusal adds r to its key's refusal unless the key's row exists.
-func (t reconcileTx) RecordRefusal(ctx context.Context, r inbox.Refusal) error {
+func (t reconcileTx) RecordRefusal(r inbox.Refusal) error {
 	// WHERE on the SELECT: SQLite needs it to read the upsert's ON.
-	_, err := t.tx.ExecContext(ctx, `INSERT INTO refusals
+	_, err := t.tx.ExecContext(t.ctx, `INSERT INTO refusals
 		(source, key, job_id, event, first_refused_at, last_refused_at, refusals)
 		SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7 WHERE NOT EXISTS (SELECT 1 FROM events WHERE id = ?2)
 		ON CONFLICT(source, key) DO UPDATE SET
@@ -54,8 +58,8 @@ func (t reconcileTx) RecordRefusal(ctx context.Context, r inbox.Refusal) error {
 }
 
 // Expect records the expectation of jobID and reads it back.
-func (t reconcileTx) Expect(ctx context.Context, jobID, statusURL string, due time.Time) (inbox.Expectation, error) {
-	_, err := t.tx.ExecContext(ctx, `INSERT INTO expectations
+func (t reconcileTx) Expect(jobID, statusURL string, due time.Time) (inbox.Expectation, error) {
+	_, err := t.tx.ExecContext(t.ctx, `INSERT INTO expectations
 		(source, job_id, status_url, expected_at, due_at, state, settled_at, next_poll_at)
 		SELECT ?1, ?2, ?3, ?4, ?5, CASE WHEN e.n THEN 'done' ELSE 'waiting' END,
 			CASE WHEN e.n THEN ?4 END, ?5
@@ -69,7 +73,7 @@ func (t reconcileTx) Expect(ctx context.Context, jobID, statusURL string, due ti
 	if err != nil {
 		return inbox.Expectation{}, err
 	}
-	e, err := scanExpectation(t.tx.QueryRowContext(ctx, `SELECT `+expectationColumns+
+	e, err := inbox.ScanExpectation(t.tx.QueryRowContext(t.ctx, `SELECT `+expectationColumns+
 		` FROM expectations WHERE source = ? AND job_id = ?`, inbox.DefaultSource, jobID).Scan)
 	if err != nil {
 		return inbox.Expectation{}, fmt.Errorf("read expectation of %s: %w", jobID, err)
@@ -78,8 +82,8 @@ func (t reconcileTx) Expect(ctx context.Context, jobID, statusURL string, due ti
 }
 
 // ClaimPolls leases the due expectations, the first due first.
-func (t reconcileTx) ClaimPolls(ctx context.Context, owner string, now, until time.Time, max int) ([]inbox.Poll, error) {
-	rows, err := t.tx.QueryContext(ctx, `UPDATE expectations
+func (t reconcileTx) ClaimPolls(owner string, now, until time.Time, max int) ([]inbox.Poll, error) {
+	rows, err := t.tx.QueryContext(t.ctx, `UPDATE expectations
 		SET polls = polls + 1, lease_owner = ?1, lease_until = ?2, next_poll_at = ?2
 		WHERE rowid IN (SELECT rowid FROM expectations WHERE state = 'waiting' AND next_poll_at <= ?3
 			ORDER BY next_poll_at LIMIT ?4)
@@ -103,7 +107,7 @@ func (t reconcileTx) ClaimPolls(ctx context.Context, owner string, now, until ti
 }
 
 // SettlePoll records r on its waiting expectation while owner holds it.
-func (t reconcileTx) SettlePoll(ctx context.Context, owner string, r inbox.PollResult) (bool, error) {
+func (t reconcileTx) SettlePoll(owner string, r inbox.PollResult) (bool, error) {
 	set := `lease_owner = NULL, lease_until = NULL, polled_at = ?, job_status = coalesce(?, job_status), last_error = ?`
 	args := []any{millis(r.At), nullable(r.JobStatus), nullable(r.KeptError())}
 	switch r.Fate {
@@ -117,7 +121,7 @@ func (t reconcileTx) SettlePoll(ctx context.Context, owner string, r inbox.PollR
 		set += `, state = 'closed', reason = ?, settled_at = ?`
 		args = append(args, r.CloseReason(), millis(r.At))
 	}
-	res, err := t.tx.ExecContext(ctx, `UPDATE expectations SET `+set+
+	res, err := t.tx.ExecContext(t.ctx, `UPDATE expectations SET `+set+
 		` WHERE source = ? AND job_id = ? AND lease_owner = ? AND polls = ? AND state = 'waiting'`,
 		append(args, r.Poll.Source, r.Poll.JobID, owner, r.Poll.Attempt)...)
 	if err != nil {
@@ -127,38 +131,22 @@ func (t reconcileTx) SettlePoll(ctx context.Context, owner string, r inbox.PollR
 }
 
 // SettleDelivered counts r on the done expectation owner's claim held.
-func (t reconcileTx) SettleDelivered(ctx context.Context, owner string, r inbox.PollResult) error {
+func (t reconcileTx) SettleDelivered(owner string, r inbox.PollResult) error {
 	redelivered := 0
 	if r.Fate == inbox.PollRedelivered {
 		redelivered = 1
 	}
-	_, err := t.tx.ExecContext(ctx, `UPDATE expectations SET lease_owner = NULL, lease_until = NULL,
+	_, err := t.tx.ExecContext(t.ctx, `UPDATE expectations SET lease_owner = NULL, lease_until = NULL,
 		polled_at = ?, job_status = coalesce(?, job_status), redeliveries = redeliveries + ?
 		WHERE source = ? AND job_id = ? AND lease_owner = ? AND polls = ? AND state = 'done'`,
 		millis(r.At), nullable(r.JobStatus), redelivered, r.Poll.Source, r.Poll.JobID, owner, r.Poll.Attempt)
 	return err
 }
 
+// expectationColumns are what inbox.ScanExpectation reads.
 const expectationColumns = `source, job_id, coalesce(status_url, ''), expected_at, due_at, state,
 	coalesce(reason, ''), coalesce(settled_at, 0), next_poll_at, polls, redeliveries,
 	coalesce(job_status, ''), coalesce(polled_at, 0), coalesce(last_error, '')`
-
-func scanExpectation(scan func(...any) error) (inbox.Expectation, error) {
-	var e inbox.Expectation
-	var expected, due, settled, next, polled int64
-	if err := scan(&e.Source, &e.JobID, &e.StatusURL, &expected, &due, &e.State, &e.Reason,
-		&settled, &next, &e.Polls, &e.Redeliveries, &e.JobStatus, &polled, &e.LastError); err != nil {
-		return inbox.Expectation{}, err
-	}
-	e.ExpectedAt, e.DueAt, e.NextPollAt = fromMillis(expected), fromMillis(due), fromMillis(next)
-	if settled != 0 {
-		e.SettledAt = fromMillis(settled)
-	}
-	if polled != 0 {
-		e.PolledAt = fromMillis(polled)
-	}
-	return e, nil
-}
 
 // Expectations reads the expectations. A database that has no
 // expectations table yet (made by an earlier inbox, opened read-only) has
@@ -177,7 +165,7 @@ func (r reconciling) Expectations(ctx context.Context, now time.Time, overdue bo
 	if err != nil {
 		return nil, err
 	}
-	return collect(rows, scanExpectation)
+	return collect(rows, inbox.ScanExpectation)
 }
 
 // NextPoll returns when the first waiting expectation becomes due; ok is

@@ -10,15 +10,10 @@ import (
 	"inbox/inbox"
 )
 
-// Reprocess classifies the selected parked rows again under rules and
-// applies the result, as inbox.Reprocess does (which holds the rules).
-// Bodies are read through the read connections; each batch is applied in
-// one IMMEDIATE transaction of the write connection.
-func (s *Store) Reprocess(ctx context.Context, sel inbox.Selection, rules inbox.SourceRules, dryRun bool) (inbox.ReprocessReport, error) {
-	return inbox.Reprocess(ctx, reprocessing{s}, sel, rules, dryRun)
-}
-
-// reprocessing is the store's inbox.ReprocessStore.
+// reprocessing is the store's inbox.ReprocessStore, which
+// inbox.Reprocessor, embedded in Store, reprocesses through: bodies are
+// read through the read connections, and each batch is applied in one
+// IMMEDIATE transaction of the write connection.
 type reprocessing struct{ s *Store }
 
 func (r reprocessing) ReadOnly() bool { return r.s.write == nil }
@@ -26,20 +21,12 @@ func (r reprocessing) ReadOnly() bool { return r.s.write == nil }
 // StoredText returns s: a SQLite text column keeps any bytes.
 func (reprocessing) StoredText(s string) string { return s }
 
-// selectColumns reads an inbox.Selected, and the row's status and source,
-// from events e, joined with its parked job row j if it has one. The job
-// row's size counts, conservatively, with each of the job's rows: it may be
-// classified along with them.
+// selectColumns are what inbox.ScanSelected reads, from events e joined
+// with its parked job row j if it has one. The job row's size counts,
+// conservatively, with each of the job's rows: it may be classified along
+// with them.
 const selectColumns = `SELECT e.id, COALESCE(e.job_id, e.id), e.size + COALESCE(j.size, 0), e.received_at, e.status, e.source
 	FROM events e LEFT JOIN events j ON j.id = e.job_id AND j.id != e.id AND j.status = 'parked'`
-
-// scanSelected scans a row of selectColumns.
-func scanSelected(scan func(...any) error) (r inbox.Selected, status inbox.Status, source string, err error) {
-	var received int64
-	err = scan(&r.ID, &r.Job, &r.Size, &received, &status, &source)
-	r.ReceivedAt = fromMillis(received)
-	return r, status, source, err
-}
 
 // ParkedRows returns the parked rows of sources, with reason when given,
 // oldest first.
@@ -59,7 +46,7 @@ func (r reprocessing) ParkedRows(ctx context.Context, sources []string, reason i
 	defer rows.Close()
 	var out []inbox.Selected
 	for rows.Next() {
-		sr, _, _, err := scanSelected(rows.Scan)
+		sr, _, _, err := inbox.ScanSelected(rows.Scan)
 		if err != nil {
 			return nil, fmt.Errorf("select parked rows: %w", err)
 		}
@@ -73,28 +60,21 @@ func (r reprocessing) ParkedRows(ctx context.Context, sources []string, reason i
 
 // SelectedRow reads the row id as a selection sees it.
 func (r reprocessing) SelectedRow(ctx context.Context, id string) (inbox.Selected, inbox.Status, string, error) {
-	sr, status, source, err := scanSelected(r.s.read.QueryRowContext(ctx, selectColumns+` WHERE e.id = ?`, id).Scan)
+	sr, status, source, err := inbox.ScanSelected(r.s.read.QueryRowContext(ctx, selectColumns+` WHERE e.id = ?`, id).Scan)
 	if errors.Is(err, sql.ErrNoRows) {
-		return sr, "", "", fmt.Errorf("%s: %w", id, inbox.ErrNotFound)
+		return sr, "", "", nil
 	}
-	if err != nil {
-		return sr, "", "", fmt.Errorf("read %s: %w", id, err)
-	}
-	return sr, status, source, nil
+	return sr, status, source, err
 }
 
 // ReadParked reads the parked row id, body included, through the read
 // connections; false when it is not there or not parked.
 func (r reprocessing) ReadParked(ctx context.Context, id string) (inbox.Event, bool, error) {
-	row := r.s.read.QueryRowContext(ctx, `SELECT `+eventColumns+`, body FROM events WHERE id = ? AND status = 'parked'`, id)
-	e, err := scanEvent(row.Scan, true)
+	e, err := scanEvent(r.s.read.QueryRowContext(ctx, `SELECT `+eventColumns+`, body FROM events WHERE id = ? AND status = 'parked'`, id).Scan, true)
 	if errors.Is(err, sql.ErrNoRows) {
 		return inbox.Event{}, false, nil
 	}
-	if err != nil {
-		return inbox.Event{}, false, fmt.Errorf("read %s: %w", id, err)
-	}
-	return e, true, nil
+	return e, err == nil, err
 }
 
 // InReprocessTx runs fn in one IMMEDIATE transaction of the write

@@ -68,11 +68,9 @@ type Options struct {
 // Purgeable, and Reprocess's reading of bodies) use their own query-only
 // connections, so they never wait behind a commit.
 type Store struct {
-	// What inbox makes of the store's statements: the counts (counting),
-	// the secret uses (secretUses) and the reconciliation (reconciling).
-	inbox.Counts
-	inbox.Secrets
-	inbox.Reconciler
+	// What inbox makes of the store's statements (counting, secretUses,
+	// reconciling, purging, reprocessing).
+	inbox.Sequences
 
 	path     string
 	now      func() time.Time
@@ -121,7 +119,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	s := &Store{path: path, now: opts.Now, maxBatch: opts.MaxBatch, busy: opts.BusyTimeout, onCommit: opts.OnCommit}
-	s.Counts, s.Secrets, s.Reconciler = inbox.NewCounts(counting{s}), inbox.NewSecrets(secretUses{s}), inbox.NewReconciler(reconciling{s})
+	s.Sequences = inbox.NewSequences(counting{s}, secretUses{s}, reconciling{s}, purging{s}, reprocessing{s})
 
 	var err error
 	if !opts.ReadOnly {

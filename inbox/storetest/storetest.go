@@ -177,7 +177,7 @@ func (e *env) claim(owner string, now time.Time, lease time.Duration, n int) []i
 }
 
 // start starts the attempts of jobs for owner at now, the lease renewed
-// until until; it moves the store's clock to now first.
+// to run out at until; it moves the store's clock to now first.
 func (e *env) start(owner string, jobs []inbox.Job, now, until time.Time) []inbox.Job {
 	e.t.Helper()
 	e.clock.Set(now)
