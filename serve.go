@@ -59,7 +59,13 @@ second one at once. With a destination, it also hands the new rows on, as
 inbox dispatch does (without one, run inbox dispatch beside it, or nothing
 takes the rows). With --config, it serves every [[source]] of the file
 instead, and the flags that describe the one Sume source (--secret, --path,
---tolerance, --event, --max-body, --max-request) are refused.
+--tolerance, --event, --max-body, --max-request) are refused. SIGHUP reads
+the file again: one that passes every check of start-up serves the next
+requests (those in flight finish under the old one); one that fails any
+is refused with one log line, and the running config stays. Secrets named
+by env = ... come from serve's environment, which a reload cannot change.
+With --admin-addr, GET /sources there lists the sources served now, as
+inbox sources --admin prints them.
 
 ` + destinationHelp + `
 
