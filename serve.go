@@ -178,7 +178,7 @@ type serveConfig struct {
 	// as typed in bodyMemoryText).
 	bodyMemory     int64
 	bodyMemoryText string
-	reconcile  reconcileConfig
+	reconcile      reconcileConfig
 	// dispatch is the destination's settings; nil when no destination flag
 	// is set.
 	dispatch *dispatchConfig
