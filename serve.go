@@ -59,7 +59,13 @@ second one at once. With a destination, it also hands the new rows on, as
 inbox dispatch does (without one, run inbox dispatch beside it, or nothing
 takes the rows). With --config, it serves every [[source]] of the file
 instead, and the flags that describe the one Sume source (--secret, --path,
---tolerance, --event, --max-body, --max-request) are refused.
+--tolerance, --event, --max-body, --max-request) are refused. SIGHUP reads
+the file again: one that passes every check of start-up serves the next
+requests (those in flight finish under the old one); one that fails any
+is refused with one log line, and the running config stays. Secrets named
+by env = ... come from serve's environment, which a reload cannot change.
+With --admin-addr, GET /sources there lists the sources served now, as
+inbox sources --admin prints them.
 
 ` + destinationHelp + `
 
@@ -168,9 +174,11 @@ type serveConfig struct {
 	pg             pgOptions
 	busyTimeout    time.Duration
 	maxInFlight    int
-	// bodyMemory bounds the bodies held in memory at once (--max-body-memory).
-	bodyMemory int64
-	reconcile  reconcileConfig
+	// bodyMemory bounds the bodies held in memory at once (--max-body-memory,
+	// as typed in bodyMemoryText).
+	bodyMemory     int64
+	bodyMemoryText string
+	reconcile      reconcileConfig
 	// dispatch is the destination's settings; nil when no destination flag
 	// is set.
 	dispatch *dispatchConfig
@@ -207,11 +215,6 @@ func parseServe(c *cli.Context) (serveConfig, error) {
 	if cfg.configFile != "" && valueSecrets(cfg.sources) {
 		cfg.readableConfig = readableByOthers(cfg.configFile)
 	}
-	for _, src := range cfg.sources {
-		if err := checkPath(src.Path, cfg.adminAddr == ""); err != nil {
-			return serveConfig{}, err
-		}
-	}
 	lim := receiver.DefaultLimits()
 	header, read := config.DurationOf(c, "read-header-timeout"), config.DurationOf(c, "read-timeout")
 	lim.ReadHeaderTimeout, lim.ReadTimeout = header.Get(), read.Get()
@@ -234,11 +237,9 @@ func parseServe(c *cli.Context) (serveConfig, error) {
 	if cfg.bodyMemory, err = config.ParseSize(c.String("max-body-memory")); err != nil {
 		return serveConfig{}, fmt.Errorf("--max-body-memory: %w", err)
 	}
-	budget := receiver.NewBudget(cfg.bodyMemory)
-	for _, src := range cfg.sources {
-		if !budget.Holds(src.HardCap) {
-			return serveConfig{}, fmt.Errorf("--max-body-memory %s: want at least twice the request cap of source %s (--max-request or max_request, %d bytes)", c.String("max-body-memory"), src.Name, src.HardCap)
-		}
+	cfg.bodyMemoryText = c.String("max-body-memory")
+	if err := cfg.checkSources(cfg.sources); err != nil {
+		return serveConfig{}, err
 	}
 	if cfg.reconcile, err = parseReconcile(c); err != nil {
 		return serveConfig{}, err
@@ -251,6 +252,23 @@ func parseServe(c *cli.Context) (serveConfig, error) {
 		cfg.dispatch = &d
 	}
 	return cfg, nil
+}
+
+// checkSources refuses sources serve cannot serve beside its other
+// settings: a path the mux cannot take or that hides a probe, a request
+// cap --max-body-memory cannot hold twice. serve runs it at start and on
+// each reload.
+func (cfg serveConfig) checkSources(sources []config.Source) error {
+	budget := receiver.NewBudget(cfg.bodyMemory)
+	for _, src := range sources {
+		if err := checkPath(src.Path, cfg.adminAddr == ""); err != nil {
+			return err
+		}
+		if !budget.Holds(src.HardCap) {
+			return fmt.Errorf("--max-body-memory %s: want at least twice the request cap of source %s (--max-request or max_request, %d bytes)", cfg.bodyMemoryText, src.Name, src.HardCap)
+		}
+	}
+	return nil
 }
 
 // serveDeps are what serve made before the store: the listeners (aln nil
@@ -269,6 +287,9 @@ type serveDeps struct {
 // It closes store before it returns.
 func runServe(ctx context.Context, cfg serveConfig, store inbox.Store, deps serveDeps) error {
 	log, reg, m := deps.log, deps.reg, deps.metrics
+	// From the start, so that a SIGHUP never ends serve.
+	hup, stopHangups := hangups()
+	defer stopHangups()
 	if cfg.readableConfig != "" {
 		log.Warn().Str("config", cfg.configFile).Msg("the config holds secrets (value = ...) and is readable by " + cfg.readableConfig + ": chmod 0600 it, or use env = ...")
 	}
@@ -292,43 +313,65 @@ func runServe(ctx context.Context, cfg serveConfig, store inbox.Store, deps serv
 		}
 		defer closeDest()
 	}
-	web := http.NewServeMux()
-	var handlers []*receiver.Handler
 	// One count for every source: --max-in-flight bounds the process.
 	inFlight, receiving := new(atomic.Int64), new(atomic.Int64)
 	budget := receiver.NewBudget(cfg.bodyMemory)
-	for _, src := range cfg.sources {
-		h, err := receiver.NewHandler(store, receiver.Config{
-			Source:      src.Name,
-			Scheme:      src.Scheme,
-			Keys:        src.Keys,
-			Accepted:    src.Accepted,
-			Rules:       src.Rules,
-			HardCap:     src.HardCap,
-			MaxInFlight: cfg.maxInFlight,
-			InFlight:    inFlight,
-			Receiving:   receiving,
-			Budget:      budget,
-			BodyTimeout: cfg.bodyTimeout,
-			OnAnswer:    m.Answered(src.Name),
-			OnSkew:      m.Skewed(src.Name),
-			OnRefused:   refusals.Add,
-		}, log)
-		if err != nil {
-			return fmt.Errorf("source %s: %w", src.Name, err)
+	// Without --admin-addr the probes answer beside the webhooks, in
+	// every set of sources a reload makes.
+	var probes *http.ServeMux
+	if deps.aln == nil {
+		probes = http.NewServeMux()
+		handleOps(probes, store, deps.commits, reg, log, destDeps...)
+	}
+	live := &liveSources{check: cfg.checkSources, grace: cfg.limits.WriteTimeout + time.Second, log: log}
+	live.build = func(sources []config.Source) (*sourceSet, error) {
+		set := &sourceSet{sources: sources, mux: http.NewServeMux()}
+		for _, src := range sources {
+			h, err := receiver.NewHandler(store, receiver.Config{
+				Source:      src.Name,
+				Scheme:      src.Scheme,
+				Keys:        src.Keys,
+				Accepted:    src.Accepted,
+				Rules:       src.Rules,
+				HardCap:     src.HardCap,
+				MaxInFlight: cfg.maxInFlight,
+				InFlight:    inFlight,
+				Receiving:   receiving,
+				Budget:      budget,
+				BodyTimeout: cfg.bodyTimeout,
+				OnAnswer:    m.Answered(src.Name),
+				OnSkew:      m.Skewed(src.Name),
+				OnRefused:   refusals.Add,
+			}, log)
+			if err != nil {
+				return nil, fmt.Errorf("source %s: %w", src.Name, err)
+			}
+			set.handlers = append(set.handlers, h)
+			set.mux.Handle(src.Path, h)
 		}
-		handlers = append(handlers, h)
-		web.Handle(src.Path, h)
+		if probes != nil {
+			for _, p := range []string{"GET /healthz", "GET /readyz", "GET /metrics"} {
+				set.mux.Handle(p, probes)
+			}
+		}
+		return set, nil
 	}
+	set, err := live.build(cfg.sources)
+	if err != nil {
+		return err
+	}
+	live.cur.Store(set)
 	metrics.InFlight(reg, func() int { return int(inFlight.Load() + receiving.Load()) })
-	ops := web
+	var web http.Handler = live
+	ops := http.NewServeMux()
 	if deps.aln != nil {
-		ops = http.NewServeMux()
-	}
-	handleOps(ops, store, deps.commits, reg, log, destDeps...)
-	if deps.aln != nil {
+		handleOps(ops, store, deps.commits, reg, log, destDeps...)
 		handleExpect(cfg.reconcile.apiURL, ops, store, log)
-		ops.Handle("/", console.New(store, consoleConfig(cfg), log))
+		handleSources(ops, live, store, log)
+		var cons atomic.Pointer[console.Console]
+		cons.Store(console.New(store, consoleConfig(cfg, cfg.sources), log))
+		live.onSwap = func(sources []config.Source) { cons.Store(console.New(store, consoleConfig(cfg, sources), log)) }
+		ops.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { cons.Load().ServeHTTP(w, r) }))
 	}
 	endpoints := []receiver.Endpoint{{Name: "webhooks", Listener: deps.ln, Handler: web}}
 	if deps.aln != nil {
@@ -344,7 +387,14 @@ func runServe(ctx context.Context, cfg serveConfig, store inbox.Store, deps serv
 	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	recorded := make(chan error, 1)
-	go func() { recorded <- recordSecretUses(bg, store, handlers) }()
+	go func() { recorded <- recordSecretUses(bg, store, live.secretUses) }()
+	// Further parts that read --config (destinations) add their reloadStep
+	// here: a file any step refuses changes none.
+	reloaded := make(chan struct{})
+	go func() {
+		defer close(reloaded)
+		reloadOnHangup(bg, hup, cfg.configFile, log, live.reload)
+	}()
 	dispatched := make(chan error, 1)
 	if d != nil {
 		go func() { dispatched <- d.Run(bg) }()
@@ -359,6 +409,7 @@ func runServe(ctx context.Context, cfg serveConfig, store inbox.Store, deps serv
 	go func() { counted <- storeMetrics.Run(bg) }()
 	serveErr := receiver.Serve(ctx, cfg.limits, log, endpoints...)
 	cancel()
+	<-reloaded
 	if err := errors.Join(serveErr, <-dispatched, <-recorded, <-reconciled, <-counted, store.Close()); err != nil {
 		return err
 	}
@@ -423,11 +474,12 @@ func handleOps(mux *http.ServeMux, store health.Prober, commits *health.Commits,
 	mux.Handle("GET /metrics", metrics.Handler(reg, log))
 }
 
-// consoleConfig is what the console shows of cfg: the sources and their
-// secrets' fingerprints, the store and the destination, never a secret.
-func consoleConfig(cfg serveConfig) console.Config {
+// consoleConfig is what the console shows of cfg with sources: the
+// sources and their secrets' fingerprints, the store and the
+// destination, never a secret.
+func consoleConfig(cfg serveConfig, sources []config.Source) console.Config {
 	c := console.Config{DB: describeDB(cfg.db)}
-	for _, src := range cfg.sources {
+	for _, src := range sources {
 		c.Sources = append(c.Sources, console.Source{Name: src.Name, Path: src.Path, Scheme: src.Scheme.Name(), Keys: src.Keys})
 	}
 	if cfg.dispatch != nil {
@@ -466,15 +518,17 @@ func closeAll(lns ...net.Listener) {
 // a delivery: cheap, and fine enough to tell when an old secret can go.
 const secretUsePeriod = time.Minute
 
-// recordSecretUses saves the handlers' secret uses every secretUsePeriod
-// and once more when ctx is done, then returns the last save's error.
-func recordSecretUses(ctx context.Context, store inbox.Store, handlers []*receiver.Handler) error {
+// recordSecretUses saves the secret uses every secretUsePeriod and once
+// more when ctx is done, then returns the last save's error. uses returns
+// them, and what to call once they are saved.
+func recordSecretUses(ctx context.Context, store inbox.Store, uses func() ([]inbox.SecretUse, func())) error {
 	save := func(ctx context.Context) error {
-		var uses []inbox.SecretUse
-		for _, h := range handlers {
-			uses = append(uses, h.SecretUses()...)
+		u, saved := uses()
+		if err := store.RecordSecretUses(ctx, u); err != nil {
+			return err
 		}
-		return store.RecordSecretUses(ctx, uses)
+		saved()
+		return nil
 	}
 	tick := time.NewTicker(secretUsePeriod)
 	defer tick.Stop()
@@ -497,17 +551,7 @@ func serveSources(c *cli.Context, rules inbox.Rules, maxRequest int64) ([]config
 		if err := config.Excludes(c, "secret", "path", "tolerance", "event", "max-body", "max-request"); err != nil {
 			return nil, err
 		}
-		sources, err := config.LoadSources(file, os.Getenv)
-		if err != nil {
-			return nil, err
-		}
-		now := time.Now()
-		for _, src := range sources {
-			if !slices.ContainsFunc(src.Keys, func(k scheme.Secret) bool { return k.Live(now) }) {
-				return nil, fmt.Errorf("config %s: source %s: every secret has expired: it could verify nothing", file, src.Name)
-			}
-		}
-		return sources, nil
+		return fileSources(file)
 	}
 	secrets, err := config.SplitList(c.StringSlice("secret"))
 	if err != nil {
@@ -520,11 +564,13 @@ func serveSources(c *cli.Context, rules inbox.Rules, maxRequest int64) ([]config
 		return nil, errors.New("SUME_COM_WEBHOOK_SIGNING_SECRET (or --secret) holds the placeholder of the shipped inbox.env: set it to the signing secret from Sume's dashboard")
 	}
 	keys := make([]scheme.Secret, len(secrets))
+	entries := make([]config.SecretEntry, len(secrets))
 	for i, s := range secrets {
 		keys[i] = scheme.Secret{Key: []byte(s)}
+		entries[i] = config.SecretEntry{Env: "SUME_COM_WEBHOOK_SIGNING_SECRET", Key: keys[i].Key}
 	}
 	return []config.Source{{Name: inbox.DefaultSource, Path: c.String("path"), Scheme: scheme.Sume{Tolerance: config.DurationOf(c, "tolerance").Get()},
-		Keys: keys, Rules: rules, HardCap: maxRequest, Accepted: http.StatusNoContent}}, nil
+		Keys: keys, Rules: rules, HardCap: maxRequest, Accepted: http.StatusNoContent, Secrets: entries}}, nil
 }
 
 // valueSecrets reports whether any source has a secret written in the file

@@ -1,6 +1,12 @@
 package admin
 
 import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -14,8 +20,8 @@ import (
 	"inbox/scheme"
 )
 
-// sourceSecret is one line of inbox sources: a secret of a source.
-type sourceSecret struct {
+// SourceSecret is one line of inbox sources: a secret of a source.
+type SourceSecret struct {
 	Source       string    `json:"source"`
 	Path         string    `json:"path"`
 	Scheme       string    `json:"scheme"`
@@ -42,14 +48,28 @@ an unset one shows no fingerprint, and so no last use; run it with serve's
 environment to see them all. A retired secret that has not verified
 anything since the rotation can be removed.
 
+With --admin URL (serve's --admin-addr) it lists what that serve answers
+with now, after any reload (SIGHUP), rather than what a file says: every
+secret as serve read it from its own environment, its last use the later
+of the saved one and the one serve holds unsaved. It needs no --db then.
+
 Examples:
    SUME_COM_WEBHOOK_SIGNING_SECRET=whsec_new,whsec_old inbox sources --db /var/lib/inbox/inbox.db
    inbox sources --config /etc/inbox/inbox.toml --db /var/lib/inbox/inbox.db
+   inbox sources --admin http://127.0.0.1:8081
    inbox sources --config inbox.toml --json | jq 'select(.state == "live" and .last_verified_at == null)'`,
-		Flags: []cli.Flag{config.DBFlag(), config.FileFlag("the TOML file of [[source]] tables serve reads; without it, the Sume source of SUME_COM_WEBHOOK_SIGNING_SECRET"), jsonFlag()},
+		Flags: []cli.Flag{config.DBFlag(), config.FileFlag("the TOML file of [[source]] tables serve reads; without it, the Sume source of SUME_COM_WEBHOOK_SIGNING_SECRET"), jsonFlag(),
+			&cli.StringFlag{Name: "admin", Usage: "the URL of serve's --admin-addr: list the sources serve answers with now (since its last reload), with their secrets' last uses, rather than a file's (--config and --db are not read then)", EnvVars: []string{"INBOX_ADMIN_URL"}}},
 		Action: func(c *cli.Context) error {
 			if err := config.NoArgs(c); err != nil {
 				return err
+			}
+			if url := c.String("admin"); url != "" {
+				rows, err := liveSourceSecrets(c.Context, url)
+				if err != nil {
+					return err
+				}
+				return printSourceSecrets(c, rows)
 			}
 			sources := []config.Source{envSumeSource(os.Getenv)}
 			if file := c.String("config"); file != "" {
@@ -67,36 +87,89 @@ Examples:
 			if err != nil {
 				return err
 			}
-			last := map[[2]string]time.Time{}
-			for _, u := range uses {
-				last[[2]string{u.Source, u.Fingerprint}] = u.LastVerified
-			}
-			now := time.Now()
-			var rows []sourceSecret
-			for _, src := range sources {
-				for i, e := range src.Secrets {
-					r := sourceSecret{Source: src.Name, Path: src.Path, Scheme: src.Scheme.Name(),
-						Secret: i + 1, State: "live", Expires: e.Expires}
-					if e.Key != nil {
-						r.Fingerprint = scheme.Secret{Key: e.Key}.Fingerprint()
-						r.LastVerified = last[[2]string{src.Name, r.Fingerprint}]
-					} else if e.Invalid {
-						r.State = "invalid"
-					} else {
-						r.State = "unset"
-					}
-					if !e.Expires.IsZero() && !now.Before(e.Expires) {
-						r.State = "expired"
-					}
-					rows = append(rows, r)
-				}
-			}
-			return printRows(c, rows, "SOURCE\tPATH\tSCHEME\tSECRET\tSTATE\tFINGERPRINT\tEXPIRES\tLAST VERIFIED", func(r sourceSecret) []string {
-				return []string{r.Source, r.Path, r.Scheme, strconv.Itoa(r.Secret), r.State,
-					dash(r.Fingerprint), timeOrDash(r.Expires), timeOrDash(r.LastVerified)}
-			})
+			return printSourceSecrets(c, SourceSecrets(sources, uses, time.Now()))
 		},
 	}
+}
+
+// printSourceSecrets prints rows as inbox sources does.
+func printSourceSecrets(c *cli.Context, rows []SourceSecret) error {
+	return printRows(c, rows, "SOURCE\tPATH\tSCHEME\tSECRET\tSTATE\tFINGERPRINT\tEXPIRES\tLAST VERIFIED", func(r SourceSecret) []string {
+		return []string{r.Source, r.Path, r.Scheme, strconv.Itoa(r.Secret), r.State,
+			dash(r.Fingerprint), timeOrDash(r.Expires), timeOrDash(r.LastVerified)}
+	})
+}
+
+// SecretUseReader is what GET /sources reads of the store.
+type SecretUseReader interface {
+	SecretUses(ctx context.Context) ([]inbox.SecretUse, error)
+}
+
+// SourceSecrets describes each secret of sources, with the latest of uses
+// for its source and fingerprint. It never holds a secret.
+func SourceSecrets(sources []config.Source, uses []inbox.SecretUse, now time.Time) []SourceSecret {
+	last := map[[2]string]time.Time{}
+	for _, u := range uses {
+		k := [2]string{u.Source, u.Fingerprint}
+		if u.LastVerified.After(last[k]) {
+			last[k] = u.LastVerified
+		}
+	}
+	var rows []SourceSecret
+	for _, src := range sources {
+		for i, e := range src.Secrets {
+			r := SourceSecret{Source: src.Name, Path: src.Path, Scheme: src.Scheme.Name(),
+				Secret: i + 1, State: "live", Expires: e.Expires}
+			if e.Key != nil {
+				r.Fingerprint = scheme.Secret{Key: e.Key}.Fingerprint()
+				r.LastVerified = last[[2]string{src.Name, r.Fingerprint}]
+			} else if e.Invalid {
+				r.State = "invalid"
+			} else {
+				r.State = "unset"
+			}
+			if !e.Expires.IsZero() && !now.Before(e.Expires) {
+				r.State = "expired"
+			}
+			rows = append(rows, r)
+		}
+	}
+	return rows
+}
+
+// liveSourceSecrets reads the sources a running serve answers with from
+// GET /sources on its admin address.
+func liveSourceSecrets(ctx context.Context, adminURL string) ([]SourceSecret, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(adminURL, "/")+"/sources", nil)
+	if err != nil {
+		return nil, fmt.Errorf("--admin: %w", err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("--admin: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("--admin: GET %s: %s (is it serve's --admin-addr?)", req.URL.Redacted(), resp.Status)
+	}
+	var rows []SourceSecret
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		var r SourceSecret
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			return nil, fmt.Errorf("--admin: GET %s: %w", req.URL.Redacted(), err)
+		}
+		rows = append(rows, r)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("--admin: GET %s: %w", req.URL.Redacted(), err)
+	}
+	if len(rows) == 0 {
+		return nil, errors.New("--admin: serve listed no source")
+	}
+	return rows, nil
 }
 
 // sumeSecretEnv is the variable serve reads the Sume source's secrets

@@ -220,7 +220,7 @@ func TestSourcesWithoutConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rows := jsonLines[sourceSecret](t, out)
+	rows := jsonLines[SourceSecret](t, out)
 	if len(rows) != 1 || rows[0].Path != "/hooks/sume" || !rows[0].LastVerified.Equal(verified) || rows[0].State != "live" {
 		t.Errorf("sources --json = %s", out)
 	}

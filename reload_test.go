@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"inbox/config"
+	"inbox/receiver"
+	"inbox/scheme"
+	"inbox/sume"
+)
+
+// TestReloadKeepsRetiredSecretUses checks that a secret a reload retires
+// keeps its last use until a save after the grace, and that a refused
+// file leaves the live set as it was.
+func TestReloadKeepsRetiredSecretUses(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	store, err := openStore(ctx, filepath.Join(dir, "inbox.db"), storeOptions{schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	file := filepath.Join(dir, "inbox.toml")
+	write := func(secret string) {
+		text := "[[source]]\nname = \"sume\"\nscheme = \"sume\"\n[[source.secret]]\nvalue = \"" + secret + "\"\n"
+		if err := os.WriteFile(file, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	live := &liveSources{check: func([]config.Source) error { return nil }, grace: time.Hour, log: zerolog.Nop()}
+	live.build = func(sources []config.Source) (*sourceSet, error) {
+		set := &sourceSet{sources: sources, mux: http.NewServeMux()}
+		for _, src := range sources {
+			h, err := receiver.NewHandler(store, receiver.Config{Source: src.Name, Scheme: src.Scheme, Keys: src.Keys, Rules: src.Rules, HardCap: src.HardCap}, zerolog.Nop())
+			if err != nil {
+				return nil, err
+			}
+			set.handlers = append(set.handlers, h)
+			set.mux.Handle(src.Path, h)
+		}
+		return set, nil
+	}
+	write("old-secret")
+	sources, err := fileSources(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := live.build(sources)
+	if err != nil {
+		t.Fatal(err)
+	}
+	live.cur.Store(set)
+	deliver := func(secret string) int {
+		body := `{"event":"job.completed","job_id":"job_1","status":"COMPLETED"}`
+		ts := strconv.FormatInt(time.Now().Unix(), 10)
+		r := httptest.NewRequest(http.MethodPost, "/webhooks/sume", strings.NewReader(body))
+		r.Header.Set(sume.HeaderTimestamp, ts)
+		r.Header.Set(sume.HeaderSignature, sume.SignatureHeader(ts, []byte(body), secret))
+		w := httptest.NewRecorder()
+		live.ServeHTTP(w, r)
+		return w.Code
+	}
+	if code := deliver("old-secret"); code != http.StatusNoContent {
+		t.Fatalf("before the reload: %d, want 204", code)
+	}
+	write("new-secret")
+	apply, err := live.reload(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	apply()
+	if code := deliver("old-secret"); code != http.StatusUnauthorized {
+		t.Errorf("the retired secret after the reload: %d, want 401", code)
+	}
+	old := scheme.Secret{Key: []byte("old-secret")}.Fingerprint()
+	has := func() bool {
+		uses, saved := live.secretUses()
+		saved()
+		for _, u := range uses {
+			if u.Fingerprint == old {
+				return true
+			}
+		}
+		return false
+	}
+	if !has() {
+		t.Fatal("the retired secret's use is gone after the reload")
+	}
+	if !has() {
+		t.Error("the retired secret's use is gone after a save within the grace")
+	}
+	live.grace = 0
+	has() // the save after the grace forgets the retired set
+	if has() {
+		t.Error("the retired set is kept after a save past the grace")
+	}
+
+	write("replace-with-the-signing-secret")
+	if _, err := live.reload(file); err == nil || !strings.Contains(err.Error(), "placeholder") {
+		t.Errorf("a placeholder secret: %v, want refused", err)
+	}
+	if code := deliver("new-secret"); code != http.StatusNoContent {
+		t.Errorf("after a refused reload: %d, want 204", code)
+	}
+}
