@@ -47,6 +47,16 @@ type QueueTx interface {
 	// leases have not run out at now, renews those leases to run out at
 	// until, and returns the ids of the rows it counted.
 	Start(owner string, jobs []Job, now, until time.Time) ([]string, error)
+	// Unrouted returns up to max new rows not yet routed, oldest first,
+	// passing over rows another transaction holds.
+	Unrouted(max int) ([]Unrouted, error)
+	// AddPairs adds the pairs, new and due at now; a parked pair becomes
+	// new again with no attempt, any other is left as it is.
+	AddPairs(pairs []Pair, now time.Time) error
+	// Mirror sets the queue columns of the new rows ids names from their
+	// pairs (new while any is new, else parked while any is parked, else
+	// done), and marks each routed; a row with no pair is done at now.
+	Mirror(ids []string, now time.Time) error
 }
 
 // Settle records on store the settlements of rows that owner claimed, then
@@ -80,6 +90,11 @@ func Settle(ctx context.Context, store QueueStore, owner string, settled []Settl
 	}
 	// fn may still run after ctx is done and the store has returned: it
 	// writes only its own variables, read only after it succeeded.
+	var touched []string
+	for _, st := range settled {
+		touched = append(touched, st.Job.ID)
+	}
+	touched = slices.Compact(touched)
 	var gotJobs []Job
 	var gotStale int
 	err = store.InQueueTx(ctx, ref, func(tx QueueTx) error {
@@ -103,12 +118,28 @@ func Settle(ctx context.Context, store QueueStore, owner string, settled []Settl
 			}
 			gotStale += len(done) - n
 		}
+		if len(touched) > 0 {
+			if err := tx.Mirror(touched, ref); err != nil {
+				return err
+			}
+		}
 		if claim.Max <= 0 {
 			return nil
 		}
+		if err := route(tx, claim.routes(), claim.Now, claim.Max); err != nil {
+			return err
+		}
 		var err error
 		gotJobs, err = tx.Claim(owner, claim)
-		return err
+		if err != nil || len(gotJobs) == 0 {
+			return err
+		}
+		ids := make([]string, len(gotJobs))
+		for i, j := range gotJobs {
+			ids[i] = j.ID
+		}
+		slices.Sort(ids)
+		return tx.Mirror(ids, claim.Now)
 	})
 	if err != nil {
 		return nil, 0, fmt.Errorf("settle: %w", err)
@@ -145,11 +176,19 @@ func Start(ctx context.Context, store QueueStore, owner string, jobs []Job, now,
 	var counted map[string]bool
 	err = store.InQueueTx(ctx, now, func(tx QueueTx) error {
 		ids, err := tx.Start(owner, sorted, now, until)
+		if err != nil {
+			return err
+		}
 		counted = make(map[string]bool, len(ids))
 		for _, id := range ids {
 			counted[id] = true
 		}
-		return err
+		if len(ids) == 0 {
+			return nil
+		}
+		ids = slices.Clone(ids)
+		slices.Sort(ids)
+		return tx.Mirror(slices.Compact(ids), now)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("start %d attempts: %w", len(todo), err)
@@ -174,6 +213,14 @@ func CheckSettle(owner string, settled []Settlement, claim Claim) error {
 	}
 	if claim.Max > 0 && !claim.Until.After(claim.Now) {
 		return fmt.Errorf("lease until %s is not after %s", claim.Until, claim.Now)
+	}
+	if claim.Max > 0 && len(claim.Routes) > 0 {
+		if err := CheckRoutes(claim.Routes); err != nil {
+			return err
+		}
+		if !slices.ContainsFunc(claim.Routes, func(r Route) bool { return r.Name == claim.Dest() }) {
+			return fmt.Errorf("destination %q is not among the routes", claim.Dest())
+		}
 	}
 	for _, st := range settled {
 		switch st.Fate {
