@@ -27,8 +27,14 @@ type Gate interface {
 const pauseCheck = 100 * time.Millisecond
 
 // reachable returns why the destination cannot be reached now, or nil
-// (always nil for a destination that is not a Gate).
+// (always nil for a destination that is not a Gate), or why it is held
+// (Config.Held).
 func (d *Dispatcher) reachable() error {
+	if d.cfg.Held != nil {
+		if err := d.cfg.Held(); err != nil {
+			return err
+		}
+	}
 	g, ok := d.cfg.Destination.(Gate)
 	if !ok {
 		return nil

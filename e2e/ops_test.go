@@ -38,7 +38,7 @@ func TestDispatchAdminAddr(t *testing.T) {
 		}
 	}
 	waitFor(t, "the row handed on", func() bool {
-		return metricstest.Scrape(t, admin+"/metrics")[`inbox_dispatch_deliveries_total{outcome="done"}`] == 1
+		return metricstest.Scrape(t, admin+"/metrics")[`inbox_dispatch_deliveries_total{destination="default",outcome="done"}`] == 1
 	})
 	d.kill(syscall.SIGTERM)
 	if code := d.cmd.ProcessState.ExitCode(); code != 0 {
