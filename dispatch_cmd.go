@@ -106,8 +106,11 @@ func destinationSet(c *cli.Context) bool {
 	return false
 }
 
-// dispatchConfig is what the destination flags say, checked.
+// dispatchConfig is what the destination flags, or one [[destination]]
+// of --config, say, checked.
 type dispatchConfig struct {
+	route                     inbox.Route   // its name and filters
+	routes                    []inbox.Route // every destination's
 	forwardURL, forwardSecret string
 	exec                      string
 	withheld                  dispatch.Withheld // with exec
@@ -116,10 +119,11 @@ type dispatchConfig struct {
 	schedule                  []time.Duration
 	timeout, slowAfter, lease time.Duration
 	maxSlow                   int // -1: none
+	rate                      float64
 }
 
-// destination names the destination cfg sets, for the dispatcher's log.
-func (cfg dispatchConfig) destination() string {
+// kind names the kind of destination cfg sets, for the dispatcher's log.
+func (cfg dispatchConfig) kind() string {
 	switch {
 	case cfg.forwardURL != "":
 		return "forward"
@@ -129,10 +133,92 @@ func (cfg dispatchConfig) destination() string {
 	return "nats"
 }
 
-// parseDispatch reads the destination flags. It fails when not exactly one
-// destination is set, a flag is out of range, or --config (read for
-// --exec's withheld secrets) cannot be read.
-func parseDispatch(c *cli.Context) (dispatchConfig, error) {
+// errNoDestination is parseDispatch's answer when neither the flags nor
+// --config configure a destination.
+var errNoDestination = errors.New("no destination: set one of --forward-url, --exec or --nats-url, or [[destination]] tables in --config")
+
+// parseDispatch reads the destinations: the single-destination flags (one
+// destination, named default) or the [[destination]] tables of --config,
+// whose knobs left unset take the flags' values. It fails with
+// errNoDestination when there is none, and when both are given, not
+// exactly one destination flag is set, a setting is out of range, or
+// --config cannot be read.
+func parseDispatch(c *cli.Context) ([]dispatchConfig, error) {
+	var tables []config.Destination
+	if file := c.String("config"); file != "" {
+		var err error
+		if tables, err = config.LoadDestinations(file, os.Getenv); err != nil {
+			return nil, err
+		}
+	}
+	flags := destinationSet(c)
+	switch {
+	case flags && len(tables) > 0:
+		return nil, fmt.Errorf("--config %s has [[destination]] tables, and --forward-url, --exec or --nats-url (with --forward-secret, --nats-subject) configure one more: use the tables or the flags, not both", c.String("config"))
+	case !flags && len(tables) == 0:
+		return nil, errNoDestination
+	}
+	base, err := parseKnobs(c)
+	if err != nil {
+		return nil, err
+	}
+	var cfgs []dispatchConfig
+	if flags {
+		cfg, err := parseFlagDestination(c, base)
+		if err != nil {
+			return nil, err
+		}
+		cfgs = append(cfgs, cfg)
+	}
+	for _, t := range tables {
+		cfg, err := tableDestination(t, base)
+		if err != nil {
+			return nil, fmt.Errorf("--config %s: destination %s: %w", c.String("config"), t.Name, err)
+		}
+		cfgs = append(cfgs, cfg)
+	}
+	var routes []inbox.Route
+	for _, cfg := range cfgs {
+		routes = append(routes, cfg.route)
+	}
+	var w *dispatch.Withheld
+	for i := range cfgs {
+		cfgs[i].routes = routes
+		if cfgs[i].exec == "" {
+			continue
+		}
+		if w == nil {
+			got, err := withheld(c, tables)
+			if err != nil {
+				return nil, err
+			}
+			w = &got
+		}
+		cfgs[i].withheld = *w
+	}
+	return cfgs, nil
+}
+
+// parseKnobs reads the flags that tune a destination.
+func parseKnobs(c *cli.Context) (dispatchConfig, error) {
+	cfg := dispatchConfig{workers: c.Int("workers"), timeout: config.DurationOf(c, "timeout").Get(), slowAfter: config.DurationOf(c, "slow-after").Get(),
+		lease: config.DurationOf(c, "lease").Get(), maxSlow: c.Int("max-slow")}
+	var err error
+	if cfg.schedule, err = dispatch.ParseSchedule(c.String("retry-schedule")); err != nil {
+		return dispatchConfig{}, fmt.Errorf("--retry-schedule: %w", err)
+	}
+	switch {
+	case cfg.maxSlow < 0:
+		return dispatchConfig{}, fmt.Errorf("--max-slow must be 0 or more, got %d", cfg.maxSlow)
+	case cfg.maxSlow == 0:
+		cfg.maxSlow = -1 // none: Config's zero is the default
+	}
+	return cfg, nil
+}
+
+// parseFlagDestination reads the single-destination flags into base: the
+// destination named default, taking every row.
+func parseFlagDestination(c *cli.Context, base dispatchConfig) (dispatchConfig, error) {
 	var chosen []string
 	for _, name := range []string{"forward-url", "exec", "nats-url"} {
 		if c.String(name) != "" {
@@ -151,26 +237,79 @@ func parseDispatch(c *cli.Context) (dispatchConfig, error) {
 	case deploy.Placeholder(c.String("forward-secret")):
 		return dispatchConfig{}, errors.New("INBOX_FORWARD_SECRET (or --forward-secret) holds the placeholder of the shipped inbox.env: make a secret with inbox secret")
 	}
-	cfg := dispatchConfig{forwardURL: c.String("forward-url"), forwardSecret: c.String("forward-secret"),
-		exec: c.String("exec"), natsURL: c.String("nats-url"), natsSubject: c.String("nats-subject"),
-		workers: c.Int("workers"), timeout: config.DurationOf(c, "timeout").Get(), slowAfter: config.DurationOf(c, "slow-after").Get(),
-		lease: config.DurationOf(c, "lease").Get(), maxSlow: c.Int("max-slow")}
-	var err error
-	if cfg.schedule, err = dispatch.ParseSchedule(c.String("retry-schedule")); err != nil {
-		return dispatchConfig{}, fmt.Errorf("--retry-schedule: %w", err)
+	cfg := base
+	cfg.route = inbox.Route{Name: inbox.DefaultDestination}
+	cfg.forwardURL, cfg.forwardSecret = c.String("forward-url"), c.String("forward-secret")
+	cfg.exec, cfg.natsURL, cfg.natsSubject = c.String("exec"), c.String("nats-url"), c.String("nats-subject")
+	return cfg, nil
+}
+
+// tableDestination is t over base: its knobs where it sets them.
+func tableDestination(t config.Destination, base dispatchConfig) (dispatchConfig, error) {
+	cfg := base
+	cfg.route = t.Route()
+	cfg.forwardURL, cfg.forwardSecret = t.URL, t.Secret
+	cfg.exec, cfg.natsURL, cfg.natsSubject = t.Exec, t.NATSURL, t.NATSSubject
+	cfg.rate = t.Rate
+	if t.Workers != 0 {
+		cfg.workers = t.Workers
 	}
-	switch {
-	case cfg.maxSlow < 0:
-		return dispatchConfig{}, fmt.Errorf("--max-slow must be 0 or more, got %d", cfg.maxSlow)
-	case cfg.maxSlow == 0:
-		cfg.maxSlow = -1 // none: Config's zero is the default
+	if t.Timeout != 0 {
+		cfg.timeout = t.Timeout
 	}
-	if cfg.exec != "" {
-		if cfg.withheld, err = withheld(c); err != nil {
-			return dispatchConfig{}, err
+	if t.SlowAfter != 0 {
+		cfg.slowAfter = t.SlowAfter
+	}
+	if t.Lease != 0 {
+		cfg.lease = t.Lease
+	}
+	if t.MaxSlow != nil {
+		switch {
+		case *t.MaxSlow < 0:
+			return dispatchConfig{}, fmt.Errorf("max_slow must be 0 or more, got %d", *t.MaxSlow)
+		case *t.MaxSlow == 0:
+			cfg.maxSlow = -1
+		default:
+			cfg.maxSlow = *t.MaxSlow
+		}
+	}
+	if t.RetrySchedule != "" {
+		var err error
+		if cfg.schedule, err = dispatch.ParseSchedule(t.RetrySchedule); err != nil {
+			return dispatchConfig{}, fmt.Errorf("retry_schedule: %w", err)
 		}
 	}
 	return cfg, nil
+}
+
+// newDispatchers builds the dispatchers of cfgs, one per destination, on
+// store, their holds read with paused; see newDispatcher. The returned
+// close releases the destinations once the dispatchers have run; the
+// dependencies are what /readyz shows of each destination.
+func newDispatchers(ctx context.Context, cfgs []dispatchConfig, store dispatch.Store, paused func(context.Context) ([]string, error), log zerolog.Logger, reg prometheus.Registerer, alone bool) (dispatch.Group, func(), []health.Dependency, error) {
+	g := dispatch.Group{Holds: dispatch.NewHolds(paused)}
+	var closers []func()
+	closeAll := func() {
+		for _, c := range closers {
+			c()
+		}
+	}
+	var deps []health.Dependency
+	for _, cfg := range cfgs {
+		d, closeDest, ddeps, err := newDispatcher(ctx, cfg, store, g.Holds.Held(cfg.route.Name), log, reg, alone)
+		if err != nil {
+			closeAll()
+			if len(cfgs) > 1 {
+				err = fmt.Errorf("destination %s: %w", cfg.route.Name, err)
+			}
+			return dispatch.Group{}, nil, nil, err
+		}
+		closers = append(closers, closeDest)
+		g.Dispatchers = append(g.Dispatchers, d)
+		deps = append(deps, ddeps...)
+		deps = append(deps, health.Dependency{Name: "destination " + cfg.route.Name, State: d.State})
+	}
+	return g, closeAll, deps, nil
 }
 
 // newDispatcher builds the dispatcher cfg describes, on store. The
@@ -182,7 +321,7 @@ func parseDispatch(c *cli.Context) (dispatchConfig, error) {
 // the subject stops it, and the connection gates its readiness; inside
 // serve that is only logged and shown, since webhooks never wait on it.
 // It fails when a destination or the dispatcher refuses its settings.
-func newDispatcher(ctx context.Context, cfg dispatchConfig, store dispatch.Store, log zerolog.Logger, reg prometheus.Registerer, alone bool) (*dispatch.Dispatcher, func(), []health.Dependency, error) {
+func newDispatcher(ctx context.Context, cfg dispatchConfig, store dispatch.Store, held func() error, log zerolog.Logger, reg prometheus.Registerer, alone bool) (*dispatch.Dispatcher, func(), []health.Dependency, error) {
 	var dest dispatch.Destination
 	var deps []health.Dependency
 	var err error
@@ -198,7 +337,11 @@ func newDispatcher(ctx context.Context, cfg dispatchConfig, store dispatch.Store
 			break
 		}
 		dest, closeDest = p, p.Close
-		deps = append(deps, health.Dependency{Name: "nats", State: p.State, Gates: alone})
+		name := "nats"
+		if cfg.route.Name != inbox.DefaultDestination {
+			name += " " + cfg.route.Name
+		}
+		deps = append(deps, health.Dependency{Name: name, State: p.State, Gates: alone})
 		if err = reg.Register(p.Collector()); err != nil {
 			break
 		}
@@ -228,7 +371,11 @@ func newDispatcher(ctx context.Context, cfg dispatchConfig, store dispatch.Store
 		MaxSlow:     cfg.maxSlow,
 		Lease:       cfg.lease,
 		Registerer:  reg,
-		Name:        cfg.destination(),
+		Name:        cfg.kind(),
+		Route:       cfg.route,
+		Routes:      cfg.routes,
+		Rate:        cfg.rate,
+		Held:        held,
 	}, log)
 	if err != nil {
 		closeDest()
@@ -246,7 +393,7 @@ func newDispatcher(ctx context.Context, cfg dispatchConfig, store dispatch.Store
 // database URL's password (and PGPASSWORD). The config is read
 // as inbox sources reads it, so a secret unset here is no error. It fails
 // when --config cannot be read.
-func withheld(c *cli.Context) (dispatch.Withheld, error) {
+func withheld(c *cli.Context, dests []config.Destination) (dispatch.Withheld, error) {
 	var w dispatch.Withheld
 	add := func(vals ...string) {
 		for _, v := range vals {
@@ -268,6 +415,16 @@ func withheld(c *cli.Context) (dispatch.Withheld, error) {
 	add(urlSecrets(c.String("api-url"), false)...)
 	add(urlSecrets(c.String("forward-url"), false)...)
 	add(urlSecrets(c.String("nats-url"), true)...)
+	// The [[destination]] tables' secrets, the variables they are read
+	// from, and their URLs' passwords.
+	for _, d := range dests {
+		add(d.Secret)
+		if d.SecretEnv != "" {
+			w.Names = append(w.Names, d.SecretEnv)
+		}
+		add(urlSecrets(d.URL, false)...)
+		add(urlSecrets(d.NATSURL, true)...)
+	}
 	// The database's password: in --db (INBOX_DB), or where the driver
 	// reads one beside it.
 	if db := c.String("db"); isPostgres(db) {
@@ -386,7 +543,7 @@ Examples:
 			}
 			defer store.Close()
 			reg := newRegistry()
-			d, closeDest, deps, err := newDispatcher(ctx, cfg, observedQueue{store, commits}, log, reg, true)
+			d, closeDest, deps, err := newDispatchers(ctx, cfg, observedQueue{store, commits}, store.PausedDestinations, log, reg, true)
 			if err != nil {
 				return err
 			}
@@ -409,7 +566,7 @@ Examples:
 // answers the probes (readiness following commits), /metrics and POST
 // /expect (status URLs on apiURL's host) on it meanwhile. If that endpoint
 // fails, the dispatcher is stopped too.
-func runWithOps(ctx context.Context, d *dispatch.Dispatcher, rec *reconcile.Reconciler, apiURL string, aln net.Listener, store inbox.Store, commits *health.Commits, reg *prometheus.Registry, log zerolog.Logger, deps ...health.Dependency) error {
+func runWithOps(ctx context.Context, d dispatch.Group, rec *reconcile.Reconciler, apiURL string, aln net.Listener, store inbox.Store, commits *health.Commits, reg *prometheus.Registry, log zerolog.Logger, deps ...health.Dependency) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	reconciled := make(chan error, 1)

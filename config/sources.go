@@ -44,9 +44,10 @@ type SecretEntry struct {
 	Invalid bool   // it was read but is not in its scheme's form
 }
 
-// The configuration file's form: [[source]] tables.
+// The configuration file's form: [[source]] and [[destination]] tables.
 type fileConfig struct {
-	Source []fileSource `toml:"source"`
+	Source      []fileSource      `toml:"source"`
+	Destination []fileDestination `toml:"destination"`
 }
 
 type fileSource struct {

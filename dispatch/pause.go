@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"context"
 	"time"
 )
 
@@ -69,4 +70,17 @@ func (d *Dispatcher) check(p *pause) bool {
 		d.metrics.paused.Set(0)
 	}
 	return err != nil
+}
+
+// State is what /readyz shows of the dispatcher's destination: whether it
+// is attempting deliveries now, and if not, why (paused by an operator, or
+// its Gate away), in a few words, never an address.
+func (d *Dispatcher) State(context.Context) (ok bool, detail string) {
+	if d.cfg.Held != nil && d.cfg.Held() != nil {
+		return false, "paused by an operator"
+	}
+	if d.reachable() != nil {
+		return false, "unreachable: paused"
+	}
+	return true, "dispatching"
 }
