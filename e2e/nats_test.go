@@ -308,7 +308,7 @@ func TestDispatchNATSOutage(t *testing.T) {
 	d := startDispatch(t, "--db", db, "--nats-url", b.url(), "--nats-subject", natsSubject, "--admin-addr", "127.0.0.1:0",
 		"--retry-schedule", natsRetries, "--timeout", "2s", "--lease", "10s")
 	admin := dispatchAdmin(t, d)
-	if code, body := get(t, admin+"/readyz"); code != http.StatusServiceUnavailable || body != "not ready\nnats: unreachable: dispatch paused, rows wait with no attempt counted\n" {
+	if code, body := get(t, admin+"/readyz"); code != http.StatusServiceUnavailable || body != "not ready\nnats: unreachable: dispatch paused, rows wait with no attempt counted\ndestination default: unreachable: paused\n" {
 		t.Errorf("readyz with the broker down: %d %q, want 503 saying nats is unreachable", code, body)
 	}
 	if g := metricstest.Scrape(t, admin+"/metrics")["inbox_nats_connected"]; g != 0 {
