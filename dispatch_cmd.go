@@ -30,10 +30,37 @@ const connectTimeout = 10 * time.Second
 
 // destinationHelp is the part of serve's and dispatch's help about handing
 // rows on.
-const destinationHelp = `Each new row is handed to exactly one destination, at least once, with its
-source (sume, vibe, ...), the provider's own key (Sume's job_id, Vibe's
-runId, GitHub's delivery id, ...) and the row id (<source>/<key>, or the
-bare key for sume: what inbox show takes):
+const destinationHelp = `Each new row is handed to every destination whose filters take it, at least
+once each, with its source (sume, vibe, ...), the provider's own key (Sume's
+job_id, Vibe's runId, GitHub's delivery id, ...) and the row id
+(<source>/<key>, or the bare key for sume: what inbox show takes). The flags
+below configure one destination, named default, that takes every row; the
+[[destination]] tables of --config configure any number (not both):
+   [[destination]]
+   name = "billing"                 # a-z, 0-9, - and _; inbox pause takes it
+   url = "https://billing.internal/jobs"   # or exec = "...", or
+                                    # nats_url = "..." with nats_subject = "..."
+   secret_env = "BILLING_SECRET"    # or secret = "whsec_..."; url only
+   sources = ["sume"]               # only these sources' rows; empty: all
+   events = ["job.completed"]       # only these events; empty: all
+   workers = 8                      # and timeout, slow_after, max_slow,
+   retry_schedule = "1s,5s"         # lease: the flags' meanings, snake_case;
+   rate = "50/s"                    # at most this many attempts a second
+                                    # (or "600/m"); unset: no bound
+A knob a table leaves unset takes the flag's value (--workers, --timeout,
+...). Each destination has its own attempts, lease, schedule, last error
+and outcome per row: one that fails or is paused parks or holds its rows for
+itself alone and never holds the others back. A row is matched to the
+destinations when a dispatcher first claims it (and again when inbox
+reprocess or a new delivery revives it): a destination added later gets only
+the rows matched after it was, and a revived row's parked destinations try
+again while those that took it are left alone. A row no destination takes
+is done. The row's own status sums up its destinations': new while any has
+yet to take it, else parked while any parked it, else done; inbox show and
+inbox stats say where it stands with each. Rows stored by a version before
+destinations keep their state as destination default's. inbox pause NAME
+stops a destination on every running dispatcher within about a second
+(its rows wait, no attempt counted) until inbox resume NAME.
    --forward-url    POSTs the stored body with Idempotency-Key: <key>,
                     Inbox-Source, Inbox-Key, Inbox-Row-Id, Inbox-Event and
                     Inbox-Attempt, signed in the Standard Webhooks format
@@ -466,11 +493,14 @@ claiming, lets the attempts under way finish, gives back the rows not yet
 started, and exits 0. With --admin-addr it answers /healthz, /readyz and
 /metrics there (its inbox_dispatch_* counters; the queue's gauges are
 serve's); /readyz fails while its claims and settlements fail to commit,
-and its probe claims a row of its own, undone, so it recovers idle. While
-it works it logs at info, at most every 10 s, a line "dispatch progress"
-with its destination (forward, exec or nats) and the rows handed_on,
-retried and parked since the last one, and the rows it holds; nothing
-while idle (serve with a destination does the same).
+and its probe claims a row of its own, undone, so it recovers idle; it
+says a line per destination: "destination NAME: dispatching", "paused by
+an operator" or "unreachable: paused". The inbox_dispatch_* metrics carry
+a destination label. While it works it logs at info, at most every 10 s,
+per destination, a line "dispatch progress" with its destination (its
+name), kind (forward, exec or nats) and the rows handed_on, retried and
+parked since the last one, and the rows it holds; nothing while idle
+(serve with a destination does the same).
 On PostgreSQL it waits for a database that cannot be reached at start, as
 serve does: /readyz fails and no row is claimed until it answers; what the
 server refuses stops it at once.
@@ -487,11 +517,12 @@ Examples:
    inbox dispatch --nats-url nats://127.0.0.1:4222 --nats-subject sume.jobs.terminal
    inbox dispatch --exec 'python3 handle.py' --retry-schedule 10s,1m,10m,1h
    inbox dispatch --config /etc/inbox/inbox.toml --exec /usr/local/bin/handle-job
+   inbox dispatch --config /etc/inbox/inbox.toml     # its [[destination]] tables
    inbox dispatch --forward-url http://127.0.0.1:3000/jobs --slow-after 2s --max-slow 32
    SUME_API_KEY=... inbox dispatch --forward-url http://127.0.0.1:3000/jobs --api-url https://api.sume.com --poll-backoff 5m --api-concurrency 4`,
 		Flags: append([]cli.Flag{
 			config.DBFlag(),
-			config.FileFlag("serve's TOML file of [[source]] tables: with --exec, the variables its secrets are read from are kept from the command"),
+			config.FileFlag("serve's TOML file of [[source]] and [[destination]] tables: the destinations to hand rows to (instead of --forward-url, --exec or --nats-url); with an exec destination, the variables its secrets are read from are kept from the command"),
 			&cli.StringFlag{Name: "admin-addr", Usage: "listen address for /healthz, /readyz and /metrics (the inbox_dispatch_* counters); empty: none", EnvVars: []string{"INBOX_DISPATCH_ADMIN_ADDR"}},
 			config.BusyTimeoutFlag("how long a write waits for serve's lock (500ms, 3s, 1m)"),
 			logLevelFlag(),

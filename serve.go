@@ -101,7 +101,7 @@ Examples:
 			&cli.StringFlag{Name: "addr", Value: "127.0.0.1:8080", Usage: "listen address", EnvVars: []string{"INBOX_ADDR"}},
 			&cli.StringFlag{Name: "admin-addr", Usage: "listen address for /healthz, /readyz, /metrics and the read-only web console at /; empty: serve the probes on --addr, and no console", EnvVars: []string{"INBOX_ADMIN_ADDR"}},
 			config.DBFlag(),
-			config.FileFlag("TOML file of [[source]] tables to serve, each at its own path; without it serve is the one Sume source --secret, --path, --tolerance, --event, --max-body and --max-request describe"),
+			config.FileFlag("TOML file of [[source]] tables to serve, each at its own path, and [[destination]] tables to hand rows to; without it serve is the one Sume source --secret, --path, --tolerance, --event, --max-body and --max-request describe"),
 			&cli.StringSliceFlag{Name: "secret", Usage: "signing secret; repeat or comma-separate to accept several during a rotation (prefer the environment variable: flags show in ps)", EnvVars: []string{"SUME_COM_WEBHOOK_SIGNING_SECRET"}},
 			config.DurationFlag("tolerance", config.DefaultTolerance, "how far the signed timestamp may be from now, either way", "INBOX_TOLERANCE", config.Positive),
 			config.EventsFlag(),

@@ -103,6 +103,34 @@ func runDestinations(t *testing.T, o opener) {
 		}
 	})
 
+	t.Run("reprocess retries only the destinations that parked the row", func(t *testing.T) {
+		e := o.fresh(t)
+		e.put(classify(`{"event":"job.failed","job_id":"job_2","status":"ERROR"}`))
+		at := t0.Add(time.Second)
+		app, fail, audit := e.claimFor("app", "o", at, 1), e.claimFor("failures", "o", at, 1), e.claimFor("audit", "o", at, 1)
+		e.settle("o", at,
+			inbox.Settlement{Job: app[0], Fate: inbox.FateDone, At: at},
+			inbox.Settlement{Job: fail[0], Fate: inbox.FatePark, At: at, Reason: inbox.ReasonHandlerFailed, Error: "HTTP 500"},
+			inbox.Settlement{Job: audit[0], Fate: inbox.FateDone, At: at})
+		if r := e.get("job_2"); r.Status != inbox.StatusParked {
+			t.Fatalf("row = %s, want parked", r.Status)
+		}
+		if rep := e.reprocess(inbox.Selection{IDs: []string{"job_2"}}, sume(rules.Events...), false); rep.Moved != 1 {
+			t.Fatalf("reprocess: %+v, want 1 moved", rep)
+		}
+		for _, dest := range []string{"app", "audit"} {
+			if got := e.claimFor(dest, "o", at, 10); len(got) != 0 {
+				t.Errorf("%s, which took the row, claimed it again: %v", dest, ids(got))
+			}
+		}
+		if got := ids(e.claimFor("failures", "o", at, 10)); !slices.Equal(got, []string{"job_2#1"}) {
+			t.Errorf("failures claimed %v, want job_2 afresh", got)
+		}
+		if p := e.pairs("job_2"); !slices.Equal(p, []string{"app:done", "audit:done", "failures:new"}) {
+			t.Errorf("pairs after reprocess = %v", p)
+		}
+	})
+
 	t.Run("a row no destination takes is done", func(t *testing.T) {
 		e := o.fresh(t)
 		e.put(keyed("vibe", "run_1", "run.done", []byte(`{"id":"run_1"}`), deliveryTS, inbox.Rules{MaxBody: 1 << 20}))
