@@ -324,3 +324,53 @@ exec = "true"
 		}
 	}
 }
+
+// TestExecWithholdsDestinationSecrets runs inbox dispatch with an exec
+// destination beside url destinations that sign with secrets, one from
+// secret_env, one from the file: neither secret, nor the variable it is
+// read from, reaches the command, and neither is logged.
+func TestExecWithholdsDestinationSecrets(t *testing.T) {
+	const envSecret, fileSecret = "whsec_ZW52LWhlbGQtc2lnbmluZy1rZXk=", "whsec_ZmlsZS1oZWxkLXNpZ25pbmcta2V5"
+	t.Setenv("HOOK_SECRET", envSecret)
+	t.Setenv("APP_HOOK_COPY", envSecret)
+	t.Setenv("APP_MODE", "production")
+	hook, mail := newDestApp(t, 204), newDestApp(t, 204)
+	dump := filepath.Join(t.TempDir(), "env")
+	cfg := fanOutConfig(t, `
+[[destination]]
+name = "hook"
+url = "`+hook.URL+`"
+secret_env = "HOOK_SECRET"
+
+[[destination]]
+name = "mail"
+url = "`+mail.URL+`"
+secret = "`+fileSecret+`"
+
+[[destination]]
+name = "run"
+exec = "env > `+dump+`"
+`)
+	db := fillDB(t, 1)
+	d := startDispatch(t, "--db", db, "--config", cfg)
+	waitLong(t, 20*time.Second, "every destination to take the row", func() bool {
+		st := destinationStats(t, db)
+		return st["hook"].ByStatus["done"] == 1 && st["mail"].ByStatus["done"] == 1 && st["run"].ByStatus["done"] == 1
+	})
+	d.kill(syscall.SIGTERM)
+	env, err := os.ReadFile(dump)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{envSecret, fileSecret, "HOOK_SECRET=", "APP_HOOK_COPY="} {
+		if strings.Contains(string(env), bad) {
+			t.Errorf("the exec command's environment holds %q", bad)
+		}
+		if strings.Contains(d.logs.String(), bad) {
+			t.Errorf("the log holds %q", bad)
+		}
+	}
+	if !strings.Contains(string(env), "APP_MODE=production") {
+		t.Errorf("the application's own variable was withheld too:\n%s", env)
+	}
+}
