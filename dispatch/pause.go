@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -55,6 +56,10 @@ type pause struct {
 func (d *Dispatcher) check(p *pause) bool {
 	err := d.reachable()
 	switch {
+	case err != nil && p.since.IsZero() && errors.Is(err, errHeld):
+		p.since, p.cause = time.Now(), errorText(err)
+		d.metrics.paused.Set(1)
+		d.log.Warn().Msg("destination paused by an operator: no row is claimed or attempted until inbox resume")
 	case err != nil && p.since.IsZero():
 		p.since, p.cause = time.Now(), errorText(err)
 		d.metrics.paused.Set(1)
