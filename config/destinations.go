@@ -69,16 +69,9 @@ type fileDestination struct {
 // source the file does not configure, and an unreadable knob. Its errors
 // never hold a secret.
 func LoadDestinations(path string, getenv func(string) string) ([]Destination, error) {
-	var fc fileConfig
-	md, err := toml.DecodeFile(path, &fc)
+	fc, err := decodeFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("config %s: %w", path, err)
-	}
-	if und := md.Undecoded(); len(und) > 0 {
-		return nil, fmt.Errorf("config %s: unknown key %s", path, und[0])
-	}
-	if err := exactKeys(md, reflect.TypeOf(fc)); err != nil {
-		return nil, fmt.Errorf("config %s: %w", path, err)
+		return nil, err
 	}
 	sources := map[string]bool{}
 	for _, s := range fc.Source {
@@ -166,6 +159,24 @@ func (fd fileDestination) destination(getenv func(string) string, sources map[st
 		d.Rate = r
 	}
 	return d, nil
+}
+
+// decodeFile reads the configuration file at path. It fails on an
+// unreadable file and on an unknown key: a misspelt option must not be
+// silently ignored.
+func decodeFile(path string) (fileConfig, error) {
+	var fc fileConfig
+	md, err := toml.DecodeFile(path, &fc)
+	if err != nil {
+		return fileConfig{}, fmt.Errorf("config %s: %w", path, err)
+	}
+	if und := md.Undecoded(); len(und) > 0 {
+		return fileConfig{}, fmt.Errorf("config %s: unknown key %s", path, und[0])
+	}
+	if err := exactKeys(md, reflect.TypeOf(fc)); err != nil {
+		return fileConfig{}, fmt.Errorf("config %s: %w", path, err)
+	}
+	return fc, nil
 }
 
 // ParseRate reads a ceiling on requests, "50/s" or "600/m", as requests a

@@ -334,29 +334,39 @@ type rowAttempt struct {
 // rowAttempts reads each row's status and recorded attempts.
 func rowAttempts(t *testing.T, db string) map[string]rowAttempt {
 	t.Helper()
+	out := map[string]rowAttempt{}
+	eachRow(t, db, `SELECT id, status, attempts FROM events`, func(rows *sql.Rows) error {
+		var id string
+		var r rowAttempt
+		err := rows.Scan(&id, &r.Status, &r.Attempts)
+		out[id] = r
+		return err
+	})
+	return out
+}
+
+// eachRow runs query on the SQLite database db, read-only, and calls scan
+// for each row it returns.
+func eachRow(t *testing.T, db, query string, scan func(*sql.Rows) error) {
+	t.Helper()
 	conn, err := sql.Open("sqlite", db+"?_pragma=query_only(ON)&_pragma=busy_timeout(5000)")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	rows, err := conn.Query(`SELECT id, status, attempts FROM events`)
+	rows, err := conn.Query(query)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rows.Close()
-	out := map[string]rowAttempt{}
 	for rows.Next() {
-		var id string
-		var r rowAttempt
-		if err := rows.Scan(&id, &r.Status, &r.Attempts); err != nil {
+		if err := scan(rows); err != nil {
 			t.Fatal(err)
 		}
-		out[id] = r
 	}
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
-	return out
 }
 
 // TestCrashBeforeSendCostsNoAttempt kills `inbox dispatch` with SIGKILL
@@ -634,28 +644,14 @@ type pairState struct {
 // pairStates reads every (row, destination) pair, keyed "row destination".
 func pairStates(t *testing.T, db string) map[string]pairState {
 	t.Helper()
-	conn, err := sql.Open("sqlite", db+"?_pragma=query_only(ON)&_pragma=busy_timeout(5000)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	rows, err := conn.Query(`SELECT event_id, destination, status, attempts, lease_owner IS NOT NULL FROM deliveries`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
 	out := map[string]pairState{}
-	for rows.Next() {
+	eachRow(t, db, `SELECT event_id, destination, status, attempts, lease_owner IS NOT NULL FROM deliveries`, func(rows *sql.Rows) error {
 		var id, dest string
 		var p pairState
-		if err := rows.Scan(&id, &dest, &p.Status, &p.Attempts, &p.Leased); err != nil {
-			t.Fatal(err)
-		}
+		err := rows.Scan(&id, &dest, &p.Status, &p.Attempts, &p.Leased)
 		out[id+" "+dest] = p
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
+		return err
+	})
 	return out
 }
 
