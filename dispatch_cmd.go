@@ -48,7 +48,8 @@ below configure one destination, named default, that takes every row; the
    rate = "50/s"                    # at most this many attempts a second
                                     # (or "600/m"); unset: no bound
 A knob a table leaves unset takes the flag's value (--workers, --timeout,
-...). Each destination has its own attempts, lease, schedule, last error
+...). The tables are read at start: serve's SIGHUP reloads the sources
+only, so a destination is added or changed by a restart. Each destination has its own attempts, lease, schedule, last error
 and outcome per row: one that fails or is paused parks or holds its rows for
 itself alone and never holds the others back. A row is matched to the
 destinations when a dispatcher first claims it (and again when inbox
