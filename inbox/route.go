@@ -65,17 +65,18 @@ const maxRoute = 512
 
 // route matches up to maxRoute (or atLeast) unrouted rows to routes in tx, at now: each
 // gets a pair for every destination whose filters take it (a parked pair
-// of a revived row becomes new again, a done one stays done), and a row no
-// destination takes is done. A destination configured later therefore
+// of a revived row becomes new again, a done one stays done). It returns
+// the rows it routed, for the caller to mirror: a row no destination takes
+// is then done, and each is marked routed. A destination configured later therefore
 // gets only the rows routed after it was, and a revived or reprocessed
 // row.
-func route(tx QueueTx, routes []Route, now time.Time, atLeast int) error {
+func route(tx QueueTx, routes []Route, now time.Time, atLeast int) (ids []string, err error) {
 	rows, err := tx.Unrouted(max(maxRoute, atLeast))
 	if err != nil || len(rows) == 0 {
-		return err
+		return nil, err
 	}
 	var pairs []Pair
-	ids := make([]string, 0, len(rows))
+	ids = make([]string, 0, len(rows))
 	for _, r := range rows {
 		ids = append(ids, r.ID)
 		for _, rt := range routes {
@@ -85,9 +86,9 @@ func route(tx QueueTx, routes []Route, now time.Time, atLeast int) error {
 		}
 	}
 	if err := tx.AddPairs(pairs, now); err != nil {
-		return err
+		return nil, err
 	}
-	return tx.Mirror(ids, now)
+	return ids, nil
 }
 
 // Pairing is where a row stands with one destination.

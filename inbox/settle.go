@@ -94,7 +94,6 @@ func Settle(ctx context.Context, store QueueStore, owner string, settled []Settl
 	for _, st := range settled {
 		touched = append(touched, st.Job.ID)
 	}
-	touched = slices.Compact(touched)
 	var gotJobs []Job
 	var gotStale int
 	err = store.InQueueTx(ctx, ref, func(tx QueueTx) error {
@@ -118,28 +117,27 @@ func Settle(ctx context.Context, store QueueStore, owner string, settled []Settl
 			}
 			gotStale += len(done) - n
 		}
-		if len(touched) > 0 {
-			if err := tx.Mirror(touched, ref); err != nil {
+		// The rows settled, routed and claimed are mirrored once, at the
+		// end.
+		mirror := slices.Clone(touched)
+		if claim.Max > 0 {
+			routed, err := route(tx, claim.routes(), claim.Now, claim.Max)
+			if err != nil {
 				return err
 			}
+			if gotJobs, err = tx.Claim(owner, claim); err != nil {
+				return err
+			}
+			mirror = append(mirror, routed...)
+			for _, j := range gotJobs {
+				mirror = append(mirror, j.ID)
+			}
 		}
-		if claim.Max <= 0 {
+		if len(mirror) == 0 {
 			return nil
 		}
-		if err := route(tx, claim.routes(), claim.Now, claim.Max); err != nil {
-			return err
-		}
-		var err error
-		gotJobs, err = tx.Claim(owner, claim)
-		if err != nil || len(gotJobs) == 0 {
-			return err
-		}
-		ids := make([]string, len(gotJobs))
-		for i, j := range gotJobs {
-			ids[i] = j.ID
-		}
-		slices.Sort(ids)
-		return tx.Mirror(ids, claim.Now)
+		slices.Sort(mirror)
+		return tx.Mirror(slices.Compact(mirror), ref)
 	})
 	if err != nil {
 		return nil, 0, fmt.Errorf("settle: %w", err)

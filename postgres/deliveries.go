@@ -74,7 +74,7 @@ func (t queueTx) Mirror(ids []string, now time.Time) error {
 				AND d.last_error IS NOT NULL ORDER BY d.updated_at DESC LIMIT 1), e.last_error),
 			done_at = CASE WHEN m.status = 'done' THEN coalesce(m.done_at, $2) END,
 			updated_at = CASE WHEN m.status <> e.status THEN m.at ELSE e.updated_at END
-		FROM m WHERE e.id = m.id AND e.status = 'new'`, ids, t.at(now))
+		FROM m WHERE e.id = m.id AND e.id = ANY($1::text[]) AND e.status = 'new'`, ids, t.at(now))
 	if err != nil {
 		return fmt.Errorf("mirror %d rows: %w", len(ids), err)
 	}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"inbox/inbox"
@@ -13,12 +14,6 @@ import (
 // The (row, destination) pairs of the queue: what each destination still
 // has to take, in the deliveries table, routed, mirrored onto the rows and
 // paused by the statements here.
-
-// idList is ids as the JSON array json_each reads.
-func idList(ids []string) string {
-	b, _ := json.Marshal(ids)
-	return string(b)
-}
 
 // Unrouted returns up to max new rows not yet routed (next_attempt_at 0),
 // oldest first; the events_queue index serves it.
@@ -43,48 +38,67 @@ func (t queueTx) Unrouted(max int) ([]inbox.Unrouted, error) {
 	return out, nil
 }
 
-// AddPairs adds pairs, due at now; a parked pair becomes new again.
+// AddPairs adds pairs, due at now; a parked pair becomes new again. It
+// writes one statement per maxDoneBatch pairs.
 func (t queueTx) AddPairs(pairs []inbox.Pair, now time.Time) error {
-	for _, p := range pairs {
+	for from := 0; from < len(pairs); from += maxDoneBatch {
+		batch := pairs[from:min(from+maxDoneBatch, len(pairs))]
+		values := strings.Repeat("(?, ?), ", len(batch))
+		args := []any{millis(now)}
+		for _, p := range batch {
+			args = append(args, p.ID, p.Destination)
+		}
+		// WHERE true: an INSERT ... SELECT takes ON CONFLICT only after a
+		// WHERE, which tells it from a join's ON.
 		_, err := t.tx.ExecContext(t.ctx, `INSERT INTO deliveries (event_id, destination, status, next_attempt_at, received_at, updated_at)
-			SELECT ?1, ?2, 'new', max(?3, 1), received_at, ?3 FROM events WHERE id = ?1
+			SELECT v.column1, v.column2, 'new', max(?1, 1), e.received_at, ?1
+			FROM (VALUES `+values[:len(values)-2]+`) AS v JOIN events e ON e.id = v.column1 WHERE true
 			ON CONFLICT (event_id, destination) DO UPDATE SET status = 'new', reason = NULL, attempts = 0,
 				next_attempt_at = excluded.next_attempt_at, lease_owner = NULL, lease_until = NULL,
 				last_error = NULL, done_at = NULL, updated_at = excluded.updated_at
-			WHERE deliveries.status = 'parked'`, p.ID, p.Destination, millis(now))
+			WHERE deliveries.status = 'parked'`, args...)
 		if err != nil {
-			return fmt.Errorf("route %s to %s: %w", p.ID, p.Destination, err)
+			return fmt.Errorf("route %d pairs: %w", len(batch), err)
 		}
 	}
 	return nil
 }
 
-// Mirror sets the queue columns of the new rows of ids from their pairs.
+// Mirror sets the queue columns of the new rows of ids from their pairs, in
+// two statements: one for the rows with pairs, one for those with none.
+// Both find the rows by id (+status keeps the planner off the queue index,
+// which would have it walk every new row).
 func (t queueTx) Mirror(ids []string, now time.Time) error {
-	list := idList(ids)
-	_, err := t.tx.ExecContext(t.ctx, `WITH m AS (SELECT event_id AS id,
+	b, err := json.Marshal(ids)
+	if err != nil {
+		return fmt.Errorf("mirror %d rows: %w", len(ids), err)
+	}
+	list := string(b)
+	_, err = t.tx.ExecContext(t.ctx, `UPDATE events SET status = m.status,
+			reason = CASE WHEN m.status = 'parked' THEN m.reason END,
+			attempts = m.attempts, next_attempt_at = CASE WHEN m.status = 'new' THEN m.next_at ELSE 0 END,
+			lease_owner = m.owner, lease_until = m.until,
+			last_error = coalesce(m.last_error, events.last_error),
+			done_at = CASE WHEN m.status = 'done' THEN coalesce(m.done_at, ?2) END,
+			updated_at = CASE WHEN m.status <> events.status THEN m.at ELSE events.updated_at END
+		FROM (SELECT event_id AS id,
 			CASE WHEN max(status = 'new') THEN 'new' WHEN max(status = 'parked') THEN 'parked' ELSE 'done' END AS status,
 			max(attempts) AS attempts,
 			min(CASE WHEN status = 'new' THEN next_attempt_at END) AS next_at,
 			max(CASE WHEN status = 'new' THEN lease_owner END) AS owner,
 			max(CASE WHEN status = 'new' THEN lease_until END) AS until,
 			max(CASE WHEN status = 'parked' THEN reason END) AS reason,
+			(SELECT d.last_error FROM deliveries d WHERE d.event_id = deliveries.event_id
+				AND d.last_error IS NOT NULL ORDER BY d.updated_at DESC LIMIT 1) AS last_error,
 			max(done_at) AS done_at, max(updated_at) AS at
-			FROM deliveries WHERE event_id IN (SELECT value FROM json_each(?1)) GROUP BY event_id)
-		UPDATE events SET status = m.status, reason = CASE WHEN m.status = 'parked' THEN m.reason END,
-			attempts = m.attempts, next_attempt_at = CASE WHEN m.status = 'new' THEN m.next_at ELSE 0 END,
-			lease_owner = m.owner, lease_until = m.until,
-			last_error = coalesce((SELECT d.last_error FROM deliveries d WHERE d.event_id = events.id
-				AND d.last_error IS NOT NULL ORDER BY d.updated_at DESC LIMIT 1), events.last_error),
-			done_at = CASE WHEN m.status = 'done' THEN coalesce(m.done_at, ?2) END,
-			updated_at = CASE WHEN m.status <> events.status THEN m.at ELSE events.updated_at END
-		FROM m WHERE events.id = m.id AND events.status = 'new'`, list, millis(now))
+			FROM deliveries WHERE event_id IN (SELECT value FROM json_each(?1)) GROUP BY event_id) AS m
+		WHERE events.id = m.id AND +events.status = 'new'`, list, millis(now))
 	if err != nil {
 		return fmt.Errorf("mirror %d rows: %w", len(ids), err)
 	}
 	_, err = t.tx.ExecContext(t.ctx, `UPDATE events SET status = 'done', done_at = ?2, updated_at = ?2,
 			next_attempt_at = 0, lease_owner = NULL, lease_until = NULL
-		WHERE id IN (SELECT value FROM json_each(?1)) AND status = 'new'
+		WHERE id IN (SELECT value FROM json_each(?1)) AND +status = 'new'
 		AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = events.id)`, list, millis(now))
 	if err != nil {
 		return fmt.Errorf("finish %d rows no destination takes: %w", len(ids), err)
