@@ -2,16 +2,12 @@ package e2e
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
-
-	"inbox/scheme"
 )
 
 // TestFindSQLite and TestFindPostgres: list and parked narrow to exactly
@@ -28,18 +24,7 @@ func TestFindPostgres(t *testing.T) {
 }
 
 func testFind(t *testing.T, db string) {
-	cfg := filepath.Join(t.TempDir(), "inbox.toml")
-	const secret = "shop-github-secret"
-	must(t, os.WriteFile(cfg, []byte(sumeSourceTOML+`
-[[source]]
-name = "shop"
-scheme = "github"
-events = ["push"]
-[[source.secret]]
-value = "`+secret+`"
-`), 0o600))
-	srv := startServer(t, db, "--config", cfg)
-	shop := strings.TrimSuffix(srv.url, "/webhooks/sume") + "/webhooks/shop"
+	srv, shop := ghSourceBeside(t, db, sumeSourceTOML)
 	// Each row is received in a later millisecond than the one before, so
 	// --since and --until can fall between them.
 	tick := func() {
@@ -56,18 +41,8 @@ value = "`+secret+`"
 		job("job_new"),
 	} {
 		if body == "shop" {
-			body = "\xff\xfe\x00needle\x00"
-			req, err := http.NewRequest(http.MethodPost, shop, strings.NewReader(body))
-			must(t, err)
-			req.Header[scheme.HeaderGitHubSignature] = []string{scheme.SignGitHub(secret, []byte(body))}
-			req.Header[scheme.HeaderGitHubDelivery] = []string{"d-1"}
-			req.Header[scheme.HeaderGitHubEvent] = []string{"push"}
-			resp, err := client.Do(req)
-			must(t, err)
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				t.Fatalf("shop delivery: %d", resp.StatusCode)
+			if got := shop("\xff\xfe\x00needle\x00", "d-1", "push"); got != http.StatusOK {
+				t.Fatalf("shop delivery: %d", got)
 			}
 		} else if got := send(t, client, srv.url, body, e2eSecret); got != http.StatusNoContent {
 			t.Fatalf("delivery %s: %d", body, got)
@@ -75,34 +50,38 @@ value = "`+secret+`"
 		tick()
 	}
 
-	ids := func(args ...string) ([]string, string) {
+	type row struct {
+		ID         string    `json:"id"`
+		ReceivedAt time.Time `json:"received_at"`
+	}
+	rows := func(args ...string) ([]row, string) {
 		t.Helper()
 		out, errOut, code := runCLI(t, nil, append(append(args[:1:1], "--db", db, "--json"), args[1:]...)...)
 		if code != 0 {
 			t.Fatalf("%v: exit %d: %s", args, code, errOut)
 		}
-		var got []string
+		var got []row
 		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-			if line == "" {
-				continue
+			if line != "" {
+				var r row
+				must(t, json.Unmarshal([]byte(line), &r))
+				got = append(got, r)
 			}
-			var r struct {
-				ID         string    `json:"id"`
-				ReceivedAt time.Time `json:"received_at"`
-			}
-			must(t, json.Unmarshal([]byte(line), &r))
-			got = append(got, r.ID)
 		}
 		return got, errOut
 	}
-	received := map[string]string{}
-	out, _, _ := runCLI(t, nil, "list", "--db", db, "--json")
-	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-		var r struct {
-			ID         string    `json:"id"`
-			ReceivedAt time.Time `json:"received_at"`
+	ids := func(args ...string) ([]string, string) {
+		t.Helper()
+		got, errOut := rows(args...)
+		var out []string
+		for _, r := range got {
+			out = append(out, r.ID)
 		}
-		must(t, json.Unmarshal([]byte(line), &r))
+		return out, errOut
+	}
+	received := map[string]string{}
+	every, _ := rows("list")
+	for _, r := range every {
 		received[r.ID] = r.ReceivedAt.Format(time.RFC3339Nano)
 	}
 	all := []string{"job_new", "job_py", "job_px", "shop/d-1", "job_err", "job_ok"}
