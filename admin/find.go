@@ -49,9 +49,7 @@ func findFilter(c *cli.Context, f *inbox.Filter, now time.Time, skipSince bool) 
 	if c.IsSet("contains") && c.String("contains") == "" {
 		return fmt.Errorf("--contains: want the text to look for")
 	}
-	if s := c.String("contains"); s != "" {
-		f.Contains = []byte(s)
-	}
+	f.Contains = c.String("contains")
 	if f.ScanLimit = c.Int("scan-limit"); f.ScanLimit < 0 {
 		return fmt.Errorf("--scan-limit %d: want 0 (every row) or more", f.ScanLimit)
 	}
@@ -61,7 +59,7 @@ func findFilter(c *cli.Context, f *inbox.Filter, now time.Time, skipSince bool) 
 // scanNote says on stderr when --scan-limit cut the search f made short:
 // when more rows than it passed the other filters.
 func scanNote(ctx context.Context, c *cli.Context, store inbox.Store, f inbox.Filter) error {
-	if f.Contains == nil || f.ScanLimit == 0 {
+	if f.Contains == "" || f.ScanLimit == 0 {
 		return nil
 	}
 	n, err := store.Count(ctx, f.Scan())

@@ -17,7 +17,7 @@ type Filter struct {
 	// that are not UTF-8). Only the newest ScanLimit rows the other fields
 	// select are searched, so a search on a large inbox stays bounded;
 	// ScanLimit 0 searches them all.
-	Contains  []byte
+	Contains  string // a string for its bytes: Filter stays comparable
 	ScanLimit int
 	Limit     int
 }
@@ -25,6 +25,6 @@ type Filter struct {
 // Scan returns f without Contains: the rows a search by f looks through,
 // of which it searches the newest f.ScanLimit.
 func (f Filter) Scan() Filter {
-	f.Contains, f.ScanLimit = nil, 0
+	f.Contains, f.ScanLimit = "", 0
 	return f
 }

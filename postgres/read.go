@@ -70,7 +70,7 @@ func where(f inbox.Filter) (string, []any) {
 	if len(conds) > 0 {
 		clause = ` WHERE ` + strings.Join(conds, " AND ")
 	}
-	if len(f.Contains) == 0 {
+	if f.Contains == "" {
 		return clause, args
 	}
 	// The newest ScanLimit rows the rest selects, by id so the sort
@@ -80,7 +80,7 @@ func where(f inbox.Filter) (string, []any) {
 	if f.ScanLimit > 0 {
 		limit = f.ScanLimit
 	}
-	args = append(args, limit, f.Contains)
+	args = append(args, limit, []byte(f.Contains))
 	return fmt.Sprintf(` WHERE id IN (SELECT id FROM events%s ORDER BY received_at DESC, id LIMIT $%d)`+
 		` AND position($%d::bytea IN body) > 0`, clause, len(args)-1, len(args)), args
 }

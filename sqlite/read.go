@@ -72,7 +72,7 @@ func where(f inbox.Filter) (string, []any) {
 	if len(conds) > 0 {
 		clause = ` WHERE ` + strings.Join(conds, " AND ")
 	}
-	if len(f.Contains) == 0 {
+	if f.Contains == "" {
 		return clause, args
 	}
 	// The newest ScanLimit rows the rest selects, by rowid so the sort
@@ -83,7 +83,7 @@ func where(f inbox.Filter) (string, []any) {
 		limit = f.ScanLimit
 	}
 	return ` WHERE rowid IN (SELECT rowid FROM events` + clause + ` ORDER BY received_at DESC, id LIMIT ?)` +
-		` AND instr(body, ?) > 0`, append(args, limit, f.Contains)
+		` AND instr(body, ?) > 0`, append(args, limit, []byte(f.Contains))
 }
 
 // List returns rows without their bodies, newest first.

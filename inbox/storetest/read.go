@@ -103,20 +103,20 @@ func runRead(t *testing.T, o opener) {
 			{"job status completed", inbox.Filter{JobStatus: "COMPLETED"}, []string{"job_c", "job_a"}},
 			{"job status is exact", inbox.Filter{JobStatus: "error"}, nil},
 			{"event and since", inbox.Filter{Event: "job.completed", Since: t0.Add(time.Minute)}, []string{"job_c"}},
-			{"contains", inbox.Filter{Contains: []byte("needle")}, []string{"gh/d1", unparseable}},
-			{"contains and source", inbox.Filter{Contains: []byte("needle"), Source: "gh"}, []string{"gh/d1"}},
-			{"contains and limit", inbox.Filter{Contains: []byte("needle"), Limit: 1}, []string{"gh/d1"}},
-			{"contains is case-sensitive", inbox.Filter{Contains: []byte("NEEDLE")}, nil},
-			{"percent is a byte", inbox.Filter{Contains: []byte("50%")}, []string{"job_a"}},
-			{"a lone percent", inbox.Filter{Contains: []byte("%")}, []string{"job_a"}},
-			{"underscore is a byte", inbox.Filter{Contains: []byte("off_now")}, []string{"job_a"}},
-			{"backslash is a byte", inbox.Filter{Contains: []byte(`\`)}, []string{"job_a"}},
-			{"NUL", inbox.Filter{Contains: []byte("\x00needle\x00")}, []string{unparseable}},
-			{"not UTF-8", inbox.Filter{Contains: []byte("\xff\xfe")}, []string{unparseable}},
-			{"nothing", inbox.Filter{Contains: []byte("haystack")}, nil},
-			{"newest row scanned", inbox.Filter{Contains: []byte("needle"), ScanLimit: 1}, nil},
-			{"newest two scanned", inbox.Filter{Contains: []byte("needle"), ScanLimit: 2}, []string{"gh/d1"}},
-			{"scan after the other filters", inbox.Filter{Contains: []byte("needle"), Status: inbox.StatusParked, ScanLimit: 1}, []string{unparseable}},
+			{"contains", inbox.Filter{Contains: "needle"}, []string{"gh/d1", unparseable}},
+			{"contains and source", inbox.Filter{Contains: "needle", Source: "gh"}, []string{"gh/d1"}},
+			{"contains and limit", inbox.Filter{Contains: "needle", Limit: 1}, []string{"gh/d1"}},
+			{"contains is case-sensitive", inbox.Filter{Contains: "NEEDLE"}, nil},
+			{"percent is a byte", inbox.Filter{Contains: "50%"}, []string{"job_a"}},
+			{"a lone percent", inbox.Filter{Contains: "%"}, []string{"job_a"}},
+			{"underscore is a byte", inbox.Filter{Contains: "off_now"}, []string{"job_a"}},
+			{"backslash is a byte", inbox.Filter{Contains: `\`}, []string{"job_a"}},
+			{"NUL", inbox.Filter{Contains: "\x00needle\x00"}, []string{unparseable}},
+			{"not UTF-8", inbox.Filter{Contains: "\xff\xfe"}, []string{unparseable}},
+			{"nothing", inbox.Filter{Contains: "haystack"}, nil},
+			{"newest row scanned", inbox.Filter{Contains: "needle", ScanLimit: 1}, nil},
+			{"newest two scanned", inbox.Filter{Contains: "needle", ScanLimit: 2}, []string{"gh/d1"}},
+			{"scan after the other filters", inbox.Filter{Contains: "needle", Status: inbox.StatusParked, ScanLimit: 1}, []string{unparseable}},
 		} {
 			if got := list(t, e, tt.f); !slices.Equal(got, tt.want) {
 				t.Errorf("%s: got %v, want %v", tt.name, got, tt.want)
@@ -127,16 +127,16 @@ func runRead(t *testing.T, o opener) {
 			f    inbox.Filter
 			want int64
 		}{
-			{"contains", inbox.Filter{Contains: []byte("needle"), Limit: 1}, 2},
-			{"contains, bounded", inbox.Filter{Contains: []byte("needle"), ScanLimit: 2}, 1},
-			{"what a search scans", inbox.Filter{Contains: []byte("needle"), ScanLimit: 2}.Scan(), 5},
+			{"contains", inbox.Filter{Contains: "needle", Limit: 1}, 2},
+			{"contains, bounded", inbox.Filter{Contains: "needle", ScanLimit: 2}, 1},
+			{"what a search scans", inbox.Filter{Contains: "needle", ScanLimit: 2}.Scan(), 5},
 			{"job status", inbox.Filter{JobStatus: "COMPLETED"}, 2},
 		} {
 			if got, err := e.s.Count(ctx, tt.f); err != nil || got != tt.want {
 				t.Errorf("count %s: got %d, %v; want %d", tt.name, got, err, tt.want)
 			}
 		}
-		groups, err := e.s.ParkedByReason(ctx, inbox.Filter{Contains: []byte("needle")})
+		groups, err := e.s.ParkedByReason(ctx, inbox.Filter{Contains: "needle"})
 		if err != nil || len(groups) != 1 || groups[0].Reason != inbox.ReasonUnparseable || groups[0].Count != 1 {
 			t.Errorf("parked by reason containing needle: %+v, %v", groups, err)
 		}
