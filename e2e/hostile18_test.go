@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -172,4 +174,102 @@ func TestExecWithholdsPGPASSWORDCopy(t *testing.T) {
 			t.Errorf("the command saw the database's password in %s", name)
 		}
 	}
+}
+
+// heldDispatch stores 4 rows, runs inbox dispatch on PostgreSQL with a
+// destination that holds every request until release is closed, and
+// returns once all 4 attempts are under way.
+func heldDispatch(t *testing.T) (base string, d *server, release chan struct{}) {
+	t.Helper()
+	base = pgSchema(t)
+	fillPG(t, base, 4)
+	release = make(chan struct{})
+	var arrived atomic.Int64
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived.Add(1)
+		<-release
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(app.Close)
+	t.Cleanup(func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	})
+	d = startInbox(t, nil, "dispatch", "--db", base, "--admin-addr", "127.0.0.1:0", "--busy-timeout", "1s",
+		"--forward-url", app.URL, "--workers", "4", "--slow-after", "10s", "--timeout", "20s", "--lease", "1m")
+	waitFor(t, "4 attempts under way", func() bool { return arrived.Load() == 4 })
+	return base, d, release
+}
+
+// holdRows begins a transaction on a connection of its own that holds the
+// rows where (FOR UPDATE); the returned func ends it.
+func holdRows(t *testing.T, dsn, where string) (end func()) {
+	t.Helper()
+	conn := pgConnect(t, dsn)
+	ctx := context.Background()
+	if _, err := conn.Exec(ctx, `BEGIN; SELECT id FROM events WHERE `+where+` FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		if _, err := conn.Exec(ctx, `ROLLBACK`); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestDispatchHeldRowSettlesOthers holds one row (FOR UPDATE, as psql
+// would) while inbox dispatch on PostgreSQL hands it and three others on:
+// the three others are marked done within a few busy timeouts, as one
+// held row fails only its own deliveries on serve; the held one is done
+// once it is let go.
+func TestDispatchHeldRowSettlesOthers(t *testing.T) {
+	t.Skip("known: one row held by another session fails the whole Settle batch, so the rows handed on with it stay unsettled until it is let go")
+	base, d, release := heldDispatch(t)
+	end := holdRows(t, base, `id = 'pg_0002'`)
+	close(release)
+	deadline := time.Now().Add(5 * time.Second)
+	for pgQueryInt(t, base, `SELECT count(*) FROM events WHERE status = 'done' AND id <> 'pg_0002'`) != 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("5 s after the attempts ended, %d of the 3 rows not held are done, want 3\n%s",
+				pgQueryInt(t, base, `SELECT count(*) FROM events WHERE status = 'done' AND id <> 'pg_0002'`), d.logs)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	end()
+	waitFor(t, "the held row done once let go", func() bool {
+		return pgQueryInt(t, base, `SELECT count(*) FROM events WHERE status = 'done'`) == 4
+	})
+}
+
+// TestDispatchReadyzFollowsSettle holds every row (FOR UPDATE) while
+// inbox dispatch on PostgreSQL hands them on: its claims find nothing to
+// take, and each Settle fails on the lock timeout. Its /readyz, which
+// follows the Start and Settle commits, fails while the settlements fail,
+// and passes again once they commit.
+func TestDispatchReadyzFollowsSettle(t *testing.T) {
+	t.Skip("known: dispatch's /readyz stays 200 while every Settle fails on a lock timeout")
+	base, d, release := heldDispatch(t)
+	end := holdRows(t, base, `true`)
+	close(release)
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(d.logs.String(), "cannot write to the inbox") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no Settle failed: the test proved nothing\n%s", d.logs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for range 2 {
+		if got := readyz(d.admin); got != http.StatusServiceUnavailable {
+			t.Errorf("dispatch's /readyz while its settlements fail: %d, want 503", got)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	end()
+	waitFor(t, "every row done once let go", func() bool {
+		return pgQueryInt(t, base, `SELECT count(*) FROM events WHERE status = 'done'`) == 4
+	})
+	waitFor(t, "dispatch's /readyz to pass again", func() bool { return readyz(d.admin) == http.StatusOK })
 }
