@@ -93,3 +93,43 @@ func TestDBSecrets(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenStoreKeywordValue: a PostgreSQL connection string in libpq's
+// keyword=value form is refused by the opener every command uses, with an
+// error that does not repeat it, and makes no file; a path that merely
+// holds "=" is still a SQLite file.
+func TestOpenStoreKeywordValue(t *testing.T) {
+	t.Chdir(t.TempDir())
+	for _, db := range []string{
+		"host=127.0.0.1 port=5432 dbname=test user=postgres password=hunter2 sslmode=disable",
+		"password=hunter2",
+		"  dbname = test password='hun ter2'",
+		"sslmode=require\thost=db password=hunter2",
+	} {
+		for _, o := range []storeOptions{{schema: schema}, {readOnly: true, mustExist: true}} {
+			_, err := openStore(context.Background(), db, o)
+			if err == nil {
+				t.Fatalf("%q: opened", db)
+			}
+			if strings.Contains(err.Error(), "hunter2") || !strings.Contains(err.Error(), "postgres:// URL") {
+				t.Errorf("%q: error %q", db, err)
+			}
+		}
+	}
+	entries, err := os.ReadDir(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) > 0 {
+		t.Errorf("the refused strings made %d files, the first %q", len(entries), entries[0].Name())
+	}
+	for _, db := range []string{"a=b.db", "data/host=1.db", "inbox-user=x.db"} {
+		s, err := openStore(context.Background(), db, storeOptions{schema: schema})
+		if err != nil && strings.Contains(err.Error(), "keyword=value") {
+			t.Errorf("%q: refused as a connection string", db)
+		}
+		if err == nil {
+			s.Close()
+		}
+	}
+}
