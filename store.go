@@ -209,13 +209,30 @@ func describeDB(db string) string {
 	return scheme + "://" + user + rest[at:]
 }
 
-// dbSecrets returns what of a PostgreSQL URL an --exec command must not
-// see (see urlSecrets); nothing for a SQLite path.
-func dbSecrets(db string) []string {
+// pgSecretEnv names the variables the PostgreSQL driver reads a secret
+// from beside the URL: the password, and the TLS key's.
+func pgSecretEnv() []string { return []string{"PGPASSWORD", "PGSSLPASSWORD"} }
+
+// dbSecrets returns what of a PostgreSQL store an --exec command must not
+// see: the URL's secrets (see urlSecrets), its sslpassword, and the values
+// getenv gives for pgSecretEnv, which the driver takes when the URL has
+// none; nothing for a SQLite path.
+func dbSecrets(db string, getenv func(string) string) []string {
 	if !isPostgres(db) {
 		return nil
 	}
-	return urlSecrets(db, false)
+	out := urlSecrets(db, false)
+	if _, query, ok := strings.Cut(db, "?"); ok {
+		if q, err := url.ParseQuery(query); err == nil && q.Get("sslpassword") != "" {
+			out = append(out, q.Get("sslpassword"), db)
+		}
+	}
+	for _, name := range pgSecretEnv() {
+		if v := getenv(name); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // urlSecrets returns what of a URL an --exec command must not see: the URL
