@@ -389,7 +389,7 @@ Examples:
 			}
 			defer store.Close()
 			reg := newRegistry()
-			d, closeDest, deps, err := newDispatcher(ctx, cfg, observedQueue{store, commits}, log, reg, true)
+			d, closeDest, deps, err := newDispatcher(ctx, cfg, observedQueue{store, commits, true}, log, reg, true)
 			if err != nil {
 				return err
 			}
@@ -440,14 +440,24 @@ func runWithOps(ctx context.Context, d *dispatch.Dispatcher, rec *reconcile.Reco
 // follows the deliveries' commits: on PostgreSQL they run in transactions
 // of their own, beside the writer's. A settlement Settle refuses before
 // writing (inbox.CheckSettle) is the caller's mistake, not the store's.
+// With settles (inbox dispatch, whose readiness is its dispatching), a
+// Settle of settlements that fails keeps readiness failing until a Settle
+// succeeds (health.Commits.Settled), as the probe cannot meet what it met
+// (a row another session holds); serve's readiness is about taking
+// webhooks, which such a row does not stop, so there the probe decides.
 type observedQueue struct {
 	dispatch.Store
 	commits *health.Commits
+	settles bool
 }
 
 func (q observedQueue) Settle(ctx context.Context, owner string, settled []inbox.Settlement, claim inbox.Claim) ([]inbox.Job, int, error) {
 	jobs, stale, err := q.Store.Settle(ctx, owner, settled, claim)
-	if err == nil || inbox.CheckSettle(owner, settled, claim) == nil {
+	switch {
+	case err != nil && inbox.CheckSettle(owner, settled, claim) != nil:
+	case q.settles && (err == nil || len(settled) > 0):
+		q.commits.Settled(err)
+	default:
 		q.commits.Observe(err)
 	}
 	return jobs, stale, err

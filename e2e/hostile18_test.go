@@ -246,7 +246,6 @@ func TestDispatchHeldRowSettlesOthers(t *testing.T) {
 // follows the Start and Settle commits, fails while the settlements fail,
 // and passes again once they commit.
 func TestDispatchReadyzFollowsSettle(t *testing.T) {
-	t.Skip("known: dispatch's /readyz stays 200 while every Settle fails on a lock timeout")
 	base, d, release := heldDispatch(t)
 	end := holdRows(t, base, `true`)
 	close(release)
