@@ -308,7 +308,7 @@ func runServe(ctx context.Context, cfg serveConfig, store inbox.Store, deps serv
 	var destDeps []health.Dependency
 	if cfg.dispatch != nil {
 		var closeDest func()
-		if d, closeDest, destDeps, err = newDispatcher(ctx, *cfg.dispatch, observedQueue{store, deps.commits}, log, reg, false); err != nil {
+		if d, closeDest, destDeps, err = newDispatcher(ctx, *cfg.dispatch, observedQueue{store, deps.commits, false}, log, reg, false); err != nil {
 			return err
 		}
 		defer closeDest()

@@ -30,8 +30,12 @@ import (
 // claimed again, or a person changed the row) changes nothing and is
 // counted in stale. Settle fails, with nothing changed, when the database
 // cannot be written or inbox.CheckSettle refuses the call (a settlement
-// of an unknown fate or reason, say).
+// of an unknown fate or reason, say). A row another session holds fails
+// only its own settlement, once it is still held at the busy timeout
+// (*inbox.PartialError): the rest commit without it.
 func (s *Store) Settle(ctx context.Context, owner string, settled []inbox.Settlement, claim inbox.Claim) (jobs []inbox.Job, stale int, err error) {
+	ctx, cancel := context.WithTimeout(ctx, s.busy)
+	defer cancel()
 	return inbox.Settle(ctx, queueing{s}, owner, settled, claim)
 }
 
@@ -70,6 +74,23 @@ func (t queueTx) at(tm time.Time) int64 {
 		return t.now
 	}
 	return t.now + tm.Sub(t.ref).Milliseconds()
+}
+
+// Lock locks the rows of ids that no other transaction holds, in id
+// order (SKIP LOCKED), and returns those another holds: a row left out that
+// is gone is not held (its settlement is stale).
+func (t queueTx) Lock(ids []string) ([]string, error) {
+	rows, err := t.tx.Query(t.ctx, `WITH locked AS (
+			SELECT id FROM events WHERE id = ANY($1) ORDER BY id FOR UPDATE SKIP LOCKED)
+		SELECT e.id FROM events e WHERE e.id = ANY($1) AND e.id NOT IN (SELECT id FROM locked) ORDER BY e.id`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("lock %d rows: %w", len(ids), err)
+	}
+	held, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("lock %d rows: %w", len(ids), err)
+	}
+	return held, nil
 }
 
 // SettleDone marks done the rows of batch whose claims hold, in one
