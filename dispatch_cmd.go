@@ -74,8 +74,9 @@ stops a destination on every running dispatcher within about a second
                     the same), INBOX_EVENT, INBOX_ATTEMPT in its environment,
                     without this process's INBOX_* and SUME_* variables, the
                     variables --config's secrets are read from, and any
-                    variable holding a configured secret or the password of
-                    a postgres:// --db (and PGPASSWORD).
+                    variable holding a configured secret or a password of
+                    a postgres:// --db: its URL's, PGPASSWORD's or
+                    PGSSLPASSWORD's (those two are withheld too).
                     Exit 0 is success; exit 65 (EX_DATAERR) parks the row
                     handler_rejected at once; any other exit, a signal or the
                     --timeout (which kills its whole process group) is retried.
@@ -418,7 +419,9 @@ func newDispatcher(ctx context.Context, cfg dispatchConfig, store dispatch.Store
 // Sume signing secrets (--secret, SUME_COM_WEBHOOK_SIGNING_SECRET), the
 // Sume API key (--api-key, SUME_API_KEY), the forward secret, the user
 // info of --api-url, --forward-url and --nats-url and, on PostgreSQL, the
-// database URL's password (and PGPASSWORD). The config is read
+// database's password and TLS key password, from the URL or the
+// variables the driver reads them from (PGPASSWORD, PGSSLPASSWORD), and
+// any variable that holds a copy of one. The config is read
 // as inbox sources reads it, so a secret unset here is no error. It fails
 // when --config cannot be read.
 func withheld(c *cli.Context, dests []config.Destination) (dispatch.Withheld, error) {
@@ -456,8 +459,8 @@ func withheld(c *cli.Context, dests []config.Destination) (dispatch.Withheld, er
 	// The database's password: in --db (INBOX_DB), or where the driver
 	// reads one beside it.
 	if db := c.String("db"); isPostgres(db) {
-		add(dbSecrets(db)...)
-		w.Names = append(w.Names, "PGPASSWORD")
+		add(dbSecrets(db, os.Getenv)...)
+		w.Names = append(w.Names, pgSecretEnv()...)
 	}
 	file := c.String("config")
 	if file == "" {
@@ -575,7 +578,7 @@ Examples:
 			}
 			defer store.Close()
 			reg := newRegistry()
-			d, closeDest, deps, err := newDispatchers(ctx, cfg, observedQueue{store, commits}, store.PausedDestinations, log, reg, true)
+			d, closeDest, deps, err := newDispatchers(ctx, cfg, observedQueue{store, commits, true}, store.PausedDestinations, log, reg, true)
 			if err != nil {
 				return err
 			}
@@ -626,14 +629,24 @@ func runWithOps(ctx context.Context, d dispatch.Group, rec *reconcile.Reconciler
 // follows the deliveries' commits: on PostgreSQL they run in transactions
 // of their own, beside the writer's. A settlement Settle refuses before
 // writing (inbox.CheckSettle) is the caller's mistake, not the store's.
+// With settles (inbox dispatch, whose readiness is its dispatching), a
+// Settle of settlements that fails keeps readiness failing until a Settle
+// succeeds (health.Commits.Settled), as the probe cannot meet what it met
+// (a row another session holds); serve's readiness is about taking
+// webhooks, which such a row does not stop, so there the probe decides.
 type observedQueue struct {
 	dispatch.Store
 	commits *health.Commits
+	settles bool
 }
 
 func (q observedQueue) Settle(ctx context.Context, owner string, settled []inbox.Settlement, claim inbox.Claim) ([]inbox.Job, int, error) {
 	jobs, stale, err := q.Store.Settle(ctx, owner, settled, claim)
-	if err == nil || inbox.CheckSettle(owner, settled, claim) == nil {
+	switch {
+	case err != nil && inbox.CheckSettle(owner, settled, claim) != nil:
+	case q.settles && (err == nil || len(settled) > 0):
+		q.commits.Settled(err)
+	default:
 		q.commits.Observe(err)
 	}
 	return jobs, stale, err

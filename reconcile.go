@@ -57,6 +57,8 @@ func parseReconcile(c *cli.Context) (reconcileConfig, error) {
 		MaxBackoff:  max(reconcile.DefaultMaxBackoff, config.DurationOf(c, "poll-backoff").Get()),
 		Concurrency: c.Int("api-concurrency"),
 		Rate:        c.Float64("api-rate"),
+		// A stop waits no longer for the store than a delivery does.
+		WriteTimeout: config.DurationOf(c, "busy-timeout").Get() + lastWriteMargin,
 	}}
 	if key := c.String("api-key"); key != "" {
 		if strings.HasPrefix(key, "replace-with") {
@@ -74,6 +76,10 @@ func parseReconcile(c *cli.Context) (reconcileConfig, error) {
 // newReconciler builds the loop rc describes, which records refusals
 // (when refusals is not nil) and, with an API key, polls overdue
 // expectations. It fails when reconcile.New refuses the settings.
+// lastWriteMargin is what a write of the refusals may take beyond the busy
+// timeout, as a delivery's answer may (see the contract's 503 row).
+const lastWriteMargin = 500 * time.Millisecond
+
 func newReconciler(rc reconcileConfig, store reconcile.Store, refusals *reconcile.Refusals, log zerolog.Logger, reg prometheus.Registerer) (*reconcile.Reconciler, error) {
 	cfg := rc.loop
 	cfg.Refusals = refusals

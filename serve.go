@@ -309,7 +309,7 @@ func runServe(ctx context.Context, cfg serveConfig, store inbox.Store, deps serv
 	if len(cfg.dispatch) > 0 {
 		var closeDest func()
 		var g dispatch.Group
-		if g, closeDest, destDeps, err = newDispatchers(ctx, cfg.dispatch, observedQueue{store, deps.commits}, store.PausedDestinations, log, reg, false); err != nil {
+		if g, closeDest, destDeps, err = newDispatchers(ctx, cfg.dispatch, observedQueue{store, deps.commits, false}, store.PausedDestinations, log, reg, false); err != nil {
 			return err
 		}
 		defer closeDest()
@@ -389,7 +389,7 @@ func runServe(ctx context.Context, cfg serveConfig, store inbox.Store, deps serv
 	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	recorded := make(chan error, 1)
-	go func() { recorded <- recordSecretUses(bg, store, live.secretUses) }()
+	go func() { recorded <- recordSecretUses(bg, store, live.secretUses, cfg.reconcile.loop.WriteTimeout) }()
 	// Further parts that read --config (destinations) add their reloadStep
 	// here: a file any step refuses changes none.
 	reloaded := make(chan struct{})
@@ -523,9 +523,9 @@ func closeAll(lns ...net.Listener) {
 const secretUsePeriod = time.Minute
 
 // recordSecretUses saves the secret uses every secretUsePeriod and once
-// more when ctx is done, then returns the last save's error. uses returns
-// them, and what to call once they are saved.
-func recordSecretUses(ctx context.Context, store inbox.Store, uses func() ([]inbox.SecretUse, func())) error {
+// more when ctx is done, within last, then returns the last save's error.
+// uses returns them, and what to call once they are saved.
+func recordSecretUses(ctx context.Context, store inbox.Store, uses func() ([]inbox.SecretUse, func()), last time.Duration) error {
 	save := func(ctx context.Context) error {
 		u, saved := uses()
 		if err := store.RecordSecretUses(ctx, u); err != nil {
@@ -541,7 +541,7 @@ func recordSecretUses(ctx context.Context, store inbox.Store, uses func() ([]inb
 		case <-tick.C:
 			save(ctx) // a failed save is retried at the next tick, with the same times
 		case <-ctx.Done():
-			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			sctx, cancel := context.WithTimeout(context.Background(), last)
 			defer cancel()
 			return save(sctx)
 		}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"regexp"
 	"strings"
 	"time"
 
@@ -59,6 +60,9 @@ func dbWriteFlags() []cli.Flag {
 // parsePGOptions reads dbWriteFlags for the store db names, refusing them
 // on SQLite, which has no pool and no such server settings.
 func parsePGOptions(c *cli.Context, db string) (pgOptions, error) {
+	if err := checkKeywordValue(db); err != nil {
+		return pgOptions{}, err
+	}
 	o := pgOptions{maxConns: c.Int("db-max-conns"), unsafeNoFsync: c.Bool("db-unsafe-no-fsync")}
 	if !isPostgres(db) {
 		for _, name := range []string{"db-max-conns", "db-unsafe-no-fsync"} {
@@ -79,14 +83,39 @@ func isPostgres(db string) bool {
 	return strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://")
 }
 
+// keywordValue matches a libpq connection string in its keyword=value form
+// ("host=db user=inbox password=..."): one of libpq's keywords at the start
+// or after a space, then "=".
+var keywordValue = regexp.MustCompile(`(?:^|\s)(?:host|hostaddr|port|dbname|user|password|passfile|service|` +
+	`sslmode|sslcert|sslkey|sslpassword|sslrootcert|sslcrl|sslcrldir|sslsni|sslcertmode|requiressl|` +
+	`require_auth|channel_binding|connect_timeout|client_encoding|options|application_name|` +
+	`fallback_application_name|keepalives|keepalives_idle|keepalives_interval|keepalives_count|` +
+	`tcp_user_timeout|replication|gssencmode|gsslib|gssdelegation|krbsrvname|requirepeer|` +
+	`target_session_attrs|load_balance_hosts|ssl_min_protocol_version|ssl_max_protocol_version)\s*=`)
+
+// checkKeywordValue refuses a db that reads as a PostgreSQL connection
+// string in libpq's keyword=value form, which would otherwise be taken
+// for a SQLite path: a file named with its password, the password logged
+// as the path. The error does not repeat db.
+func checkKeywordValue(db string) error {
+	if isPostgres(db) || !keywordValue.MatchString(db) {
+		return nil
+	}
+	return errors.New("--db (or INBOX_DB) looks like a PostgreSQL keyword=value connection string: give a postgres:// URL (postgres://user:password@host:port/dbname?sslmode=...)")
+}
+
 // openStore opens the store db names: a postgres:// or postgresql:// URL
 // is PostgreSQL, anything else the path of a SQLite file. It is the one
 // place that knows every store. It fails as the store's Open does, with
 // the error on one line, and refuses a URL that holds the shipped
-// placeholder password. With o.wait, a PostgreSQL store is opened in the
+// placeholder password and a PostgreSQL keyword=value connection string
+// (checkKeywordValue), before it creates or logs anything. With o.wait, a PostgreSQL store is opened in the
 // background: openStore waits for the first attempt at most startWait, and
 // fails only on what the URL or a server that answered by then refuses.
 func openStore(ctx context.Context, db string, o storeOptions) (inbox.Store, error) {
+	if err := checkKeywordValue(db); err != nil {
+		return nil, err
+	}
 	if isPostgres(db) && deploy.Placeholder(db) {
 		return nil, errors.New("INBOX_DB (or --db) holds the placeholder password of the shipped inbox-postgres.env: set it to the inbox role's password")
 	}
@@ -180,13 +209,30 @@ func describeDB(db string) string {
 	return scheme + "://" + user + rest[at:]
 }
 
-// dbSecrets returns what of a PostgreSQL URL an --exec command must not
-// see (see urlSecrets); nothing for a SQLite path.
-func dbSecrets(db string) []string {
+// pgSecretEnv names the variables the PostgreSQL driver reads a secret
+// from beside the URL: the password, and the TLS key's.
+func pgSecretEnv() []string { return []string{"PGPASSWORD", "PGSSLPASSWORD"} }
+
+// dbSecrets returns what of a PostgreSQL store an --exec command must not
+// see: the URL's secrets (see urlSecrets), its sslpassword, and the values
+// getenv gives for pgSecretEnv, which the driver takes when the URL has
+// none; nothing for a SQLite path.
+func dbSecrets(db string, getenv func(string) string) []string {
 	if !isPostgres(db) {
 		return nil
 	}
-	return urlSecrets(db, false)
+	out := urlSecrets(db, false)
+	if _, query, ok := strings.Cut(db, "?"); ok {
+		if q, err := url.ParseQuery(query); err == nil && q.Get("sslpassword") != "" {
+			out = append(out, q.Get("sslpassword"), db)
+		}
+	}
+	for _, name := range pgSecretEnv() {
+		if v := getenv(name); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // urlSecrets returns what of a URL an --exec command must not see: the URL

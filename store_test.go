@@ -87,9 +87,57 @@ func TestDBSecrets(t *testing.T) {
 		"postgresql://inbox@db/inbox?sslmode=require&password=pw1": {"pw1", "postgresql://inbox@db/inbox?sslmode=require&password=pw1"},
 		"postgres://inbox@db/inbox":                                nil,
 		"/var/lib/inbox/inbox.db":                                  nil,
+		"postgres://inbox@db/inbox?sslpassword=kp1":                {"kp1", "postgres://inbox@db/inbox?sslpassword=kp1"},
 	} {
-		if got := dbSecrets(db); !slices.Equal(got, want) {
+		if got := dbSecrets(db, func(string) string { return "" }); !slices.Equal(got, want) {
 			t.Errorf("dbSecrets(%q) = %q, want %q", db, got, want)
+		}
+	}
+	env := map[string]string{"PGPASSWORD": "pw2", "PGSSLPASSWORD": "kp2", "PGUSER": "inbox"}
+	if got, want := dbSecrets("postgres://db/inbox", func(k string) string { return env[k] }), []string{"pw2", "kp2"}; !slices.Equal(got, want) {
+		t.Errorf("dbSecrets with PGPASSWORD and PGSSLPASSWORD set = %q, want %q", got, want)
+	}
+	if got := dbSecrets("/var/lib/inbox/inbox.db", func(k string) string { return env[k] }); got != nil {
+		t.Errorf("dbSecrets of a SQLite path with PGPASSWORD set = %q, want nothing", got)
+	}
+}
+
+// TestOpenStoreKeywordValue: a PostgreSQL connection string in libpq's
+// keyword=value form is refused by the opener every command uses, with an
+// error that does not repeat it, and makes no file; a path that merely
+// holds "=" is still a SQLite file.
+func TestOpenStoreKeywordValue(t *testing.T) {
+	t.Chdir(t.TempDir())
+	for _, db := range []string{
+		"host=127.0.0.1 port=5432 dbname=test user=postgres password=hunter2 sslmode=disable",
+		"password=hunter2",
+		"  dbname = test password='hun ter2'",
+		"sslmode=require\thost=db password=hunter2",
+	} {
+		for _, o := range []storeOptions{{schema: schema}, {readOnly: true, mustExist: true}} {
+			_, err := openStore(context.Background(), db, o)
+			if err == nil {
+				t.Fatalf("%q: opened", db)
+			}
+			if strings.Contains(err.Error(), "hunter2") || !strings.Contains(err.Error(), "postgres:// URL") {
+				t.Errorf("%q: error %q", db, err)
+			}
+		}
+	}
+	entries, err := os.ReadDir(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) > 0 {
+		t.Errorf("the refused strings made %d files, the first %q", len(entries), entries[0].Name())
+	}
+	for _, db := range []string{"a=b.db", "data/host=1.db", "inbox-user=x.db"} {
+		s, err := openStore(context.Background(), db, storeOptions{schema: schema})
+		if err != nil && strings.Contains(err.Error(), "keyword=value") {
+			t.Errorf("%q: refused as a connection string", db)
+		}
+		if err == nil {
+			s.Close()
 		}
 	}
 }

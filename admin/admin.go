@@ -288,15 +288,24 @@ func age(c *cli.Context, name string) (time.Duration, error) {
 	if s == "" {
 		return 0, nil
 	}
-	if days, ok := strings.CutSuffix(s, "d"); ok {
-		if n, err := strconv.Atoi(days); err == nil && n >= 0 && n <= 100*365 {
-			return time.Duration(n) * 24 * time.Hour, nil
-		}
-	} else if d, err := time.ParseDuration(s); err == nil && d >= 0 {
+	if d, ok := parseAge(s); ok {
 		return d, nil
 	}
 	// As typed, spaces too: the operator must find it in what they wrote.
 	return 0, fmt.Errorf("--%s %q: want a duration such as 90m, 24h or 30d", name, c.String(name))
+}
+
+// parseAge reads s as a Go duration or a whole number of days (30d), not
+// negative; ok is false when it is neither.
+func parseAge(s string) (time.Duration, bool) {
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		if n, err := strconv.Atoi(days); err == nil && n >= 0 && n <= 100*365 {
+			return time.Duration(n) * 24 * time.Hour, true
+		}
+	} else if d, err := time.ParseDuration(s); err == nil && d >= 0 {
+		return d, true
+	}
+	return 0, false
 }
 
 // formatDuration prints a duration without trailing zero units: 24h, not

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -26,20 +27,31 @@ table in blocks of 256, each aligned on its own), so a million rows start
 at once; past --timeout (30s) it stops, saying how many rows it wrote, and
 exits 1.
 
+--since and --until take an RFC 3339 time or an age (24h: since a day ago);
+--event and --job-status (the body's "status": COMPLETED, ERROR, ...) match
+exactly. --contains searches the bodies of the newest --scan-limit
+(100,000) rows the other flags select for its text, byte for byte (no
+wildcards, case-sensitive), and says on stderr when older rows were left
+unsearched ("scanned the newest 100,000 rows; older ones not searched:
+raise --scan-limit").
+
 Examples:
    inbox list
    inbox list --status parked
    inbox list --status new --limit 0 --json | jq -r .id
    inbox list --source github --status parked
+   inbox list --job-status ERROR --since 24h
+   inbox list --event job.failed --since 2026-12-01T09:00:00Z --until 2026-12-01T10:00:00Z
+   inbox list --contains job_8f3a --scan-limit 0
    inbox list --limit 0 --json --timeout 10m > rows.jsonl`,
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			config.DBFlag(),
 			sourceFlag("only rows of this source (sume, or a [[source]] name of --config)", "INBOX_LIST_SOURCE"),
 			&cli.StringFlag{Name: "status", Usage: "only rows with this status (new, done, parked, ignored)", EnvVars: []string{"INBOX_STATUS"}},
 			&cli.IntFlag{Name: "limit", Usage: "at most this many rows, newest first; 0 for all (--limit 0)", Value: 100, EnvVars: []string{"INBOX_LIMIT"}},
 			readTimeoutFlag(),
 			jsonFlag(),
-		},
+		}, findFlags("INBOX_LIST_", "INBOX_LIST_SINCE", "")...),
 		Action: func(c *cli.Context) error {
 			if err := config.NoArgs(c); err != nil {
 				return err
@@ -56,6 +68,10 @@ Examples:
 			if limit < 0 {
 				return fmt.Errorf("--limit %d: want 0 (all rows) or more", limit)
 			}
+			f := inbox.Filter{Source: source, Status: status, Limit: limit}
+			if err := findFilter(c, &f, time.Now(), false); err != nil {
+				return err
+			}
 			ctx, cancel, err := readContext(c)
 			if err != nil {
 				return err
@@ -66,14 +82,16 @@ Examples:
 				return err
 			}
 			defer store.Close()
-			f := inbox.Filter{Source: source, Status: status, Limit: limit}
-			p := newRowPrinter(c, "ID\tSOURCE\tSTATUS\tREASON\tEVENT\tSIZE\tDELIVERIES\tRECEIVED", func(e inbox.Event) []string {
-				return []string{e.ID, e.Source, string(e.Status), dash(string(e.Reason)), dash(e.Event),
+			p := newRowPrinter(c, "ID\tSOURCE\tSTATUS\tREASON\tEVENT\tJOB STATUS\tSIZE\tDELIVERIES\tRECEIVED", func(e inbox.Event) []string {
+				return []string{e.ID, e.Source, string(e.Status), dash(string(e.Reason)), dash(e.Event), dash(e.JobStatus),
 					strconv.FormatInt(e.Size, 10), strconv.FormatInt(e.Deliveries, 10), formatTime(e.ReceivedAt)}
 			})
 			err = store.Each(ctx, f, p.add)
 			if ferr := p.flush(); err == nil {
 				err = ferr
+			}
+			if err == nil {
+				err = scanNote(ctx, c, store, f)
 			}
 			if err != nil {
 				return stopped(c, ctx, err, p.written)

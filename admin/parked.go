@@ -30,33 +30,34 @@ every hour for a day. The table escapes control and bidi characters and cuts
 a field longer than 72 characters with "…", never an id; --json holds every
 field whole (one not UTF-8 also as <field>_base64).
 
+--since, --until, --event, --job-status, --contains and --scan-limit find
+rows as they do for list (see inbox list --help); --per-hour takes --since
+as its span and neither --until nor --contains.
+
 Examples:
    inbox parked
    inbox parked --group-by reason
    inbox parked --per-hour
    inbox parked --per-hour --since 24h --reason handler_failed --json
    inbox parked --reason unknown_event --since 24h
+   inbox parked --job-status ERROR --event job.failed
+   inbox parked --contains '"code":"E42"' --until 2026-12-01T00:00:00Z
    inbox parked --json | jq -r .id`,
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			config.DBFlag(),
 			&cli.StringFlag{Name: "group-by", Usage: "reason: one line per reason", EnvVars: []string{"INBOX_GROUP_BY"}},
 			&cli.BoolFlag{Name: "per-hour", Usage: "chart the rows parked in each hour of the last --since (48h unless given)", EnvVars: []string{"INBOX_PER_HOUR"}},
-			ageFlag("since", "", "only rows received within this long; with --per-hour, how many hours the chart covers", "INBOX_SINCE"),
 			reasonFlag("only rows parked for this reason", "INBOX_PARKED_REASON"),
 			sourceFlag("only rows of this source", "INBOX_PARKED_SOURCE"),
 			readTimeoutFlag(),
 			jsonFlag(),
-		},
+		}, findFlags("INBOX_PARKED_", "INBOX_SINCE", "; with --per-hour, how many hours the chart covers (an age)")...),
 		Action: func(c *cli.Context) error {
 			if err := config.NoArgs(c); err != nil {
 				return err
 			}
 			if g := c.String("group-by"); g != "" && g != "reason" {
 				return fmt.Errorf("--group-by %q: only reason is supported", g)
-			}
-			since, err := age(c, "since")
-			if err != nil {
-				return err
 			}
 			r, err := reason(c)
 			if err != nil {
@@ -67,16 +68,17 @@ Examples:
 				return err
 			}
 			f := inbox.Filter{Status: inbox.StatusParked, Reason: r, Source: source}
+			perHour := c.Bool("per-hour")
+			if err := findFilter(c, &f, time.Now(), perHour); err != nil {
+				return err
+			}
 			ctx, cancel, err := readContext(c)
 			if err != nil {
 				return err
 			}
 			defer cancel()
-			if c.Bool("per-hour") {
-				return stopped(c, ctx, parkedPerHour(ctx, c, open, f, since), 0)
-			}
-			if since > 0 {
-				f.Since = time.Now().Add(-since)
+			if perHour {
+				return stopped(c, ctx, parkedPerHour(ctx, c, open, f), 0)
 			}
 			store, err := openRead(c, open)
 			if err != nil {
@@ -85,6 +87,9 @@ Examples:
 			defer store.Close()
 			if c.String("group-by") != "" {
 				groups, err := store.ParkedByReason(ctx, f)
+				if err == nil {
+					err = scanNote(ctx, c, store, f)
+				}
 				if err != nil {
 					return stopped(c, ctx, err, 0)
 				}
@@ -92,13 +97,16 @@ Examples:
 					return []string{string(g.Reason), strconv.FormatInt(g.Count, 10), formatTime(g.Oldest), formatTime(g.Newest)}
 				})
 			}
-			p := newRowPrinter(c, "ID\tSOURCE\tREASON\tEVENT\tSIZE\tRECEIVED\tDELIVERIES", func(e inbox.Event) []string {
-				return []string{e.ID, e.Source, string(e.Reason), dash(e.Event), strconv.FormatInt(e.Size, 10),
+			p := newRowPrinter(c, "ID\tSOURCE\tREASON\tEVENT\tJOB STATUS\tSIZE\tRECEIVED\tDELIVERIES", func(e inbox.Event) []string {
+				return []string{e.ID, e.Source, string(e.Reason), dash(e.Event), dash(e.JobStatus), strconv.FormatInt(e.Size, 10),
 					formatTime(e.ReceivedAt), strconv.FormatInt(e.Deliveries, 10)}
 			})
 			err = store.Each(ctx, f, p.add)
 			if ferr := p.flush(); err == nil {
 				err = ferr
+			}
+			if err == nil {
+				err = scanNote(ctx, c, store, f)
 			}
 			return stopped(c, ctx, err, p.written)
 		},
@@ -116,10 +124,19 @@ const (
 const barWidth = 50
 
 // parkedPerHour prints the rows f selects parked in each clock hour (UTC)
-// of the last since (chartHours when 0), the current hour last.
-func parkedPerHour(ctx context.Context, c *cli.Context, open Opener, f inbox.Filter, since time.Duration) error {
+// of the last --since (chartHours when not given), the current hour last.
+func parkedPerHour(ctx context.Context, c *cli.Context, open Opener, f inbox.Filter) error {
 	if c.String("group-by") != "" {
 		return errors.New("--per-hour and --group-by: choose one")
+	}
+	for _, name := range []string{"until", "contains"} {
+		if c.IsSet(name) {
+			return fmt.Errorf("--per-hour and --%s: --per-hour counts the last --since by when rows were parked; leave --%s out", name, name)
+		}
+	}
+	since, err := age(c, "since")
+	if err != nil {
+		return err
 	}
 	hours := chartHours
 	// Whole hours, as alert --parked-every-hour takes them: a chart of

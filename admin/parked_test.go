@@ -124,10 +124,10 @@ func TestParkedRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 4 || strings.Join(strings.Fields(lines[0]), " ") != "ID SOURCE REASON EVENT SIZE RECEIVED DELIVERIES" {
+	if len(lines) != 4 || strings.Join(strings.Fields(lines[0]), " ") != "ID SOURCE REASON EVENT JOB STATUS SIZE RECEIVED DELIVERIES" {
 		t.Fatalf("table:\n%s", out)
 	}
-	if f := strings.Fields(lines[1]); len(f) != 7 || f[0] != "job_c" || f[1] != "sume" || f[2] != "unknown_event" || f[3] != "job.exploded" {
+	if f := strings.Fields(lines[1]); len(f) != 8 || f[0] != "job_c" || f[1] != "sume" || f[2] != "unknown_event" || f[3] != "job.exploded" {
 		t.Errorf("first row = %q", lines[1])
 	}
 

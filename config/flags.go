@@ -22,7 +22,7 @@ import (
 func DBFlag() *cli.StringFlag {
 	return &cli.StringFlag{
 		Name:    "db",
-		Usage:   "the inbox database: a SQLite file's path, or a postgres:// URL (PostgreSQL, shared by replicas)",
+		Usage:   "the inbox database: a SQLite file's path, or a postgres:// URL (PostgreSQL, shared by replicas; a keyword=value connection string is refused: give it as a URL)",
 		Value:   "inbox.db",
 		EnvVars: []string{"INBOX_DB"},
 	}

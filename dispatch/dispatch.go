@@ -350,22 +350,23 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 			// Not cut short by ctx: a claim that commits after Settle gave
 			// up would hold its rows until the lease runs out. A write
 			// waits at most the store's busy timeout.
-			got, err := d.settle(context.WithoutCancel(ctx), pending, want)
+			got, unsettled, err := d.settle(context.WithoutCancel(ctx), pending, want)
 			switch {
 			case err != nil && stopping && time.Now().After(stopBy):
-				return fmt.Errorf("dispatch: stopping: %d outcomes not recorded (delivered again after their lease): %w", len(pending), err)
-			case err != nil:
-				if failing.IsZero() {
-					d.log.Error().Err(err).Msg("cannot write to the inbox: retrying")
-					failing = time.Now()
-				}
-			default:
-				if !failing.IsZero() {
-					d.log.Info().Dur(keyDuration, time.Since(failing)).Msg("writing to the inbox again")
-					failing = time.Time{}
-				}
-				held -= len(pending)
-				pending = pending[:0]
+				return fmt.Errorf("dispatch: stopping: %d outcomes not recorded (delivered again after their lease): %w", len(unsettled), err)
+			case err != nil && failing.IsZero():
+				d.log.Error().Err(err).Msg("cannot write to the inbox: retrying")
+				failing = time.Now()
+			case err == nil && !failing.IsZero():
+				d.log.Info().Dur(keyDuration, time.Since(failing)).Msg("writing to the inbox again")
+				failing = time.Time{}
+			}
+			if len(unsettled) < len(pending) || len(got) > 0 {
+				// What was recorded is done with, even when some
+				// settlements were not (their rows held by another
+				// session): those are settled again.
+				held -= len(pending) - len(unsettled)
+				pending = append(pending[:0], unsettled...)
 				for _, j := range got {
 					held++
 					if j.Attempt > len(d.cfg.Schedule)+1 {
@@ -440,13 +441,20 @@ func (d *Dispatcher) due(ctx context.Context) bool {
 	return ok && !next.After(d.cfg.Now())
 }
 
-// settle records pending and claims up to want rows in one transaction.
-func (d *Dispatcher) settle(ctx context.Context, pending []inbox.Settlement, want int) ([]inbox.Job, error) {
+// settle records pending and claims up to want rows in one transaction,
+// and returns the jobs claimed and the settlements not recorded: all of
+// pending when it fails, those whose rows another session held when the
+// store recorded the rest (inbox.PartialError).
+func (d *Dispatcher) settle(ctx context.Context, pending []inbox.Settlement, want int) (got []inbox.Job, unsettled []inbox.Settlement, err error) {
 	now := d.cfg.Now()
 	got, stale, err := d.store.Settle(ctx, d.cfg.Owner, pending, inbox.Claim{Now: now, Until: now.Add(d.cfg.Lease), Max: want,
 		Destination: d.cfg.Route.Name, Routes: d.cfg.Routes})
-	if err != nil {
-		return nil, err
+	var partial *inbox.PartialError
+	switch {
+	case errors.As(err, &partial):
+		unsettled = partial.Held
+	case err != nil:
+		return nil, pending, err
 	}
 	if stale > 0 {
 		// Another dispatcher took these rows over after our leases ran
@@ -454,7 +462,7 @@ func (d *Dispatcher) settle(ctx context.Context, pending []inbox.Settlement, wan
 		d.log.Warn().Int(keyRows, stale).Msg("outcomes recorded after the lease ran out were dropped")
 		d.metrics.stale.Add(float64(stale))
 	}
-	return got, nil
+	return got, unsettled, err
 }
 
 // work delivers the jobs it takes until jobs is closed. Once ctx is done it

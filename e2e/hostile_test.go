@@ -317,9 +317,17 @@ func runBriefly(t *testing.T, env []string, args ...string) (string, string, int
 // as raw bytes.
 func ghSource(t *testing.T, db string) func(body, delivery, event string) int {
 	t.Helper()
+	_, post := ghSourceBeside(t, db, "")
+	return post
+}
+
+// ghSourceBeside is ghSource with the sources file's other sources
+// (TOML) before shop, and the server too.
+func ghSourceBeside(t *testing.T, db, sources string) (*server, func(body, delivery, event string) int) {
+	t.Helper()
 	cfg := filepath.Join(t.TempDir(), "inbox.toml")
 	const secret = "shop-github-secret"
-	must(t, os.WriteFile(cfg, []byte(`
+	must(t, os.WriteFile(cfg, []byte(sources+`
 [[source]]
 name = "shop"
 scheme = "github"
@@ -329,7 +337,7 @@ value = "`+secret+`"
 `), 0o600))
 	srv := startServer(t, db, "--config", cfg)
 	url := strings.TrimSuffix(srv.url, "/webhooks/sume") + "/webhooks/shop"
-	return func(body, delivery, event string) int {
+	return srv, func(body, delivery, event string) int {
 		req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
 		must(t, err)
 		req.Header[scheme.HeaderGitHubSignature] = []string{scheme.SignGitHub(secret, []byte(body))}

@@ -20,23 +20,32 @@ import (
 //     body) is answered before the store and never commits, and a 503 for
 //     --max-in-flight or --max-body-memory is load, refused before the
 //     store too, so neither ever reaches here.
+//
 //   - While in doubt, each probe writes as much as the largest delivery of
 //     the failed commits did (bounded by inbox.MaxProbeSize), beside its
 //     row in events (see the stores' Probe), so it meets what they met: a
 //     disk that takes the probe's small row but not a delivery fails it.
+//
 //   - Any commit that succeeds afterwards, a probe's included, ends the
 //     doubt. That is what lets a replica marked not ready, which gets no
 //     deliveries, become ready again: its probe is the commit that
 //     succeeds.
 //
+//   - Where readiness is the dispatcher's (inbox dispatch), a Settle of
+//     settlements that failed (Settled) stands whatever the probe finds,
+//     until a Settle succeeds: a probe meets none of the rows they wait
+//     on (one another session holds, say), and the dispatcher settles them
+//     again until they are recorded, so its own Settle ends the doubt.
+//
 // So /readyz fails as soon as the next probe after a failed commit fails,
 // and passes again with the first commit, real or probe, that succeeds.
 // A zero Commits is in no doubt. It is safe for concurrent use.
 type Commits struct {
-	mu   sync.Mutex
-	seq  uint64 // outcomes recorded, so a probe clears only what it saw
-	err  error  // the last failed commit's error, nil when not in doubt
-	size int    // the largest delivery of the failed commits since the last success
+	mu     sync.Mutex
+	seq    uint64 // outcomes recorded, so a probe clears only what it saw
+	err    error  // the last failed commit's error, nil when not in doubt
+	size   int    // the largest delivery of the failed commits since the last success
+	settle error  // the failed Settle's error (Settled), which only a Settle clears
 }
 
 // Committed records a group commit of the store's writer; it fits the
@@ -49,10 +58,30 @@ func (c *Commits) Committed(commit inbox.Commit) {
 // Settle), which carry no body. An error of the caller's own context or of
 // a closed store is not the store's outcome and is ignored.
 func (c *Commits) Observe(err error) {
-	if errors.Is(err, context.Canceled) || errors.Is(err, inbox.ErrClosed) {
+	if notTheStore(err) {
 		return
 	}
 	c.record(0, err)
+}
+
+// Settled records the outcome of one of the dispatcher's Settle calls that
+// carried settlements, where readiness is the dispatcher's: a failure
+// stands, whatever a probe finds, until a Settle succeeds. An error of the
+// caller's own context or of a closed store is ignored.
+func (c *Commits) Settled(err error) {
+	if notTheStore(err) {
+		return
+	}
+	c.mu.Lock()
+	c.settle = err
+	c.mu.Unlock()
+	c.record(0, err)
+}
+
+// notTheStore reports whether err is no outcome of the store's: the
+// caller's own context, or a closed store.
+func notTheStore(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, inbox.ErrClosed)
 }
 
 func (c *Commits) record(size int, err error) {
@@ -74,17 +103,24 @@ func (c *Commits) record(size int, err error) {
 func (c *Commits) doubt() (size int, err error, seq uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.err == nil {
+		return 0, c.settle, c.seq
+	}
 	return min(c.size, inbox.MaxProbeSize), c.err, c.seq
 }
 
 // probed records a probe that committed, which clears the doubt unless a
 // commit was recorded after seq, and returns the error of a commit that
-// failed after seq: that outcome stands. nil means ready.
+// failed after seq, or of a failed Settle (Settled): that outcome stands.
+// nil means ready.
 func (c *Commits) probed(seq uint64) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.seq == seq {
 		c.err, c.size = nil, 0
+	}
+	if c.err == nil {
+		return c.settle
 	}
 	return c.err
 }

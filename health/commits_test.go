@@ -83,3 +83,34 @@ func TestReadyFollowsCommits(t *testing.T) {
 	d.room = 10
 	step("the next probe", http.StatusOK, 10)
 }
+
+// TestReadyFollowsSettle: a failed Settle of settlements (Settled) keeps
+// readiness failing though the probe commits, a Start or a delivery that
+// commits meanwhile included, until a Settle succeeds; the caller's own
+// context ending is no failure.
+func TestReadyFollowsSettle(t *testing.T) {
+	held := errors.New("settle: 1 of the settlements not recorded: the row is held")
+	d := &disk{room: 1000}
+	var commits health.Commits
+	ready := health.Ready(d, &commits, time.Second, zerolog.Nop())
+	code := func() int { c, _, _ := probe(t, ready); return c }
+	commits.Settled(context.Canceled)
+	if got := code(); got != http.StatusOK {
+		t.Fatalf("after a Settle cut short by its caller: %d, want 200", got)
+	}
+	commits.Settled(held)
+	for _, name := range []string{"a Settle failed", "the probe after it"} {
+		if got := code(); got != http.StatusServiceUnavailable {
+			t.Errorf("%s: %d, want 503", name, got)
+		}
+	}
+	commits.Observe(nil)
+	commits.Committed(inbox.Commit{N: 1})
+	if got := code(); got != http.StatusServiceUnavailable {
+		t.Errorf("a Start and a delivery committed, the Settle still failing: %d, want 503", got)
+	}
+	commits.Settled(nil)
+	if got := code(); got != http.StatusOK {
+		t.Errorf("a Settle succeeded: %d, want 200", got)
+	}
+}

@@ -69,7 +69,7 @@ func Ready(p Prober, commits *Commits, timeout time.Duration, log zerolog.Logger
 			ev.Msg("not ready")
 			ready = false
 		} else if err := commits.probed(seq); err != nil {
-			log.Warn().AnErr("commit_error", err).Msg("not ready: a commit failed while the probe ran")
+			log.Warn().AnErr("commit_error", err).Msg("not ready: a commit failed while the probe ran, or the dispatcher's settlements still fail")
 			ready = false
 		}
 		var lines strings.Builder

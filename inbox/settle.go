@@ -34,6 +34,11 @@ type QueueStore interface {
 // row only while the claim a Job names holds: the same owner, and the
 // attempt count the claim left (or Start made) unchanged (HeldAttempts).
 type QueueTx interface {
+	// Lock locks, in id order, the rows of ids (sorted) that no other
+	// transaction holds, for the rest of the transaction, waiting for
+	// none, and returns the ids of those another holds. A store whose
+	// write transaction holds every row at once returns none.
+	Lock(ids []string) (held []string, err error)
 	// Settle records st, of any fate but FateDone, unless its claim is
 	// gone (false).
 	Settle(owner string, st Settlement) (bool, error)
@@ -65,6 +70,13 @@ type QueueTx interface {
 // in). A settlement whose claim is gone changes nothing and is counted in
 // stale. It fails, writing nothing, when CheckSettle refuses the call,
 // when the store is read-only, and when the store cannot take the write.
+//
+// A row another session holds (Lock) does not hold up the rest: the other
+// settlements and the claim commit without it, and its settlement is tried
+// again in a transaction of its own every settleRetry until it commits or
+// ctx is done. Then Settle returns the jobs claimed and the stale count
+// with a *PartialError naming the settlements not recorded, which the
+// caller settles again; each was recorded at most once.
 func Settle(ctx context.Context, store QueueStore, owner string, settled []Settlement, claim Claim) (jobs []Job, stale int, err error) {
 	if err := CheckSettle(owner, settled, claim); err != nil {
 		return nil, 0, fmt.Errorf("settle: %w", err)
@@ -80,26 +92,90 @@ func Settle(ctx context.Context, store QueueStore, owner string, settled []Settl
 			ref = st.At
 		}
 	}
-	settled = slices.Clone(settled)
-	slices.SortStableFunc(settled, func(a, b Settlement) int { return strings.Compare(a.Job.ID, b.Job.ID) })
-	var done []Settlement
-	for _, st := range settled {
-		if st.Fate == FateDone {
-			done = append(done, st)
+	todo := slices.Clone(settled)
+	slices.SortStableFunc(todo, func(a, b Settlement) int { return strings.Compare(a.Job.ID, b.Job.ID) })
+	for round := 0; ; round++ {
+		var c Claim
+		if round == 0 {
+			c = claim
 		}
+		got, n, held, err := settleTx(ctx, store, ref, owner, todo, c)
+		if err != nil && round == 0 {
+			return nil, 0, fmt.Errorf("settle: %w", err)
+		}
+		if err != nil {
+			return jobs, stale, &PartialError{Held: todo, Err: err}
+		}
+		jobs, stale, todo = append(jobs, got...), stale+n, held
+		if len(todo) == 0 {
+			return jobs, stale, nil
+		}
+		if _, ok := ctx.Deadline(); !ok {
+			return jobs, stale, &PartialError{Held: todo, Err: errHeld}
+		}
+		select {
+		case <-ctx.Done():
+			return jobs, stale, &PartialError{Held: todo, Err: errHeld}
+		case <-time.After(settleRetry):
+		}
+	}
+}
+
+// settleRetry is how soon Settle tries again the settlements whose rows
+// another session held.
+const settleRetry = 20 * time.Millisecond
+
+// errHeld is why a settlement whose row another session held was not
+// recorded.
+var errHeld = errors.New("the row is held by another session (a transaction left open?) past the busy timeout")
+
+// PartialError is Settle's error when it recorded all but Held (and made
+// its claim): their rows were held by another session until ctx was done,
+// or the transaction that tried them again failed (Err).
+type PartialError struct {
+	Held []Settlement
+	Err  error
+}
+
+func (e *PartialError) Error() string {
+	return fmt.Sprintf("settle: %d of the settlements not recorded: %v", len(e.Held), e.Err)
+}
+
+func (e *PartialError) Unwrap() error { return e.Err }
+
+// settleTx records, in one transaction, the settlements of settled (in id
+// order) whose rows no other session holds, then claims as claim asks, and
+// returns the jobs claimed, the stale count and the settlements held.
+func settleTx(ctx context.Context, store QueueStore, ref time.Time, owner string, settled []Settlement, claim Claim) (jobs []Job, stale int, held []Settlement, err error) {
+	ids := make([]string, len(settled))
+	for i, st := range settled {
+		ids[i] = st.Job.ID
 	}
 	// fn may still run after ctx is done and the store has returned: it
 	// writes only its own variables, read only after it succeeded.
-	var touched []string
-	for _, st := range settled {
-		touched = append(touched, st.Job.ID)
-	}
 	var gotJobs []Job
 	var gotStale int
+	var gotHeld []Settlement
 	err = store.InQueueTx(ctx, ref, func(tx QueueTx) error {
-		gotJobs, gotStale = nil, 0
+		gotJobs, gotStale, gotHeld = nil, 0, nil
+		heldIDs := map[string]bool{}
+		if len(ids) > 0 {
+			h, err := tx.Lock(slices.Compact(slices.Clone(ids)))
+			if err != nil {
+				return err
+			}
+			for _, id := range h {
+				heldIDs[id] = true
+			}
+		}
+		var done []Settlement
 		for _, st := range settled {
-			if st.Fate == FateDone {
+			switch {
+			case heldIDs[st.Job.ID]:
+				gotHeld = append(gotHeld, st)
+				continue
+			case st.Fate == FateDone:
+				done = append(done, st)
 				continue
 			}
 			applied, err := tx.Settle(owner, st)
@@ -119,7 +195,12 @@ func Settle(ctx context.Context, store QueueStore, owner string, settled []Settl
 		}
 		// The rows settled, routed and claimed are mirrored once, at the
 		// end.
-		mirror := slices.Clone(touched)
+		var mirror []string
+		for _, st := range settled {
+			if !heldIDs[st.Job.ID] {
+				mirror = append(mirror, st.Job.ID)
+			}
+		}
 		if claim.Max > 0 {
 			routed, err := route(tx, claim.routes(), claim.Now, claim.Max)
 			if err != nil {
@@ -140,9 +221,9 @@ func Settle(ctx context.Context, store QueueStore, owner string, settled []Settl
 		return tx.Mirror(slices.Compact(mirror), ref)
 	})
 	if err != nil {
-		return nil, 0, fmt.Errorf("settle: %w", err)
+		return nil, 0, nil, err
 	}
-	return gotJobs, gotStale, nil
+	return gotJobs, gotStale, gotHeld, nil
 }
 
 // Start counts on store the attempts of jobs, as the dispatcher is about

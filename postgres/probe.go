@@ -19,8 +19,10 @@ func (s *Store) Ping(ctx context.Context) error { return s.Probe(ctx, 0) }
 // commits a write of its own through the writer, beside the deliveries
 // waiting then, so it fails as they do. That transaction inserts a row of
 // size bytes into events as a delivery does (the same statement), claims
-// it as the dispatcher does, undoes both (a savepoint), and rewrites this
-// store's probe row: so a lock on events, a revoked INSERT or UPDATE, a
+// it as the dispatcher does, settles it as an arrival in refusals and
+// expectations as each batch does, undoes all three (a savepoint), and
+// rewrites this store's probe row: so a lock on events, refusals or
+// expectations, a revoked INSERT, UPDATE or DELETE on them, a
 // disk the server cannot extend the table on, the database unreachable or
 // a standby, and the writer stuck behind rows another session holds, all
 // fail it. A read-only store only asks the database to answer. It fails
@@ -46,7 +48,8 @@ func (s *Store) Probe(ctx context.Context, size int) error {
 }
 
 // probe writes the probe inside tx: a row of size bytes inserted into
-// events under this store's own key and claimed, both undone, then this
+// events under this store's own key, claimed and settled as an arrival,
+// all undone, then this
 // store's probe row. Any failure fails the transaction, as a delivery's
 // would.
 func (s *Store) probe(ctx context.Context, tx pgx.Tx, size int) error {
@@ -65,6 +68,14 @@ func (s *Store) probe(ctx context.Context, tx pgx.Tx, size int) error {
 	if _, err := tx.Exec(ctx, `UPDATE events SET attempts = attempts + 1, lease_owner = 'probe',
 		lease_until = $2, next_attempt_at = $2 WHERE id = $1`, key, now); err != nil {
 		return fmt.Errorf("probe events: claim: %w", err)
+	}
+	// A batch settles its arrivals in refusals and expectations too: the
+	// same statement, on the probe's key as a job's, meets the locks and
+	// privileges they need.
+	arrival := row[0]
+	arrival.JobID = key
+	if err := settleArrivals(ctx, tx, []inbox.Delivery{arrival}, now); err != nil {
+		return fmt.Errorf("probe: %w", err)
 	}
 	if _, err := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT probe_row`); err != nil {
 		return fmt.Errorf("probe events: %w", err)

@@ -30,8 +30,12 @@ import (
 // claimed again, or a person changed the row) changes nothing and is
 // counted in stale. Settle fails, with nothing changed, when the database
 // cannot be written or inbox.CheckSettle refuses the call (a settlement
-// of an unknown fate or reason, say).
+// of an unknown fate or reason, say). A row another session holds fails
+// only its own settlement, once it is still held at the busy timeout
+// (*inbox.PartialError): the rest commit without it.
 func (s *Store) Settle(ctx context.Context, owner string, settled []inbox.Settlement, claim inbox.Claim) (jobs []inbox.Job, stale int, err error) {
+	ctx, cancel := context.WithTimeout(ctx, s.busy)
+	defer cancel()
 	return inbox.Settle(ctx, queueing{s}, owner, settled, claim)
 }
 
@@ -70,6 +74,23 @@ func (t queueTx) at(tm time.Time) int64 {
 		return t.now
 	}
 	return t.now + tm.Sub(t.ref).Milliseconds()
+}
+
+// Lock locks the rows of ids that no other transaction holds, in id
+// order (SKIP LOCKED), and returns those another holds: a row left out that
+// is gone is not held (its settlement is stale).
+func (t queueTx) Lock(ids []string) ([]string, error) {
+	rows, err := t.tx.Query(t.ctx, `WITH locked AS (
+			SELECT id FROM events WHERE id = ANY($1) ORDER BY id FOR UPDATE SKIP LOCKED)
+		SELECT e.id FROM events e WHERE e.id = ANY($1) AND e.id NOT IN (SELECT id FROM locked) ORDER BY e.id`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("lock %d rows: %w", len(ids), err)
+	}
+	held, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("lock %d rows: %w", len(ids), err)
+	}
+	return held, nil
 }
 
 // SettleDone marks done the pairs of batch whose claims hold, in one
@@ -128,16 +149,19 @@ func (t queueTx) Settle(owner string, st inbox.Settlement) (bool, error) {
 // Claim leases up to c.Max due new pairs of c's destination to owner for
 // c.Until-c.Now from the store's clock, none while the destination is
 // paused, their attempts not counted yet. SKIP LOCKED passes over pairs
-// another claimer (or a delivery being counted) holds, and FOR UPDATE
+// another claimer (or a delivery being counted) holds, and over pairs
+// whose row another session holds (the claim then mirrors onto the row
+// without waiting), and FOR UPDATE
 // re-checks a pair that another transaction changed since the query's
 // snapshot, so no pair is claimed twice.
 func (t queueTx) Claim(owner string, c inbox.Claim) ([]inbox.Job, error) {
 	now, lease := t.now, c.Until.Sub(c.Now).Milliseconds()
 	rows, err := t.tx.Query(t.ctx, `WITH due AS (
-			SELECT event_id, destination FROM deliveries WHERE destination = $5 AND status = 'new' AND next_attempt_at <= $3
+			SELECT d.event_id, d.destination FROM deliveries d JOIN events e ON e.id = d.event_id
+			WHERE d.destination = $5 AND d.status = 'new' AND d.next_attempt_at <= $3
 			AND NOT EXISTS (SELECT 1 FROM paused_destinations WHERE name = $5)
-			ORDER BY next_attempt_at, received_at LIMIT $4
-			FOR UPDATE SKIP LOCKED),
+			ORDER BY d.next_attempt_at, d.received_at LIMIT $4
+			FOR UPDATE OF d, e SKIP LOCKED),
 		claimed AS (UPDATE deliveries d SET lease_owner = $1, lease_until = $2, next_attempt_at = $2
 			FROM due WHERE d.event_id = due.event_id AND d.destination = due.destination
 			RETURNING d.event_id, d.attempts + 1 AS attempt, d.received_at)

@@ -54,16 +54,35 @@ func where(f inbox.Filter) (string, []any) {
 	if f.Reason != "" {
 		add("reason = $%d", string(f.Reason))
 	}
+	if f.Event != "" {
+		add("event = $%d", f.Event)
+	}
+	if f.JobStatus != "" {
+		add("job_status = $%d", f.JobStatus)
+	}
 	if !f.Since.IsZero() {
 		add("received_at >= $%d", f.Since.UnixMilli())
 	}
 	if !f.Before.IsZero() {
 		add("received_at < $%d", f.Before.UnixMilli())
 	}
-	if len(conds) == 0 {
-		return "", nil
+	clause := ""
+	if len(conds) > 0 {
+		clause = ` WHERE ` + strings.Join(conds, " AND ")
 	}
-	return ` WHERE ` + strings.Join(conds, " AND "), args
+	if f.Contains == "" {
+		return clause, args
+	}
+	// The newest ScanLimit rows the rest selects, by id so the sort
+	// carries no body, then position over their bodies as bytea: bytes
+	// compared, so % _ \ and NUL are bytes like any other.
+	var limit any // NULL: none
+	if f.ScanLimit > 0 {
+		limit = f.ScanLimit
+	}
+	args = append(args, limit, []byte(f.Contains))
+	return fmt.Sprintf(` WHERE id IN (SELECT id FROM events%s ORDER BY received_at DESC, id LIMIT $%d)`+
+		` AND position($%d::bytea IN body) > 0`, clause, len(args)-1, len(args)), args
 }
 
 // List returns rows without their bodies, newest first.

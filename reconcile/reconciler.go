@@ -39,9 +39,10 @@ const (
 	DefaultRate            = 5
 	DefaultLease           = 5 * time.Minute
 	DefaultMaxRedeliveries = 5
-	// finalTimeout bounds the last flush and the last settlements once the
-	// reconciler is told to stop.
-	finalTimeout = 5 * time.Second
+	// DefaultWriteTimeout bounds each write of the refusals and the
+	// settlements of the polls, the last ones once the reconciler is told
+	// to stop included.
+	DefaultWriteTimeout = 5 * time.Second
 )
 
 // Request kinds and results, for Config.OnRequest (and metrics).
@@ -61,6 +62,10 @@ type Config struct {
 	// holds keys, and once more when Run ends.
 	Refusals   *Refusals
 	FlushEvery time.Duration
+	// WriteTimeout bounds each write to the store (DefaultWriteTimeout
+	// when zero): how long a stop waits, at most, for the refusals held
+	// in memory while the store hangs, after a write already under way.
+	WriteTimeout time.Duration
 	// API, when set, is polled for the expectations that are due; nil: no
 	// polling (no API key is configured).
 	API API
@@ -108,6 +113,7 @@ func New(store Store, cfg Config, log zerolog.Logger) (*Reconciler, error) {
 		}
 	}
 	def(&cfg.FlushEvery, DefaultFlushEvery)
+	def(&cfg.WriteTimeout, DefaultWriteTimeout)
 	def(&cfg.PollEvery, DefaultPollEvery)
 	def(&cfg.Backoff, DefaultBackoff)
 	def(&cfg.MaxBackoff, DefaultMaxBackoff)
@@ -183,7 +189,7 @@ func (r *Reconciler) flush(ctx context.Context) error {
 		case <-tick.C:
 			// Not ctx: a write that commits after a cancel must not be
 			// given back to memory and written again (counted twice).
-			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalTimeout)
+			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.WriteTimeout)
 			err := r.write(wctx)
 			cancel()
 			if err != nil && !failing {
@@ -193,7 +199,7 @@ func (r *Reconciler) flush(ctx context.Context) error {
 			}
 			failing = err != nil
 		case <-ctx.Done():
-			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalTimeout)
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.WriteTimeout)
 			defer cancel()
 			if err := r.write(fctx); err != nil {
 				return fmt.Errorf("%d refused keys were not recorded (the store refused them too; each is logged): %w", r.logLost(), err)
@@ -285,7 +291,7 @@ func (r *Reconciler) round(ctx context.Context, limiter <-chan time.Time) error 
 		wg.Wait()
 		// Settled even when ctx is done: a poll cut short is released, so
 		// the next poller need not wait for the lease.
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalTimeout)
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.WriteTimeout)
 		stale, err := r.store.SettlePolls(sctx, r.owner, results)
 		cancel()
 		if err != nil {

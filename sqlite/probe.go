@@ -20,8 +20,8 @@ func (s *Store) Ping(ctx context.Context) error { return s.Probe(ctx, 0) }
 // fails when a file the store opened is lost, and otherwise runs, through
 // the writer and beside the deliveries waiting then, a transaction that
 // inserts a row into events as a delivery does (the same prepared
-// statement, the same indexes) and claims it as the dispatcher does, undoes
-// that in a savepoint, and commits the probe row and size bytes in
+// statement, the same indexes), claims it as the dispatcher does, settles
+// it as an arrival as each batch does, undoes that in a savepoint, and commits the probe row and size bytes in
 // probe_pad. An empty or undone transaction writes nothing, so it would
 // pass through a full disk, an I/O error or a read-only file system that
 // fails every delivery; and a disk that takes the probe's small row may
@@ -58,15 +58,23 @@ func (s *Store) Probe(ctx context.Context, size int) error {
 }
 
 // probeEvents inserts probeKey into events as a delivery, claims it as the
-// dispatcher does, and undoes both, inside st's transaction.
+// dispatcher does, settles it as an arrival in refusals and expectations as
+// each batch does, and undoes all three, inside st's transaction.
 func probeEvents(ctx context.Context, st *txStmts, now int64) error {
 	if _, err := st.tx.ExecContext(ctx, `SAVEPOINT probe_row`); err != nil {
 		return fmt.Errorf("probe events: %w", err)
 	}
-	_, err := insert(ctx, st.get(stmtInsert), inbox.ProbeRow(probeKey, 0), now)
+	row := inbox.ProbeRow(probeKey, 0)
+	_, err := insert(ctx, st.get(stmtInsert), row, now)
 	if err == nil {
 		_, err = st.tx.ExecContext(ctx, `UPDATE events SET attempts = attempts + 1, lease_owner = 'probe',
 			lease_until = ?, next_attempt_at = ? WHERE id = ?`, now, now, probeKey)
+	}
+	if err == nil {
+		// A batch settles its arrivals too: the same statements, on the
+		// probe's key as a job's.
+		row.JobID = probeKey
+		err = settleArrivals(ctx, st, []inbox.Delivery{row}, now)
 	}
 	if _, rerr := st.tx.ExecContext(ctx, `ROLLBACK TO probe_row`); rerr != nil && err == nil {
 		err = rerr

@@ -56,6 +56,9 @@ type queueTx struct {
 	tx  *sql.Tx
 }
 
+// Lock returns no row held: the writer's transaction holds the database.
+func (t queueTx) Lock([]string) ([]string, error) { return nil, nil }
+
 // maxDoneBatch bounds the rows one statement marks done or starts (four
 // parameters each at most, well under SQLite's limit).
 const maxDoneBatch = 1000

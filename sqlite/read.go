@@ -52,6 +52,14 @@ func where(f inbox.Filter) (string, []any) {
 		conds = append(conds, "reason = ?")
 		args = append(args, string(f.Reason))
 	}
+	if f.Event != "" {
+		conds = append(conds, "event = ?")
+		args = append(args, f.Event)
+	}
+	if f.JobStatus != "" {
+		conds = append(conds, "job_status = ?")
+		args = append(args, f.JobStatus)
+	}
 	if !f.Since.IsZero() {
 		conds = append(conds, "received_at >= ?")
 		args = append(args, millis(f.Since))
@@ -60,10 +68,22 @@ func where(f inbox.Filter) (string, []any) {
 		conds = append(conds, "received_at < ?")
 		args = append(args, millis(f.Before))
 	}
-	if len(conds) == 0 {
-		return "", nil
+	clause := ""
+	if len(conds) > 0 {
+		clause = ` WHERE ` + strings.Join(conds, " AND ")
 	}
-	return ` WHERE ` + strings.Join(conds, " AND "), args
+	if f.Contains == "" {
+		return clause, args
+	}
+	// The newest ScanLimit rows the rest selects, by rowid so the sort
+	// carries no body, then instr over their bodies: with both arguments
+	// BLOBs it compares bytes, so % _ \ and NUL are bytes like any other.
+	limit := -1 // none
+	if f.ScanLimit > 0 {
+		limit = f.ScanLimit
+	}
+	return ` WHERE rowid IN (SELECT rowid FROM events` + clause + ` ORDER BY received_at DESC, id LIMIT ?)` +
+		` AND instr(body, ?) > 0`, append(args, limit, []byte(f.Contains))
 }
 
 // List returns rows without their bodies, newest first.

@@ -75,6 +75,73 @@ func runRead(t *testing.T, o opener) {
 		}
 	})
 
+	// find: the filters an operator looks for one event with. Bodies hold
+	// LIKE's wildcards, NUL and bytes that are not UTF-8, which a search
+	// must match as bytes.
+	t.Run("find", func(t *testing.T) {
+		e := o.fresh(t)
+		hostile := "\xff\xfe\x00needle\x00"
+		for _, d := range []inbox.Delivery{
+			classify(`{"event":"job.completed","job_id":"job_a","status":"COMPLETED","payload":{"note":"50% off_now \\ ok"}}`),
+			classify(`{"event":"job.failed","job_id":"job_b","status":"ERROR","payload":{"note":"50X offXnow"}}`),
+			classify(hostile),
+			keyed("gh", "d1", "push", []byte(`{"msg":"needle"}`), 1, inbox.Rules{}),
+			job("job_c"),
+		} {
+			e.put(d)
+			e.clock.Add(time.Minute)
+		}
+		unparseable := inbox.BodyKey(sha(hostile))
+		for _, tt := range []struct {
+			name string
+			f    inbox.Filter
+			want []string
+		}{
+			{"event", inbox.Filter{Event: "job.failed"}, []string{"job_b"}},
+			{"event of another source", inbox.Filter{Event: "push"}, []string{"gh/d1"}},
+			{"job status", inbox.Filter{JobStatus: "ERROR"}, []string{"job_b"}},
+			{"job status completed", inbox.Filter{JobStatus: "COMPLETED"}, []string{"job_c", "job_a"}},
+			{"job status is exact", inbox.Filter{JobStatus: "error"}, nil},
+			{"event and since", inbox.Filter{Event: "job.completed", Since: t0.Add(time.Minute)}, []string{"job_c"}},
+			{"contains", inbox.Filter{Contains: "needle"}, []string{"gh/d1", unparseable}},
+			{"contains and source", inbox.Filter{Contains: "needle", Source: "gh"}, []string{"gh/d1"}},
+			{"contains and limit", inbox.Filter{Contains: "needle", Limit: 1}, []string{"gh/d1"}},
+			{"contains is case-sensitive", inbox.Filter{Contains: "NEEDLE"}, nil},
+			{"percent is a byte", inbox.Filter{Contains: "50%"}, []string{"job_a"}},
+			{"a lone percent", inbox.Filter{Contains: "%"}, []string{"job_a"}},
+			{"underscore is a byte", inbox.Filter{Contains: "off_now"}, []string{"job_a"}},
+			{"backslash is a byte", inbox.Filter{Contains: `\`}, []string{"job_a"}},
+			{"NUL", inbox.Filter{Contains: "\x00needle\x00"}, []string{unparseable}},
+			{"not UTF-8", inbox.Filter{Contains: "\xff\xfe"}, []string{unparseable}},
+			{"nothing", inbox.Filter{Contains: "haystack"}, nil},
+			{"newest row scanned", inbox.Filter{Contains: "needle", ScanLimit: 1}, nil},
+			{"newest two scanned", inbox.Filter{Contains: "needle", ScanLimit: 2}, []string{"gh/d1"}},
+			{"scan after the other filters", inbox.Filter{Contains: "needle", Status: inbox.StatusParked, ScanLimit: 1}, []string{unparseable}},
+		} {
+			if got := list(t, e, tt.f); !slices.Equal(got, tt.want) {
+				t.Errorf("%s: got %v, want %v", tt.name, got, tt.want)
+			}
+		}
+		for _, tt := range []struct {
+			name string
+			f    inbox.Filter
+			want int64
+		}{
+			{"contains", inbox.Filter{Contains: "needle", Limit: 1}, 2},
+			{"contains, bounded", inbox.Filter{Contains: "needle", ScanLimit: 2}, 1},
+			{"what a search scans", inbox.Filter{Contains: "needle", ScanLimit: 2}.Scan(), 5},
+			{"job status", inbox.Filter{JobStatus: "COMPLETED"}, 2},
+		} {
+			if got, err := e.s.Count(ctx, tt.f); err != nil || got != tt.want {
+				t.Errorf("count %s: got %d, %v; want %d", tt.name, got, err, tt.want)
+			}
+		}
+		groups, err := e.s.ParkedByReason(ctx, inbox.Filter{Contains: "needle"})
+		if err != nil || len(groups) != 1 || groups[0].Reason != inbox.ReasonUnparseable || groups[0].Count != 1 {
+			t.Errorf("parked by reason containing needle: %+v, %v", groups, err)
+		}
+	})
+
 	t.Run("counts", func(t *testing.T) {
 		e := filled(t)
 		got, err := e.s.CountByStatus(ctx)
