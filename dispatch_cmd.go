@@ -30,10 +30,38 @@ const connectTimeout = 10 * time.Second
 
 // destinationHelp is the part of serve's and dispatch's help about handing
 // rows on.
-const destinationHelp = `Each new row is handed to exactly one destination, at least once, with its
-source (sume, vibe, ...), the provider's own key (Sume's job_id, Vibe's
-runId, GitHub's delivery id, ...) and the row id (<source>/<key>, or the
-bare key for sume: what inbox show takes):
+const destinationHelp = `Each new row is handed to every destination whose filters take it, at least
+once each, with its source (sume, vibe, ...), the provider's own key (Sume's
+job_id, Vibe's runId, GitHub's delivery id, ...) and the row id
+(<source>/<key>, or the bare key for sume: what inbox show takes). The flags
+below configure one destination, named default, that takes every row; the
+[[destination]] tables of --config configure any number (not both):
+   [[destination]]
+   name = "billing"                 # a-z, 0-9, - and _; inbox pause takes it
+   url = "https://billing.internal/jobs"   # or exec = "...", or
+                                    # nats_url = "..." with nats_subject = "..."
+   secret_env = "BILLING_SECRET"    # or secret = "whsec_..."; url only
+   sources = ["sume"]               # only these sources' rows; empty: all
+   events = ["job.completed"]       # only these events; empty: all
+   workers = 8                      # and timeout, slow_after, max_slow,
+   retry_schedule = "1s,5s"         # lease: the flags' meanings, snake_case;
+   rate = "50/s"                    # at most this many attempts a second
+                                    # (or "600/m"); unset: no bound
+A knob a table leaves unset takes the flag's value (--workers, --timeout,
+...). The tables are read at start: serve's SIGHUP reloads the sources
+only, so a destination is added or changed by a restart. Each destination has its own attempts, lease, schedule, last error
+and outcome per row: one that fails or is paused parks or holds its rows for
+itself alone and never holds the others back. A row is matched to the
+destinations when a dispatcher first claims it (and again when inbox
+reprocess or a new delivery revives it): a destination added later gets only
+the rows matched after it was, and a revived row's parked destinations try
+again while those that took it are left alone. A row no destination takes
+is done. The row's own status sums up its destinations': new while any has
+yet to take it, else parked while any parked it, else done; inbox show and
+inbox stats say where it stands with each. Rows stored by a version before
+destinations keep their state as destination default's. inbox pause NAME
+stops a destination on every running dispatcher within about a second
+(its rows wait, no attempt counted) until inbox resume NAME.
    --forward-url    POSTs the stored body with Idempotency-Key: <key>,
                     Inbox-Source, Inbox-Key, Inbox-Row-Id, Inbox-Event and
                     Inbox-Attempt, signed in the Standard Webhooks format
@@ -107,8 +135,11 @@ func destinationSet(c *cli.Context) bool {
 	return false
 }
 
-// dispatchConfig is what the destination flags say, checked.
+// dispatchConfig is what the destination flags, or one [[destination]]
+// of --config, say, checked.
 type dispatchConfig struct {
+	route                     inbox.Route   // its name and filters
+	routes                    []inbox.Route // every destination's
 	forwardURL, forwardSecret string
 	exec                      string
 	withheld                  dispatch.Withheld // with exec
@@ -117,10 +148,11 @@ type dispatchConfig struct {
 	schedule                  []time.Duration
 	timeout, slowAfter, lease time.Duration
 	maxSlow                   int // -1: none
+	rate                      float64
 }
 
-// destination names the destination cfg sets, for the dispatcher's log.
-func (cfg dispatchConfig) destination() string {
+// kind names the kind of destination cfg sets, for the dispatcher's log.
+func (cfg dispatchConfig) kind() string {
 	switch {
 	case cfg.forwardURL != "":
 		return "forward"
@@ -130,10 +162,92 @@ func (cfg dispatchConfig) destination() string {
 	return "nats"
 }
 
-// parseDispatch reads the destination flags. It fails when not exactly one
-// destination is set, a flag is out of range, or --config (read for
-// --exec's withheld secrets) cannot be read.
-func parseDispatch(c *cli.Context) (dispatchConfig, error) {
+// errNoDestination is parseDispatch's answer when neither the flags nor
+// --config configure a destination.
+var errNoDestination = errors.New("no destination: set one of --forward-url, --exec or --nats-url, or [[destination]] tables in --config")
+
+// parseDispatch reads the destinations: the single-destination flags (one
+// destination, named default) or the [[destination]] tables of --config,
+// whose knobs left unset take the flags' values. It fails with
+// errNoDestination when there is none, and when both are given, not
+// exactly one destination flag is set, a setting is out of range, or
+// --config cannot be read.
+func parseDispatch(c *cli.Context) ([]dispatchConfig, error) {
+	var tables []config.Destination
+	if file := c.String("config"); file != "" {
+		var err error
+		if tables, err = config.LoadDestinations(file, os.Getenv); err != nil {
+			return nil, err
+		}
+	}
+	flags := destinationSet(c)
+	switch {
+	case flags && len(tables) > 0:
+		return nil, fmt.Errorf("--config %s has [[destination]] tables, and --forward-url, --exec or --nats-url (with --forward-secret, --nats-subject) configure one more: use the tables or the flags, not both", c.String("config"))
+	case !flags && len(tables) == 0:
+		return nil, errNoDestination
+	}
+	base, err := parseKnobs(c)
+	if err != nil {
+		return nil, err
+	}
+	var cfgs []dispatchConfig
+	if flags {
+		cfg, err := parseFlagDestination(c, base)
+		if err != nil {
+			return nil, err
+		}
+		cfgs = append(cfgs, cfg)
+	}
+	for _, t := range tables {
+		cfg, err := tableDestination(t, base)
+		if err != nil {
+			return nil, fmt.Errorf("--config %s: destination %s: %w", c.String("config"), t.Name, err)
+		}
+		cfgs = append(cfgs, cfg)
+	}
+	var routes []inbox.Route
+	for _, cfg := range cfgs {
+		routes = append(routes, cfg.route)
+	}
+	var w *dispatch.Withheld
+	for i := range cfgs {
+		cfgs[i].routes = routes
+		if cfgs[i].exec == "" {
+			continue
+		}
+		if w == nil {
+			got, err := withheld(c, tables)
+			if err != nil {
+				return nil, err
+			}
+			w = &got
+		}
+		cfgs[i].withheld = *w
+	}
+	return cfgs, nil
+}
+
+// parseKnobs reads the flags that tune a destination.
+func parseKnobs(c *cli.Context) (dispatchConfig, error) {
+	cfg := dispatchConfig{workers: c.Int("workers"), timeout: config.DurationOf(c, "timeout").Get(), slowAfter: config.DurationOf(c, "slow-after").Get(),
+		lease: config.DurationOf(c, "lease").Get(), maxSlow: c.Int("max-slow")}
+	var err error
+	if cfg.schedule, err = dispatch.ParseSchedule(c.String("retry-schedule")); err != nil {
+		return dispatchConfig{}, fmt.Errorf("--retry-schedule: %w", err)
+	}
+	switch {
+	case cfg.maxSlow < 0:
+		return dispatchConfig{}, fmt.Errorf("--max-slow must be 0 or more, got %d", cfg.maxSlow)
+	case cfg.maxSlow == 0:
+		cfg.maxSlow = -1 // none: Config's zero is the default
+	}
+	return cfg, nil
+}
+
+// parseFlagDestination reads the single-destination flags into base: the
+// destination named default, taking every row.
+func parseFlagDestination(c *cli.Context, base dispatchConfig) (dispatchConfig, error) {
 	var chosen []string
 	for _, name := range []string{"forward-url", "exec", "nats-url"} {
 		if c.String(name) != "" {
@@ -152,26 +266,79 @@ func parseDispatch(c *cli.Context) (dispatchConfig, error) {
 	case deploy.Placeholder(c.String("forward-secret")):
 		return dispatchConfig{}, errors.New("INBOX_FORWARD_SECRET (or --forward-secret) holds the placeholder of the shipped inbox.env: make a secret with inbox secret")
 	}
-	cfg := dispatchConfig{forwardURL: c.String("forward-url"), forwardSecret: c.String("forward-secret"),
-		exec: c.String("exec"), natsURL: c.String("nats-url"), natsSubject: c.String("nats-subject"),
-		workers: c.Int("workers"), timeout: config.DurationOf(c, "timeout").Get(), slowAfter: config.DurationOf(c, "slow-after").Get(),
-		lease: config.DurationOf(c, "lease").Get(), maxSlow: c.Int("max-slow")}
-	var err error
-	if cfg.schedule, err = dispatch.ParseSchedule(c.String("retry-schedule")); err != nil {
-		return dispatchConfig{}, fmt.Errorf("--retry-schedule: %w", err)
+	cfg := base
+	cfg.route = inbox.Route{Name: inbox.DefaultDestination}
+	cfg.forwardURL, cfg.forwardSecret = c.String("forward-url"), c.String("forward-secret")
+	cfg.exec, cfg.natsURL, cfg.natsSubject = c.String("exec"), c.String("nats-url"), c.String("nats-subject")
+	return cfg, nil
+}
+
+// tableDestination is t over base: its knobs where it sets them.
+func tableDestination(t config.Destination, base dispatchConfig) (dispatchConfig, error) {
+	cfg := base
+	cfg.route = t.Route()
+	cfg.forwardURL, cfg.forwardSecret = t.URL, t.Secret
+	cfg.exec, cfg.natsURL, cfg.natsSubject = t.Exec, t.NATSURL, t.NATSSubject
+	cfg.rate = t.Rate
+	if t.Workers != 0 {
+		cfg.workers = t.Workers
 	}
-	switch {
-	case cfg.maxSlow < 0:
-		return dispatchConfig{}, fmt.Errorf("--max-slow must be 0 or more, got %d", cfg.maxSlow)
-	case cfg.maxSlow == 0:
-		cfg.maxSlow = -1 // none: Config's zero is the default
+	if t.Timeout != 0 {
+		cfg.timeout = t.Timeout
 	}
-	if cfg.exec != "" {
-		if cfg.withheld, err = withheld(c); err != nil {
-			return dispatchConfig{}, err
+	if t.SlowAfter != 0 {
+		cfg.slowAfter = t.SlowAfter
+	}
+	if t.Lease != 0 {
+		cfg.lease = t.Lease
+	}
+	if t.MaxSlow != nil {
+		switch {
+		case *t.MaxSlow < 0:
+			return dispatchConfig{}, fmt.Errorf("max_slow must be 0 or more, got %d", *t.MaxSlow)
+		case *t.MaxSlow == 0:
+			cfg.maxSlow = -1
+		default:
+			cfg.maxSlow = *t.MaxSlow
+		}
+	}
+	if t.RetrySchedule != "" {
+		var err error
+		if cfg.schedule, err = dispatch.ParseSchedule(t.RetrySchedule); err != nil {
+			return dispatchConfig{}, fmt.Errorf("retry_schedule: %w", err)
 		}
 	}
 	return cfg, nil
+}
+
+// newDispatchers builds the dispatchers of cfgs, one per destination, on
+// store, their holds read with paused; see newDispatcher. The returned
+// close releases the destinations once the dispatchers have run; the
+// dependencies are what /readyz shows of each destination.
+func newDispatchers(ctx context.Context, cfgs []dispatchConfig, store dispatch.Store, paused func(context.Context) ([]string, error), log zerolog.Logger, reg prometheus.Registerer, alone bool) (dispatch.Group, func(), []health.Dependency, error) {
+	g := dispatch.Group{Holds: dispatch.NewHolds(paused)}
+	var closers []func()
+	closeAll := func() {
+		for _, c := range closers {
+			c()
+		}
+	}
+	var deps []health.Dependency
+	for _, cfg := range cfgs {
+		d, closeDest, ddeps, err := newDispatcher(ctx, cfg, store, g.Holds.Held(cfg.route.Name), log, reg, alone)
+		if err != nil {
+			closeAll()
+			if len(cfgs) > 1 {
+				err = fmt.Errorf("destination %s: %w", cfg.route.Name, err)
+			}
+			return dispatch.Group{}, nil, nil, err
+		}
+		closers = append(closers, closeDest)
+		g.Dispatchers = append(g.Dispatchers, d)
+		deps = append(deps, ddeps...)
+		deps = append(deps, health.Dependency{Name: "destination " + cfg.route.Name, State: d.State})
+	}
+	return g, closeAll, deps, nil
 }
 
 // newDispatcher builds the dispatcher cfg describes, on store. The
@@ -183,7 +350,7 @@ func parseDispatch(c *cli.Context) (dispatchConfig, error) {
 // the subject stops it, and the connection gates its readiness; inside
 // serve that is only logged and shown, since webhooks never wait on it.
 // It fails when a destination or the dispatcher refuses its settings.
-func newDispatcher(ctx context.Context, cfg dispatchConfig, store dispatch.Store, log zerolog.Logger, reg prometheus.Registerer, alone bool) (*dispatch.Dispatcher, func(), []health.Dependency, error) {
+func newDispatcher(ctx context.Context, cfg dispatchConfig, store dispatch.Store, held func() error, log zerolog.Logger, reg prometheus.Registerer, alone bool) (*dispatch.Dispatcher, func(), []health.Dependency, error) {
 	var dest dispatch.Destination
 	var deps []health.Dependency
 	var err error
@@ -199,7 +366,11 @@ func newDispatcher(ctx context.Context, cfg dispatchConfig, store dispatch.Store
 			break
 		}
 		dest, closeDest = p, p.Close
-		deps = append(deps, health.Dependency{Name: "nats", State: p.State, Gates: alone})
+		name := "nats"
+		if cfg.route.Name != inbox.DefaultDestination {
+			name += " " + cfg.route.Name
+		}
+		deps = append(deps, health.Dependency{Name: name, State: p.State, Gates: alone})
 		if err = reg.Register(p.Collector()); err != nil {
 			break
 		}
@@ -229,7 +400,11 @@ func newDispatcher(ctx context.Context, cfg dispatchConfig, store dispatch.Store
 		MaxSlow:     cfg.maxSlow,
 		Lease:       cfg.lease,
 		Registerer:  reg,
-		Name:        cfg.destination(),
+		Name:        cfg.kind(),
+		Route:       cfg.route,
+		Routes:      cfg.routes,
+		Rate:        cfg.rate,
+		Held:        held,
 	}, log)
 	if err != nil {
 		closeDest()
@@ -249,7 +424,7 @@ func newDispatcher(ctx context.Context, cfg dispatchConfig, store dispatch.Store
 // any variable that holds a copy of one. The config is read
 // as inbox sources reads it, so a secret unset here is no error. It fails
 // when --config cannot be read.
-func withheld(c *cli.Context) (dispatch.Withheld, error) {
+func withheld(c *cli.Context, dests []config.Destination) (dispatch.Withheld, error) {
 	var w dispatch.Withheld
 	add := func(vals ...string) {
 		for _, v := range vals {
@@ -271,6 +446,16 @@ func withheld(c *cli.Context) (dispatch.Withheld, error) {
 	add(urlSecrets(c.String("api-url"), false)...)
 	add(urlSecrets(c.String("forward-url"), false)...)
 	add(urlSecrets(c.String("nats-url"), true)...)
+	// The [[destination]] tables' secrets, the variables they are read
+	// from, and their URLs' passwords.
+	for _, d := range dests {
+		add(d.Secret)
+		if d.SecretEnv != "" {
+			w.Names = append(w.Names, d.SecretEnv)
+		}
+		add(urlSecrets(d.URL, false)...)
+		add(urlSecrets(d.NATSURL, true)...)
+	}
 	// The database's password: in --db (INBOX_DB), or where the driver
 	// reads one beside it.
 	if db := c.String("db"); isPostgres(db) {
@@ -312,11 +497,14 @@ claiming, lets the attempts under way finish, gives back the rows not yet
 started, and exits 0. With --admin-addr it answers /healthz, /readyz and
 /metrics there (its inbox_dispatch_* counters; the queue's gauges are
 serve's); /readyz fails while its claims and settlements fail to commit,
-and its probe claims a row of its own, undone, so it recovers idle. While
-it works it logs at info, at most every 10 s, a line "dispatch progress"
-with its destination (forward, exec or nats) and the rows handed_on,
-retried and parked since the last one, and the rows it holds; nothing
-while idle (serve with a destination does the same).
+and its probe claims a row of its own, undone, so it recovers idle; it
+says a line per destination: "destination NAME: dispatching", "paused by
+an operator" or "unreachable: paused". The inbox_dispatch_* metrics carry
+a destination label. While it works it logs at info, at most every 10 s,
+per destination, a line "dispatch progress" with its destination (its
+name), kind (forward, exec or nats) and the rows handed_on, retried and
+parked since the last one, and the rows it holds; nothing while idle
+(serve with a destination does the same).
 On PostgreSQL it waits for a database that cannot be reached at start, as
 serve does: /readyz fails and no row is claimed until it answers; what the
 server refuses stops it at once.
@@ -333,11 +521,12 @@ Examples:
    inbox dispatch --nats-url nats://127.0.0.1:4222 --nats-subject sume.jobs.terminal
    inbox dispatch --exec 'python3 handle.py' --retry-schedule 10s,1m,10m,1h
    inbox dispatch --config /etc/inbox/inbox.toml --exec /usr/local/bin/handle-job
+   inbox dispatch --config /etc/inbox/inbox.toml     # its [[destination]] tables
    inbox dispatch --forward-url http://127.0.0.1:3000/jobs --slow-after 2s --max-slow 32
    SUME_API_KEY=... inbox dispatch --forward-url http://127.0.0.1:3000/jobs --api-url https://api.sume.com --poll-backoff 5m --api-concurrency 4`,
 		Flags: append([]cli.Flag{
 			config.DBFlag(),
-			config.FileFlag("serve's TOML file of [[source]] tables: with --exec, the variables its secrets are read from are kept from the command"),
+			config.FileFlag("serve's TOML file of [[source]] and [[destination]] tables: the destinations to hand rows to (instead of --forward-url, --exec or --nats-url); with an exec destination, the variables its secrets are read from are kept from the command"),
 			&cli.StringFlag{Name: "admin-addr", Usage: "listen address for /healthz, /readyz and /metrics (the inbox_dispatch_* counters); empty: none", EnvVars: []string{"INBOX_DISPATCH_ADMIN_ADDR"}},
 			config.BusyTimeoutFlag("how long a write waits for serve's lock (500ms, 3s, 1m)"),
 			logLevelFlag(),
@@ -389,7 +578,7 @@ Examples:
 			}
 			defer store.Close()
 			reg := newRegistry()
-			d, closeDest, deps, err := newDispatcher(ctx, cfg, observedQueue{store, commits, true}, log, reg, true)
+			d, closeDest, deps, err := newDispatchers(ctx, cfg, observedQueue{store, commits, true}, store.PausedDestinations, log, reg, true)
 			if err != nil {
 				return err
 			}
@@ -412,7 +601,7 @@ Examples:
 // answers the probes (readiness following commits), /metrics and POST
 // /expect (status URLs on apiURL's host) on it meanwhile. If that endpoint
 // fails, the dispatcher is stopped too.
-func runWithOps(ctx context.Context, d *dispatch.Dispatcher, rec *reconcile.Reconciler, apiURL string, aln net.Listener, store inbox.Store, commits *health.Commits, reg *prometheus.Registry, log zerolog.Logger, deps ...health.Dependency) error {
+func runWithOps(ctx context.Context, d dispatch.Group, rec *reconcile.Reconciler, apiURL string, aln net.Listener, store inbox.Store, commits *health.Commits, reg *prometheus.Registry, log zerolog.Logger, deps ...health.Dependency) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	reconciled := make(chan error, 1)

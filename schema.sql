@@ -178,3 +178,47 @@ CREATE TABLE IF NOT EXISTS expectations (
 ) STRICT;
 -- The poller's claim: the first waiting expectations that are due.
 CREATE INDEX IF NOT EXISTS expectations_due ON expectations (state, next_poll_at);
+
+-- The queue of (row, destination) pairs: a row is handed to every
+-- configured destination whose filters take it, each with its own
+-- attempts, lease, schedule and outcome. A dispatcher routes a new row
+-- (events.next_attempt_at 0: stored, revived or reprocessed since) when it
+-- first claims, so a destination configured later gets only the rows routed
+-- after it was. The row's own queue columns mirror its pairs: new while
+-- any pair is new, else parked while any is parked, else done.
+CREATE TABLE IF NOT EXISTS deliveries (
+  event_id        TEXT    NOT NULL,
+  destination     TEXT    NOT NULL CHECK (destination <> ''),
+  -- new: the destination has yet to take it; done: it took it; parked:
+  -- given up on for this destination, see reason.
+  status          TEXT    NOT NULL CHECK (status IN ('new', 'done', 'parked')),
+  reason          TEXT    CHECK ((status = 'parked') = (reason IS NOT NULL)),
+  -- As on events: attempts counted as they start, the earliest time a
+  -- dispatcher may claim the pair, the claim, the last error (never the body).
+  attempts        INTEGER NOT NULL DEFAULT 0 CHECK (attempts >= 0),
+  next_attempt_at INTEGER NOT NULL DEFAULT 0,
+  lease_owner     TEXT,
+  lease_until     INTEGER CHECK ((lease_owner IS NULL) = (lease_until IS NULL)),
+  last_error      TEXT,
+  -- The row's received_at, so a claim takes the oldest due pairs first
+  -- from the index alone.
+  received_at     INTEGER NOT NULL,
+  -- When the pair last changed, and when the destination took it.
+  updated_at      INTEGER NOT NULL,
+  done_at         INTEGER,
+  PRIMARY KEY (event_id, destination)
+) STRICT;
+-- A destination's claim: its first due new pairs.
+CREATE INDEX IF NOT EXISTS deliveries_queue ON deliveries (destination, status, next_attempt_at, received_at);
+-- A row's pairs go with it (purge, the probe).
+CREATE TRIGGER IF NOT EXISTS events_deliveries_delete AFTER DELETE ON events
+BEGIN
+  DELETE FROM deliveries WHERE event_id = old.id;
+END;
+
+-- Destinations an operator paused (inbox pause): no dispatcher claims
+-- their pairs until inbox resume, so they wait with no attempt counted.
+CREATE TABLE IF NOT EXISTS paused_destinations (
+  name      TEXT    NOT NULL PRIMARY KEY,
+  paused_at INTEGER NOT NULL
+) STRICT;

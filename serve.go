@@ -101,7 +101,7 @@ Examples:
 			&cli.StringFlag{Name: "addr", Value: "127.0.0.1:8080", Usage: "listen address", EnvVars: []string{"INBOX_ADDR"}},
 			&cli.StringFlag{Name: "admin-addr", Usage: "listen address for /healthz, /readyz, /metrics and the read-only web console at /; empty: serve the probes on --addr, and no console", EnvVars: []string{"INBOX_ADMIN_ADDR"}},
 			config.DBFlag(),
-			config.FileFlag("TOML file of [[source]] tables to serve, each at its own path; without it serve is the one Sume source --secret, --path, --tolerance, --event, --max-body and --max-request describe"),
+			config.FileFlag("TOML file of [[source]] tables to serve, each at its own path, and [[destination]] tables to hand rows to; without it serve is the one Sume source --secret, --path, --tolerance, --event, --max-body and --max-request describe"),
 			&cli.StringSliceFlag{Name: "secret", Usage: "signing secret; repeat or comma-separate to accept several during a rotation (prefer the environment variable: flags show in ps)", EnvVars: []string{"SUME_COM_WEBHOOK_SIGNING_SECRET"}},
 			config.DurationFlag("tolerance", config.DefaultTolerance, "how far the signed timestamp may be from now, either way", "INBOX_TOLERANCE", config.Positive),
 			config.EventsFlag(),
@@ -179,9 +179,9 @@ type serveConfig struct {
 	bodyMemory     int64
 	bodyMemoryText string
 	reconcile      reconcileConfig
-	// dispatch is the destination's settings; nil when no destination flag
-	// is set.
-	dispatch *dispatchConfig
+	// dispatch is the destinations' settings; none when neither a
+	// destination flag nor a [[destination]] is set.
+	dispatch []dispatchConfig
 }
 
 // parseServe reads serve's flags into a serveConfig. It fails, naming the
@@ -244,12 +244,12 @@ func parseServe(c *cli.Context) (serveConfig, error) {
 	if cfg.reconcile, err = parseReconcile(c); err != nil {
 		return serveConfig{}, err
 	}
-	if destinationSet(c) {
-		d, err := parseDispatch(c)
-		if err != nil {
-			return serveConfig{}, err
-		}
-		cfg.dispatch = &d
+	switch d, err := parseDispatch(c); {
+	case errors.Is(err, errNoDestination):
+	case err != nil:
+		return serveConfig{}, err
+	default:
+		cfg.dispatch = d
 	}
 	return cfg, nil
 }
@@ -304,14 +304,16 @@ func runServe(ctx context.Context, cfg serveConfig, store inbox.Store, deps serv
 	}
 	// The dispatcher shares the store, so its writes go through the
 	// store's one writer, in the receiver's commits.
-	var d *dispatch.Dispatcher
+	var d *dispatch.Group
 	var destDeps []health.Dependency
-	if cfg.dispatch != nil {
+	if len(cfg.dispatch) > 0 {
 		var closeDest func()
-		if d, closeDest, destDeps, err = newDispatcher(ctx, *cfg.dispatch, observedQueue{store, deps.commits, false}, log, reg, false); err != nil {
+		var g dispatch.Group
+		if g, closeDest, destDeps, err = newDispatchers(ctx, cfg.dispatch, observedQueue{store, deps.commits, false}, store.PausedDestinations, log, reg, false); err != nil {
 			return err
 		}
 		defer closeDest()
+		d = &g
 	}
 	// One count for every source: --max-in-flight bounds the process.
 	inFlight, receiving := new(atomic.Int64), new(atomic.Int64)
@@ -482,9 +484,11 @@ func consoleConfig(cfg serveConfig, sources []config.Source) console.Config {
 	for _, src := range sources {
 		c.Sources = append(c.Sources, console.Source{Name: src.Name, Path: src.Path, Scheme: src.Scheme.Name(), Keys: src.Keys})
 	}
-	if cfg.dispatch != nil {
-		c.Destination = cfg.dispatch.destination()
+	var dests []string
+	for _, d := range cfg.dispatch {
+		dests = append(dests, d.route.Name+" ("+d.kind()+")")
 	}
+	c.Destination = strings.Join(dests, ", ")
 	return c
 }
 

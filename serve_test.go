@@ -66,8 +66,11 @@ func TestParseServeDestination(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := cfg.dispatch
-	if d == nil || d.forwardURL != "http://127.0.0.1:3000/jobs" || d.workers != 3 || len(d.schedule) != 2 || d.maxSlow != -1 {
+	if len(cfg.dispatch) != 1 || cfg.dispatch[0].route.Name != "default" {
+		t.Fatalf("dispatch %+v, want one destination, default", cfg.dispatch)
+	}
+	d := cfg.dispatch[0]
+	if d.forwardURL != "http://127.0.0.1:3000/jobs" || d.workers != 3 || len(d.schedule) != 2 || d.maxSlow != -1 {
 		t.Errorf("dispatch %+v", d)
 	}
 }

@@ -47,6 +47,8 @@ func Commands(open Opener) []*cli.Command {
 		redeliverCommand(open, nil),
 		alertCommand(open),
 		purgeCommand(open),
+		pauseCommand(open),
+		resumeCommand(open),
 		sendCommand(),
 		backupCommand(open),
 		sourcesCommand(open),

@@ -29,7 +29,11 @@ when it is UTF-8 (control characters escaped, so a body cannot drive the
 terminal), as a hex dump otherwise. With --json, the fields and the body
 (as "body" when it is UTF-8, else base64 as "body_base64"). A row is named
 by its id (a Sume row's is its key, another source's <source>/<key>), or
-by --source and its key.
+by --source and its key. A row handed to destinations has a line per
+destination: where it stands there (new, done, parked), its attempts, next
+attempt, lease and last error ("destinations" with --json). The row's own
+status sums them up: new while any destination has yet to take it, else
+parked while any parked it, else done.
 
 Examples:
    inbox show job_1
@@ -70,9 +74,13 @@ Examples:
 			if err != nil {
 				return stopped(c, ctx, err, 0)
 			}
+			dests, err := store.Deliveries(ctx, e.ID)
+			if err != nil {
+				return stopped(c, ctx, err, 0)
+			}
 			w := c.App.Writer
 			if c.Bool("json") {
-				return encodeExact(w, showJSON(e))
+				return encodeExact(w, showJSON(e, dests))
 			}
 			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 			for _, f := range []struct{ name, value string }{
@@ -101,6 +109,21 @@ Examples:
 				// Fields come from the sender's body too (event, job_id).
 				fmt.Fprintf(tw, "%s\t%s\n", f.name, escapeControls(dash(f.value), ""))
 			}
+			if len(dests) > 0 {
+				fmt.Fprintln(tw, "\nDESTINATION\tSTATUS\tATTEMPTS\tNEXT ATTEMPT\tLEASE\tLAST ERROR")
+				for _, d := range dests {
+					lease := ""
+					if d.LeaseOwner != "" {
+						lease = d.LeaseOwner + " until " + formatTime(d.LeaseUntil)
+					}
+					status := string(d.Status)
+					if d.Reason != "" {
+						status += " (" + string(d.Reason) + ")"
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", cell(d.Destination), status, d.Attempts,
+						dash(formatOptionalTime(d.NextAttemptAt)), dash(lease), escapeControls(dash(d.LastError), ""))
+				}
+			}
 			if err := tw.Flush(); err != nil {
 				return err
 			}
@@ -125,12 +148,13 @@ func formatLease(e inbox.Event) string {
 }
 
 // showJSON is a row with its body, for --json.
-func showJSON(e inbox.Event) any {
+func showJSON(e inbox.Event, dests []inbox.Pairing) any {
 	out := struct {
 		inbox.Event
-		Body       *string `json:"body,omitempty"`
-		BodyBase64 []byte  `json:"body_base64,omitempty"`
-	}{Event: e}
+		Body         *string         `json:"body,omitempty"`
+		BodyBase64   []byte          `json:"body_base64,omitempty"`
+		Destinations []inbox.Pairing `json:"destinations,omitempty"`
+	}{Event: e, Destinations: dests}
 	if utf8.Valid(e.Body) {
 		s := string(e.Body)
 		out.Body = &s

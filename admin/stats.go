@@ -22,7 +22,9 @@ done rows, what it took to hand them on; on parked rows, what was tried
 before giving up), the queue of new rows the application still has to take
 (how many, how many a dispatcher holds now, how many wait for a retry, how
 long the oldest has waited), and parked rows per reason (handler_failed and
-handler_rejected are the dispatcher's).
+handler_rejected are the dispatcher's). Then, per destination, where its
+rows stand: new (waiting for it, in flight or retrying among them), done,
+parked for it alone, and whether an operator paused it (inbox pause).
 
 With --watch [INTERVAL] it redraws them every INTERVAL (default 2s, at
 least 100ms) until interrupted (Ctrl-C: exit 0); each read is cut off
@@ -32,6 +34,7 @@ object per line each time.
 Examples:
    inbox stats
    inbox stats --json | jq .queue
+   inbox stats --json | jq '.destinations[] | select(.paused)'
    inbox stats --watch
    inbox stats --watch 10s`,
 		Flags: []cli.Flag{config.DBFlag(), readTimeoutFlag(), jsonFlag(), watchFlag()},
@@ -53,6 +56,10 @@ Examples:
 			if err != nil {
 				return stopped(c, ctx, err, 0)
 			}
+			dests, err := store.Destinations(ctx, time.Now())
+			if err != nil {
+				return stopped(c, ctx, err, 0)
+			}
 			w := c.App.Writer
 			if c.Bool("json") {
 				// The age rides in the queue object, so jq .queue has it.
@@ -62,8 +69,9 @@ Examples:
 				}
 				return json.NewEncoder(w).Encode(struct {
 					inbox.Stats
-					Queue queue `json:"queue"`
-				}{st, queue{st.Queue, st.Queue.Age(time.Now()).Seconds()}})
+					Queue        queue                    `json:"queue"`
+					Destinations []inbox.DestinationStats `json:"destinations"`
+				}{st, queue{st.Queue, st.Queue.Age(time.Now()).Seconds()}, dests})
 			}
 			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "STATUS\tROWS\tATTEMPTS")
@@ -101,6 +109,17 @@ Examples:
 				slices.Sort(reasons)
 				for _, r := range reasons {
 					fmt.Fprintf(tw, "%s\t%d\n", cell(string(r)), st.ByReason[r])
+				}
+			}
+			if len(dests) > 0 {
+				fmt.Fprintln(tw, "\nDESTINATION\tNEW\tIN FLIGHT\tRETRYING\tDONE\tPARKED\tPAUSED")
+				for _, d := range dests {
+					paused := "-"
+					if d.Paused {
+						paused = "paused"
+					}
+					fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\n", cell(d.Name), d.ByStatus[inbox.StatusNew], d.InFlight, d.Retrying,
+						d.ByStatus[inbox.StatusDone], d.ByStatus[inbox.StatusParked], paused)
 				}
 			}
 			return tw.Flush()

@@ -44,9 +44,10 @@ type SecretEntry struct {
 	Invalid bool   // it was read but is not in its scheme's form
 }
 
-// The configuration file's form: [[source]] tables.
+// The configuration file's form: [[source]] and [[destination]] tables.
 type fileConfig struct {
-	Source []fileSource `toml:"source"`
+	Source      []fileSource      `toml:"source"`
+	Destination []fileDestination `toml:"destination"`
 }
 
 type fileSource struct {
@@ -106,16 +107,9 @@ func DescribeSources(path string, getenv func(string) string) ([]Source, error) 
 }
 
 func loadSources(path string, getenv func(string) string, lenient bool) ([]Source, error) {
-	var fc fileConfig
-	md, err := toml.DecodeFile(path, &fc)
+	fc, err := decodeFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("config %s: %w", path, err)
-	}
-	if und := md.Undecoded(); len(und) > 0 {
-		return nil, fmt.Errorf("config %s: unknown key %s", path, und[0])
-	}
-	if err := exactKeys(md, reflect.TypeOf(fc)); err != nil {
-		return nil, fmt.Errorf("config %s: %w", path, err)
+		return nil, err
 	}
 	if len(fc.Source) == 0 {
 		return nil, fmt.Errorf("config %s: no [[source]]", path)

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+	"golang.org/x/time/rate"
 
 	"inbox/inbox"
 )
@@ -48,6 +50,7 @@ const (
 	keyRows     = "rows"
 	keyDuration = "duration"
 	keyDest     = "destination"
+	keyKind     = "kind"
 	keyDone     = "handed_on"
 	keyRetried  = "retried"
 	keyParked   = "parked"
@@ -120,9 +123,21 @@ type Config struct {
 	Now func() time.Time
 	// Registerer, when set, gets the dispatcher's metrics.
 	Registerer prometheus.Registerer
-	// Name names the destination in the log (forward, exec, nats);
-	// "destination" when empty.
+	// Name names the kind of destination in the log (forward, exec,
+	// nats); "destination" when empty.
 	Name string
+	// Route names the destination and the rows it takes; its name is
+	// inbox.DefaultDestination when empty.
+	Route inbox.Route
+	// Routes are every destination configured beside this one, Route
+	// among them, by which a claim routes new rows; nil: Route alone.
+	Routes []inbox.Route
+	// Rate bounds the attempts started a second; zero: no bound.
+	Rate float64
+	// Held, when set, returns why no delivery may be attempted now (an
+	// operator paused the destination), or nil; it must return at once.
+	// While it fails the dispatcher pauses as for a Gate.
+	Held func() error
 	// Progress is how often, while it works, the dispatcher logs at info
 	// what it handed on, retried and parked since the last such line;
 	// nothing while idle. Zero: DefaultProgress; negative: never.
@@ -137,6 +152,7 @@ type Dispatcher struct {
 	metrics *metrics
 	times   *durations
 	tally   progress
+	limit   *rate.Limiter // nil: no Rate
 }
 
 // progress counts the outcomes since the dispatcher last logged them.
@@ -156,7 +172,7 @@ func (d *Dispatcher) report(last *time.Time, held int, force bool) {
 	if done == 0 && retried == 0 && parked == 0 {
 		return
 	}
-	d.log.Info().Str(keyDest, d.cfg.Name).Int64(keyDone, done).Int64(keyRetried, retried).Int64(keyParked, parked).
+	d.log.Info().Int64(keyDone, done).Int64(keyRetried, retried).Int64(keyParked, parked).
 		Int(keyHeld, held).Msg("dispatch progress")
 }
 
@@ -197,6 +213,21 @@ func New(store Store, cfg Config, log zerolog.Logger) (*Dispatcher, error) {
 	if cfg.Progress == 0 {
 		cfg.Progress = DefaultProgress
 	}
+	if cfg.Route.Name == "" {
+		cfg.Route.Name = inbox.DefaultDestination
+	}
+	if len(cfg.Routes) == 0 {
+		cfg.Routes = []inbox.Route{cfg.Route}
+	}
+	if err := inbox.CheckRoutes(cfg.Routes); err != nil {
+		return nil, fmt.Errorf("dispatch: %w", err)
+	}
+	if !slices.ContainsFunc(cfg.Routes, func(r inbox.Route) bool { return r.Name == cfg.Route.Name }) {
+		return nil, fmt.Errorf("dispatch: destination %q is not among the routes", cfg.Route.Name)
+	}
+	if cfg.Rate < 0 {
+		return nil, fmt.Errorf("dispatch: negative rate %v", cfg.Rate)
+	}
 	switch {
 	case cfg.Workers < 1 || cfg.Workers > 1024:
 		return nil, fmt.Errorf("dispatch: workers %d out of range 1..1024", cfg.Workers)
@@ -215,11 +246,20 @@ func New(store Store, cfg Config, log zerolog.Logger) (*Dispatcher, error) {
 	if cfg.Owner == "" {
 		cfg.Owner = newOwner()
 	}
-	m, err := newMetrics(cfg.Registerer)
+	reg := cfg.Registerer
+	if reg != nil {
+		reg = prometheus.WrapRegistererWith(prometheus.Labels{keyDest: cfg.Route.Name}, reg)
+	}
+	m, err := newMetrics(reg)
 	if err != nil {
 		return nil, fmt.Errorf("dispatch: %w", err)
 	}
-	return &Dispatcher{store: store, cfg: cfg, log: log, metrics: m, times: &durations{}}, nil
+	d := &Dispatcher{store: store, cfg: cfg, metrics: m, times: &durations{},
+		log: log.With().Str(keyDest, cfg.Route.Name).Str(keyKind, cfg.Name).Logger()}
+	if cfg.Rate > 0 {
+		d.limit = rate.NewLimiter(rate.Limit(cfg.Rate), max(1, int(cfg.Rate)))
+	}
+	return d, nil
 }
 
 // newOwner names this process: host, pid and a random part, so two runs
@@ -407,7 +447,8 @@ func (d *Dispatcher) due(ctx context.Context) bool {
 // store recorded the rest (inbox.PartialError).
 func (d *Dispatcher) settle(ctx context.Context, pending []inbox.Settlement, want int) (got []inbox.Job, unsettled []inbox.Settlement, err error) {
 	now := d.cfg.Now()
-	got, stale, err := d.store.Settle(ctx, d.cfg.Owner, pending, inbox.Claim{Now: now, Until: now.Add(d.cfg.Lease), Max: want})
+	got, stale, err := d.store.Settle(ctx, d.cfg.Owner, pending, inbox.Claim{Now: now, Until: now.Add(d.cfg.Lease), Max: want,
+		Destination: d.cfg.Route.Name, Routes: d.cfg.Routes})
 	var partial *inbox.PartialError
 	switch {
 	case errors.As(err, &partial):
@@ -434,6 +475,10 @@ func (d *Dispatcher) work(ctx context.Context, jobs <-chan inbox.Job, results ch
 		if ctx.Err() != nil || d.reachable() != nil {
 			// Stopping, or the destination is away: no attempt is made, so
 			// none is counted.
+			results <- release(j, d.cfg.Now())
+			continue
+		}
+		if d.limit != nil && d.limit.Wait(ctx) != nil {
 			results <- release(j, d.cfg.Now())
 			continue
 		}

@@ -418,10 +418,10 @@ func TestMetrics(t *testing.T) {
 	want := `
 # HELP inbox_dispatch_deliveries_total Delivery attempts by outcome: done, retry, handler_failed (parked: no attempt left), handler_rejected (parked: the application said never retry).
 # TYPE inbox_dispatch_deliveries_total counter
-inbox_dispatch_deliveries_total{outcome="done"} 1
-inbox_dispatch_deliveries_total{outcome="handler_failed"} 0
-inbox_dispatch_deliveries_total{outcome="handler_rejected"} 1
-inbox_dispatch_deliveries_total{outcome="retry"} 0
+inbox_dispatch_deliveries_total{destination="default",outcome="done"} 1
+inbox_dispatch_deliveries_total{destination="default",outcome="handler_failed"} 0
+inbox_dispatch_deliveries_total{destination="default",outcome="handler_rejected"} 1
+inbox_dispatch_deliveries_total{destination="default",outcome="retry"} 0
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "inbox_dispatch_deliveries_total"); err != nil {
 		t.Error(err)

@@ -1,6 +1,8 @@
 package dispatch
 
 import (
+	"context"
+	"errors"
 	"time"
 )
 
@@ -27,8 +29,14 @@ type Gate interface {
 const pauseCheck = 100 * time.Millisecond
 
 // reachable returns why the destination cannot be reached now, or nil
-// (always nil for a destination that is not a Gate).
+// (always nil for a destination that is not a Gate), or why it is held
+// (Config.Held).
 func (d *Dispatcher) reachable() error {
+	if d.cfg.Held != nil {
+		if err := d.cfg.Held(); err != nil {
+			return err
+		}
+	}
 	g, ok := d.cfg.Destination.(Gate)
 	if !ok {
 		return nil
@@ -48,6 +56,10 @@ type pause struct {
 func (d *Dispatcher) check(p *pause) bool {
 	err := d.reachable()
 	switch {
+	case err != nil && p.since.IsZero() && errors.Is(err, errHeld):
+		p.since, p.cause = time.Now(), errorText(err)
+		d.metrics.paused.Set(1)
+		d.log.Warn().Msg("destination paused by an operator: no row is claimed or attempted until inbox resume")
 	case err != nil && p.since.IsZero():
 		p.since, p.cause = time.Now(), errorText(err)
 		d.metrics.paused.Set(1)
@@ -63,4 +75,17 @@ func (d *Dispatcher) check(p *pause) bool {
 		d.metrics.paused.Set(0)
 	}
 	return err != nil
+}
+
+// State is what /readyz shows of the dispatcher's destination: whether it
+// is attempting deliveries now, and if not, why (paused by an operator, or
+// its Gate away), in a few words, never an address.
+func (d *Dispatcher) State(context.Context) (ok bool, detail string) {
+	if d.cfg.Held != nil && d.cfg.Held() != nil {
+		return false, "paused by an operator"
+	}
+	if d.reachable() != nil {
+		return false, "unreachable: paused"
+	}
+	return true, "dispatching"
 }

@@ -334,29 +334,39 @@ type rowAttempt struct {
 // rowAttempts reads each row's status and recorded attempts.
 func rowAttempts(t *testing.T, db string) map[string]rowAttempt {
 	t.Helper()
+	out := map[string]rowAttempt{}
+	eachRow(t, db, `SELECT id, status, attempts FROM events`, func(rows *sql.Rows) error {
+		var id string
+		var r rowAttempt
+		err := rows.Scan(&id, &r.Status, &r.Attempts)
+		out[id] = r
+		return err
+	})
+	return out
+}
+
+// eachRow runs query on the SQLite database db, read-only, and calls scan
+// for each row it returns.
+func eachRow(t *testing.T, db, query string, scan func(*sql.Rows) error) {
+	t.Helper()
 	conn, err := sql.Open("sqlite", db+"?_pragma=query_only(ON)&_pragma=busy_timeout(5000)")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	rows, err := conn.Query(`SELECT id, status, attempts FROM events`)
+	rows, err := conn.Query(query)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rows.Close()
-	out := map[string]rowAttempt{}
 	for rows.Next() {
-		var id string
-		var r rowAttempt
-		if err := rows.Scan(&id, &r.Status, &r.Attempts); err != nil {
+		if err := scan(rows); err != nil {
 			t.Fatal(err)
 		}
-		out[id] = r
 	}
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
-	return out
 }
 
 // TestCrashBeforeSendCostsNoAttempt kills `inbox dispatch` with SIGKILL
@@ -599,4 +609,157 @@ func TestHangingRowsBinary(t *testing.T) {
 	if bound := dispatch.DefaultTimeout / 10; delay > bound {
 		t.Errorf("delayed %v, want at most %v (a tenth of the timeout)", delay, bound)
 	}
+}
+
+// fillMixed stores n new rows, job_0000 ..., in a fresh database: the even
+// ones job.completed, the odd ones job.failed.
+func fillMixed(t *testing.T, n int) string {
+	t.Helper()
+	db := filepath.Join(t.TempDir(), "inbox.db")
+	s := sqlitetest.MustOpenPath(t, db, sqlite.Options{})
+	rules := inbox.Rules{Events: []string{"job.completed", "job.failed"}}
+	for i := range n {
+		event := "job.completed"
+		if i%2 == 1 {
+			event = "job.failed"
+		}
+		body := fmt.Sprintf(`{"event":%q,"job_id":"job_%04d","status":"COMPLETED"}`, event, i)
+		if _, err := s.Put(context.Background(), inbox.Classify("", inbox.Named{}, []byte(body), 1, rules)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+// pairState is one (row, destination) pair's status, attempts and lease.
+type pairState struct {
+	Status   string
+	Attempts int
+	Leased   bool
+}
+
+// pairStates reads every (row, destination) pair, keyed "row destination".
+func pairStates(t *testing.T, db string) map[string]pairState {
+	t.Helper()
+	out := map[string]pairState{}
+	eachRow(t, db, `SELECT event_id, destination, status, attempts, lease_owner IS NOT NULL FROM deliveries`, func(rows *sql.Rows) error {
+		var id, dest string
+		var p pairState
+		err := rows.Scan(&id, &dest, &p.Status, &p.Attempts, &p.Leased)
+		out[id+" "+dest] = p
+		return err
+	})
+	return out
+}
+
+// TestCrashMidFanOutCostsNoAttempt is TestCrashBeforeSendCostsNoAttempt
+// with three destinations, two of them filtered by event: `inbox
+// dispatch` is killed with SIGKILL again and again while each destination
+// holds rows it claimed but has not sent. No (row, destination) pair is
+// lost, none is made for a destination whose filter does not take the
+// row, none is delivered there, and each pair records as many attempts as
+// requests reached that destination; once the applications answer, every
+// pair is done and each destination's first request for a row says
+// Inbox-Attempt: 1.
+func TestCrashMidFanOutCostsNoAttempt(t *testing.T) {
+	const n, crashes = 12, 4
+	db := fillMixed(t, n)
+	apps := map[string]*recorder{"all": newRecorder(t), "failed": newRecorder(t), "completed": newRecorder(t)}
+	cfg := filepath.Join(t.TempDir(), "inbox.toml")
+	err := os.WriteFile(cfg, []byte(`
+[[destination]]
+name = "all"
+url = "`+apps["all"].URL+`"
+
+[[destination]]
+name = "failed"
+url = "`+apps["failed"].URL+`"
+events = ["job.failed"]
+
+[[destination]]
+name = "completed"
+url = "`+apps["completed"].URL+`"
+events = ["job.completed"]
+`), 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	takes := func(dest string, i int) bool {
+		return dest == "all" || (dest == "failed") == (i%2 == 1)
+	}
+	for _, a := range apps {
+		a.hanging.Store(true)
+	}
+	// An attempt outlives the wait for every destination to hold its
+	// rows; a row lost to a crash can still be tried again.
+	args := []string{"--db", db, "--config", cfg, "--workers", "1", "--max-slow", "0",
+		"--timeout", "5s", "--lease", "10s", "--retry-schedule", "1s,1s,1s"}
+	sentTo := func() map[string]int {
+		out := map[string]int{}
+		for name, a := range apps {
+			out[name] = len(a.attempts())
+		}
+		return out
+	}
+	for i := range crashes {
+		before := sentTo()
+		d := startDispatch(t, args...)
+		waitFor := time.Now().Add(20 * time.Second)
+		for {
+			now, leased := sentTo(), 0
+			for _, p := range pairStates(t, db) {
+				if p.Leased {
+					leased++
+				}
+			}
+			if now["all"] > before["all"] && now["failed"] > before["failed"] && now["completed"] > before["completed"] && leased >= 6 {
+				break
+			}
+			if time.Now().After(waitFor) {
+				t.Fatalf("crash %d: the destinations never each held a row under way and one waiting:\n%s", i+1, d.logs)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		d.kill(syscall.SIGKILL)
+	}
+	check := func(wantDone bool) {
+		t.Helper()
+		pairs := pairStates(t, db)
+		for i := range n {
+			id := fmt.Sprintf("job_%04d", i)
+			for name, a := range apps {
+				p, ok := pairs[id+" "+name]
+				sent := a.attempts()[id]
+				switch {
+				case !takes(name, i) && (ok || len(sent) > 0):
+					t.Errorf("%s: a pair for %s, whose filter does not take it (%+v, %d requests)", id, name, p, len(sent))
+				case !takes(name, i):
+				case !ok:
+					t.Errorf("%s: the pair for %s is lost", id, name)
+				case p.Attempts != len(sent):
+					t.Errorf("%s for %s: %d attempts recorded, %d requests sent", id, name, p.Attempts, len(sent))
+				case wantDone && (p.Status != "done" || sent[0] != "1"):
+					t.Errorf("%s for %s: %s, requests said %v; want done, the first at attempt 1", id, name, p.Status, sent)
+				}
+			}
+		}
+	}
+	check(false)
+
+	for _, a := range apps {
+		a.hanging.Store(false)
+	}
+	d := startDispatch(t, "--db", db, "--config", cfg, "--workers", "4", "--timeout", "5s", "--lease", "10s", "--retry-schedule", "1s,1s,1s")
+	deadline := time.Now().Add(40 * time.Second)
+	for states, _ := rowStates(t, db); states["done"] != n; states, _ = rowStates(t, db) {
+		if time.Now().After(deadline) {
+			t.Fatalf("rows %v, want all %d done\n%s", states, n, d.logs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	d.kill(syscall.SIGTERM)
+	check(true)
 }

@@ -152,7 +152,7 @@ func TestServeNATSOutage(t *testing.T) {
 		"--retry-schedule", natsRetries, "--timeout", "2s", "--lease", "10s")
 	gauge := func(name string) float64 { return metricstest.Scrape(t, srv.admin+"/metrics")[name] }
 	connected := func() float64 { return gauge("inbox_nats_connected") }
-	paused := func() float64 { return gauge("inbox_dispatch_paused") }
+	paused := func() float64 { return gauge(`inbox_dispatch_paused{destination="default"}`) }
 	if code, body := get(t, srv.admin+"/readyz"); code != http.StatusOK || !strings.HasPrefix(body, "ok\n") || !strings.Contains(body, "nats: unreachable: dispatch paused") {
 		t.Errorf("readyz with the broker down: %d %q; want 200 ok, saying nats is unreachable and dispatch paused", code, body)
 	}
@@ -308,7 +308,7 @@ func TestDispatchNATSOutage(t *testing.T) {
 	d := startDispatch(t, "--db", db, "--nats-url", b.url(), "--nats-subject", natsSubject, "--admin-addr", "127.0.0.1:0",
 		"--retry-schedule", natsRetries, "--timeout", "2s", "--lease", "10s")
 	admin := dispatchAdmin(t, d)
-	if code, body := get(t, admin+"/readyz"); code != http.StatusServiceUnavailable || body != "not ready\nnats: unreachable: dispatch paused, rows wait with no attempt counted\n" {
+	if code, body := get(t, admin+"/readyz"); code != http.StatusServiceUnavailable || body != "not ready\nnats: unreachable: dispatch paused, rows wait with no attempt counted\ndestination default: unreachable: paused\n" {
 		t.Errorf("readyz with the broker down: %d %q, want 503 saying nats is unreachable", code, body)
 	}
 	if g := metricstest.Scrape(t, admin+"/metrics")["inbox_nats_connected"]; g != 0 {

@@ -32,13 +32,13 @@ func TestDispatchAdminAddr(t *testing.T) {
 	if admin == "" {
 		t.Fatalf("dispatch did not listen:\n%s", d.logs)
 	}
-	for _, path := range []string{"/healthz", "/readyz"} {
-		if code, body := get(t, admin+path); code != 200 || body != "ok\n" {
-			t.Errorf("%s: %d %q, want 200 ok", path, code, body)
+	for path, want := range map[string]string{"/healthz": "ok\n", "/readyz": "ok\ndestination default: dispatching\n"} {
+		if code, body := get(t, admin+path); code != 200 || body != want {
+			t.Errorf("%s: %d %q, want 200 %q", path, code, body, want)
 		}
 	}
 	waitFor(t, "the row handed on", func() bool {
-		return metricstest.Scrape(t, admin+"/metrics")[`inbox_dispatch_deliveries_total{outcome="done"}`] == 1
+		return metricstest.Scrape(t, admin+"/metrics")[`inbox_dispatch_deliveries_total{destination="default",outcome="done"}`] == 1
 	})
 	d.kill(syscall.SIGTERM)
 	if code := d.cmd.ProcessState.ExitCode(); code != 0 {

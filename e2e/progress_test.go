@@ -17,6 +17,7 @@ type progressLine struct {
 	Level       string `json:"level"`
 	Message     string `json:"message"`
 	Destination string `json:"destination"`
+	Kind        string `json:"kind"`
 	HandedOn    int    `json:"handed_on"`
 	Retried     int    `json:"retried"`
 	Parked      int    `json:"parked"`
@@ -52,7 +53,7 @@ func TestDispatchProgress(t *testing.T) {
 	waitLong(t, 15*time.Second, "the progress lines to count the work", func() bool {
 		sum = progressLine{}
 		for _, p := range progressLines(srv.logs.String()) {
-			if p.Level != "info" || p.Destination != "exec" {
+			if p.Level != "info" || p.Destination != "default" || p.Kind != "exec" {
 				t.Fatalf("progress line %+v: want info, for exec", p)
 			}
 			sum.HandedOn, sum.Retried, sum.Parked = sum.HandedOn+p.HandedOn, sum.Retried+p.Retried, sum.Parked+p.Parked

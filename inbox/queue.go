@@ -14,6 +14,9 @@ type Job struct {
 	Event   string
 	Body    []byte
 	Attempt int // this attempt's number, from 1; counted as it starts (Store.Start)
+	// Destination is the destination the claim is for; "" is
+	// DefaultDestination.
+	Destination string
 	// started is set by Start (markStarted): the row's attempts already
 	// count Attempt.
 	started bool
@@ -32,6 +35,14 @@ func (j Job) Origin() (source, key string) {
 	return source, key
 }
 
+// Dest returns j's destination, DefaultDestination for "".
+func (j Job) Dest() string {
+	if j.Destination == "" {
+		return DefaultDestination
+	}
+	return j.Destination
+}
+
 // held is the attempt count of the row while j's claim holds: Attempt once
 // Start counted it, one less before.
 func (j Job) held() int {
@@ -41,10 +52,34 @@ func (j Job) held() int {
 	return j.Attempt - 1
 }
 
-// Claim asks for up to Max rows that are due at Now, leased until Until.
+// Claim asks for up to Max rows that are due at Now for Destination,
+// leased until Until. Before it claims, it routes the rows not yet
+// matched to their destinations by Routes.
 type Claim struct {
 	Now, Until time.Time
 	Max        int
+	// Destination is whose pairs to claim; "" is DefaultDestination. A
+	// paused destination claims none.
+	Destination string
+	// Routes are every configured destination and its filters; nil is
+	// Destination alone, taking every row.
+	Routes []Route
+}
+
+// Dest returns c's destination, DefaultDestination for "".
+func (c Claim) Dest() string {
+	if c.Destination == "" {
+		return DefaultDestination
+	}
+	return c.Destination
+}
+
+// routes returns c's routes, Destination alone for none.
+func (c Claim) routes() []Route {
+	if len(c.Routes) == 0 {
+		return []Route{{Name: c.Dest()}}
+	}
+	return c.Routes
 }
 
 // Fate is what an attempt made of a claimed row.

@@ -52,6 +52,16 @@ type QueueTx interface {
 	// leases have not run out at now, renews those leases to run out at
 	// until, and returns the ids of the rows it counted.
 	Start(owner string, jobs []Job, now, until time.Time) ([]string, error)
+	// Unrouted returns up to max new rows not yet routed, oldest first,
+	// passing over rows another transaction holds.
+	Unrouted(max int) ([]Unrouted, error)
+	// AddPairs adds the pairs, new and due at now; a parked pair becomes
+	// new again with no attempt, any other is left as it is.
+	AddPairs(pairs []Pair, now time.Time) error
+	// Mirror sets the queue columns of the new rows ids names from their
+	// pairs (new while any is new, else parked while any is parked, else
+	// done), and marks each routed; a row with no pair is done at now.
+	Mirror(ids []string, now time.Time) error
 }
 
 // Settle records on store the settlements of rows that owner claimed, then
@@ -183,12 +193,32 @@ func settleTx(ctx context.Context, store QueueStore, ref time.Time, owner string
 			}
 			gotStale += len(done) - n
 		}
-		if claim.Max <= 0 {
+		// The rows settled, routed and claimed are mirrored once, at the
+		// end.
+		var mirror []string
+		for _, st := range settled {
+			if !heldIDs[st.Job.ID] {
+				mirror = append(mirror, st.Job.ID)
+			}
+		}
+		if claim.Max > 0 {
+			routed, err := route(tx, claim.routes(), claim.Now, claim.Max)
+			if err != nil {
+				return err
+			}
+			if gotJobs, err = tx.Claim(owner, claim); err != nil {
+				return err
+			}
+			mirror = append(mirror, routed...)
+			for _, j := range gotJobs {
+				mirror = append(mirror, j.ID)
+			}
+		}
+		if len(mirror) == 0 {
 			return nil
 		}
-		var err error
-		gotJobs, err = tx.Claim(owner, claim)
-		return err
+		slices.Sort(mirror)
+		return tx.Mirror(slices.Compact(mirror), ref)
 	})
 	if err != nil {
 		return nil, 0, nil, err
@@ -225,11 +255,19 @@ func Start(ctx context.Context, store QueueStore, owner string, jobs []Job, now,
 	var counted map[string]bool
 	err = store.InQueueTx(ctx, now, func(tx QueueTx) error {
 		ids, err := tx.Start(owner, sorted, now, until)
+		if err != nil {
+			return err
+		}
 		counted = make(map[string]bool, len(ids))
 		for _, id := range ids {
 			counted[id] = true
 		}
-		return err
+		if len(ids) == 0 {
+			return nil
+		}
+		ids = slices.Clone(ids)
+		slices.Sort(ids)
+		return tx.Mirror(slices.Compact(ids), now)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("start %d attempts: %w", len(todo), err)
@@ -254,6 +292,14 @@ func CheckSettle(owner string, settled []Settlement, claim Claim) error {
 	}
 	if claim.Max > 0 && !claim.Until.After(claim.Now) {
 		return fmt.Errorf("lease until %s is not after %s", claim.Until, claim.Now)
+	}
+	if claim.Max > 0 && len(claim.Routes) > 0 {
+		if err := CheckRoutes(claim.Routes); err != nil {
+			return err
+		}
+		if !slices.ContainsFunc(claim.Routes, func(r Route) bool { return r.Name == claim.Dest() }) {
+			return fmt.Errorf("destination %q is not among the routes", claim.Dest())
+		}
 	}
 	for _, st := range settled {
 		switch st.Fate {

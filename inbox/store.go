@@ -73,6 +73,19 @@ type Store interface {
 	// Queue reads the queue's state at now.
 	Queue(ctx context.Context, now time.Time) (Queue, error)
 
+	// Deliveries returns where the row id stands with each destination it
+	// was routed to, by destination; none for a row not routed yet.
+	Deliveries(ctx context.Context, id string) ([]Pairing, error)
+	// Destinations counts each destination's pairs by status at now, and
+	// says which are paused, by name.
+	Destinations(ctx context.Context, now time.Time) ([]DestinationStats, error)
+	// PausedDestinations returns the destinations an operator paused.
+	PausedDestinations(ctx context.Context) ([]string, error)
+	// SetPaused pauses or resumes a destination for every dispatcher on
+	// the store: a paused one's pairs are not claimed, so they wait with
+	// no attempt counted.
+	SetPaused(ctx context.Context, name string, paused bool) error
+
 	// Get returns the row with the given id, body included, or an error
 	// wrapping ErrNotFound.
 	Get(ctx context.Context, id string) (Event, error)

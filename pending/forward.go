@@ -30,6 +30,23 @@ func (s *Store) Queue(ctx context.Context, now time.Time) (inbox.Queue, error) {
 	return do(ctx, s, func(st inbox.Store) (inbox.Queue, error) { return st.Queue(ctx, now) })
 }
 
+func (s *Store) Deliveries(ctx context.Context, id string) ([]inbox.Pairing, error) {
+	return do(ctx, s, func(st inbox.Store) ([]inbox.Pairing, error) { return st.Deliveries(ctx, id) })
+}
+
+func (s *Store) Destinations(ctx context.Context, now time.Time) ([]inbox.DestinationStats, error) {
+	return do(ctx, s, func(st inbox.Store) ([]inbox.DestinationStats, error) { return st.Destinations(ctx, now) })
+}
+
+func (s *Store) PausedDestinations(ctx context.Context) ([]string, error) {
+	return do(ctx, s, func(st inbox.Store) ([]string, error) { return st.PausedDestinations(ctx) })
+}
+
+func (s *Store) SetPaused(ctx context.Context, name string, paused bool) error {
+	_, err := do(ctx, s, func(st inbox.Store) (struct{}, error) { return struct{}{}, st.SetPaused(ctx, name, paused) })
+	return err
+}
+
 func (s *Store) Get(ctx context.Context, id string) (inbox.Event, error) {
 	return do(ctx, s, func(st inbox.Store) (inbox.Event, error) { return st.Get(ctx, id) })
 }

@@ -93,50 +93,50 @@ func (t queueTx) Lock(ids []string) ([]string, error) {
 	return held, nil
 }
 
-// SettleDone marks done the rows of batch whose claims hold, in one
+// SettleDone marks done the pairs of batch whose claims hold, in one
 // statement, and returns how many it marked.
 func (t queueTx) SettleDone(owner string, batch []inbox.Settlement) (int, error) {
 	n := len(batch)
-	ids, held, attempts, ats := make([]string, n), make([]int64, n), make([]int64, n), make([]int64, n)
+	ids, dests, held, attempts, ats := make([]string, n), make([]string, n), make([]int64, n), make([]int64, n), make([]int64, n)
 	for i, st := range batch {
-		ids[i], held[i], attempts[i], ats[i] = st.Job.ID, int64(st.Job.HeldAttempts()), int64(st.Job.Attempt), t.at(st.At)
+		ids[i], dests[i], held[i], attempts[i], ats[i] = st.Job.ID, st.Job.Dest(), int64(st.Job.HeldAttempts()), int64(st.Job.Attempt), t.at(st.At)
 	}
-	tag, err := t.tx.Exec(t.ctx, `UPDATE events e SET status = 'done', done_at = u.at, updated_at = u.at,
+	tag, err := t.tx.Exec(t.ctx, `UPDATE deliveries d SET status = 'done', done_at = u.at, updated_at = u.at,
 		lease_owner = NULL, lease_until = NULL, next_attempt_at = 0, attempts = u.attempt
-		FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[]) AS u(id, held, attempt, at)
-		WHERE e.id = u.id AND e.attempts = u.held AND e.lease_owner = $5 AND e.status = 'new'`,
-		ids, held, attempts, ats, pgText(owner))
+		FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::bigint[]) AS u(id, dest, held, attempt, at)
+		WHERE d.event_id = u.id AND d.destination = u.dest AND d.attempts = u.held AND d.lease_owner = $6 AND d.status = 'new'`,
+		ids, dests, held, attempts, ats, pgText(owner))
 	if err != nil {
 		return 0, fmt.Errorf("mark %d rows done: %w", len(batch), err)
 	}
 	return int(tag.RowsAffected()), nil
 }
 
-// claimGuard matches a row only while the claim it names holds: the same
+// claimGuard matches a pair only while the claim it names holds: the same
 // owner, and the attempt count the claim left (or Start made) unchanged.
-const claimGuard = ` WHERE id = $1 AND status = 'new' AND lease_owner = $2 AND attempts = $3`
+const claimGuard = ` WHERE event_id = $1 AND destination = $2 AND status = 'new' AND lease_owner = $3 AND attempts = $4`
 
 // Settle records st unless its claim is gone (false). A retry is never
 // due before now.
 func (t queueTx) Settle(owner string, st inbox.Settlement) (bool, error) {
 	at, now := t.at, t.now
-	args := []any{st.Job.ID, pgText(owner), st.Job.HeldAttempts()}
+	args := []any{st.Job.ID, st.Job.Dest(), pgText(owner), st.Job.HeldAttempts()}
 	var q string
 	switch st.Fate {
 	case inbox.FateRetry:
-		q = `UPDATE events SET lease_owner = NULL, lease_until = NULL, next_attempt_at = greatest($4::bigint, $6::bigint),
-			last_error = $5, attempts = $7`
-		args = append(args, at(st.RetryAt), pgText(st.Error), now, st.Job.Attempt)
+		q = `UPDATE deliveries SET lease_owner = NULL, lease_until = NULL, next_attempt_at = greatest($5::bigint, $7::bigint),
+			last_error = $6, attempts = $8, updated_at = $9`
+		args = append(args, at(st.RetryAt), pgText(st.Error), now, st.Job.Attempt, at(st.At))
 	case inbox.FatePark:
-		q = `UPDATE events SET status = 'parked', reason = $4, last_error = $5, updated_at = $6,
-			lease_owner = NULL, lease_until = NULL, next_attempt_at = 0, attempts = $7`
+		q = `UPDATE deliveries SET status = 'parked', reason = $5, last_error = $6, updated_at = $7,
+			lease_owner = NULL, lease_until = NULL, next_attempt_at = 0, attempts = $8`
 		args = append(args, string(st.Reason), pgText(st.Error), at(st.At), st.Job.Attempt)
 	case inbox.FateExhausted:
-		q = `UPDATE events SET status = 'parked', reason = $4, last_error = $5, updated_at = $6,
+		q = `UPDATE deliveries SET status = 'parked', reason = $5, last_error = $6, updated_at = $7,
 			lease_owner = NULL, lease_until = NULL, next_attempt_at = 0`
 		args = append(args, string(st.Reason), pgText(st.Error), at(st.At))
 	case inbox.FateRelease:
-		q = `UPDATE events SET lease_owner = NULL, lease_until = NULL, next_attempt_at = $4`
+		q = `UPDATE deliveries SET lease_owner = NULL, lease_until = NULL, next_attempt_at = $5`
 		args = append(args, at(st.At))
 	}
 	tag, err := t.tx.Exec(t.ctx, q+claimGuard, args...)
@@ -146,26 +146,33 @@ func (t queueTx) Settle(owner string, st inbox.Settlement) (bool, error) {
 	return tag.RowsAffected() == 1, nil
 }
 
-// Claim leases up to c.Max due new rows to owner for c.Until-c.Now from
-// the store's clock, their attempts not counted yet. SKIP LOCKED passes
-// over rows another claimer (or a delivery being counted) holds, and FOR
-// UPDATE re-checks a row that another transaction changed since the
-// query's snapshot, so no row is claimed twice.
+// Claim leases up to c.Max due new pairs of c's destination to owner for
+// c.Until-c.Now from the store's clock, none while the destination is
+// paused, their attempts not counted yet. SKIP LOCKED passes over pairs
+// another claimer (or a delivery being counted) holds, and over pairs
+// whose row another session holds (the claim then mirrors onto the row
+// without waiting), and FOR UPDATE
+// re-checks a pair that another transaction changed since the query's
+// snapshot, so no pair is claimed twice.
 func (t queueTx) Claim(owner string, c inbox.Claim) ([]inbox.Job, error) {
 	now, lease := t.now, c.Until.Sub(c.Now).Milliseconds()
 	rows, err := t.tx.Query(t.ctx, `WITH due AS (
-			SELECT id FROM events WHERE status = 'new' AND next_attempt_at <= $3
-			ORDER BY next_attempt_at, received_at LIMIT $4
-			FOR UPDATE SKIP LOCKED)
-		UPDATE events e SET lease_owner = $1, lease_until = $2, next_attempt_at = $2
-		FROM due WHERE e.id = due.id
-		RETURNING e.id, e.source, coalesce(e.event, ''), e.body, e.attempts + 1`,
-		pgText(owner), now+lease, now, c.Max)
+			SELECT d.event_id, d.destination FROM deliveries d JOIN events e ON e.id = d.event_id
+			WHERE d.destination = $5 AND d.status = 'new' AND d.next_attempt_at <= $3
+			AND NOT EXISTS (SELECT 1 FROM paused_destinations WHERE name = $5)
+			ORDER BY d.next_attempt_at, d.received_at LIMIT $4
+			FOR UPDATE OF d, e SKIP LOCKED),
+		claimed AS (UPDATE deliveries d SET lease_owner = $1, lease_until = $2, next_attempt_at = $2
+			FROM due WHERE d.event_id = due.event_id AND d.destination = due.destination
+			RETURNING d.event_id, d.attempts + 1 AS attempt, d.received_at)
+		SELECT e.id, e.source, coalesce(e.event, ''), e.body, claimed.attempt
+		FROM claimed JOIN events e ON e.id = claimed.event_id ORDER BY claimed.received_at, e.id`,
+		pgText(owner), now+lease, now, c.Max, c.Dest())
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
 	jobs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (inbox.Job, error) {
-		var j inbox.Job
+		j := inbox.Job{Destination: c.Dest()}
 		err := r.Scan(&j.ID, &j.Source, &j.Event, &j.Body, &j.Attempt)
 		j.Key = inbox.KeyOf(j.Source, j.ID)
 		return j, err
@@ -194,14 +201,16 @@ func (s *Store) Start(ctx context.Context, owner string, jobs []inbox.Job, now, 
 
 // Start counts the attempts of jobs whose claims hold, in one statement.
 func (t queueTx) Start(owner string, jobs []inbox.Job, now, until time.Time) ([]string, error) {
-	ids, held, attempts := make([]string, len(jobs)), make([]int64, len(jobs)), make([]int64, len(jobs))
+	n := len(jobs)
+	ids, dests, held, attempts := make([]string, n), make([]string, n), make([]int64, n), make([]int64, n)
 	for i, j := range jobs {
-		ids[i], held[i], attempts[i] = j.ID, int64(j.HeldAttempts()), int64(j.Attempt)
+		ids[i], dests[i], held[i], attempts[i] = j.ID, j.Dest(), int64(j.HeldAttempts()), int64(j.Attempt)
 	}
-	rows, err := t.tx.Query(t.ctx, `UPDATE events e SET attempts = u.attempt, lease_until = $1, next_attempt_at = $1
-		FROM unnest($2::text[], $3::bigint[], $4::bigint[]) AS u(id, held, attempt)
-		WHERE e.id = u.id AND e.attempts = u.held AND e.lease_owner = $5 AND e.status = 'new' AND e.lease_until > $6
-		RETURNING e.id`, t.at(until), ids, held, attempts, pgText(owner), t.at(now))
+	rows, err := t.tx.Query(t.ctx, `UPDATE deliveries d SET attempts = u.attempt, lease_until = $1, next_attempt_at = $1
+		FROM unnest($2::text[], $3::text[], $4::bigint[], $5::bigint[]) AS u(id, dest, held, attempt)
+		WHERE d.event_id = u.id AND d.destination = u.dest AND d.attempts = u.held AND d.lease_owner = $6
+		AND d.status = 'new' AND d.lease_until > $7
+		RETURNING d.event_id`, t.at(until), ids, dests, held, attempts, pgText(owner), t.at(now))
 	if err != nil {
 		return nil, fmt.Errorf("count %d attempts: %w", len(ids), err)
 	}

@@ -41,6 +41,10 @@ func migrate(ctx context.Context, db *sql.DB, schema string) error {
 			return fmt.Errorf("migrate: add column %s: %w", strings.Fields(c)[0], err)
 		}
 	}
+	routed, err := hasTable(ctx, tx, "deliveries")
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
 	if schema != "" {
 		if _, err := tx.ExecContext(ctx, schema); err != nil {
 			return fmt.Errorf("apply schema: %w", err)
@@ -49,10 +53,43 @@ func migrate(ctx context.Context, db *sql.DB, schema string) error {
 	if err := rekeyJobs(ctx, tx); err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
+	made, err := hasTable(ctx, tx, "deliveries")
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	// The admin commands open without the schema: the next open with it
+	// makes the table and moves the rows' state.
+	if !routed && made {
+		if _, err := tx.ExecContext(ctx, toDefault); err != nil {
+			return fmt.Errorf("migrate: keep the rows' queue state as destination default's: %w", err)
+		}
+	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("migrate: commit: %w", err)
 	}
 	return nil
+}
+
+// toDefault gives each row of a database made before destinations its
+// queue state as the pair of destination default (the single-destination
+// flags' destination): new and done rows, and rows the dispatcher parked.
+// Rows parked on receipt and ignored ones were never for a destination.
+// Every new row is marked routed (next_attempt_at above 0).
+const toDefault = `INSERT INTO deliveries (event_id, destination, status, reason, attempts, next_attempt_at,
+		lease_owner, lease_until, last_error, received_at, updated_at, done_at)
+	SELECT id, 'default', status, reason, attempts, CASE WHEN status = 'new' THEN max(next_attempt_at, 1) ELSE 0 END,
+		lease_owner, lease_until, last_error, received_at, updated_at, done_at
+	FROM events WHERE status IN ('new', 'done') OR (status = 'parked' AND reason IN ('handler_failed', 'handler_rejected'));
+	UPDATE events SET next_attempt_at = 1 WHERE status = 'new' AND next_attempt_at = 0;`
+
+// hasTable reports whether the database has the table name.
+func hasTable(ctx context.Context, tx *sql.Tx, name string) (bool, error) {
+	var n int
+	err := tx.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = ?`, name).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("look for table %s: %w", name, err)
+	}
+	return n > 0, nil
 }
 
 // rekeyJobs gives the rows of a source other than sume whose job_id is a

@@ -3,6 +3,7 @@ package sqlite_test
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -248,5 +249,51 @@ func TestMigrateRekeysBareJobIDs(t *testing.T) {
 	}
 	if e, err := s.Get(ctx, "acme/j1"); err != nil || e.Status != inbox.StatusNew || e.Deliveries != 2 {
 		t.Errorf("acme/j1 = %+v, %v; want new with 2 deliveries", e, err)
+	}
+}
+
+// TestMigrateDestinations opens a database of the version before
+// destinations: each row the dispatcher had (new, done, parked by it)
+// keeps its queue state as destination default's, a row parked on receipt
+// gets no destination, and a claim for default goes on where it stood.
+func TestMigrateDestinations(t *testing.T) {
+	path := oldDBOf(t, "schema-v2.sql")
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = db.Exec(`UPDATE events SET attempts = 2, next_attempt_at = 7000, last_error = 'HTTP 500' WHERE id = 'job_1';
+		INSERT INTO events (id, job_id, status, reason, event, body, size, sha256, delivery_ts, received_at,
+			last_seen_at, updated_at, attempts, last_error, done_at) VALUES
+		('job_3', 'job_3', 'done', NULL, 'job.completed', X'7B7D', 2, 'z', 1, 3000, 3000, 3000, 1, NULL, 3000),
+		('job_4', 'job_4', 'parked', 'handler_failed', 'job.completed', X'7B7D', 2, 'w', 1, 4000, 4000, 4000, 9, 'HTTP 503', NULL)`)
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	s := sqlitetest.MustOpenPath(t, path, sqlite.Options{})
+	want := map[string]string{"job_1": "default new 2 HTTP 500", "job_2": "", "job_3": "default done 1 ", "job_4": "default parked 9 HTTP 503"}
+	for id, w := range want {
+		ds, err := s.Deliveries(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := ""
+		if len(ds) == 1 {
+			got = fmt.Sprintf("%s %s %d %s", ds[0].Destination, ds[0].Status, ds[0].Attempts, ds[0].LastError)
+		} else if len(ds) > 1 {
+			got = fmt.Sprint(ds)
+		}
+		if got != w {
+			t.Errorf("%s: migrated pair %q, want %q", id, got, w)
+		}
+	}
+	if jobs, _, err := s.Settle(ctx, "test", nil, inbox.Claim{Now: time.UnixMilli(6000), Until: time.UnixMilli(9000), Max: 10}); err != nil || len(jobs) != 0 {
+		t.Errorf("claimed %v, %v before job_1's retry is due", jobs, err)
+	}
+	jobs, _, err := s.Settle(ctx, "test", nil, inbox.Claim{Now: time.UnixMilli(7000), Until: time.UnixMilli(9000), Max: 10})
+	if err != nil || len(jobs) != 1 || jobs[0].ID != "job_1" || jobs[0].Attempt != 3 || jobs[0].Dest() != inbox.DefaultDestination {
+		t.Errorf("claimed %+v, %v, want job_1 at attempt 3 for default", jobs, err)
 	}
 }

@@ -78,23 +78,24 @@ func (t queueTx) SettleDone(owner string, done []inbox.Settlement) (int, error) 
 	return marked, nil
 }
 
-// settleDone marks done the rows of batch whose claims hold, in one
+// settleDone marks done the pairs of batch whose claims hold, in one
 // statement, and returns how many it marked.
 func settleDone(ctx context.Context, tx *sql.Tx, owner string, batch []inbox.Settlement) (int, error) {
-	values := strings.Repeat("(?, ?, ?, ?), ", len(batch))
-	args := make([]any, 0, 4*len(batch)+1)
+	values := strings.Repeat("(?, ?, ?, ?, ?), ", len(batch))
+	args := make([]any, 0, 5*len(batch)+1)
 	for _, st := range batch {
-		args = append(args, st.Job.ID, st.Job.HeldAttempts(), st.Job.Attempt, millis(st.At))
+		args = append(args, st.Job.ID, st.Job.Dest(), st.Job.HeldAttempts(), st.Job.Attempt, millis(st.At))
 	}
 	args = append(args, owner)
-	// VALUES names its columns column1, column2, column3: id, attempts the
-	// claim holds, attempt.
-	res, err := tx.ExecContext(ctx, `UPDATE events SET status = 'done', done_at = s.column4,
-		updated_at = s.column4, lease_owner = NULL, lease_until = NULL, next_attempt_at = 0,
-		attempts = s.column3
+	// VALUES names its columns column1, column2, ...: id, destination,
+	// attempts the claim holds, attempt, when.
+	res, err := tx.ExecContext(ctx, `UPDATE deliveries SET status = 'done', done_at = s.column5,
+		updated_at = s.column5, lease_owner = NULL, lease_until = NULL, next_attempt_at = 0,
+		attempts = s.column4
 		FROM (VALUES `+values[:len(values)-2]+`) AS s
-		WHERE events.id = s.column1 AND events.attempts = s.column2
-		AND events.lease_owner = ? AND events.status = 'new'`, args...)
+		WHERE deliveries.event_id = s.column1 AND deliveries.destination = s.column2
+		AND deliveries.attempts = s.column3
+		AND deliveries.lease_owner = ? AND deliveries.status = 'new'`, args...)
 	if err != nil {
 		return 0, fmt.Errorf("mark %d rows done: %w", len(batch), err)
 	}
@@ -105,31 +106,31 @@ func settleDone(ctx context.Context, tx *sql.Tx, owner string, batch []inbox.Set
 	return int(n), nil
 }
 
-// claimGuard matches a row only while the claim it names holds: the same
+// claimGuard matches a pair only while the claim it names holds: the same
 // owner, and the attempt count the claim left (or Start made) unchanged.
-const claimGuard = ` WHERE id = ? AND status = 'new' AND lease_owner = ? AND attempts = ?`
+const claimGuard = ` WHERE event_id = ? AND destination = ? AND status = 'new' AND lease_owner = ? AND attempts = ?`
 
 // Settle records st, a settlement inbox.CheckSettle took, unless its claim
 // is gone (false).
 func (t queueTx) Settle(owner string, st inbox.Settlement) (bool, error) {
-	guard := []any{st.Job.ID, owner, st.Job.HeldAttempts()}
+	guard := []any{st.Job.ID, st.Job.Dest(), owner, st.Job.HeldAttempts()}
 	var q string
 	var args []any
 	switch st.Fate {
 	case inbox.FateRetry:
-		q = `UPDATE events SET lease_owner = NULL, lease_until = NULL, next_attempt_at = ?, last_error = ?,
-			attempts = ?`
-		args = []any{millis(st.RetryAt), st.Error, st.Job.Attempt}
+		q = `UPDATE deliveries SET lease_owner = NULL, lease_until = NULL, next_attempt_at = ?, last_error = ?,
+			attempts = ?, updated_at = ?`
+		args = []any{millis(st.RetryAt), st.Error, st.Job.Attempt, millis(st.At)}
 	case inbox.FatePark:
-		q = `UPDATE events SET status = 'parked', reason = ?, last_error = ?, updated_at = ?,
+		q = `UPDATE deliveries SET status = 'parked', reason = ?, last_error = ?, updated_at = ?,
 			lease_owner = NULL, lease_until = NULL, next_attempt_at = 0, attempts = ?`
 		args = []any{string(st.Reason), st.Error, millis(st.At), st.Job.Attempt}
 	case inbox.FateExhausted:
-		q = `UPDATE events SET status = 'parked', reason = ?, last_error = ?, updated_at = ?,
+		q = `UPDATE deliveries SET status = 'parked', reason = ?, last_error = ?, updated_at = ?,
 			lease_owner = NULL, lease_until = NULL, next_attempt_at = 0`
 		args = []any{string(st.Reason), st.Error, millis(st.At)}
 	case inbox.FateRelease:
-		q = `UPDATE events SET lease_owner = NULL, lease_until = NULL, next_attempt_at = ?`
+		q = `UPDATE deliveries SET lease_owner = NULL, lease_until = NULL, next_attempt_at = ?`
 		args = []any{millis(st.At)}
 	default:
 		return false, fmt.Errorf("settle %s: unknown fate %d", st.Job.ID, st.Fate)
@@ -145,32 +146,43 @@ func (t queueTx) Settle(owner string, st inbox.Settlement) (bool, error) {
 	return n == 1, nil
 }
 
-// Claim leases up to c.Max due new rows to owner, their attempts not
-// counted yet. The events_queue index serves the inner query, so it reads
-// only the rows it takes.
+// Claim leases up to c.Max due new pairs of c's destination to owner,
+// none while it is paused, their attempts not counted yet. The
+// deliveries_queue index serves the inner query, so it reads only the
+// pairs it takes.
 func (t queueTx) Claim(owner string, c inbox.Claim) ([]inbox.Job, error) {
 	until := millis(c.Until)
-	rows, err := t.tx.QueryContext(t.ctx, `UPDATE events
-		SET lease_owner = ?, lease_until = ?, next_attempt_at = ?
-		WHERE rowid IN (SELECT rowid FROM events WHERE status = 'new' AND next_attempt_at <= ?
-			ORDER BY next_attempt_at, received_at LIMIT ?)
-		RETURNING id, source, coalesce(event, ''), body, attempts + 1`,
-		owner, until, until, millis(c.Now), c.Max)
+	rows, err := t.tx.QueryContext(t.ctx, `UPDATE deliveries
+		SET lease_owner = ?1, lease_until = ?2, next_attempt_at = ?2
+		WHERE rowid IN (SELECT rowid FROM deliveries WHERE destination = ?3 AND status = 'new' AND next_attempt_at <= ?4
+			AND NOT EXISTS (SELECT 1 FROM paused_destinations WHERE name = ?3)
+			ORDER BY next_attempt_at, received_at LIMIT ?5)
+		RETURNING event_id, attempts + 1`,
+		owner, until, c.Dest(), millis(c.Now), c.Max)
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
 	defer rows.Close()
 	var jobs []inbox.Job
 	for rows.Next() {
-		var j inbox.Job
-		if err := rows.Scan(&j.ID, &j.Source, &j.Event, &j.Body, &j.Attempt); err != nil {
+		j := inbox.Job{Destination: c.Dest()}
+		if err := rows.Scan(&j.ID, &j.Attempt); err != nil {
 			return nil, fmt.Errorf("claim: %w", err)
 		}
-		j.Key = inbox.KeyOf(j.Source, j.ID)
 		jobs = append(jobs, j)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
+	}
+	rows.Close()
+	for i := range jobs {
+		j := &jobs[i]
+		err := t.tx.QueryRowContext(t.ctx, `SELECT source, coalesce(event, ''), body FROM events WHERE id = ?`, j.ID).
+			Scan(&j.Source, &j.Event, &j.Body)
+		if err != nil {
+			return nil, fmt.Errorf("claim: read %s: %w", j.ID, err)
+		}
+		j.Key = inbox.KeyOf(j.Source, j.ID)
 	}
 	return jobs, nil
 }
@@ -192,19 +204,20 @@ func (t queueTx) Start(owner string, jobs []inbox.Job, now, until time.Time) ([]
 // startBatch counts the attempts of batch whose claims hold, in one
 // statement, and returns their ids.
 func startBatch(ctx context.Context, tx *sql.Tx, owner string, batch []inbox.Job, now, until time.Time) ([]string, error) {
-	values := strings.Repeat("(?, ?, ?), ", len(batch))
+	values := strings.Repeat("(?, ?, ?, ?), ", len(batch))
 	args := []any{millis(until), millis(until)}
 	for _, j := range batch {
-		args = append(args, j.ID, j.HeldAttempts(), j.Attempt)
+		args = append(args, j.ID, j.Dest(), j.HeldAttempts(), j.Attempt)
 	}
 	args = append(args, owner, millis(now))
-	// VALUES names its columns column1, column2, column3: id, attempts the
-	// claim holds, attempt.
-	rows, err := tx.QueryContext(ctx, `UPDATE events SET attempts = s.column3, lease_until = ?, next_attempt_at = ?
+	// VALUES names its columns column1, column2, ...: id, destination,
+	// attempts the claim holds, attempt.
+	rows, err := tx.QueryContext(ctx, `UPDATE deliveries SET attempts = s.column4, lease_until = ?, next_attempt_at = ?
 		FROM (VALUES `+values[:len(values)-2]+`) AS s
-		WHERE events.id = s.column1 AND events.attempts = s.column2
-		AND events.lease_owner = ? AND events.status = 'new' AND events.lease_until > ?
-		RETURNING events.id`, args...)
+		WHERE deliveries.event_id = s.column1 AND deliveries.destination = s.column2
+		AND deliveries.attempts = s.column3
+		AND deliveries.lease_owner = ? AND deliveries.status = 'new' AND deliveries.lease_until > ?
+		RETURNING deliveries.event_id`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("count %d attempts: %w", len(batch), err)
 	}

@@ -43,6 +43,7 @@ func Run(t *testing.T, open func(t *testing.T, opts Options) inbox.Store) {
 	t.Run("count", func(t *testing.T) { runCount(t, o) })
 	t.Run("reprocess", func(t *testing.T) { runReprocess(t, o) })
 	t.Run("reconcile", func(t *testing.T) { runReconcile(t, o) })
+	t.Run("destinations", func(t *testing.T) { runDestinations(t, o) })
 }
 
 type opener func(t *testing.T, opts Options) inbox.Store

@@ -1,0 +1,70 @@
+package admin
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/urfave/cli/v2"
+
+	"inbox/config"
+)
+
+func pauseCommand(open Opener) *cli.Command {
+	return pausing(open, true, "pause", "stop handing rows to a destination, on every running dispatcher", `Pauses the destination DESTINATION (a [[destination]] name of --config, or
+default, the one the --forward-url, --exec or --nats-url flags configure)
+for every dispatcher on the database, within about a second, without a
+restart: none claims its rows, the rows it holds unstarted are given back,
+and its rows wait with no attempt counted, so none uses up its retries.
+Attempts already under way finish. The other destinations go on. The pause
+is kept in the database, so replicas agree and it outlives restarts, until
+inbox resume. inbox stats shows the paused destinations, and /readyz a
+line "destination NAME: paused by an operator".
+
+Examples:
+   inbox pause billing
+   inbox pause default`)
+}
+
+func resumeCommand(open Opener) *cli.Command {
+	return pausing(open, false, "resume", "hand rows to a paused destination again", `Resumes the destination DESTINATION that inbox pause paused: every
+dispatcher on the database claims its rows again within about a second,
+oldest due first, their attempts counted from where they stood. Resuming a
+destination that is not paused does nothing.
+
+Examples:
+   inbox resume billing`)
+}
+
+// pausing is inbox pause (paused) or inbox resume.
+func pausing(open Opener, paused bool, name, usage, description string) *cli.Command {
+	return &cli.Command{
+		Name:        name,
+		Usage:       usage,
+		ArgsUsage:   "DESTINATION",
+		Description: description,
+		Flags:       []cli.Flag{config.DBFlag(), config.BusyTimeoutFlag("how long the write waits for serve's lock (500ms, 3s, 1m)")},
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 1 {
+				return fmt.Errorf("%s takes one destination name (see --help)", name)
+			}
+			dest := c.Args().First()
+			if !config.ValidName(dest) {
+				return errors.New("a destination name is 1 to 32 of a-z, 0-9, - and _")
+			}
+			store, err := openWrite(c, open)
+			if err != nil {
+				return err
+			}
+			defer store.Close()
+			if err := store.SetPaused(c.Context, dest, paused); err != nil {
+				return err
+			}
+			if paused {
+				fmt.Fprintf(c.App.Writer, "paused %s: its rows wait, no attempt counted, until inbox resume %s\n", dest, dest)
+			} else {
+				fmt.Fprintf(c.App.Writer, "resumed %s\n", dest)
+			}
+			return store.Close()
+		},
+	}
+}

@@ -1,0 +1,222 @@
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"inbox/inbox"
+)
+
+// routes are three destinations: one per source filter, one per event
+// filter, one taking every row.
+var routes = []inbox.Route{
+	{Name: "app", Sources: []string{inbox.DefaultSource}},
+	{Name: "failures", Events: []string{"job.failed"}},
+	{Name: "audit"},
+}
+
+// claimFor claims up to n pairs of dest for owner at now, routing by
+// routes first.
+func (e *env) claimFor(dest, owner string, now time.Time, n int) []inbox.Job {
+	e.t.Helper()
+	e.clock.Set(now)
+	jobs, _, err := e.s.Settle(context.Background(), owner, nil,
+		inbox.Claim{Now: now, Until: now.Add(time.Minute), Max: n, Destination: dest, Routes: routes})
+	if err != nil {
+		e.t.Fatalf("claim for %s: %v", dest, err)
+	}
+	for _, j := range jobs {
+		if j.Destination != dest {
+			e.t.Fatalf("claimed %s for %s, want %s", j.ID, j.Destination, dest)
+		}
+	}
+	return jobs
+}
+
+// pairs returns the row id's destinations and their statuses, as
+// "dest:status".
+func (e *env) pairs(id string) []string {
+	e.t.Helper()
+	ds, err := e.s.Deliveries(context.Background(), id)
+	if err != nil {
+		e.t.Fatalf("deliveries of %s: %v", id, err)
+	}
+	var out []string
+	for _, d := range ds {
+		out = append(out, fmt.Sprintf("%s:%s", d.Destination, d.Status))
+	}
+	return out
+}
+
+func runDestinations(t *testing.T, o opener) {
+	t.Run("fan out by filters", func(t *testing.T) {
+		e := o.fresh(t)
+		e.put(job("job_1"))
+		e.put(classify(`{"event":"job.failed","job_id":"job_2","status":"ERROR"}`))
+		e.put(keyed("vibe", "run_1", "run.done", []byte(`{"id":"run_1"}`), deliveryTS, inbox.Rules{MaxBody: 1 << 20}))
+		at := t0.Add(time.Second)
+		got := map[string][]string{}
+		for _, dest := range []string{"app", "failures", "audit"} {
+			got[dest] = ids(e.claimFor(dest, "o", at, 10))
+		}
+		want := map[string][]string{
+			"app":      {"job_1#1", "job_2#1"},
+			"failures": {"job_2#1"},
+			"audit":    {"job_1#1", "job_2#1", "vibe/run_1#1"},
+		}
+		for dest, w := range want {
+			if !slices.Equal(got[dest], w) {
+				t.Errorf("%s claimed %v, want %v", dest, got[dest], w)
+			}
+		}
+		if p := e.pairs("job_2"); !slices.Equal(p, []string{"app:new", "audit:new", "failures:new"}) {
+			t.Errorf("job_2's pairs = %v", p)
+		}
+	})
+
+	t.Run("each destination settles its own pair", func(t *testing.T) {
+		e := o.fresh(t)
+		e.put(classify(`{"event":"job.failed","job_id":"job_2","status":"ERROR"}`))
+		at := t0.Add(time.Second)
+		app := e.claimFor("app", "o", at, 10)
+		fail := e.claimFor("failures", "o", at, 10)
+		audit := e.claimFor("audit", "o", at, 10)
+		if len(app) != 1 || len(fail) != 1 || len(audit) != 1 {
+			t.Fatalf("claimed %d, %d, %d, want one each", len(app), len(fail), len(audit))
+		}
+		// A failure of one destination leaves the others' pairs alone.
+		e.settle("o", at, inbox.Settlement{Job: fail[0], Fate: inbox.FatePark, At: at, Reason: inbox.ReasonHandlerRejected, Error: "HTTP 422"})
+		e.settle("o", at, inbox.Settlement{Job: app[0], Fate: inbox.FateDone, At: at})
+		if r := e.get("job_2"); r.Status != inbox.StatusNew {
+			t.Errorf("row with audit still to take it is %s, want new", r.Status)
+		}
+		if p := e.pairs("job_2"); !slices.Equal(p, []string{"app:done", "audit:new", "failures:parked"}) {
+			t.Errorf("pairs = %v", p)
+		}
+		later := at.Add(time.Second)
+		e.settle("o", later, inbox.Settlement{Job: audit[0], Fate: inbox.FateDone, At: later})
+		if r := e.get("job_2"); r.Status != inbox.StatusParked || r.Reason != inbox.ReasonHandlerRejected || !r.UpdatedAt.Equal(later) {
+			t.Errorf("row one destination parked = %s %s at %s, want parked handler_rejected at %s", r.Status, r.Reason, r.UpdatedAt, later)
+		}
+	})
+
+	t.Run("reprocess retries only the destinations that parked the row", func(t *testing.T) {
+		e := o.fresh(t)
+		e.put(classify(`{"event":"job.failed","job_id":"job_2","status":"ERROR"}`))
+		at := t0.Add(time.Second)
+		app, fail, audit := e.claimFor("app", "o", at, 1), e.claimFor("failures", "o", at, 1), e.claimFor("audit", "o", at, 1)
+		e.settle("o", at,
+			inbox.Settlement{Job: app[0], Fate: inbox.FateDone, At: at},
+			inbox.Settlement{Job: fail[0], Fate: inbox.FatePark, At: at, Reason: inbox.ReasonHandlerFailed, Error: "HTTP 500"},
+			inbox.Settlement{Job: audit[0], Fate: inbox.FateDone, At: at})
+		if r := e.get("job_2"); r.Status != inbox.StatusParked {
+			t.Fatalf("row = %s, want parked", r.Status)
+		}
+		if rep := e.reprocess(inbox.Selection{IDs: []string{"job_2"}}, sume(rules.Events...), false); rep.Moved != 1 {
+			t.Fatalf("reprocess: %+v, want 1 moved", rep)
+		}
+		for _, dest := range []string{"app", "audit"} {
+			if got := e.claimFor(dest, "o", at, 10); len(got) != 0 {
+				t.Errorf("%s, which took the row, claimed it again: %v", dest, ids(got))
+			}
+		}
+		if got := ids(e.claimFor("failures", "o", at, 10)); !slices.Equal(got, []string{"job_2#1"}) {
+			t.Errorf("failures claimed %v, want job_2 afresh", got)
+		}
+		if p := e.pairs("job_2"); !slices.Equal(p, []string{"app:done", "audit:done", "failures:new"}) {
+			t.Errorf("pairs after reprocess = %v", p)
+		}
+	})
+
+	t.Run("a row no destination takes is done", func(t *testing.T) {
+		e := o.fresh(t)
+		e.put(keyed("vibe", "run_1", "run.done", []byte(`{"id":"run_1"}`), deliveryTS, inbox.Rules{MaxBody: 1 << 20}))
+		at := t0.Add(time.Second)
+		e.clock.Set(at)
+		only := []inbox.Route{{Name: "app", Sources: []string{inbox.DefaultSource}}}
+		jobs, _, err := e.s.Settle(context.Background(), "o", nil, inbox.Claim{Now: at, Until: at.Add(time.Minute), Max: 5, Destination: "app", Routes: only})
+		if err != nil || len(jobs) != 0 {
+			t.Fatalf("claim: %v, %v", jobs, err)
+		}
+		if r := e.get("vibe/run_1"); r.Status != inbox.StatusDone {
+			t.Errorf("row no destination takes is %s, want done", r.Status)
+		}
+	})
+
+	t.Run("a destination added later gets only rows routed after", func(t *testing.T) {
+		e := o.fresh(t)
+		e.put(job("job_1"))
+		at := t0.Add(time.Second)
+		e.clock.Set(at)
+		first := []inbox.Route{{Name: "app"}}
+		if _, _, err := e.s.Settle(context.Background(), "o", nil, inbox.Claim{Now: at, Until: at.Add(time.Minute), Max: 5, Destination: "app", Routes: first}); err != nil {
+			t.Fatal(err)
+		}
+		e.put(job("job_2"))
+		if got := ids(e.claimFor("audit", "o", at, 10)); !slices.Equal(got, []string{"job_2#1"}) {
+			t.Errorf("the later destination claimed %v, want job_2 alone", got)
+		}
+	})
+
+	t.Run("pause", func(t *testing.T) {
+		e := o.fresh(t)
+		ctx := context.Background()
+		e.put(job("job_1"))
+		if err := e.s.SetPaused(ctx, "app", true); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.s.SetPaused(ctx, "app", true); err != nil {
+			t.Fatalf("pause twice: %v", err)
+		}
+		at := t0.Add(time.Second)
+		if got := e.claimFor("app", "o", at, 10); len(got) != 0 {
+			t.Errorf("a paused destination claimed %v", ids(got))
+		}
+		if got := e.claimFor("audit", "o", at, 10); len(got) != 1 {
+			t.Errorf("another destination claimed %v while app is paused, want job_1", ids(got))
+		}
+		st, err := e.s.Destinations(ctx, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(st) != 2 || st[0].Name != "app" || !st[0].Paused || st[0].ByStatus[inbox.StatusNew] != 1 || st[1].Paused || st[1].InFlight != 1 {
+			t.Errorf("destinations = %+v, want app paused with 1 new, audit with 1 in flight", st)
+		}
+		if r := e.get("job_1"); r.Attempts != 0 {
+			t.Errorf("attempts = %d while paused", r.Attempts)
+		}
+		if err := e.s.SetPaused(ctx, "app", false); err != nil {
+			t.Fatal(err)
+		}
+		if p, err := e.s.PausedDestinations(ctx); err != nil || len(p) != 0 {
+			t.Errorf("paused after resume = %v, %v", p, err)
+		}
+		if got := e.claimFor("app", "o", at, 10); len(got) != 1 || got[0].Attempt != 1 {
+			t.Errorf("resumed app claimed %v, want job_1#1", ids(got))
+		}
+	})
+
+	t.Run("purge deletes the pairs with the row", func(t *testing.T) {
+		e := o.fresh(t)
+		e.put(job("job_1"))
+		at := t0.Add(time.Second)
+		j := e.claimFor("audit", "o", at, 1)
+		e.settle("o", at, inbox.Settlement{Job: j[0], Fate: inbox.FateDone, At: at})
+		if len(e.pairs("job_1")) != 2 {
+			t.Fatalf("pairs = %v, want app and audit", e.pairs("job_1"))
+		}
+		j = e.claimFor("app", "o", at, 1)
+		e.settle("o", at, inbox.Settlement{Job: j[0], Fate: inbox.FateDone, At: at})
+		e.clock.Set(at.Add(inbox.MinRetention + time.Hour))
+		rep, err := e.s.Purge(context.Background(), inbox.PurgeSelection{Statuses: []inbox.Status{inbox.StatusDone}, Before: at.Add(time.Minute)})
+		if err != nil {
+			t.Fatalf("purge: %v (%+v)", err, rep)
+		}
+		if !e.gone("job_1") || len(e.pairs("job_1")) != 0 {
+			t.Errorf("after purge: row gone %v, pairs %v", e.gone("job_1"), e.pairs("job_1"))
+		}
+	})
+}

@@ -1,0 +1,193 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"inbox/inbox"
+)
+
+// The (row, destination) pairs of the queue: what each destination still
+// has to take, in the deliveries table, routed, mirrored onto the rows and
+// paused by the statements here.
+
+// Unrouted returns up to max new rows not yet routed (next_attempt_at 0),
+// oldest first, passing over rows another transaction holds, so replicas
+// route each row once.
+func (t queueTx) Unrouted(max int) ([]inbox.Unrouted, error) {
+	rows, err := t.tx.Query(t.ctx, `SELECT id, source, coalesce(event, '') FROM events
+		WHERE status = 'new' AND next_attempt_at = 0 ORDER BY received_at LIMIT $1
+		FOR UPDATE SKIP LOCKED`, max)
+	if err != nil {
+		return nil, fmt.Errorf("read the rows to route: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (inbox.Unrouted, error) {
+		var u inbox.Unrouted
+		return u, r.Scan(&u.ID, &u.Source, &u.Event)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the rows to route: %w", err)
+	}
+	return out, nil
+}
+
+// AddPairs adds pairs, due at now; a parked pair becomes new again.
+func (t queueTx) AddPairs(pairs []inbox.Pair, now time.Time) error {
+	if len(pairs) == 0 {
+		return nil
+	}
+	ids, dests := make([]string, len(pairs)), make([]string, len(pairs))
+	for i, p := range pairs {
+		ids[i], dests[i] = p.ID, p.Destination
+	}
+	_, err := t.tx.Exec(t.ctx, `INSERT INTO deliveries (event_id, destination, status, next_attempt_at, received_at, updated_at)
+		SELECT u.id, u.dest, 'new', greatest($3::bigint, 1), e.received_at, $3::bigint
+		FROM unnest($1::text[], $2::text[]) AS u(id, dest) JOIN events e ON e.id = u.id
+		ON CONFLICT (event_id, destination) DO UPDATE SET status = 'new', reason = NULL, attempts = 0,
+			next_attempt_at = excluded.next_attempt_at, lease_owner = NULL, lease_until = NULL,
+			last_error = NULL, done_at = NULL, updated_at = excluded.updated_at
+		WHERE deliveries.status = 'parked'`, ids, dests, t.at(now))
+	if err != nil {
+		return fmt.Errorf("route %d pairs: %w", len(pairs), err)
+	}
+	return nil
+}
+
+// Mirror sets the queue columns of the new rows of ids from their pairs.
+func (t queueTx) Mirror(ids []string, now time.Time) error {
+	_, err := t.tx.Exec(t.ctx, `WITH m AS (SELECT event_id AS id,
+			CASE WHEN bool_or(status = 'new') THEN 'new' WHEN bool_or(status = 'parked') THEN 'parked' ELSE 'done' END AS status,
+			max(attempts) AS attempts,
+			min(next_attempt_at) FILTER (WHERE status = 'new') AS next_at,
+			max(lease_owner) FILTER (WHERE status = 'new') AS owner,
+			max(lease_until) FILTER (WHERE status = 'new') AS until,
+			max(reason) FILTER (WHERE status = 'parked') AS reason,
+			max(done_at) AS done_at, max(updated_at) AS at
+			FROM deliveries WHERE event_id = ANY($1::text[]) GROUP BY event_id)
+		UPDATE events e SET status = m.status, reason = CASE WHEN m.status = 'parked' THEN m.reason END,
+			attempts = m.attempts, next_attempt_at = CASE WHEN m.status = 'new' THEN m.next_at ELSE 0 END,
+			lease_owner = m.owner, lease_until = m.until,
+			last_error = coalesce((SELECT d.last_error FROM deliveries d WHERE d.event_id = e.id
+				AND d.last_error IS NOT NULL ORDER BY d.updated_at DESC LIMIT 1), e.last_error),
+			done_at = CASE WHEN m.status = 'done' THEN coalesce(m.done_at, $2) END,
+			updated_at = CASE WHEN m.status <> e.status THEN m.at ELSE e.updated_at END
+		FROM m WHERE e.id = m.id AND e.id = ANY($1::text[]) AND e.status = 'new'`, ids, t.at(now))
+	if err != nil {
+		return fmt.Errorf("mirror %d rows: %w", len(ids), err)
+	}
+	_, err = t.tx.Exec(t.ctx, `UPDATE events e SET status = 'done', done_at = $2, updated_at = $2,
+			next_attempt_at = 0, lease_owner = NULL, lease_until = NULL
+		WHERE e.id = ANY($1::text[]) AND e.status = 'new'
+		AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id)`, ids, t.at(now))
+	if err != nil {
+		return fmt.Errorf("finish %d rows no destination takes: %w", len(ids), err)
+	}
+	return nil
+}
+
+// optMillis is fromMillis, the zero time for 0.
+func optMillis(ms int64) time.Time {
+	if ms == 0 {
+		return time.Time{}
+	}
+	return fromMillis(ms)
+}
+
+// Deliveries returns where the row id stands with each destination it was
+// routed to, by destination; none for a row not routed.
+func (s *Store) Deliveries(ctx context.Context, id string) ([]inbox.Pairing, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.busy)
+	defer cancel()
+	rows, err := s.pool.Query(ctx, `SELECT destination, status, coalesce(reason, ''), attempts,
+		next_attempt_at, coalesce(lease_owner, ''), coalesce(lease_until, 0), coalesce(last_error, ''),
+		updated_at, coalesce(done_at, 0)
+		FROM deliveries WHERE event_id = $1 ORDER BY destination`, id)
+	if err != nil {
+		return nil, fmt.Errorf("read the destinations of %s: %w", id, err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (inbox.Pairing, error) {
+		var d inbox.Pairing
+		var next, until, updated, done int64
+		err := r.Scan(&d.Destination, &d.Status, &d.Reason, &d.Attempts, &next, &d.LeaseOwner, &until,
+			&d.LastError, &updated, &done)
+		d.NextAttemptAt, d.LeaseUntil, d.UpdatedAt, d.DoneAt = optMillis(next), optMillis(until), fromMillis(updated), optMillis(done)
+		return d, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the destinations of %s: %w", id, err)
+	}
+	return out, nil
+}
+
+// Destinations counts each destination's pairs by status at now (on the
+// caller's clock, placed on the store's), paused destinations with no pair
+// included, by name.
+func (s *Store) Destinations(ctx context.Context, now time.Time) ([]inbox.DestinationStats, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.busy)
+	defer cancel()
+	var ahead int64
+	if !now.IsZero() {
+		ahead = now.Sub(s.localNow()).Milliseconds()
+	}
+	rows, err := s.pool.Query(ctx, `WITH c AS (SELECT coalesce($1::bigint, `+dbNow+`) + $2 AS now)
+		SELECT destination, status, count(*),
+			count(*) FILTER (WHERE status = 'new' AND lease_owner IS NOT NULL AND lease_until > c.now),
+			count(*) FILTER (WHERE status = 'new' AND attempts > 0 AND next_attempt_at > c.now AND lease_owner IS NULL)
+		FROM deliveries, c GROUP BY destination, status`, s.clockArg(), ahead)
+	if err != nil {
+		return nil, fmt.Errorf("count the destinations: %w", err)
+	}
+	counts, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (inbox.DestinationCount, error) {
+		var c inbox.DestinationCount
+		return c, r.Scan(&c.Name, &c.Status, &c.N, &c.InFlight, &c.Retrying)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("count the destinations: %w", err)
+	}
+	paused, err := s.PausedDestinations(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return inbox.TallyDestinations(counts, paused), nil
+}
+
+// PausedDestinations returns the destinations an operator paused, by name.
+func (s *Store) PausedDestinations(ctx context.Context) ([]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.busy)
+	defer cancel()
+	rows, err := s.pool.Query(ctx, `SELECT name FROM paused_destinations ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("read the paused destinations: %w", err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("read the paused destinations: %w", err)
+	}
+	return names, nil
+}
+
+// SetPaused pauses (or resumes) the destination name, for every dispatcher
+// on the store.
+func (s *Store) SetPaused(ctx context.Context, name string, paused bool) error {
+	if s.readOnly {
+		return fmt.Errorf("pause %s: store is read-only", name)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.busy)
+	defer cancel()
+	return s.inTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		if paused {
+			_, err = tx.Exec(ctx, `INSERT INTO paused_destinations (name, paused_at) VALUES ($1, `+dbNow+`)
+				ON CONFLICT (name) DO NOTHING`, name)
+		} else {
+			_, err = tx.Exec(ctx, `DELETE FROM paused_destinations WHERE name = $1`, name)
+		}
+		if err != nil {
+			return fmt.Errorf("pause %s: %w", name, err)
+		}
+		return nil
+	})
+}

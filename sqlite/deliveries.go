@@ -1,0 +1,208 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"inbox/inbox"
+)
+
+// The (row, destination) pairs of the queue: what each destination still
+// has to take, in the deliveries table, routed, mirrored onto the rows and
+// paused by the statements here.
+
+// Unrouted returns up to max new rows not yet routed (next_attempt_at 0),
+// oldest first; the events_queue index serves it.
+func (t queueTx) Unrouted(max int) ([]inbox.Unrouted, error) {
+	rows, err := t.tx.QueryContext(t.ctx, `SELECT id, source, coalesce(event, '') FROM events
+		WHERE status = 'new' AND next_attempt_at = 0 ORDER BY received_at LIMIT ?`, max)
+	if err != nil {
+		return nil, fmt.Errorf("read the rows to route: %w", err)
+	}
+	defer rows.Close()
+	var out []inbox.Unrouted
+	for rows.Next() {
+		var u inbox.Unrouted
+		if err := rows.Scan(&u.ID, &u.Source, &u.Event); err != nil {
+			return nil, fmt.Errorf("read the rows to route: %w", err)
+		}
+		out = append(out, u)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read the rows to route: %w", err)
+	}
+	return out, nil
+}
+
+// AddPairs adds pairs, due at now; a parked pair becomes new again. It
+// writes one statement per maxDoneBatch pairs.
+func (t queueTx) AddPairs(pairs []inbox.Pair, now time.Time) error {
+	for from := 0; from < len(pairs); from += maxDoneBatch {
+		batch := pairs[from:min(from+maxDoneBatch, len(pairs))]
+		values := strings.Repeat("(?, ?), ", len(batch))
+		args := []any{millis(now)}
+		for _, p := range batch {
+			args = append(args, p.ID, p.Destination)
+		}
+		// WHERE true: an INSERT ... SELECT takes ON CONFLICT only after a
+		// WHERE, which tells it from a join's ON.
+		_, err := t.tx.ExecContext(t.ctx, `INSERT INTO deliveries (event_id, destination, status, next_attempt_at, received_at, updated_at)
+			SELECT v.column1, v.column2, 'new', max(?1, 1), e.received_at, ?1
+			FROM (VALUES `+values[:len(values)-2]+`) AS v JOIN events e ON e.id = v.column1 WHERE true
+			ON CONFLICT (event_id, destination) DO UPDATE SET status = 'new', reason = NULL, attempts = 0,
+				next_attempt_at = excluded.next_attempt_at, lease_owner = NULL, lease_until = NULL,
+				last_error = NULL, done_at = NULL, updated_at = excluded.updated_at
+			WHERE deliveries.status = 'parked'`, args...)
+		if err != nil {
+			return fmt.Errorf("route %d pairs: %w", len(batch), err)
+		}
+	}
+	return nil
+}
+
+// Mirror sets the queue columns of the new rows of ids from their pairs, in
+// two statements: one for the rows with pairs, one for those with none.
+// Both find the rows by id (+status keeps the planner off the queue index,
+// which would have it walk every new row).
+func (t queueTx) Mirror(ids []string, now time.Time) error {
+	b, err := json.Marshal(ids)
+	if err != nil {
+		return fmt.Errorf("mirror %d rows: %w", len(ids), err)
+	}
+	list := string(b)
+	_, err = t.tx.ExecContext(t.ctx, `UPDATE events SET status = m.status,
+			reason = CASE WHEN m.status = 'parked' THEN m.reason END,
+			attempts = m.attempts, next_attempt_at = CASE WHEN m.status = 'new' THEN m.next_at ELSE 0 END,
+			lease_owner = m.owner, lease_until = m.until,
+			last_error = coalesce(m.last_error, events.last_error),
+			done_at = CASE WHEN m.status = 'done' THEN coalesce(m.done_at, ?2) END,
+			updated_at = CASE WHEN m.status <> events.status THEN m.at ELSE events.updated_at END
+		FROM (SELECT event_id AS id,
+			CASE WHEN max(status = 'new') THEN 'new' WHEN max(status = 'parked') THEN 'parked' ELSE 'done' END AS status,
+			max(attempts) AS attempts,
+			min(CASE WHEN status = 'new' THEN next_attempt_at END) AS next_at,
+			max(CASE WHEN status = 'new' THEN lease_owner END) AS owner,
+			max(CASE WHEN status = 'new' THEN lease_until END) AS until,
+			max(CASE WHEN status = 'parked' THEN reason END) AS reason,
+			(SELECT d.last_error FROM deliveries d WHERE d.event_id = deliveries.event_id
+				AND d.last_error IS NOT NULL ORDER BY d.updated_at DESC LIMIT 1) AS last_error,
+			max(done_at) AS done_at, max(updated_at) AS at
+			FROM deliveries WHERE event_id IN (SELECT value FROM json_each(?1)) GROUP BY event_id) AS m
+		WHERE events.id = m.id AND +events.status = 'new'`, list, millis(now))
+	if err != nil {
+		return fmt.Errorf("mirror %d rows: %w", len(ids), err)
+	}
+	_, err = t.tx.ExecContext(t.ctx, `UPDATE events SET status = 'done', done_at = ?2, updated_at = ?2,
+			next_attempt_at = 0, lease_owner = NULL, lease_until = NULL
+		WHERE id IN (SELECT value FROM json_each(?1)) AND +status = 'new'
+		AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = events.id)`, list, millis(now))
+	if err != nil {
+		return fmt.Errorf("finish %d rows no destination takes: %w", len(ids), err)
+	}
+	return nil
+}
+
+// Deliveries returns where the row id stands with each destination it was
+// routed to, by destination; none for a row not routed.
+func (s *Store) Deliveries(ctx context.Context, id string) ([]inbox.Pairing, error) {
+	rows, err := s.read.QueryContext(ctx, `SELECT destination, status, coalesce(reason, ''), attempts,
+		next_attempt_at, coalesce(lease_owner, ''), coalesce(lease_until, 0), coalesce(last_error, ''),
+		updated_at, coalesce(done_at, 0)
+		FROM deliveries WHERE event_id = ? ORDER BY destination`, id)
+	if err != nil {
+		return nil, fmt.Errorf("read the destinations of %s: %w", id, err)
+	}
+	defer rows.Close()
+	var out []inbox.Pairing
+	for rows.Next() {
+		var d inbox.Pairing
+		var next, until, updated, done int64
+		if err := rows.Scan(&d.Destination, &d.Status, &d.Reason, &d.Attempts, &next, &d.LeaseOwner, &until,
+			&d.LastError, &updated, &done); err != nil {
+			return nil, fmt.Errorf("read the destinations of %s: %w", id, err)
+		}
+		d.NextAttemptAt, d.LeaseUntil, d.UpdatedAt, d.DoneAt = optMillis(next), optMillis(until), fromMillis(updated), optMillis(done)
+		out = append(out, d)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read the destinations of %s: %w", id, err)
+	}
+	return out, nil
+}
+
+// optMillis is fromMillis, the zero time for 0.
+func optMillis(ms int64) time.Time {
+	if ms == 0 {
+		return time.Time{}
+	}
+	return fromMillis(ms)
+}
+
+// Destinations counts each destination's pairs by status at now, paused
+// destinations with no pair included, by name.
+func (s *Store) Destinations(ctx context.Context, now time.Time) ([]inbox.DestinationStats, error) {
+	rows, err := s.read.QueryContext(ctx, `SELECT destination, status, count(*),
+			coalesce(sum(status = 'new' AND lease_owner IS NOT NULL AND lease_until > ?1), 0),
+			coalesce(sum(status = 'new' AND attempts > 0 AND next_attempt_at > ?1 AND lease_owner IS NULL), 0)
+		FROM deliveries GROUP BY destination, status`, millis(now))
+	if err != nil {
+		return nil, fmt.Errorf("count the destinations: %w", err)
+	}
+	defer rows.Close()
+	var counts []inbox.DestinationCount
+	for rows.Next() {
+		var c inbox.DestinationCount
+		if err := rows.Scan(&c.Name, &c.Status, &c.N, &c.InFlight, &c.Retrying); err != nil {
+			return nil, fmt.Errorf("count the destinations: %w", err)
+		}
+		counts = append(counts, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("count the destinations: %w", err)
+	}
+	paused, err := s.PausedDestinations(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return inbox.TallyDestinations(counts, paused), nil
+}
+
+// PausedDestinations returns the destinations an operator paused, by name.
+func (s *Store) PausedDestinations(ctx context.Context) ([]string, error) {
+	rows, err := s.read.QueryContext(ctx, `SELECT name FROM paused_destinations ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("read the paused destinations: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			return nil, fmt.Errorf("read the paused destinations: %w", err)
+		}
+		out = append(out, n)
+	}
+	return out, rows.Err()
+}
+
+// SetPaused pauses (or resumes) the destination name, for every dispatcher
+// on the store.
+func (s *Store) SetPaused(ctx context.Context, name string, paused bool) error {
+	return s.writeOp(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		var err error
+		if paused {
+			_, err = tx.ExecContext(ctx, `INSERT INTO paused_destinations (name, paused_at) VALUES (?, ?)
+				ON CONFLICT (name) DO NOTHING`, name, millis(time.Now()))
+		} else {
+			_, err = tx.ExecContext(ctx, `DELETE FROM paused_destinations WHERE name = ?`, name)
+		}
+		if err != nil {
+			return fmt.Errorf("pause %s: %w", name, err)
+		}
+		return nil
+	})
+}
