@@ -74,6 +74,10 @@ var ErrNotFound = errors.New("not found")
 // ErrClosed is returned by a Store that has been closed.
 var ErrClosed = errors.New("store closed")
 
+// ErrGivenUp is the group commit's answer to a write whose caller's
+// deadline passed before its commit began: it is not written.
+var ErrGivenUp = errors.New("the caller's deadline passed before the commit began")
+
 // Event is one row of the inbox.
 type Event struct {
 	ID         string    `json:"id"`

@@ -147,7 +147,20 @@ func (g *GroupCommit[Op]) Run() {
 				break fill
 			}
 		}
+		// A write whose caller has given up is not begun: it was answered
+		// as refused, and must not be kept after that answer.
 		start := time.Now()
+		live := batch[:0]
+		for _, w := range batch {
+			if !w.Deadline.IsZero() && !start.Before(w.Deadline) {
+				w.done <- Written{Err: ErrGivenUp}
+				continue
+			}
+			live = append(live, w)
+		}
+		if batch = live; len(batch) == 0 {
+			continue
+		}
 		out, err := g.Commit(batch)
 		if n, largest := counted(batch, out, err); g.OnCommit != nil && n > 0 {
 			g.OnCommit(Commit{N: n, Largest: largest, Took: time.Since(start), Err: err})
