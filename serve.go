@@ -48,10 +48,11 @@ func serveCommand(logOut io.Writer) *cli.Command {
 never be processed, and answers 204 only once the row is on disk. GET
 /healthz, /readyz and /metrics answer on --admin-addr, or beside the
 webhooks when it is not set. With --admin-addr, GET / there is a read-only
-web console (rows per status, source and reason, the last 24 hours, the
-queue, the secrets' last uses, missed and overdue jobs, the rows and each
-row); without it there is no console: it is never served beside the
-webhooks. /readyz commits a probe as a delivery would
+web console (rows per status, source, reason and destination, the last
+24 hours, the queue, the secrets' last uses and each source's failed
+verifications, missed and overdue jobs, the rows and each row with its
+destinations); without it there is no console: it is never served beside
+the webhooks. /readyz commits a probe as a delivery would
 (a row into events, undone): after a commit failed for the store's reasons
 (disk, lock, permission, connection), it writes as much as the failed
 delivery did, and fails until such a commit succeeds; 401, 413, parked

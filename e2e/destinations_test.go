@@ -65,6 +65,7 @@ type destStats struct {
 	Name     string         `json:"name"`
 	Paused   bool           `json:"paused"`
 	ByStatus map[string]int `json:"by_status"`
+	InFlight int            `json:"in_flight"`
 	Retrying int            `json:"retrying"`
 }
 
