@@ -226,37 +226,9 @@ func alertCheck(c *cli.Context) (check, error) {
 	}
 	switch {
 	case c.IsSet("failing-for"):
-		if failing <= 0 {
-			return check{}, errors.New("--failing-for must be more than 0")
-		}
-		for _, other := range []string{"max-age", "parked-every-hour", "quiet-for"} {
-			if c.IsSet(other) {
-				return check{}, fmt.Errorf("--failing-for and --%s (or its INBOX_ALERT_ variable) are two alerts: run one command for each", other)
-			}
-		}
-		sources, err := watchedSources(c)
-		if err != nil {
-			return check{}, err
-		}
-		return check{"failing_verification", func(c *cli.Context, open Opener, rep *report) error {
-			return alertFailing(c, open, failing, sources, rep)
-		}}, nil
+		return sourceCheck(c, "failing-for", failing, "failing_verification", alertFailing, "max-age", "parked-every-hour", "quiet-for")
 	case c.IsSet("quiet-for"):
-		if quiet <= 0 {
-			return check{}, errors.New("--quiet-for must be more than 0")
-		}
-		for _, other := range []string{"max-age", "parked-every-hour"} {
-			if c.IsSet(other) {
-				return check{}, fmt.Errorf("--quiet-for and --%s (or its INBOX_ALERT_ variable) are two alerts: run one command for each", other)
-			}
-		}
-		sources, err := watchedSources(c)
-		if err != nil {
-			return check{}, err
-		}
-		return check{"quiet", func(c *cli.Context, open Opener, rep *report) error {
-			return alertQuiet(c, open, quiet, sources, rep)
-		}}, nil
+		return sourceCheck(c, "quiet-for", quiet, "quiet", alertQuiet, "max-age", "parked-every-hour")
 	case c.IsSet("source"):
 		// --config is not refused: INBOX_CONFIG may be set for serve.
 		return check{}, errors.New("--source goes with --quiet-for or --failing-for")
@@ -273,6 +245,28 @@ func alertCheck(c *cli.Context) (check, error) {
 	}
 	return check{"parked", func(c *cli.Context, open Opener, rep *report) error {
 		return alertParked(c, open, maxAge, r, rep)
+	}}, nil
+}
+
+// sourceCheck is the check named name that --flag asks for, watching
+// sources over d with run: it refuses a d not above 0 and any of the
+// flags of others beside it.
+func sourceCheck(c *cli.Context, flag string, d time.Duration, name string,
+	run func(c *cli.Context, open Opener, d time.Duration, sources []string, rep *report) error, others ...string) (check, error) {
+	if d <= 0 {
+		return check{}, fmt.Errorf("--%s must be more than 0", flag)
+	}
+	for _, other := range others {
+		if c.IsSet(other) {
+			return check{}, fmt.Errorf("--%s and --%s (or its INBOX_ALERT_ variable) are two alerts: run one command for each", flag, other)
+		}
+	}
+	sources, err := watchedSources(c)
+	if err != nil {
+		return check{}, err
+	}
+	return check{name, func(c *cli.Context, open Opener, rep *report) error {
+		return run(c, open, d, sources, rep)
 	}}, nil
 }
 
@@ -385,12 +379,7 @@ func alertQuiet(c *cli.Context, open Opener, quiet time.Duration, sources []stri
 	if err != nil {
 		return err
 	}
-	last := map[string]time.Time{}
-	for _, u := range uses {
-		if u.LastVerified.After(last[u.Source]) {
-			last[u.Source] = u.LastVerified
-		}
-	}
+	last := inbox.LastVerified(uses)
 	if sources == nil {
 		// Without --source or --config: the Sume source serve runs on its
 		// own, and every source anything was verified on.

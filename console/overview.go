@@ -34,13 +34,15 @@ type overviewPage struct {
 	OldestParked time.Time
 	Queue        inbox.Queue
 	QueueAge     time.Duration
-	// Destinations counts each destination's pairs of rows.
-	Destinations []destinationCounts
-	Chart        chart
-	Secrets      []secretRow
-	Rec          inbox.Reconciliation
-	Missed       []inbox.Refusal
-	Overdue      []inbox.Expectation
+	// Destinations counts each destination's pairs of rows;
+	// DestinationsLate says they could not be counted in time.
+	Destinations     []destinationCounts
+	DestinationsLate bool
+	Chart            chart
+	Secrets          []secretRow
+	Rec              inbox.Reconciliation
+	Missed           []inbox.Refusal
+	Overdue          []inbox.Expectation
 	// MoreMissed and MoreOverdue say the lists were cut at listed.
 	MoreMissed, MoreOverdue bool
 	// Attempts is set when the attempts per status were read; StatsLate
@@ -72,8 +74,8 @@ type sourceCounts struct {
 // destinationCounts is one destination's line of the overview: its pairs
 // by status, as inbox stats counts them.
 type destinationCounts struct {
-	Name                                    string
-	Paused                                  bool
+	Name                                  string
+	Paused                                bool
 	New, InFlight, Retrying, Done, Parked int64
 }
 
@@ -130,14 +132,6 @@ func (c *Console) readOverview(ctx context.Context) (overviewPage, error) {
 	if err != nil {
 		return p, err
 	}
-	dests, err := c.store.Destinations(ctx, now)
-	if err != nil {
-		return p, err
-	}
-	for _, d := range dests {
-		p.Destinations = append(p.Destinations, destinationCounts{Name: d.Name, Paused: d.Paused, New: d.ByStatus[inbox.StatusNew],
-			InFlight: d.InFlight, Retrying: d.Retrying, Done: d.ByStatus[inbox.StatusDone], Parked: d.ByStatus[inbox.StatusParked]})
-	}
 	if p.Chart, err = c.readChart(ctx, now); err != nil {
 		return p, err
 	}
@@ -174,6 +168,19 @@ func (c *Console) readOverview(ctx context.Context) (overviewPage, error) {
 		}
 	}
 	p.Sources, p.Secrets = c.sourceRows(st, uses, runs, now)
+	// As Stats does the rows, this reads every row's pairs: the page is
+	// shown without them when it does not finish in time.
+	dests, err := c.store.Destinations(ctx, now)
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		p.DestinationsLate = true
+	case err != nil:
+		return p, err
+	}
+	for _, d := range dests {
+		p.Destinations = append(p.Destinations, destinationCounts{Name: d.Name, Paused: d.Paused, New: d.ByStatus[inbox.StatusNew],
+			InFlight: d.InFlight, Retrying: d.Retrying, Done: d.ByStatus[inbox.StatusDone], Parked: d.ByStatus[inbox.StatusParked]})
+	}
 	return p, nil
 }
 

@@ -118,13 +118,7 @@ name = "held"
 url = "`+app.URL+`"
 `)
 	srv := startServer(t, db, "--config", cfg, "--admin-addr", "127.0.0.1:0")
-	if out, errOut, code := runCLI(t, nil, "pause", "--db", db, "held"); code != 0 {
-		t.Fatalf("pause held: exit %d %q %s", code, out, errOut)
-	}
-	waitLong(t, 10*time.Second, "/readyz to say held is paused", func() bool {
-		_, body := get(t, srv.admin+"/readyz")
-		return strings.Contains(body, "destination held: paused by an operator")
-	})
+	pause(t, srv, db, "held")
 	client := &http.Client{Timeout: 10 * time.Second}
 	bodies := []string{consoleScript, consoleBinary,
 		`{"event":` + strconv.Quote(consoleEvent) + `,"job_id":"job_hostile"}`,

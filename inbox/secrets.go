@@ -141,6 +141,18 @@ func (sc Secrets) RecordUnverified(ctx context.Context, runs []Unverified) error
 	return nil
 }
 
+// LastVerified returns, by source, when a secret of it last verified a
+// delivery, of uses.
+func LastVerified(uses []SecretUse) map[string]time.Time {
+	last := map[string]time.Time{}
+	for _, u := range uses {
+		if u.LastVerified.After(last[u.Source]) {
+			last[u.Source] = u.LastVerified
+		}
+	}
+	return last
+}
+
 // BrokenRotation is a source whose deliveries fail verification, none
 // verified since the failures began: a secret rotated at the sender and
 // not here, or the other way round, or a clock far off.
@@ -157,12 +169,7 @@ type BrokenRotation struct {
 // first failure. A source whose deliveries verify among a few forgeries
 // is not one: its last verified delivery is after the run began.
 func BrokenRotations(runs []Unverified, uses []SecretUse, since time.Time, min int64) []BrokenRotation {
-	last := map[string]time.Time{}
-	for _, u := range uses {
-		if u.LastVerified.After(last[u.Source]) {
-			last[u.Source] = u.LastVerified
-		}
-	}
+	last := LastVerified(uses)
 	var out []BrokenRotation
 	for _, r := range runs {
 		v := last[r.Source]
