@@ -529,12 +529,12 @@ func closeAll(lns ...net.Listener) {
 const secretUsePeriod = time.Minute
 
 // recordVerifications saves the secret uses, then the failed
-// verifications, every period (serve: secretUsePeriod) and once more when ctx is done,
-// within last, then returns the last save's error. uses returns the
-// secret uses, and what to call once they are saved; unverified takes the
-// failures since its last call, which are kept, one run a source, until a
-// save takes them. The uses go first: a run the store holds is over once
-// a delivery verified after it began.
+// verifications, every period (serve's is secretUsePeriod) and once more
+// when ctx is done, within last, then returns the last save's error. uses
+// returns the secret uses, and what to call once they are saved;
+// unverified takes the failures since its last call, which are kept, one
+// run a source, until a save takes them. The uses go first: a run the
+// store holds is over once a delivery verified after it began.
 func recordVerifications(ctx context.Context, store inbox.Store, uses func() ([]inbox.SecretUse, func()), unverified func() []inbox.Unverified, every, last time.Duration) error {
 	pending := map[string]inbox.Unverified{}
 	save := func(ctx context.Context) error {

@@ -217,8 +217,8 @@ func (h *Handler) Unverified() inbox.Unverified {
 	return run
 }
 
-// failed counts a request that failed verification at now. It only takes
-// a lock held as briefly: the answer never waits for a write.
+// failed counts a request that failed verification at now. It takes a
+// lock only for an addition: the answer never waits for a write.
 func (h *Handler) failed(now time.Time) {
 	h.unverified.Lock()
 	defer h.unverified.Unlock()
