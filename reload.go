@@ -162,11 +162,7 @@ func (l *liveSources) secretUses() (uses []inbox.SecretUse, saved func()) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	taken := time.Now()
-	sets := []*sourceSet{l.cur.Load()}
-	for _, r := range l.retired {
-		sets = append(sets, r.set)
-	}
-	for _, s := range sets {
+	for _, s := range l.sets() {
 		for _, h := range s.handlers {
 			uses = append(uses, h.SecretUses()...)
 		}
@@ -176,6 +172,32 @@ func (l *liveSources) secretUses() (uses []inbox.SecretUse, saved func()) {
 		defer l.mu.Unlock()
 		l.retired = slices.DeleteFunc(l.retired, func(r retiredSet) bool { return taken.Sub(r.at) > l.grace })
 	}
+}
+
+// sets returns the live set and those reloads retired; l.mu is held.
+func (l *liveSources) sets() []*sourceSet {
+	sets := []*sourceSet{l.cur.Load()}
+	for _, r := range l.retired {
+		sets = append(sets, r.set)
+	}
+	return sets
+}
+
+// unverified takes from each handler of the live set, and of the sets
+// reloads retired, the requests that failed verification since the last
+// call.
+func (l *liveSources) unverified() []inbox.Unverified {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var runs []inbox.Unverified
+	for _, s := range l.sets() {
+		for _, h := range s.handlers {
+			if run := h.Unverified(); run.Count > 0 {
+				runs = append(runs, run)
+			}
+		}
+	}
+	return runs
 }
 
 // fileSources reads the sources of --config with serve's environment and

@@ -83,6 +83,21 @@ CREATE TABLE IF NOT EXISTS secret_uses (
   PRIMARY KEY (source, fingerprint)
 ) STRICT;
 
+-- Each source's run of requests that failed verification (answered 401)
+-- since it last verified a delivery, so inbox alert --failing-for can tell
+-- a broken secret rotation from a few forgeries. Nothing of a request is
+-- kept. serve writes it at most once a minute and on shutdown, after the
+-- secret uses: a run that began at or before the source's newest
+-- last_verified_at is over, and the next failures start a new one.
+CREATE TABLE IF NOT EXISTS unverified (
+  source   TEXT    NOT NULL PRIMARY KEY,
+  -- How many requests failed since first_at.
+  count    INTEGER NOT NULL CHECK (count > 0),
+  -- When the first and the last of them came (Unix ms).
+  first_at INTEGER NOT NULL,
+  last_at  INTEGER NOT NULL CHECK (last_at >= first_at)
+) STRICT;
+
 -- One row that /readyz rewrites: an empty transaction writes nothing, so
 -- only a commit that reaches the disk tells whether deliveries can (a full
 -- disk, an I/O error or a read-only file system fails it, as it fails them).

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -47,10 +48,11 @@ func serveCommand(logOut io.Writer) *cli.Command {
 never be processed, and answers 204 only once the row is on disk. GET
 /healthz, /readyz and /metrics answer on --admin-addr, or beside the
 webhooks when it is not set. With --admin-addr, GET / there is a read-only
-web console (rows per status, source and reason, the last 24 hours, the
-queue, the secrets' last uses, missed and overdue jobs, the rows and each
-row); without it there is no console: it is never served beside the
-webhooks. /readyz commits a probe as a delivery would
+web console (rows per status, source, reason and destination, the last
+24 hours, the queue, the secrets' last uses and each source's failed
+verifications, missed and overdue jobs, the rows and each row with its
+destinations); without it there is no console: it is never served beside
+the webhooks. /readyz commits a probe as a delivery would
 (a row into events, undone): after a commit failed for the store's reasons
 (disk, lock, permission, connection), it writes as much as the failed
 delivery did, and fails until such a commit succeeds; 401, 413, parked
@@ -389,7 +391,9 @@ func runServe(ctx context.Context, cfg serveConfig, store inbox.Store, deps serv
 	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	recorded := make(chan error, 1)
-	go func() { recorded <- recordSecretUses(bg, store, live.secretUses, cfg.reconcile.loop.WriteTimeout) }()
+	go func() {
+		recorded <- recordVerifications(bg, store, live.secretUses, live.unverified, secretUsePeriod, cfg.reconcile.loop.WriteTimeout)
+	}()
 	// Further parts that read --config (destinations) add their reloadStep
 	// here: a file any step refuses changes none.
 	reloaded := make(chan struct{})
@@ -519,27 +523,44 @@ func closeAll(lns ...net.Listener) {
 }
 
 // secretUsePeriod is how often serve saves when each secret last verified
-// a delivery: cheap, and fine enough to tell when an old secret can go.
+// a delivery, and the requests that failed verification: cheap, and fine
+// enough to tell when an old secret can go or a rotation broke. A flood of
+// forgeries costs no more writes than one.
 const secretUsePeriod = time.Minute
 
-// recordSecretUses saves the secret uses every secretUsePeriod and once
-// more when ctx is done, within last, then returns the last save's error.
-// uses returns them, and what to call once they are saved.
-func recordSecretUses(ctx context.Context, store inbox.Store, uses func() ([]inbox.SecretUse, func()), last time.Duration) error {
+// recordVerifications saves the secret uses, then the failed
+// verifications, every period (serve's is secretUsePeriod) and once more
+// when ctx is done, within last, then returns the last save's error. uses
+// returns the secret uses, and what to call once they are saved;
+// unverified takes the failures since its last call, which are kept, one
+// run a source, until a save takes them. The uses go first: a run the
+// store holds is over once a delivery verified after it began.
+func recordVerifications(ctx context.Context, store inbox.Store, uses func() ([]inbox.SecretUse, func()), unverified func() []inbox.Unverified, every, last time.Duration) error {
+	pending := map[string]inbox.Unverified{}
 	save := func(ctx context.Context) error {
+		for _, run := range unverified() {
+			if run.Count > 0 {
+				pending[run.Source] = pending[run.Source].Add(run)
+			}
+		}
 		u, saved := uses()
 		if err := store.RecordSecretUses(ctx, u); err != nil {
 			return err
 		}
 		saved()
+		runs := slices.Collect(maps.Values(pending))
+		if err := store.RecordUnverified(ctx, runs); err != nil {
+			return err
+		}
+		clear(pending)
 		return nil
 	}
-	tick := time.NewTicker(secretUsePeriod)
+	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
 		select {
 		case <-tick.C:
-			save(ctx) // a failed save is retried at the next tick, with the same times
+			save(ctx) // a failed save is retried at the next tick, with the same times and failures
 		case <-ctx.Done():
 			sctx, cancel := context.WithTimeout(context.Background(), last)
 			defer cancel()

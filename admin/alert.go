@@ -43,7 +43,7 @@ func (r *report) empty() bool { return r.text.Len() == 0 && r.json.Len() == 0 }
 func alertCommand(open Opener) *cli.Command {
 	return &cli.Command{
 		Name:  "alert",
-		Usage: "for cron: print parked rows older than --max-age (or parked in every hour), missed and overdue jobs, or quiet sources; exit 1 if any",
+		Usage: "for cron: print parked rows older than --max-age (or parked in every hour), missed and overdue jobs, quiet sources or sources failing verification; exit 1 if any",
 		Description: `Counts the parked rows received more than --max-age ago. While there are
 fewer than --min-count it prints nothing and exits 0, so cron mails nothing;
 otherwise it prints one line per reason (count, oldest) and exits 1.
@@ -64,6 +64,20 @@ on. A source that has never had a verified delivery is always quiet. It
 reads when each secret last verified a delivery as serve records it: every
 minute and on exit, so it is precise to about a minute (a delivery of the
 last minute may not be seen yet): give it well over a minute.
+
+With --failing-for DURATION it asks instead whether a source's secret
+rotation broke: it prints each source that had a request fail
+verification (answered 401) within that long, at least --min-count of
+them, and none of whose secrets has verified a delivery since the first
+of those failures, with how many failed since when, and exits 1. A busy
+source with a few forgeries among its verified deliveries is not printed:
+a verified delivery after the failures began ends their run. --source and
+--config choose the sources as for --quiet-for; without them, every source
+with failures. serve records the failures (a count and the first and last
+time, nothing of the request) every minute and on exit, so a failure of
+the last minute may not be seen yet. One forgery at a source that is
+quiet anyway looks the same as a broken rotation: --min-count 3 or so
+asks for more.
 
 It also prints, and exits 1 for, each key refused with 503 (the store was
 down) more than --missed-after ago and not delivered since (inbox missed),
@@ -93,18 +107,20 @@ Examples:
    inbox alert --parked-every-hour 2d --reason handler_failed --json
    inbox alert --quiet-for 2h --config /etc/inbox/inbox.toml
    inbox alert --quiet-for 30m --source vibe --notify https://hooks.slack.com/services/...
+   inbox alert --failing-for 15m --min-count 3 --config /etc/inbox/inbox.toml --notify https://hooks.slack.com/services/...
    INBOX_NOTIFY=https://ntfy.example.com/inbox,https://chat.example.com/hooks/x inbox alert --max-age 24h
    */15 * * * * inbox /usr/local/bin/inbox alert --db /var/lib/inbox/inbox.db --max-age 24h   (/etc/cron.d: as user inbox)`,
 		Flags: []cli.Flag{
 			config.DBFlag(),
 			ageFlag("max-age", "24h", "parked rows received longer ago than this count", "INBOX_ALERT_MAX_AGE"),
-			&cli.Int64Flag{Name: "min-count", Value: 1, Usage: "alert when at least this many parked rows are older than --max-age (with --parked-every-hour: were parked in each hour)", EnvVars: []string{"INBOX_ALERT_MIN_COUNT"}},
+			&cli.Int64Flag{Name: "min-count", Value: 1, Usage: "alert when at least this many parked rows are older than --max-age (with --parked-every-hour: were parked in each hour; with --failing-for: requests of a source failed verification)", EnvVars: []string{"INBOX_ALERT_MIN_COUNT"}},
 			ageFlag("parked-every-hour", "", "alert when rows were parked in every hour of this long, counted back from now, instead of on --max-age", "INBOX_ALERT_PARKED_EVERY_HOUR"),
 			reasonFlag("count only rows parked for this reason", "INBOX_ALERT_REASON"),
 			ageFlag("missed-after", "1h", "also alert on keys refused with 503 longer ago than this and not delivered since", "INBOX_ALERT_MISSED_AFTER"),
 			ageFlag("quiet-for", "", "alert instead when a source has had no verified delivery for this long (precise to about a minute)", "INBOX_ALERT_QUIET_FOR"),
-			&cli.StringSliceFlag{Name: "source", Usage: "with --quiet-for: the source to watch (repeatable); default: those of --config", EnvVars: []string{"INBOX_ALERT_SOURCE"}},
-			config.FileFlag("with --quiet-for: the TOML file of [[source]] tables serve reads, whose sources are watched"),
+			ageFlag("failing-for", "", "alert instead when a source had requests fail verification within this long and none verified since they began (a broken secret rotation)", "INBOX_ALERT_FAILING_FOR"),
+			&cli.StringSliceFlag{Name: "source", Usage: "with --quiet-for or --failing-for: the source to watch (repeatable); default: those of --config", EnvVars: []string{"INBOX_ALERT_SOURCE"}},
+			config.FileFlag("with --quiet-for or --failing-for: the TOML file of [[source]] tables serve reads, whose sources are watched"),
 			&cli.StringSliceFlag{Name: "notify", Usage: "also POST the alert as JSON to this http(s) webhook (repeatable)", EnvVars: []string{"INBOX_NOTIFY"}},
 			config.DurationFlag("notify-timeout", defaultNotifyTimeout, "how long each --notify POST may take", "INBOX_NOTIFY_TIMEOUT", config.Positive),
 			jsonFlag(),
@@ -201,29 +217,21 @@ func alertCheck(c *cli.Context) (check, error) {
 	if err != nil {
 		return check{}, err
 	}
+	failing, err := age(c, "failing-for")
+	if err != nil {
+		return check{}, err
+	}
 	if _, err := age(c, "missed-after"); err != nil {
 		return check{}, err
 	}
 	switch {
+	case c.IsSet("failing-for"):
+		return sourceCheck(c, "failing-for", failing, "failing_verification", alertFailing, "max-age", "parked-every-hour", "quiet-for")
 	case c.IsSet("quiet-for"):
-		if quiet <= 0 {
-			return check{}, errors.New("--quiet-for must be more than 0")
-		}
-		for _, other := range []string{"max-age", "parked-every-hour"} {
-			if c.IsSet(other) {
-				return check{}, fmt.Errorf("--quiet-for and --%s (or its INBOX_ALERT_ variable) are two alerts: run one command for each", other)
-			}
-		}
-		sources, err := quietSources(c)
-		if err != nil {
-			return check{}, err
-		}
-		return check{"quiet", func(c *cli.Context, open Opener, rep *report) error {
-			return alertQuiet(c, open, quiet, sources, rep)
-		}}, nil
+		return sourceCheck(c, "quiet-for", quiet, "quiet", alertQuiet, "max-age", "parked-every-hour")
 	case c.IsSet("source"):
 		// --config is not refused: INBOX_CONFIG may be set for serve.
-		return check{}, errors.New("--source goes with --quiet-for")
+		return check{}, errors.New("--source goes with --quiet-for or --failing-for")
 	case c.IsSet("parked-every-hour"):
 		if every < time.Hour || every%time.Hour != 0 || every > maxAlertHours*time.Hour {
 			return check{}, fmt.Errorf("--parked-every-hour %q: want whole hours from 1h to %dd, such as 24h or 2d", c.String("parked-every-hour"), maxAlertHours/24)
@@ -237,6 +245,28 @@ func alertCheck(c *cli.Context) (check, error) {
 	}
 	return check{"parked", func(c *cli.Context, open Opener, rep *report) error {
 		return alertParked(c, open, maxAge, r, rep)
+	}}, nil
+}
+
+// sourceCheck is the check named name that --flag asks for, watching
+// sources over d with run: it refuses a d not above 0 and any of the
+// flags of others beside it.
+func sourceCheck(c *cli.Context, flag string, d time.Duration, name string,
+	run func(c *cli.Context, open Opener, d time.Duration, sources []string, rep *report) error, others ...string) (check, error) {
+	if d <= 0 {
+		return check{}, fmt.Errorf("--%s must be more than 0", flag)
+	}
+	for _, other := range others {
+		if c.IsSet(other) {
+			return check{}, fmt.Errorf("--%s and --%s (or its INBOX_ALERT_ variable) are two alerts: run one command for each", flag, other)
+		}
+	}
+	sources, err := watchedSources(c)
+	if err != nil {
+		return check{}, err
+	}
+	return check{name, func(c *cli.Context, open Opener, rep *report) error {
+		return run(c, open, d, sources, rep)
 	}}, nil
 }
 
@@ -349,12 +379,7 @@ func alertQuiet(c *cli.Context, open Opener, quiet time.Duration, sources []stri
 	if err != nil {
 		return err
 	}
-	last := map[string]time.Time{}
-	for _, u := range uses {
-		if u.LastVerified.After(last[u.Source]) {
-			last[u.Source] = u.LastVerified
-		}
-	}
+	last := inbox.LastVerified(uses)
 	if sources == nil {
 		// Without --source or --config: the Sume source serve runs on its
 		// own, and every source anything was verified on.
@@ -388,9 +413,9 @@ func alertQuiet(c *cli.Context, open Opener, quiet time.Duration, sources []stri
 	return tw.Flush()
 }
 
-// quietSources returns the sources --source or --config name, or nil when
-// neither is given.
-func quietSources(c *cli.Context) ([]string, error) {
+// watchedSources returns the sources --source or --config name, or nil when
+// neither is given: those --quiet-for and --failing-for watch.
+func watchedSources(c *cli.Context) ([]string, error) {
 	var out []string
 	for _, s := range c.StringSlice("source") {
 		if s = strings.TrimSpace(s); s != "" {

@@ -32,7 +32,7 @@ const (
 type notice struct {
 	Text     string            `json:"text"`
 	Host     string            `json:"host"`
-	Check    string            `json:"check"` // parked, parked_every_hour, quiet, unreadable
+	Check    string            `json:"check"` // parked, parked_every_hour, quiet, failing_verification, unreadable
 	ExitCode int               `json:"exit_code"`
 	At       time.Time         `json:"at"`
 	Lines    []string          `json:"lines"`

@@ -6,10 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -43,9 +46,12 @@ reads them, comma-separated, and its path from INBOX_PATH), its state (live; exp
 not in its scheme's form or is a placeholder of the shipped files; or unset when its variable
 is not in this environment), a fingerprint (the first 8 hex of the sha256 of
 its key; never the secret), its expiry and when it last verified a delivery,
-as serve records it (at most a minute late). It runs without the secrets:
-an unset one shows no fingerprint, and so no last use; run it with serve's
-environment to see them all. A retired secret that has not verified
+as serve records it (at most a minute late). Below them, for each source
+with requests that failed verification (401), how many since when, and
+whether a delivery verified since they began: if none did, the sender may
+sign with a secret serve does not have (inbox alert --failing-for). It runs
+without the secrets: an unset one shows no fingerprint, and so no last use;
+run it with serve's environment to see them all. A retired secret that has not verified
 anything since the rotation can be removed.
 
 With --admin URL (serve's --admin-addr) it lists what that serve answers
@@ -87,7 +93,14 @@ Examples:
 			if err != nil {
 				return err
 			}
-			return printSourceSecrets(c, SourceSecrets(sources, uses, time.Now()))
+			if err := printSourceSecrets(c, SourceSecrets(sources, uses, time.Now())); err != nil || c.Bool("json") {
+				return err
+			}
+			runs, err := store.Unverified(c.Context)
+			if err != nil {
+				return err
+			}
+			return printUnverified(c.App.Writer, sources, runs, uses)
 		},
 	}
 }
@@ -98,6 +111,32 @@ func printSourceSecrets(c *cli.Context, rows []SourceSecret) error {
 		return []string{r.Source, r.Path, r.Scheme, strconv.Itoa(r.Secret), r.State,
 			dash(r.Fingerprint), timeOrDash(r.Expires), timeOrDash(r.LastVerified)}
 	})
+}
+
+// printUnverified prints, below the secrets, each source's run of
+// requests that failed verification, and whether a delivery verified
+// since it began; nothing when no source listed has one.
+func printUnverified(w io.Writer, sources []config.Source, runs []inbox.Unverified, uses []inbox.SecretUse) error {
+	runs = slices.DeleteFunc(runs, func(r inbox.Unverified) bool {
+		return !slices.ContainsFunc(sources, func(s config.Source) bool { return s.Name == r.Source })
+	})
+	if len(runs) == 0 {
+		return nil
+	}
+	broken := map[string]bool{}
+	for _, b := range inbox.BrokenRotations(runs, uses, time.Time{}, 1) {
+		broken[b.Source] = true
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "\nSOURCE\tFAILED VERIFICATION\tFIRST\tLAST\tVERIFIED SINCE")
+	for _, r := range runs {
+		since := "yes"
+		if broken[r.Source] {
+			since = "no: a broken rotation? (inbox alert --failing-for)"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", cell(r.Source), r.Count, formatTime(r.First), formatTime(r.Last), since)
+	}
+	return tw.Flush()
 }
 
 // SecretUseReader is what GET /sources reads of the store.

@@ -225,3 +225,46 @@ func TestSourcesWithoutConfig(t *testing.T) {
 		t.Errorf("sources --json = %s", out)
 	}
 }
+
+// TestSourcesUnverified: below the secrets, sources lists each source's
+// failed verifications, saying whether a delivery verified since they
+// began; nothing of them with --json, or when there are none.
+func TestSourcesUnverified(t *testing.T) {
+	db := newDB(t)
+	t.Setenv("SUME_COM_WEBHOOK_SIGNING_SECRET", "whsec_new")
+	out, err := run(t, "sources", "--db", db)
+	if err != nil || strings.Contains(out, "FAILED VERIFICATION") {
+		t.Fatalf("no failures: %v\n%s", err, out)
+	}
+	verified := time.Now().Add(-time.Hour).Truncate(time.Second)
+	s := sqlitetest.MustOpenPath(t, db, sqlite.Options{})
+	ctx := t.Context()
+	if err := s.RecordSecretUses(ctx, []inbox.SecretUse{{Source: "sume", Fingerprint: "abcd", LastVerified: verified}}); err != nil {
+		t.Fatal(err)
+	}
+	runs := []inbox.Unverified{
+		{Source: "sume", Count: 12, First: verified.Add(time.Minute), Last: verified.Add(2 * time.Minute)},
+		{Source: "other", Count: 3, First: verified, Last: verified}, // not a source listed
+	}
+	if err := s.RecordUnverified(ctx, runs); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	out, err = run(t, "sources", "--db", db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, ok := strings.Cut(out, "\n\n")
+	lines := strings.Split(strings.TrimSpace(table), "\n")
+	if !ok || len(lines) != 2 || !strings.HasPrefix(lines[0], "SOURCE  FAILED VERIFICATION") {
+		t.Fatalf("sources:\n%s\nwant the secrets, then sume's failures alone", out)
+	}
+	if f := strings.Fields(lines[1]); f[0] != "sume" || f[1] != "12" || !strings.Contains(lines[1], "no: a broken rotation?") {
+		t.Errorf("sume's failures: %q, want 12 and none verified since", lines[1])
+	}
+	if out, err := run(t, "sources", "--db", db, "--json"); err != nil || strings.Contains(out, "FAILED") || strings.Contains(out, `"count"`) || strings.Count(out, "\n") != 1 {
+		t.Errorf("--json: %v\n%s\nwant the one secret alone", err, out)
+	}
+}

@@ -37,6 +37,9 @@ type Store interface {
 	Expected(ctx context.Context, now time.Time, overdue bool) ([]inbox.Expectation, error)
 	Reconciliation(ctx context.Context, now time.Time) (inbox.Reconciliation, error)
 	SecretUses(ctx context.Context) ([]inbox.SecretUse, error)
+	Unverified(ctx context.Context) ([]inbox.Unverified, error)
+	Destinations(ctx context.Context, now time.Time) ([]inbox.DestinationStats, error)
+	Deliveries(ctx context.Context, id string) ([]inbox.Pairing, error)
 }
 
 // Source is one source serve receives, as the console names it. Its keys

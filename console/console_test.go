@@ -210,7 +210,7 @@ func (s stalled) Stats(ctx context.Context) (inbox.Stats, error) {
 // TestReadsAreBounded checks that a page whose store does not answer is
 // answered 503 once the console's timeout has passed, saying so, and that
 // an overview whose Stats alone is too slow (a large inbox) is shown
-// without the rows per source.
+// without the rows per source and per destination, which are read last.
 func TestReadsAreBounded(t *testing.T) {
 	store := sqlitetest.MustOpen(t, sqlite.Options{})
 	put(t, store, `{"event":"job.completed","job_id":"job_1"}`)
@@ -225,7 +225,7 @@ func TestReadsAreBounded(t *testing.T) {
 	}
 	c = console.New(stalled{Store: store, onlyStats: true}, console.Config{Timeout: 200 * time.Millisecond}, zerolog.Nop())
 	resp, body = get(t, c, http.MethodGet, "/")
-	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `id="stats-late"`) || !strings.Contains(body, `id="status-new">1<`) {
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `id="stats-late"`) || !strings.Contains(body, `id="destinations-late"`) || !strings.Contains(body, `id="status-new">1<`) {
 		t.Errorf("GET / with Stats too slow: %d\n%s", resp.StatusCode, body)
 	}
 }
@@ -243,5 +243,34 @@ func TestListCut(t *testing.T) {
 	}
 	if n := strings.Count(body, `href="/row?id=`); n != 2 {
 		t.Errorf("/rows?limit=2 links %d rows", n)
+	}
+}
+
+// TestFailedVerifications checks that the Sources table marks a source
+// whose requests fail verification with none verified since, and only
+// counts those of a source that verified a delivery after they began.
+func TestFailedVerifications(t *testing.T) {
+	store := sqlitetest.MustOpen(t, sqlite.Options{})
+	ctx := context.Background()
+	t0 := time.Now().Add(-time.Hour).UTC()
+	fp := scheme.Secret{Key: []byte("the-secret-itself")}.Fingerprint()
+	if err := store.RecordSecretUses(ctx, []inbox.SecretUse{{Source: "sume", Fingerprint: fp, LastVerified: t0}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.RecordUnverified(ctx, []inbox.Unverified{{Source: "sume", Count: 7, First: t0.Add(time.Minute), Last: t0.Add(2 * time.Minute)}}); err != nil {
+		t.Fatal(err)
+	}
+	table := func() string {
+		_, body := get(t, newConsole(store), http.MethodGet, "/")
+		return regexp.MustCompile(`(?s)<table id="by-source">.*?</table>`).FindString(body)
+	}
+	if got := table(); !strings.Contains(got, "none verified since") || !strings.Contains(got, `<span class="unverified">7</span>`) {
+		t.Errorf("failing since the last verified delivery:\n%s", got)
+	}
+	if err := store.RecordSecretUses(ctx, []inbox.SecretUse{{Source: "sume", Fingerprint: fp, LastVerified: t0.Add(3 * time.Minute)}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := table(); strings.Contains(got, "none verified since") || !strings.Contains(got, `<span class="unverified">7</span>`) {
+		t.Errorf("a delivery verified after the failures:\n%s", got)
 	}
 }

@@ -34,11 +34,15 @@ type overviewPage struct {
 	OldestParked time.Time
 	Queue        inbox.Queue
 	QueueAge     time.Duration
-	Chart        chart
-	Secrets      []secretRow
-	Rec          inbox.Reconciliation
-	Missed       []inbox.Refusal
-	Overdue      []inbox.Expectation
+	// Destinations counts each destination's pairs of rows;
+	// DestinationsLate says they could not be counted in time.
+	Destinations     []destinationCounts
+	DestinationsLate bool
+	Chart            chart
+	Secrets          []secretRow
+	Rec              inbox.Reconciliation
+	Missed           []inbox.Refusal
+	Overdue          []inbox.Expectation
 	// MoreMissed and MoreOverdue say the lists were cut at listed.
 	MoreMissed, MoreOverdue bool
 	// Attempts is set when the attempts per status were read; StatsLate
@@ -61,6 +65,18 @@ type sourceCounts struct {
 	// process does not receive.
 	Configured   bool
 	LastVerified time.Time
+	// Unverified is the source's run of requests that failed verification
+	// (Count 0: none); Broken when none verified since it began.
+	Unverified inbox.Unverified
+	Broken     bool
+}
+
+// destinationCounts is one destination's line of the overview: its pairs
+// by status, as inbox stats counts them.
+type destinationCounts struct {
+	Name                                  string
+	Paused                                bool
+	New, InFlight, Retrying, Done, Parked int64
 }
 
 type secretRow struct {
@@ -112,6 +128,10 @@ func (c *Console) readOverview(ctx context.Context) (overviewPage, error) {
 	if err != nil {
 		return p, err
 	}
+	runs, err := c.store.Unverified(ctx)
+	if err != nil {
+		return p, err
+	}
 	if p.Chart, err = c.readChart(ctx, now); err != nil {
 		return p, err
 	}
@@ -147,14 +167,36 @@ func (c *Console) readOverview(ctx context.Context) (overviewPage, error) {
 			p.Statuses[i].Attempts = st.Attempts[p.Statuses[i].Status]
 		}
 	}
-	p.Sources, p.Secrets = c.sourceRows(st, uses, now)
+	p.Sources, p.Secrets = c.sourceRows(st, uses, runs, now)
+	// As Stats does the rows, this reads every row's pairs: the page is
+	// shown without them when it does not finish in time.
+	dests, err := c.store.Destinations(ctx, now)
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		p.DestinationsLate = true
+	case err != nil:
+		return p, err
+	}
+	for _, d := range dests {
+		p.Destinations = append(p.Destinations, destinationCounts{Name: d.Name, Paused: d.Paused, New: d.ByStatus[inbox.StatusNew],
+			InFlight: d.InFlight, Retrying: d.Retrying, Done: d.ByStatus[inbox.StatusDone], Parked: d.ByStatus[inbox.StatusParked]})
+	}
 	return p, nil
 }
 
 // sourceRows returns the rows per source (the configured ones first, then
-// any other the store has rows of) and a line per configured secret, with
-// when each last verified a delivery.
-func (c *Console) sourceRows(st inbox.Stats, uses []inbox.SecretUse, now time.Time) ([]sourceCounts, []secretRow) {
+// any other the store has rows of), each with its run of failed
+// verifications, and a line per configured secret, with when each last
+// verified a delivery.
+func (c *Console) sourceRows(st inbox.Stats, uses []inbox.SecretUse, runs []inbox.Unverified, now time.Time) ([]sourceCounts, []secretRow) {
+	run := map[string]inbox.Unverified{}
+	for _, r := range runs {
+		run[r.Source] = r
+	}
+	broken := map[string]bool{}
+	for _, b := range inbox.BrokenRotations(runs, uses, time.Time{}, 1) {
+		broken[b.Source] = true
+	}
 	last := map[[2]string]time.Time{}
 	lastBySource := map[string]time.Time{}
 	for _, u := range uses {
@@ -164,7 +206,8 @@ func (c *Console) sourceRows(st inbox.Stats, uses []inbox.SecretUse, now time.Ti
 		}
 	}
 	counts := func(name string, configured bool) sourceCounts {
-		sc := sourceCounts{Name: name, Link: rowsLink(inbox.Filter{Source: name}), Configured: configured, LastVerified: lastBySource[name]}
+		sc := sourceCounts{Name: name, Link: rowsLink(inbox.Filter{Source: name}), Configured: configured, LastVerified: lastBySource[name],
+			Unverified: run[name], Broken: broken[name]}
 		for _, s := range inbox.Statuses() {
 			sc.Counts = append(sc.Counts, st.BySource[name][s])
 		}

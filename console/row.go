@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -26,6 +27,15 @@ type rowPage struct {
 	// Response is the answer body saved with the row; Shown is false when
 	// there is none.
 	Response shownBody
+	// Pairings is where the row stands with each destination it is for.
+	Pairings []pairing
+}
+
+// pairing is a line of the row page's destinations, its text printable.
+type pairing struct {
+	Destination, Status, Lease, LastError string
+	Attempts                              int64
+	NextAttemptAt, UpdatedAt, DoneAt      time.Time
 }
 
 type field struct{ Name, Value string }
@@ -55,7 +65,23 @@ func (c *Console) row(w http.ResponseWriter, r *http.Request) {
 		c.storeFailed(w, err)
 		return
 	}
+	pairs, err := c.store.Deliveries(ctx, e.ID)
+	if err != nil {
+		c.storeFailed(w, err)
+		return
+	}
 	p := rowPage{Title: "Row " + printable(e.ID), Event: e, Body: showBody(e.Body)}
+	for _, d := range pairs {
+		pr := pairing{Destination: d.Destination, Status: string(d.Status), Attempts: d.Attempts, LastError: printable(d.LastError),
+			NextAttemptAt: d.NextAttemptAt, UpdatedAt: d.UpdatedAt, DoneAt: d.DoneAt}
+		if d.Reason != "" {
+			pr.Status += " (" + string(d.Reason) + ")"
+		}
+		if d.LeaseOwner != "" {
+			pr.Lease = printable(d.LeaseOwner) + " until " + formatTime(d.LeaseUntil)
+		}
+		p.Pairings = append(p.Pairings, pr)
+	}
 	if e.Response != nil {
 		p.Response = showBody(e.Response)
 	}

@@ -101,7 +101,24 @@ const (
 )
 
 func testConsole(t *testing.T, db string) {
-	srv := startServer(t, db, "--admin-addr", "127.0.0.1:0")
+	// Three destinations: one takes every row, one rejects every row (its
+	// pairs parked), one is paused (its pairs wait).
+	app, reject := newDestApp(t, http.StatusNoContent), newDestApp(t, http.StatusUnprocessableEntity)
+	cfg := writeConfig(t, t.TempDir(), sumeSourceTOML+`
+[[destination]]
+name = "app"
+url = "`+app.URL+`"
+
+[[destination]]
+name = "reject"
+url = "`+reject.URL+`"
+
+[[destination]]
+name = "held"
+url = "`+app.URL+`"
+`)
+	srv := startServer(t, db, "--config", cfg, "--admin-addr", "127.0.0.1:0")
+	pause(t, srv, db, "held")
 	client := &http.Client{Timeout: 10 * time.Second}
 	bodies := []string{consoleScript, consoleBinary,
 		`{"event":` + strconv.Quote(consoleEvent) + `,"job_id":"job_hostile"}`,
@@ -114,7 +131,21 @@ func testConsole(t *testing.T, db string) {
 			t.Fatalf("delivery %q: %d", b, got)
 		}
 	}
-	// A stop saves when the secret last verified; the console shows it.
+	// The 13 job.completed rows are routed to each destination; the three
+	// others were parked on receipt.
+	waitLong(t, 20*time.Second, "app and reject to settle every row", func() bool {
+		st := destinationStats(t, db)
+		return st["app"].ByStatus["done"] == 13 && st["reject"].ByStatus["parked"] == 13 && st["held"].ByStatus["new"] == 13
+	})
+	// Then the sender's secret rotates and serve's does not.
+	for range 2 {
+		if got := send(t, client, srv.url, `{"event":"job.completed","job_id":"job_x"}`, "whsec_rotated"); got != http.StatusUnauthorized {
+			t.Fatalf("a delivery signed with another secret: %d, want 401", got)
+		}
+	}
+	// A stop saves when the secret last verified, and the failures; the
+	// console shows them. The next serve hands nothing on: the pairs stay
+	// as they are while the pages are read.
 	srv.signal(syscall.SIGTERM)
 	<-srv.done
 	srv = startServer(t, db, "--admin-addr", "127.0.0.1:0")
@@ -138,6 +169,35 @@ func testConsole(t *testing.T, db string) {
 			t.Errorf("the overview parks %d %s, inbox stats --json %d", got, reason, n)
 		}
 	}
+	// Each destination's pairs by status, and whether it is paused, as
+	// inbox stats --json counts them.
+	dests := destinationStats(t, db)
+	if len(dests) != 4 {
+		t.Errorf("inbox stats --json has destinations %v, want app, reject and held", dests)
+	}
+	for name, d := range dests {
+		if name == "" {
+			continue
+		}
+		for status, want := range map[string]int{"new": d.ByStatus["new"], "done": d.ByStatus["done"], "parked": d.ByStatus["parked"], "in-flight": d.InFlight, "retrying": d.Retrying} {
+			if got := pageNumber(t, dom, "dest-"+name+"-"+status); got != int64(want) {
+				t.Errorf("the overview shows destination %s with %d %s, inbox stats --json %d", name, got, status, want)
+			}
+		}
+		paused := regexp.MustCompile(`id="dest-` + name + `-paused">(.*?)</td>`).FindStringSubmatch(dom)
+		if paused == nil || strings.Contains(paused[1], "paused") != d.Paused {
+			t.Errorf("the overview shows destination %s paused as %q, inbox stats --json says paused %v", name, paused, d.Paused)
+		}
+	}
+	if dests["held"].ByStatus["new"] != 13 || !dests["held"].Paused || dests["reject"].ByStatus["parked"] != 13 || dests["app"].ByStatus["done"] != 13 {
+		t.Errorf("inbox stats --json: %+v, want app's 13 done, reject's 13 parked, held's 13 new and paused", dests)
+	}
+	// The source whose deliveries now fail verification, none verified since.
+	bySource := regexp.MustCompile(`(?s)<table id="by-source">.*?</table>`).FindString(dom)
+	if !strings.Contains(bySource, "none verified since") || !strings.Contains(bySource, `<span class="unverified">2</span>`) {
+		t.Errorf("the sources table does not show sume's 2 failed verifications, none verified since:\n%s", bySource)
+	}
+
 	sum := sha256.Sum256([]byte(e2eSecret))
 	secrets := regexp.MustCompile(`(?s)<table id="secrets">.*?</table>`).FindString(dom)
 	if !strings.Contains(secrets, hex.EncodeToString(sum[:4])) || strings.Contains(secrets, "never") {
@@ -177,6 +237,34 @@ func testConsole(t *testing.T, db string) {
 		_, html := get(t, srv.admin+page)
 		if m := regexp.MustCompile(`(?i)(src|href|action)\s*=\s*["']?\s*(https?:)?//`).FindString(html); m != "" {
 			t.Errorf("%s: the page loads from elsewhere: %s", page, m)
+		}
+	}
+
+	// A row's page: its state with each destination, as inbox show --json
+	// has it.
+	out, errOut, code := runCLI(t, nil, "show", "--json", "--db", db, "job_0")
+	var shown struct {
+		Destinations []struct {
+			Destination string `json:"destination"`
+			Status      string `json:"status"`
+			Reason      string `json:"reason"`
+			Attempts    int64  `json:"attempts"`
+		} `json:"destinations"`
+	}
+	if err := json.Unmarshal([]byte(out), &shown); code != 0 || err != nil || len(shown.Destinations) != 3 {
+		t.Fatalf("inbox show --json job_0: exit %d, %v, %s %s; want its 3 destinations", code, err, out, errOut)
+	}
+	rowDOM := chromium(t, srv.admin+"/row?id=job_0", "--dump-dom")
+	for _, d := range shown.Destinations {
+		if got := pageNumber(t, rowDOM, "pair-"+d.Destination+"-attempts"); got != d.Attempts {
+			t.Errorf("the row page shows %d attempts for %s, inbox show %d", got, d.Destination, d.Attempts)
+		}
+		want := d.Status
+		if d.Reason != "" {
+			want += " (" + d.Reason + ")"
+		}
+		if got := regexp.MustCompile(`id="pair-` + d.Destination + `-status">(.*?)<`).FindStringSubmatch(rowDOM); got == nil || got[1] != want {
+			t.Errorf("the row page shows %s as %q, inbox show %q", d.Destination, got, want)
 		}
 	}
 

@@ -65,6 +65,7 @@ type destStats struct {
 	Name     string         `json:"name"`
 	Paused   bool           `json:"paused"`
 	ByStatus map[string]int `json:"by_status"`
+	InFlight int            `json:"in_flight"`
 	Retrying int            `json:"retrying"`
 }
 
@@ -259,6 +260,19 @@ func TestPauseResume(t *testing.T) {
 // TestPauseResumePostgres is TestPauseResume on PostgreSQL.
 func TestPauseResumePostgres(t *testing.T) { testPauseResume(t, pgSchema(t)) }
 
+// pause pauses the destination name with inbox pause, and waits until
+// the serve s says so on /readyz.
+func pause(t *testing.T, s *server, db, name string) {
+	t.Helper()
+	if out, errOut, code := runCLI(t, nil, "pause", "--db", db, name); code != 0 || !strings.Contains(out, "paused "+name) {
+		t.Fatalf("pause %s: %d %q %s", name, code, out, errOut)
+	}
+	waitLong(t, 10*time.Second, "/readyz to say "+name+" is paused", func() bool {
+		_, body := get(t, s.admin+"/readyz")
+		return strings.Contains(body, "destination "+name+": paused by an operator")
+	})
+}
+
 func testPauseResume(t *testing.T, db string) {
 	billing, audit := newDestApp(t, 204), newDestApp(t, 204)
 	cfg := fanOutConfig(t, `
@@ -271,13 +285,7 @@ name = "audit"
 url = "`+audit.URL+`"
 `)
 	s := startServer(t, db, "--config", cfg, "--admin-addr", "127.0.0.1:0")
-	if out, errOut, code := runCLI(t, nil, "pause", "--db", db, "billing"); code != 0 || !strings.Contains(out, "paused billing") {
-		t.Fatalf("pause: %d %q %s", code, out, errOut)
-	}
-	waitLong(t, 10*time.Second, "/readyz to say billing is paused", func() bool {
-		_, body := get(t, s.admin+"/readyz")
-		return strings.Contains(body, "destination billing: paused by an operator")
-	})
+	pause(t, s, db, "billing")
 	completed, failed, pushes := sendFanOut(t, s, 4, 2, 2)
 	waitLong(t, 20*time.Second, "audit to take every row", func() bool {
 		return destinationStats(t, db)["audit"].ByStatus["done"] == 8

@@ -114,7 +114,14 @@ value = "It's a Secret to Everybody"
 	if code != 0 {
 		t.Fatalf("sources: %d %s", code, errOut)
 	}
-	lines := strings.Split(strings.TrimSpace(out), "\n")
+	// The secrets, then the failed verifications: gh's two 401s, with no
+	// delivery verified after them.
+	secrets, failed, _ := strings.Cut(out, "\n\n")
+	if f := strings.Split(strings.TrimSpace(failed), "\n"); len(f) != 2 || !strings.HasPrefix(f[0], "SOURCE  FAILED VERIFICATION") ||
+		!strings.HasPrefix(strings.Join(strings.Fields(f[1]), " "), "gh 2 ") {
+		t.Errorf("sources:\n%s\nwant gh's 2 failed verifications below the secrets", out)
+	}
+	lines := strings.Split(strings.TrimSpace(secrets), "\n")
 	if len(lines) != 5 {
 		t.Fatalf("sources:\n%s\nwant a header and four secrets", out)
 	}

@@ -27,6 +27,13 @@ type SecretStore interface {
 	// that order, in one write transaction, keeping for each the later of
 	// the saved and the given time.
 	SaveSecretUses(ctx context.Context, uses []SecretUse) error
+	// SaveUnverified adds runs, one for each source, in that order, in
+	// one write transaction: it first deletes the saved run of each of
+	// their sources that began at or before the source's newest secret
+	// use (such a run is over: a delivery verified after it began), then
+	// adds each run's count to the saved one, keeping the earlier first
+	// and the later last time.
+	SaveUnverified(ctx context.Context, runs []Unverified) error
 }
 
 // Secrets is what a Store answers of secret uses, made from a store's
@@ -67,4 +74,110 @@ func (sc Secrets) RecordSecretUses(ctx context.Context, uses []SecretUse) error 
 		return fmt.Errorf("record secret uses: %w", err)
 	}
 	return nil
+}
+
+// Unverified is a source's run of requests that failed verification
+// (answered 401): how many, the first and the last, as serve saved them
+// since the source last verified a delivery. Nothing of the requests
+// themselves (body, signature, headers) is kept.
+type Unverified struct {
+	Source string    `json:"source"`
+	Count  int64     `json:"count"`
+	First  time.Time `json:"first_at"`
+	Last   time.Time `json:"last_at"`
+}
+
+// Add returns u with the failures of v, of the same source, counted in.
+func (u Unverified) Add(v Unverified) Unverified {
+	switch {
+	case v.Count <= 0:
+		return u
+	case u.Count <= 0:
+		return v
+	}
+	u.Count += v.Count
+	if v.First.Before(u.First) {
+		u.First = v.First
+	}
+	if v.Last.After(u.Last) {
+		u.Last = v.Last
+	}
+	return u
+}
+
+// RecordUnverified saves the failed verifications of runs in the store:
+// the runs are made one a source, as the store keeps its text, in source
+// order, and each is added to the source's saved run, or replaces it when
+// that run is over (a secret of the source verified a delivery after the
+// run began, as RecordSecretUses saved it: record those first). It fails,
+// saving nothing, when the store is read-only or the transaction does not
+// commit.
+func (sc Secrets) RecordUnverified(ctx context.Context, runs []Unverified) error {
+	if len(runs) == 0 {
+		return nil
+	}
+	if sc.store.ReadOnly() {
+		return errors.New("record failed verifications: store is read-only")
+	}
+	bySource := map[string]Unverified{}
+	for _, r := range runs {
+		if r.Count <= 0 {
+			continue
+		}
+		r.Source = sc.store.StoredText(r.Source)
+		bySource[r.Source] = bySource[r.Source].Add(r)
+	}
+	keyed := make([]Unverified, 0, len(bySource))
+	for _, r := range bySource {
+		keyed = append(keyed, r)
+	}
+	if len(keyed) == 0 {
+		return nil
+	}
+	slices.SortFunc(keyed, func(a, b Unverified) int { return cmp.Compare(a.Source, b.Source) })
+	if err := sc.store.SaveUnverified(ctx, keyed); err != nil {
+		return fmt.Errorf("record failed verifications: %w", err)
+	}
+	return nil
+}
+
+// LastVerified returns, by source, when a secret of it last verified a
+// delivery, of uses.
+func LastVerified(uses []SecretUse) map[string]time.Time {
+	last := map[string]time.Time{}
+	for _, u := range uses {
+		if u.LastVerified.After(last[u.Source]) {
+			last[u.Source] = u.LastVerified
+		}
+	}
+	return last
+}
+
+// BrokenRotation is a source whose deliveries fail verification, none
+// verified since the failures began: a secret rotated at the sender and
+// not here, or the other way round, or a clock far off.
+type BrokenRotation struct {
+	Unverified
+	// LastVerified is when a secret of the source last verified a
+	// delivery; zero: never.
+	LastVerified time.Time `json:"last_verified_at,omitzero"`
+}
+
+// BrokenRotations returns, by source, the runs of failed verifications
+// with at least min failures and the last at or after since, of sources
+// none of whose secrets (uses) has verified a delivery since the run's
+// first failure. A source whose deliveries verify among a few forgeries
+// is not one: its last verified delivery is after the run began.
+func BrokenRotations(runs []Unverified, uses []SecretUse, since time.Time, min int64) []BrokenRotation {
+	last := LastVerified(uses)
+	var out []BrokenRotation
+	for _, r := range runs {
+		v := last[r.Source]
+		if r.Count < min || r.Last.Before(since) || !v.Before(r.First) {
+			continue
+		}
+		out = append(out, BrokenRotation{Unverified: r, LastVerified: v})
+	}
+	slices.SortFunc(out, func(a, b BrokenRotation) int { return cmp.Compare(a.Source, b.Source) })
+	return out
 }

@@ -125,6 +125,11 @@ type Store interface {
 	RecordSecretUses(ctx context.Context, uses []SecretUse) error
 	// SecretUses returns every recorded secret use.
 	SecretUses(ctx context.Context) ([]SecretUse, error)
+	// RecordUnverified adds runs of failed verifications to each source's
+	// saved run, which a delivery verified since it began ends.
+	RecordUnverified(ctx context.Context, runs []Unverified) error
+	// Unverified returns each source's saved run of failed verifications.
+	Unverified(ctx context.Context) ([]Unverified, error)
 
 	// RecordRefusals adds refusals remembered while the store was down to
 	// what each key has; a key whose row exists by now is left out.

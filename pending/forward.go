@@ -101,6 +101,15 @@ func (s *Store) SecretUses(ctx context.Context) ([]inbox.SecretUse, error) {
 	return do(ctx, s, func(st inbox.Store) ([]inbox.SecretUse, error) { return st.SecretUses(ctx) })
 }
 
+func (s *Store) RecordUnverified(ctx context.Context, runs []inbox.Unverified) error {
+	_, err := do(ctx, s, func(st inbox.Store) (struct{}, error) { return struct{}{}, st.RecordUnverified(ctx, runs) })
+	return err
+}
+
+func (s *Store) Unverified(ctx context.Context) ([]inbox.Unverified, error) {
+	return do(ctx, s, func(st inbox.Store) ([]inbox.Unverified, error) { return st.Unverified(ctx) })
+}
+
 func (s *Store) RecordRefusals(ctx context.Context, refusals []inbox.Refusal) error {
 	_, err := do(ctx, s, func(st inbox.Store) (struct{}, error) { return struct{}{}, st.RecordRefusals(ctx, refusals) })
 	return err

@@ -35,6 +35,45 @@ func (u secretUses) SaveSecretUses(ctx context.Context, uses []inbox.SecretUse) 
 	})
 }
 
+func (u secretUses) SaveUnverified(ctx context.Context, runs []inbox.Unverified) error {
+	sources, counts, firsts, lasts := make([]string, len(runs)), make([]int64, len(runs)), make([]int64, len(runs)), make([]int64, len(runs))
+	for i, r := range runs {
+		sources[i], counts[i], firsts[i], lasts[i] = r.Source, r.Count, r.First.UnixMilli(), r.Last.UnixMilli()
+	}
+	ctx, cancel := context.WithTimeout(ctx, u.s.busy)
+	defer cancel()
+	return u.s.inTx(ctx, func(tx pgx.Tx) error {
+		// A run that began before a delivery verified is over.
+		_, err := tx.Exec(ctx, `DELETE FROM unverified WHERE source = ANY($1::text[])
+			AND first_at <= (SELECT max(last_verified_at) FROM secret_uses WHERE secret_uses.source = unverified.source)`, sources)
+		if err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `INSERT INTO unverified (source, count, first_at, last_at)
+			SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[])
+			ON CONFLICT (source) DO UPDATE SET count = unverified.count + excluded.count,
+				first_at = least(unverified.first_at, excluded.first_at), last_at = greatest(unverified.last_at, excluded.last_at)`,
+			sources, counts, firsts, lasts)
+		return err
+	})
+}
+
+// Unverified returns each source's saved run of failed verifications, by
+// source, in a read (Store.read).
+func (s *Store) Unverified(ctx context.Context) ([]inbox.Unverified, error) {
+	out, err := collect(ctx, s, `SELECT source, count, first_at, last_at FROM unverified ORDER BY source`, nil,
+		func(r pgx.CollectableRow) (u inbox.Unverified, err error) {
+			var first, last int64
+			err = r.Scan(&u.Source, &u.Count, &first, &last)
+			u.First, u.Last = fromMillis(first), fromMillis(last)
+			return u, err
+		})
+	if err != nil {
+		return nil, fmt.Errorf("failed verifications: %w", err)
+	}
+	return out, nil
+}
+
 // SecretUses returns every recorded secret use, by source and fingerprint,
 // in a read (Store.read).
 func (s *Store) SecretUses(ctx context.Context) ([]inbox.SecretUse, error) {

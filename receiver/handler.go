@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -125,6 +126,12 @@ type Handler struct {
 	budget    *Budget
 	// verified holds, per key, when it last verified a delivery (Unix ms).
 	verified []atomic.Int64
+	// unverified counts the requests that failed verification since
+	// Unverified last took them.
+	unverified struct {
+		sync.Mutex
+		run inbox.Unverified
+	}
 }
 
 // NewHandler returns a Handler. It fails when no scheme or no secret is
@@ -197,6 +204,25 @@ func (h *Handler) SecretUses() []inbox.SecretUse {
 		}
 	}
 	return out
+}
+
+// Unverified returns the requests that failed verification (answered
+// 401) since it was last called, and forgets them: serve adds them to the
+// store's count. Count is 0 when there were none.
+func (h *Handler) Unverified() inbox.Unverified {
+	h.unverified.Lock()
+	defer h.unverified.Unlock()
+	run := h.unverified.run
+	h.unverified.run = inbox.Unverified{}
+	return run
+}
+
+// failed counts a request that failed verification at now. It takes a
+// lock only for an addition: the answer never waits for a write.
+func (h *Handler) failed(now time.Time) {
+	h.unverified.Lock()
+	defer h.unverified.Unlock()
+	h.unverified.run = h.unverified.run.Add(inbox.Unverified{Source: h.cfg.Source, Count: 1, First: now.UTC(), Last: now.UTC()})
 }
 
 // Request failures that are not the signature's.
@@ -316,6 +342,7 @@ func (h *Handler) receive(r *http.Request, body []byte) (inbox.Delivery, inbox.R
 	now := h.cfg.Now()
 	v, err := h.cfg.Scheme.Verify(r.Header, body, h.keys, now)
 	if err != nil {
+		h.failed(now)
 		return inbox.Delivery{}, inbox.Result{}, fmt.Errorf("%w: %w", errUnverified, err)
 	}
 	h.verified[v.Secret].Store(now.UnixMilli())

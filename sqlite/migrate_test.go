@@ -148,10 +148,36 @@ func TestMigrateSources(t *testing.T) {
 	if err := s.RecordSecretUses(ctx, []inbox.SecretUse{{Source: "sume", Fingerprint: "abcd", LastVerified: time.UnixMilli(7000)}}); err != nil {
 		t.Fatal(err)
 	}
+	if err := s.RecordUnverified(ctx, []inbox.Unverified{{Source: "sume", Count: 2, First: time.UnixMilli(8000), Last: time.UnixMilli(9000)}}); err != nil {
+		t.Fatal(err)
+	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
 	sameColumnsAsSchema(t, path)
+}
+
+// TestUnverifiedBeforeTheTable opens read-only a database an earlier
+// inbox made, without the unverified table (as inbox alert does before
+// serve has run the new version): it has no failed verifications, and
+// reading them is no error.
+func TestUnverifiedBeforeTheTable(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "inbox.db")
+	if err := sqlitetest.MustOpenPath(t, path, sqlite.Options{}).Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`DROP TABLE unverified`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	ro := sqlitetest.MustOpenPath(t, path, sqlite.Options{ReadOnly: true})
+	if runs, err := ro.Unverified(context.Background()); err != nil || len(runs) != 0 {
+		t.Errorf("without the table: %v, %v; want none and no error", runs, err)
+	}
 }
 
 // TestQueryPlans checks that the store's queries read through the indexes

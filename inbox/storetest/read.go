@@ -224,6 +224,51 @@ func runRead(t *testing.T, o opener) {
 			t.Errorf("got %v, want %v", got, want)
 		}
 	})
+
+	t.Run("failed verifications", func(t *testing.T) {
+		e := o.fresh(t)
+		if got, err := e.s.Unverified(ctx); err != nil || len(got) != 0 {
+			t.Errorf("none recorded: %v %v", got, err)
+		}
+		at := func(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
+		run := func(source string, n, first, last int64) inbox.Unverified {
+			return inbox.Unverified{Source: source, Count: n, First: at(first), Last: at(last)}
+		}
+		record := func(runs ...inbox.Unverified) {
+			t.Helper()
+			if err := e.s.RecordUnverified(ctx, runs); err != nil {
+				t.Fatal(err)
+			}
+		}
+		check := func(step string, want ...inbox.Unverified) {
+			t.Helper()
+			got, err := e.s.Unverified(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("%s: got %v, want %v", step, got, want)
+			}
+		}
+		// Two runs of one source in one call are one.
+		record(run("vibe", 3, 100, 200), run("gh", 1, 50, 50), run("vibe", 2, 150, 300))
+		check("first", run("gh", 1, 50, 50), run("vibe", 5, 100, 300))
+		record(run("vibe", 1, 400, 400))
+		record()
+		check("added", run("gh", 1, 50, 50), run("vibe", 6, 100, 400))
+		// A delivery of vibe verified after its run began: the run is
+		// over, and the next failures start another. One of gh verified
+		// before its run began: gh's run goes on.
+		if err := e.s.RecordSecretUses(ctx, []inbox.SecretUse{{Source: "vibe", Fingerprint: "aa", LastVerified: at(350)}, {Source: "gh", Fingerprint: "cc", LastVerified: at(10)}}); err != nil {
+			t.Fatal(err)
+		}
+		record(run("vibe", 2, 500, 600), run("gh", 4, 60, 70))
+		check("after a verified delivery", run("gh", 5, 50, 70), run("vibe", 2, 500, 600))
+		// The run that began at 500 holds, its first failure after the
+		// last verified delivery: what a broken rotation looks like.
+		record(run("vibe", 1, 700, 700))
+		check("broken", run("gh", 5, 50, 70), run("vibe", 3, 500, 700))
+	})
 }
 
 func runCount(t *testing.T, o opener) {
