@@ -52,6 +52,7 @@ func Commands(open Opener) []*cli.Command {
 		sendCommand(),
 		backupCommand(open),
 		sourcesCommand(open),
+		destinationsCommand(),
 		missedCommand(open),
 		expectCommand(open),
 		expectedCommand(open),
