@@ -56,6 +56,7 @@ func Commands(open Opener) []*cli.Command {
 		missedCommand(open),
 		expectCommand(open),
 		expectedCommand(open),
+		migrateCommand(open),
 	}
 }
 
