@@ -219,10 +219,13 @@ func (g *Group) Run(ctx context.Context) error {
 			e.in.cancel()
 			e.in.d.metrics.unregister()
 			e.in.release()
-			if ctx.Err() != nil {
+			switch {
+			case ctx.Err() != nil:
 				errs = append(errs, e.err)
-			} else if e.err != nil {
-				g.log.Error().Err(e.err).Str(keyDest, e.name).Msg("the destination's dispatcher stopped for a reload")
+			case e.err != nil:
+				g.log.Error().Err(e.err).Str(keyDest, e.name).Msg("stopped for a reload, with outcomes not recorded (delivered again after their lease)")
+			default:
+				g.log.Info().Str(keyDest, e.name).Msg("stopped for a reload: what it held is settled")
 			}
 			g.ended(ctx, e.name, launch)
 		}

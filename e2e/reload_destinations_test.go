@@ -78,6 +78,8 @@ func testReloadDestinations(t *testing.T, db string) {
 	bc, _, _ := sendBatch(t, recv, "b", 2, 0, 0)
 	waitLong(t, 20*time.Second, "gone's attempts under way", func() bool { return len(gone.rows()) == 8 })
 
+	// keep changes a knob too: its dispatcher is restarted.
+	keepT = destTable("keep", keep.URL, `secret = "`+reloadKeepSecret+`"`, `sources = ["sume"]`, `workers = 2`)
 	writeConfig(t, dir, fanOutText(keepT+destTable("filt", filt.URL, `events = ["job.failed"]`)+addedT))
 	d.signal(syscall.SIGHUP)
 	waitLog(t, d, "reloaded destinations: the rows routed from now on go by the new ones")
@@ -112,8 +114,30 @@ func testReloadDestinations(t *testing.T, db string) {
 	if got := names(rows); got != "keep,filt,added" {
 		t.Errorf("inbox destinations --admin: %s, want keep,filt,added", got)
 	}
-	if len(rows) == 3 && (fmt.Sprint(rows[1]["events"]) != "[job.failed]" || rows[0]["signed"] != true || rows[2]["state"] != "dispatching") {
+	if len(rows) == 3 && (fmt.Sprint(rows[1]["events"]) != "[job.failed]" || rows[0]["signed"] != true || rows[0]["workers"] != 2.0 || rows[2]["state"] != "dispatching") {
 		t.Errorf("inbox destinations --admin: %v", rows)
+	}
+	if strings.Contains(d.logs.String(), `"level":"error"`) {
+		t.Errorf("errors logged across the reload:\n%s", d.logs)
+	}
+	// The restarted and the added destination count on /metrics; the
+	// removed one is gone from it once its dispatcher has ended.
+	waitFor(t, "gone's dispatcher to end", func() bool {
+		for _, l := range strings.Split(d.logs.String(), "\n") {
+			if strings.Contains(l, `"destination":"gone"`) && strings.Contains(l, "stopped for a reload: what it held is settled") {
+				return true
+			}
+		}
+		return false
+	})
+	_, metrics := get(t, d.admin+"/metrics")
+	for _, want := range []string{`inbox_dispatch_deliveries_total{destination="keep",outcome="done"}`, `inbox_dispatch_deliveries_total{destination="added",outcome="done"} 5`} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if strings.Contains(metrics, `destination="gone"`) {
+		t.Errorf("/metrics still shows the removed destination")
 	}
 	out, _, _ := runCLI(t, nil, "destinations", "--admin", d.admin)
 	for _, secret := range []string{reloadKeepSecret, keep.URL, gone.URL} {
