@@ -9,6 +9,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	natsgo "github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // reloadKeepSecret signs what destination keep posts.
@@ -225,4 +228,69 @@ func TestReloadServeDestinations(t *testing.T) {
 	}
 	s.signal(syscall.SIGTERM)
 	<-s.done
+}
+
+// TestReloadNATSDestinations runs inbox dispatch with two NATS
+// destinations, each with its inbox_nats_connected series, and reloads a
+// file that moves one to another subject: its dispatcher is restarted on a
+// new connection, the rows stored after the reload are published there,
+// and both still show connected.
+func TestReloadNATSDestinations(t *testing.T) {
+	b := newBroker(t)
+	b.start()
+	b.stream()
+	// a has a stream of its own: a stream keeps one message per row id.
+	nc, err := natsgo.Connect(b.url())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alpha, err := js.CreateOrUpdateStream(t.Context(), jetstream.StreamConfig{Name: "ALPHA", Subjects: []string{"alpha.>"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nats := func(name, subject string) string {
+		return fmt.Sprintf("[[destination]]\nname = %q\nnats_url = %q\nnats_subject = %q\n", name, b.url(), subject)
+	}
+	dir := t.TempDir()
+	db := filepath.Join(dir, "inbox.db")
+	cfg := writeConfig(t, dir, fanOutText(nats("a", "alpha.one")+nats("b", "sume.jobs.b")))
+	recv := startServer(t, db, "--config", fanOutConfig(t, ""))
+	d := startInbox(t, []string{"SUME_COM_WEBHOOK_SIGNING_SECRET=" + e2eSecret}, "dispatch", "--db", db, "--config", cfg, "--admin-addr", "127.0.0.1:0")
+	ac, _, _ := sendBatch(t, recv, "a", 1, 0, 0)
+	waitLong(t, 20*time.Second, "the first row published twice", func() bool { return destinationStats(t, db)[""].ByStatus["done"] == 1 })
+
+	writeConfig(t, dir, fanOutText(nats("a", "alpha.two")+nats("b", "sume.jobs.b")))
+	d.signal(syscall.SIGHUP)
+	waitLog(t, d, "reloaded destinations: the rows routed from now on go by the new ones")
+	bc, _, _ := sendBatch(t, recv, "b", 1, 0, 0)
+	waitLong(t, 20*time.Second, "the row after the reload published twice", func() bool { return destinationStats(t, db)[""].ByStatus["done"] == 2 })
+
+	for subject, want := range map[string]string{"alpha.one": ac[0], "alpha.two": bc[0]} {
+		msg, err := alpha.GetLastMsgForSubject(t.Context(), subject)
+		if err != nil {
+			t.Errorf("%s: %v", subject, err)
+		} else if got := msg.Header.Get(natsgo.MsgIdHdr); got != want {
+			t.Errorf("%s holds %s, want %s", subject, got, want)
+		}
+	}
+	if got := b.messages(); len(got) != 2 {
+		t.Errorf("b's stream holds %v, want both rows", got)
+	}
+	_, metrics := get(t, d.admin+"/metrics")
+	for _, want := range []string{`inbox_nats_connected{destination="a"} 1`, `inbox_nats_connected{destination="b"} 1`} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if _, body := get(t, d.admin+"/readyz"); !strings.Contains(body, "nats a: connected") || !strings.Contains(body, "destination a: dispatching") {
+		t.Errorf("/readyz after the reload:\n%s", body)
+	}
+	if strings.Contains(d.logs.String(), `"level":"error"`) {
+		t.Errorf("errors logged:\n%s", d.logs)
+	}
 }
