@@ -294,3 +294,23 @@ func TestReloadNATSDestinations(t *testing.T) {
 		t.Errorf("errors logged:\n%s", d.logs)
 	}
 }
+
+// TestDispatchHangupWithoutConfig sends SIGHUP to inbox dispatch run with
+// the flags alone: it logs that there is nothing to reload and goes on
+// handing rows on, where it used to die of the signal.
+func TestDispatchHangupWithoutConfig(t *testing.T) {
+	app := newDestApp(t, 204)
+	dir := t.TempDir()
+	db := filepath.Join(dir, "inbox.db")
+	recv := startServer(t, db)
+	d := startInbox(t, nil, "dispatch", "--db", db, "--forward-url", app.URL, "--admin-addr", "127.0.0.1:0")
+	d.signal(syscall.SIGHUP)
+	waitFor(t, "nothing to reload", func() bool { return strings.Contains(d.logs.String(), "nothing to reload") })
+	if code := send(t, &http.Client{Timeout: 5 * time.Second}, recv.url, jobBody("job_1"), e2eSecret); code != 204 {
+		t.Fatalf("send: %d", code)
+	}
+	waitLong(t, 20*time.Second, "job_1 handed on", func() bool { return len(app.rows()) == 1 })
+	if got := names(liveDestinations(t, d.admin)); got != "default" {
+		t.Errorf("inbox destinations --admin: %s, want default", got)
+	}
+}
