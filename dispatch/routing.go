@@ -52,8 +52,7 @@ func (r *Routing) claim(fn func(routes []inbox.Route)) {
 	fn(r.routes)
 }
 
-// routes reports whether the routes in effect include the destination
-// name.
+// includes reports whether routes include the destination name.
 func includes(routes []inbox.Route, name string) bool {
 	return slices.ContainsFunc(routes, func(rt inbox.Route) bool { return rt.Name == name })
 }
