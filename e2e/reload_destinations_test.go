@@ -11,7 +11,6 @@ import (
 	"time"
 
 	natsgo "github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // reloadKeepSecret signs what destination keep posts.
@@ -240,19 +239,7 @@ func TestReloadNATSDestinations(t *testing.T) {
 	b.start()
 	b.stream()
 	// a has a stream of its own: a stream keeps one message per row id.
-	nc, err := natsgo.Connect(b.url())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	alpha, err := js.CreateOrUpdateStream(t.Context(), jetstream.StreamConfig{Name: "ALPHA", Subjects: []string{"alpha.>"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	alpha := b.streamOf("ALPHA", "alpha.>")
 	nats := func(name, subject string) string {
 		return fmt.Sprintf("[[destination]]\nname = %q\nnats_url = %q\nnats_subject = %q\n", name, b.url(), subject)
 	}
