@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -48,8 +50,13 @@ below configure one destination, named default, that takes every row; the
    rate = "50/s"                    # at most this many attempts a second
                                     # (or "600/m"); unset: no bound
 A knob a table leaves unset takes the flag's value (--workers, --timeout,
-...). The tables are read at start: serve's SIGHUP reloads the sources
-only, so a destination is added or changed by a restart. Each destination has its own attempts, lease, schedule, last error
+...). SIGHUP reads the tables again: a removed destination stops claiming
+and finishes the attempts under way, a changed one is restarted with its
+new settings once its old dispatcher has settled what it held, an added
+one starts, and the rows matched from then on go by the new filters; a
+file that fails a check of start-up is refused with one log line, and
+nothing changes. inbox destinations --admin lists the destinations in
+effect. Each destination has its own attempts, lease, schedule, last error
 and outcome per row: one that fails or is paused parks or holds its rows for
 itself alone and never holds the others back. A row is matched to the
 destinations when a dispatcher first claims it (and again when inbox
@@ -311,46 +318,18 @@ func tableDestination(t config.Destination, base dispatchConfig) (dispatchConfig
 	return cfg, nil
 }
 
-// newDispatchers builds the dispatchers of cfgs, one per destination, on
-// store, their holds read with paused; see newDispatcher. The returned
-// close releases the destinations once the dispatchers have run; the
-// dependencies are what /readyz shows of each destination.
-func newDispatchers(ctx context.Context, cfgs []dispatchConfig, store dispatch.Store, paused func(context.Context) ([]string, error), log zerolog.Logger, reg prometheus.Registerer, alone bool) (dispatch.Group, func(), []health.Dependency, error) {
-	g := dispatch.Group{Holds: dispatch.NewHolds(paused)}
-	var closers []func()
-	closeAll := func() {
-		for _, c := range closers {
-			c()
-		}
-	}
-	var deps []health.Dependency
-	for _, cfg := range cfgs {
-		d, closeDest, ddeps, err := newDispatcher(ctx, cfg, store, g.Holds.Held(cfg.route.Name), log, reg, alone)
-		if err != nil {
-			closeAll()
-			if len(cfgs) > 1 {
-				err = fmt.Errorf("destination %s: %w", cfg.route.Name, err)
-			}
-			return dispatch.Group{}, nil, nil, err
-		}
-		closers = append(closers, closeDest)
-		g.Dispatchers = append(g.Dispatchers, d)
-		deps = append(deps, ddeps...)
-		deps = append(deps, health.Dependency{Name: "destination " + cfg.route.Name, State: d.State})
-	}
-	return g, closeAll, deps, nil
-}
-
-// newDispatcher builds the dispatcher cfg describes, on store. The
-// returned close releases the destination once the dispatcher has run; the
-// dependencies are what /readyz shows of the destination (the NATS
-// connection). A NATS server that cannot be reached never stops it: the
-// connection is made in the background. alone is inbox dispatch, whose
-// only work is the hand-off: a server that answers that no stream covers
-// the subject stops it, and the connection gates its readiness; inside
-// serve that is only logged and shown, since webhooks never wait on it.
+// newDispatcher builds the dispatcher cfg describes, on store, routing by
+// routing and held by held. The returned close releases the destination
+// once the dispatcher has run; the dependencies are what /readyz shows of
+// the destination (the NATS connection). A NATS server that cannot be
+// reached never stops it: the connection is made in the background. alone
+// is inbox dispatch, whose only work is the hand-off: the connection
+// gates its readiness, and at start (first) a server that answers that no
+// stream covers the subject stops it; inside serve that is only logged
+// and shown, since webhooks never wait on it, and a destination a reload
+// starts is not looked up at all (its readiness line says how it stands).
 // It fails when a destination or the dispatcher refuses its settings.
-func newDispatcher(ctx context.Context, cfg dispatchConfig, store dispatch.Store, held func() error, log zerolog.Logger, reg prometheus.Registerer, alone bool) (*dispatch.Dispatcher, func(), []health.Dependency, error) {
+func newDispatcher(ctx context.Context, cfg dispatchConfig, store dispatch.Store, routing *dispatch.Routing, held func() error, log zerolog.Logger, reg prometheus.Registerer, alone, first bool) (*dispatch.Dispatcher, func(), []health.Dependency, error) {
 	var dest dispatch.Destination
 	var deps []health.Dependency
 	var err error
@@ -365,13 +344,24 @@ func newDispatcher(ctx context.Context, cfg dispatchConfig, store dispatch.Store
 		if p, err = nats.Connect(cfg.natsURL, cfg.natsSubject, log); err != nil {
 			break
 		}
-		dest, closeDest = p, p.Close
-		name := "nats"
+		name, preg := "nats", reg
 		if cfg.route.Name != inbox.DefaultDestination {
+			// Each named destination's gauge carries its name, as the
+			// dispatch metrics do; the flags' one keeps its plain series.
 			name += " " + cfg.route.Name
+			preg = prometheus.WrapRegistererWith(prometheus.Labels{"destination": cfg.route.Name}, reg)
 		}
 		deps = append(deps, health.Dependency{Name: name, State: p.State, Gates: alone})
-		if err = reg.Register(p.Collector()); err != nil {
+		gauge := p.Collector()
+		if err = preg.Register(gauge); err != nil {
+			p.Close()
+			break
+		}
+		dest, closeDest = p, func() {
+			preg.Unregister(gauge) // a restart of the destination registers its own
+			p.Close()
+		}
+		if !first {
 			break
 		}
 		cctx, cancel := context.WithTimeout(ctx, connectTimeout)
@@ -391,7 +381,19 @@ func newDispatcher(ctx context.Context, cfg dispatchConfig, store dispatch.Store
 		closeDest()
 		return nil, nil, nil, err
 	}
-	d, err := dispatch.New(store, dispatch.Config{
+	dc := cfg.config(dest)
+	dc.Registerer, dc.Routing, dc.Held = reg, routing, held
+	d, err := dispatch.New(store, dc, log)
+	if err != nil {
+		closeDest()
+		return nil, nil, nil, err
+	}
+	return d, closeDest, deps, nil
+}
+
+// config is the dispatcher's Config of cfg, handing rows to dest.
+func (cfg dispatchConfig) config(dest dispatch.Destination) dispatch.Config {
+	return dispatch.Config{
 		Destination: dest,
 		Workers:     cfg.workers,
 		Schedule:    cfg.schedule,
@@ -399,18 +401,38 @@ func newDispatcher(ctx context.Context, cfg dispatchConfig, store dispatch.Store
 		SlowAfter:   cfg.slowAfter,
 		MaxSlow:     cfg.maxSlow,
 		Lease:       cfg.lease,
-		Registerer:  reg,
 		Name:        cfg.kind(),
 		Route:       cfg.route,
 		Routes:      cfg.routes,
 		Rate:        cfg.rate,
-		Held:        held,
-	}, log)
-	if err != nil {
-		closeDest()
-		return nil, nil, nil, err
 	}
-	return d, closeDest, deps, nil
+}
+
+// check returns what newDispatcher would refuse of cfg, without making
+// anything (no connection, no metrics).
+func (cfg dispatchConfig) check() error {
+	var err error
+	switch {
+	case cfg.forwardURL != "":
+		_, err = dispatch.NewForward(cfg.forwardURL, cfg.forwardSecret, nil)
+	case cfg.exec != "":
+		_, err = dispatch.NewExec(cfg.exec, cfg.withheld)
+	default:
+		err = nats.CheckAddress(cfg.natsURL, cfg.natsSubject)
+	}
+	if err != nil {
+		return err
+	}
+	return dispatch.Check(cfg.config(nil))
+}
+
+// settings names what cfg's dispatcher is made with, its filters aside
+// (dispatch.Member.Settings): a digest, as it covers the secrets.
+func (cfg dispatchConfig) settings() string {
+	cfg.route = inbox.Route{Name: cfg.route.Name}
+	cfg.routes = nil
+	sum := sha256.Sum256(fmt.Appendf(nil, "%#v", cfg))
+	return hex.EncodeToString(sum[:])
 }
 
 // withheld names the secrets an --exec command must not see: every
@@ -494,9 +516,10 @@ without a destination then). Several may run at once: each claims rows on a
 lease (--lease), so a row is held by one at a time, and a row whose
 dispatcher died is delivered again when its lease runs out. SIGTERM stops
 claiming, lets the attempts under way finish, gives back the rows not yet
-started, and exits 0. With --admin-addr it answers /healthz, /readyz and
-/metrics there (its inbox_dispatch_* counters; the queue's gauges are
-serve's); /readyz fails while its claims and settlements fail to commit,
+started, and exits 0. SIGHUP reads --config's [[destination]] tables
+again (see below). With --admin-addr it answers /healthz, /readyz,
+/metrics (its inbox_dispatch_* counters; the queue's gauges are serve's)
+and GET /destinations (what inbox destinations --admin prints) there; /readyz fails while its claims and settlements fail to commit,
 and its probe claims a row of its own, undone, so it recovers idle; it
 says a line per destination: "destination NAME: dispatching", "paused by
 an operator" or "unreachable: paused". The inbox_dispatch_* metrics carry
@@ -527,7 +550,7 @@ Examples:
 		Flags: append([]cli.Flag{
 			config.DBFlag(),
 			config.FileFlag("serve's TOML file of [[source]] and [[destination]] tables: the destinations to hand rows to (instead of --forward-url, --exec or --nats-url); with an exec destination, the variables its secrets are read from are kept from the command"),
-			&cli.StringFlag{Name: "admin-addr", Usage: "listen address for /healthz, /readyz and /metrics (the inbox_dispatch_* counters); empty: none", EnvVars: []string{"INBOX_DISPATCH_ADMIN_ADDR"}},
+			&cli.StringFlag{Name: "admin-addr", Usage: "listen address for /healthz, /readyz, /metrics (the inbox_dispatch_* counters) and GET /destinations; empty: none", EnvVars: []string{"INBOX_DISPATCH_ADMIN_ADDR"}},
 			config.BusyTimeoutFlag("how long a write waits for serve's lock (500ms, 3s, 1m)"),
 			logLevelFlag(),
 		}, append(append(dbWriteFlags(), dispatchFlags()...), reconcileFlags()...)...),
@@ -535,6 +558,9 @@ Examples:
 			if err := config.NoArgs(c); err != nil {
 				return err
 			}
+			// From the start, so that a SIGHUP never ends dispatch.
+			hup, stopHangups := hangups()
+			defer stopHangups()
 			log, err := newLogger(logOut, c.String("log-level"))
 			if err != nil {
 				return err
@@ -578,45 +604,56 @@ Examples:
 			}
 			defer store.Close()
 			reg := newRegistry()
-			d, closeDest, deps, err := newDispatchers(ctx, cfg, observedQueue{store, commits, true}, store.PausedDestinations, log, reg, true)
-			if err != nil {
-				return err
-			}
-			defer closeDest()
 			rec, err := newReconciler(rcfg, store, nil, log, reg)
 			if err != nil {
 				return err
 			}
-			log.Info().Str("db", describeDB(db)).Msg("starting")
-			if err := stoppedBy(ctx, runWithOps(ctx, d, rec, rcfg.apiURL, aln, store, commits, reg, log, deps...)); err != nil {
+			// Made last: from here on only their Run releases them.
+			dests, err := newLiveDestinations(ctx, cfg, func() ([]dispatchConfig, error) { return parseDispatch(c) },
+				observedQueue{store, commits, true}, store.PausedDestinations, log, reg, true)
+			if err != nil {
 				return err
 			}
-			closeDest()
+			log.Info().Str("db", describeDB(db)).Msg("starting")
+			rctx, stopReloads := context.WithCancel(ctx)
+			reloaded := make(chan struct{})
+			go func() {
+				defer close(reloaded)
+				reloadOnHangup(rctx, hup, c.String("config"), log, dests.reload)
+			}()
+			err = runWithOps(ctx, dests, rec, rcfg.apiURL, aln, store, commits, reg, log)
+			stopReloads()
+			<-reloaded
+			if err := stoppedBy(ctx, err); err != nil {
+				return err
+			}
 			return store.Close()
 		},
 	}
 }
 
 // runWithOps runs d and rec until ctx is done and, when aln is not nil,
-// answers the probes (readiness following commits), /metrics and POST
-// /expect (status URLs on apiURL's host) on it meanwhile. If that endpoint
-// fails, the dispatcher is stopped too.
-func runWithOps(ctx context.Context, d dispatch.Group, rec *reconcile.Reconciler, apiURL string, aln net.Listener, store inbox.Store, commits *health.Commits, reg *prometheus.Registry, log zerolog.Logger, deps ...health.Dependency) error {
+// answers the probes (readiness following commits and d's destinations),
+// /metrics, GET /destinations and POST /expect (status URLs on apiURL's
+// host) on it meanwhile. If that endpoint fails, the dispatcher is stopped
+// too.
+func runWithOps(ctx context.Context, d *liveDestinations, rec *reconcile.Reconciler, apiURL string, aln net.Listener, store inbox.Store, commits *health.Commits, reg *prometheus.Registry, log zerolog.Logger) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	reconciled := make(chan error, 1)
 	go func() { reconciled <- rec.Run(ctx) }()
 	if aln == nil {
-		err := d.Run(ctx)
+		err := d.run(ctx)
 		cancel()
 		return errors.Join(err, <-reconciled)
 	}
 	ops := http.NewServeMux()
-	handleOps(ops, store, commits, reg, log, deps...)
+	handleOps(ops, store, commits, reg, log, d.dependencies)
 	handleExpect(apiURL, ops, store, log)
+	handleDestinations(ops, d)
 	dispatched := make(chan error, 1)
 	go func() {
-		dispatched <- d.Run(ctx)
+		dispatched <- d.run(ctx)
 		cancel() // the dispatcher is done: stop answering probes
 	}()
 	served := receiver.Serve(ctx, receiver.DefaultLimits(), log, receiver.Endpoint{Name: "admin", Listener: aln, Handler: ops})

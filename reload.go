@@ -22,7 +22,8 @@ import (
 	"inbox/scheme"
 )
 
-// reloadStep is one part of serve that SIGHUP re-reads --config for. It
+// reloadStep is one part of serve or dispatch that SIGHUP re-reads
+// --config for. It
 // reads and checks file and returns how to put what it read into effect,
 // or an error naming the problem; it changes nothing itself. A reload
 // applies its steps only once every one of them has accepted the file, so
@@ -41,7 +42,7 @@ func hangups() (hup <-chan os.Signal, stop func()) {
 // done: what every step accepts takes effect, in the order of steps; a
 // file any step refuses is logged, once, and the running config stays.
 // Without --config (file "") a SIGHUP logs that there is nothing to
-// reload. SIGHUP never ends serve.
+// reload. SIGHUP never ends serve or dispatch.
 func reloadOnHangup(ctx context.Context, hup <-chan os.Signal, file string, log zerolog.Logger, steps ...reloadStep) {
 	for {
 		select {
@@ -56,7 +57,7 @@ func reloadOnHangup(ctx context.Context, hup <-chan os.Signal, file string, log 
 // reload re-reads file once through steps, as reloadOnHangup says.
 func reload(file string, log zerolog.Logger, steps []reloadStep) {
 	if file == "" {
-		log.Warn().Msg("SIGHUP: serve runs without --config: nothing to reload (restart it to change its flags or environment)")
+		log.Warn().Msg("SIGHUP: no --config: nothing to reload (restart to change the flags or the environment)")
 		return
 	}
 	applies := make([]func(), 0, len(steps))

@@ -23,7 +23,6 @@ import (
 	"inbox/config"
 	"inbox/console"
 	"inbox/deploy"
-	"inbox/dispatch"
 	"inbox/health"
 	"inbox/inbox"
 	"inbox/metrics"
@@ -67,7 +66,10 @@ requests (those in flight finish under the old one); one that fails any
 is refused with one log line, and the running config stays. Secrets named
 by env = ... come from serve's environment, which a reload cannot change.
 With --admin-addr, GET /sources there lists the sources served now, as
-inbox sources --admin prints them.
+inbox sources --admin prints them, and GET /destinations the destinations
+(inbox destinations --admin). A serve that dispatches reloads its
+[[destination]] tables too, as inbox dispatch does; a file refused for a
+destination changes no source either.
 
 ` + destinationHelp + `
 
@@ -184,6 +186,8 @@ type serveConfig struct {
 	// dispatch is the destinations' settings; none when neither a
 	// destination flag nor a [[destination]] is set.
 	dispatch []dispatchConfig
+	// reparseDispatch reads them again, for a reload.
+	reparseDispatch func() ([]dispatchConfig, error)
 }
 
 // parseServe reads serve's flags into a serveConfig. It fails, naming the
@@ -246,12 +250,15 @@ func parseServe(c *cli.Context) (serveConfig, error) {
 	if cfg.reconcile, err = parseReconcile(c); err != nil {
 		return serveConfig{}, err
 	}
-	switch d, err := parseDispatch(c); {
-	case errors.Is(err, errNoDestination):
-	case err != nil:
+	cfg.reparseDispatch = func() ([]dispatchConfig, error) {
+		d, err := parseDispatch(c)
+		if errors.Is(err, errNoDestination) {
+			return nil, nil // serve only receives
+		}
+		return d, err
+	}
+	if cfg.dispatch, err = cfg.reparseDispatch(); err != nil {
 		return serveConfig{}, err
-	default:
-		cfg.dispatch = d
 	}
 	return cfg, nil
 }
@@ -305,17 +312,11 @@ func runServe(ctx context.Context, cfg serveConfig, store inbox.Store, deps serv
 		return err
 	}
 	// The dispatcher shares the store, so its writes go through the
-	// store's one writer, in the receiver's commits.
-	var d *dispatch.Group
-	var destDeps []health.Dependency
-	if len(cfg.dispatch) > 0 {
-		var closeDest func()
-		var g dispatch.Group
-		if g, closeDest, destDeps, err = newDispatchers(ctx, cfg.dispatch, observedQueue{store, deps.commits, false}, store.PausedDestinations, log, reg, false); err != nil {
-			return err
-		}
-		defer closeDest()
-		d = &g
+	// store's one writer, in the receiver's commits. Without a destination
+	// it has none, until a reload adds one.
+	dests, err := newLiveDestinations(ctx, cfg.dispatch, cfg.reparseDispatch, observedQueue{store, deps.commits, false}, store.PausedDestinations, log, reg, false)
+	if err != nil {
+		return err
 	}
 	// One count for every source: --max-in-flight bounds the process.
 	inFlight, receiving := new(atomic.Int64), new(atomic.Int64)
@@ -325,7 +326,7 @@ func runServe(ctx context.Context, cfg serveConfig, store inbox.Store, deps serv
 	var probes *http.ServeMux
 	if deps.aln == nil {
 		probes = http.NewServeMux()
-		handleOps(probes, store, deps.commits, reg, log, destDeps...)
+		handleOps(probes, store, deps.commits, reg, log, dests.dependencies)
 	}
 	live := &liveSources{check: cfg.checkSources, grace: cfg.limits.WriteTimeout + time.Second, log: log}
 	live.build = func(sources []config.Source) (*sourceSet, error) {
@@ -369,12 +370,18 @@ func runServe(ctx context.Context, cfg serveConfig, store inbox.Store, deps serv
 	var web http.Handler = live
 	ops := http.NewServeMux()
 	if deps.aln != nil {
-		handleOps(ops, store, deps.commits, reg, log, destDeps...)
+		handleOps(ops, store, deps.commits, reg, log, dests.dependencies)
 		handleExpect(cfg.reconcile.apiURL, ops, store, log)
 		handleSources(ops, live, store, log)
+		handleDestinations(ops, dests)
 		var cons atomic.Pointer[console.Console]
-		cons.Store(console.New(store, consoleConfig(cfg, cfg.sources), log))
-		live.onSwap = func(sources []config.Source) { cons.Store(console.New(store, consoleConfig(cfg, sources), log)) }
+		cons.Store(console.New(store, consoleConfig(cfg, cfg.sources, cfg.dispatch), log))
+		live.onSwap = func(sources []config.Source) {
+			cons.Store(console.New(store, consoleConfig(cfg, sources, dests.configs()), log))
+		}
+		dests.onSwap = func(cfgs []dispatchConfig) {
+			cons.Store(console.New(store, consoleConfig(cfg, live.sources(), cfgs), log))
+		}
 		ops.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { cons.Load().ServeHTTP(w, r) }))
 	}
 	endpoints := []receiver.Endpoint{{Name: "webhooks", Listener: deps.ln, Handler: web}}
@@ -383,7 +390,7 @@ func runServe(ctx context.Context, cfg serveConfig, store inbox.Store, deps serv
 	}
 	for _, src := range cfg.sources {
 		log.Info().Str("db", describeDB(cfg.db)).Str("source", src.Name).Str("scheme", src.Scheme.Name()).Str("path", src.Path).
-			Strs("events", src.Rules.Events).Bool("dispatch", d != nil).Msg("starting")
+			Strs("events", src.Rules.Events).Bool("dispatch", len(cfg.dispatch) > 0).Msg("starting")
 	}
 	// The dispatcher and the recorder outlive the receiver's drain: they
 	// stop once Serve has returned, so the last requests' rows can still
@@ -394,19 +401,14 @@ func runServe(ctx context.Context, cfg serveConfig, store inbox.Store, deps serv
 	go func() {
 		recorded <- recordVerifications(bg, store, live.secretUses, live.unverified, secretUsePeriod, cfg.reconcile.loop.WriteTimeout)
 	}()
-	// Further parts that read --config (destinations) add their reloadStep
-	// here: a file any step refuses changes none.
+	// A file any step refuses changes none.
 	reloaded := make(chan struct{})
 	go func() {
 		defer close(reloaded)
-		reloadOnHangup(bg, hup, cfg.configFile, log, live.reload)
+		reloadOnHangup(bg, hup, cfg.configFile, log, live.reload, dests.reload)
 	}()
 	dispatched := make(chan error, 1)
-	if d != nil {
-		go func() { dispatched <- d.Run(bg) }()
-	} else {
-		dispatched <- nil
-	}
+	go func() { dispatched <- dests.run(bg) }()
 	reconciled := make(chan error, 1)
 	go func() { reconciled <- rec.Run(bg) }()
 	// The row counts are read in the background: a scrape of a large
@@ -473,23 +475,23 @@ func newRegistry() *prometheus.Registry {
 
 // handleOps adds the probes and /metrics to mux: /healthz while the process
 // serves, /readyz while store takes a write like the real ones commits
-// has seen (and deps say how they stand), /metrics what reg gathers.
-func handleOps(mux *http.ServeMux, store health.Prober, commits *health.Commits, reg prometheus.Gatherer, log zerolog.Logger, deps ...health.Dependency) {
+// has seen (and the dependencies deps returns say how they stand), /metrics what reg gathers.
+func handleOps(mux *http.ServeMux, store health.Prober, commits *health.Commits, reg prometheus.Gatherer, log zerolog.Logger, deps func() []health.Dependency) {
 	mux.Handle("GET /healthz", health.Live())
-	mux.Handle("GET /readyz", health.Ready(store, commits, probeTimeout, log, deps...))
+	mux.Handle("GET /readyz", health.ReadyWith(store, commits, probeTimeout, log, deps))
 	mux.Handle("GET /metrics", metrics.Handler(reg, log))
 }
 
-// consoleConfig is what the console shows of cfg with sources: the
-// sources and their secrets' fingerprints, the store and the
-// destination, never a secret.
-func consoleConfig(cfg serveConfig, sources []config.Source) console.Config {
+// consoleConfig is what the console shows of cfg with sources and the
+// destinations dispatch: the sources and their secrets' fingerprints, the
+// store and the destinations, never a secret.
+func consoleConfig(cfg serveConfig, sources []config.Source, dispatch []dispatchConfig) console.Config {
 	c := console.Config{DB: describeDB(cfg.db)}
 	for _, src := range sources {
 		c.Sources = append(c.Sources, console.Source{Name: src.Name, Path: src.Path, Scheme: src.Scheme.Name(), Keys: src.Keys})
 	}
 	var dests []string
-	for _, d := range cfg.dispatch {
+	for _, d := range dispatch {
 		dests = append(dests, d.route.Name+" ("+d.kind()+")")
 	}
 	c.Destination = strings.Join(dests, ", ")

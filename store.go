@@ -266,7 +266,9 @@ func urlSecrets(raw string, userToken bool) []string {
 }
 
 // adminOpener is how the operator's commands open the store --db names:
-// never creating one, read-only unless they write.
+// never creating one, read-only unless they write. A command that writes
+// upgrades a database an earlier inbox made, with serve's schema, as serve
+// does; a read-only one refuses it, saying to run inbox migrate.
 func adminOpener(ctx context.Context, db string, a admin.Access) (inbox.Store, error) {
-	return openStore(ctx, db, storeOptions{readOnly: !a.Write, mustExist: true, busyTimeout: a.BusyTimeout})
+	return openStore(ctx, db, storeOptions{schema: schema, readOnly: !a.Write, mustExist: true, busyTimeout: a.BusyTimeout})
 }

@@ -52,9 +52,11 @@ func Commands(open Opener) []*cli.Command {
 		sendCommand(),
 		backupCommand(open),
 		sourcesCommand(open),
+		destinationsCommand(),
 		missedCommand(open),
 		expectCommand(open),
 		expectedCommand(open),
+		migrateCommand(open),
 	}
 }
 

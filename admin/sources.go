@@ -1,13 +1,10 @@
 package admin
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"slices"
 	"strconv"
@@ -179,31 +176,9 @@ func SourceSecrets(sources []config.Source, uses []inbox.SecretUse, now time.Tim
 // liveSourceSecrets reads the sources a running serve answers with from
 // GET /sources on its admin address.
 func liveSourceSecrets(ctx context.Context, adminURL string) ([]SourceSecret, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(adminURL, "/")+"/sources", nil)
+	rows, err := adminLines[SourceSecret](ctx, adminURL, "/sources")
 	if err != nil {
-		return nil, fmt.Errorf("--admin: %w", err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("--admin: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("--admin: GET %s: %s (is it serve's --admin-addr?)", req.URL.Redacted(), resp.Status)
-	}
-	var rows []SourceSecret
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		var r SourceSecret
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			return nil, fmt.Errorf("--admin: GET %s: %w", req.URL.Redacted(), err)
-		}
-		rows = append(rows, r)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("--admin: GET %s: %w", req.URL.Redacted(), err)
+		return nil, err
 	}
 	if len(rows) == 0 {
 		return nil, errors.New("--admin: serve listed no source")

@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -132,6 +131,11 @@ type Config struct {
 	// Routes are every destination configured beside this one, Route
 	// among them, by which a claim routes new rows; nil: Route alone.
 	Routes []inbox.Route
+	// Routing, when set, is the routing shared with the other
+	// dispatchers of a Group, which a reload changes; it replaces Routes.
+	// While Route is not among its routes (a reload removed the
+	// destination) the dispatcher claims nothing.
+	Routing *Routing
 	// Rate bounds the attempts started a second; zero: no bound.
 	Rate float64
 	// Held, when set, returns why no delivery may be attempted now (an
@@ -183,6 +187,37 @@ func New(store Store, cfg Config, log zerolog.Logger) (*Dispatcher, error) {
 	if cfg.Destination == nil {
 		return nil, errors.New("dispatch: no destination")
 	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	reg := cfg.Registerer
+	if reg != nil {
+		reg = prometheus.WrapRegistererWith(prometheus.Labels{keyDest: cfg.Route.Name}, reg)
+	}
+	m, err := newMetrics(reg)
+	if err != nil {
+		return nil, fmt.Errorf("dispatch: %w", err)
+	}
+	d := &Dispatcher{store: store, cfg: cfg, metrics: m, times: &durations{},
+		log: log.With().Str(keyDest, cfg.Route.Name).Str(keyKind, cfg.Name).Logger()}
+	if cfg.Rate > 0 {
+		d.limit = rate.NewLimiter(rate.Limit(cfg.Rate), max(1, int(cfg.Rate)))
+	}
+	return d, nil
+}
+
+// Check returns what New would refuse of cfg's settings, its Destination
+// and metrics aside, registering nothing: a reload checks the new
+// destinations with it before it stops any running one.
+func Check(cfg Config) error {
+	_, err := cfg.withDefaults()
+	return err
+}
+
+// withDefaults returns cfg with the defaults in its zero fields, or why a
+// setting is out of range.
+func (cfg Config) withDefaults() (Config, error) {
 	if cfg.Workers == 0 {
 		cfg.Workers = DefaultWorkers
 	}
@@ -216,50 +251,40 @@ func New(store Store, cfg Config, log zerolog.Logger) (*Dispatcher, error) {
 	if cfg.Route.Name == "" {
 		cfg.Route.Name = inbox.DefaultDestination
 	}
-	if len(cfg.Routes) == 0 {
-		cfg.Routes = []inbox.Route{cfg.Route}
-	}
-	if err := inbox.CheckRoutes(cfg.Routes); err != nil {
-		return nil, fmt.Errorf("dispatch: %w", err)
-	}
-	if !slices.ContainsFunc(cfg.Routes, func(r inbox.Route) bool { return r.Name == cfg.Route.Name }) {
-		return nil, fmt.Errorf("dispatch: destination %q is not among the routes", cfg.Route.Name)
+	if cfg.Routing == nil {
+		if len(cfg.Routes) == 0 {
+			cfg.Routes = []inbox.Route{cfg.Route}
+		}
+		if err := inbox.CheckRoutes(cfg.Routes); err != nil {
+			return Config{}, fmt.Errorf("dispatch: %w", err)
+		}
+		if !includes(cfg.Routes, cfg.Route.Name) {
+			return Config{}, fmt.Errorf("dispatch: destination %q is not among the routes", cfg.Route.Name)
+		}
+		cfg.Routing = NewRouting(cfg.Routes)
 	}
 	if cfg.Rate < 0 {
-		return nil, fmt.Errorf("dispatch: negative rate %v", cfg.Rate)
+		return Config{}, fmt.Errorf("dispatch: negative rate %v", cfg.Rate)
 	}
 	switch {
 	case cfg.Workers < 1 || cfg.Workers > 1024:
-		return nil, fmt.Errorf("dispatch: workers %d out of range 1..1024", cfg.Workers)
+		return Config{}, fmt.Errorf("dispatch: workers %d out of range 1..1024", cfg.Workers)
 	case cfg.Timeout < 0 || cfg.Poll < 0 || cfg.SlowAfter < 0:
-		return nil, errors.New("dispatch: timeout, slow-after and poll must be positive")
+		return Config{}, errors.New("dispatch: timeout, slow-after and poll must be positive")
 	case cfg.MaxSlow > 4096:
-		return nil, fmt.Errorf("dispatch: max slow %d out of range 0..4096", cfg.MaxSlow)
+		return Config{}, fmt.Errorf("dispatch: max slow %d out of range 0..4096", cfg.MaxSlow)
 	case cfg.Lease < 2*cfg.Timeout:
-		return nil, fmt.Errorf("dispatch: lease %s must be at least twice the timeout %s", cfg.Lease, cfg.Timeout)
+		return Config{}, fmt.Errorf("dispatch: lease %s must be at least twice the timeout %s", cfg.Lease, cfg.Timeout)
 	}
 	for _, d := range cfg.Schedule {
 		if d < 0 {
-			return nil, fmt.Errorf("dispatch: negative retry delay %s", d)
+			return Config{}, fmt.Errorf("dispatch: negative retry delay %s", d)
 		}
 	}
 	if cfg.Owner == "" {
 		cfg.Owner = newOwner()
 	}
-	reg := cfg.Registerer
-	if reg != nil {
-		reg = prometheus.WrapRegistererWith(prometheus.Labels{keyDest: cfg.Route.Name}, reg)
-	}
-	m, err := newMetrics(reg)
-	if err != nil {
-		return nil, fmt.Errorf("dispatch: %w", err)
-	}
-	d := &Dispatcher{store: store, cfg: cfg, metrics: m, times: &durations{},
-		log: log.With().Str(keyDest, cfg.Route.Name).Str(keyKind, cfg.Name).Logger()}
-	if cfg.Rate > 0 {
-		d.limit = rate.NewLimiter(rate.Limit(cfg.Rate), max(1, int(cfg.Rate)))
-	}
-	return d, nil
+	return cfg, nil
 }
 
 // newOwner names this process: host, pid and a random part, so two runs
@@ -446,9 +471,15 @@ func (d *Dispatcher) due(ctx context.Context) bool {
 // pending when it fails, those whose rows another session held when the
 // store recorded the rest (inbox.PartialError).
 func (d *Dispatcher) settle(ctx context.Context, pending []inbox.Settlement, want int) (got []inbox.Job, unsettled []inbox.Settlement, err error) {
-	now := d.cfg.Now()
-	got, stale, err := d.store.Settle(ctx, d.cfg.Owner, pending, inbox.Claim{Now: now, Until: now.Add(d.cfg.Lease), Max: want,
-		Destination: d.cfg.Route.Name, Routes: d.cfg.Routes})
+	var stale int
+	d.cfg.Routing.claim(func(routes []inbox.Route) {
+		if !includes(routes, d.cfg.Route.Name) {
+			want = 0 // a reload removed this destination: it only settles
+		}
+		now := d.cfg.Now()
+		got, stale, err = d.store.Settle(ctx, d.cfg.Owner, pending, inbox.Claim{Now: now, Until: now.Add(d.cfg.Lease), Max: want,
+			Destination: d.cfg.Route.Name, Routes: routes})
+	})
 	var partial *inbox.PartialError
 	switch {
 	case errors.As(err, &partial):

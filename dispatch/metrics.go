@@ -21,6 +21,8 @@ type metrics struct {
 	stale      prometheus.Counter
 	slow       prometheus.Gauge
 	paused     prometheus.Gauge
+	// reg is where they are registered (nil: nowhere).
+	reg prometheus.Registerer
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -58,10 +60,29 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.deliveries, m.attempts, m.duration, m.stale, m.slow, m.paused} {
+	for i, c := range m.collectors() {
 		if err := reg.Register(c); err != nil {
+			for _, c := range m.collectors()[:i] {
+				reg.Unregister(c)
+			}
 			return nil, err
 		}
 	}
+	m.reg = reg
 	return m, nil
+}
+
+// unregister removes the metrics from their registry, so that another
+// dispatcher of the destination (a reload restarting it) can register its own.
+func (m *metrics) unregister() {
+	if m.reg == nil {
+		return
+	}
+	for _, c := range m.collectors() {
+		m.reg.Unregister(c)
+	}
+}
+
+func (m *metrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.deliveries, m.attempts, m.duration, m.stale, m.slow, m.paused}
 }

@@ -38,3 +38,16 @@ func ParseSchedule(s string) ([]time.Duration, error) {
 	}
 	return out, nil
 }
+
+// FormatSchedule writes s as ParseSchedule reads it: "none" for no
+// retries.
+func FormatSchedule(s []time.Duration) string {
+	if len(s) == 0 {
+		return "none"
+	}
+	parts := make([]string, len(s))
+	for i, d := range s {
+		parts[i] = d.String()
+	}
+	return strings.Join(parts, ",")
+}

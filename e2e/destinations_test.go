@@ -20,12 +20,14 @@ import (
 )
 
 // destApp is an application behind one destination: it records the
-// Inbox-Attempt of each request per row id, and answers code.
+// Inbox-Attempt of each request per row id as it arrives, and answers
+// code after delay.
 type destApp struct {
 	*httptest.Server
-	code atomic.Int32
-	mu   sync.Mutex
-	seen map[string][]string
+	code  atomic.Int32
+	delay atomic.Int64 // a time.Duration
+	mu    sync.Mutex
+	seen  map[string][]string
 }
 
 func newDestApp(t *testing.T, code int) *destApp {
@@ -36,6 +38,7 @@ func newDestApp(t *testing.T, code int) *destApp {
 		id := r.Header.Get(dispatch.HeaderRowID)
 		a.seen[id] = append(a.seen[id], r.Header.Get(dispatch.HeaderAttempt))
 		a.mu.Unlock()
+		time.Sleep(time.Duration(a.delay.Load()))
 		w.WriteHeader(int(a.code.Load()))
 	}))
 	t.Cleanup(a.Close)
@@ -97,7 +100,15 @@ const ghSecret = "It's a Secret to Everybody"
 func fanOutConfig(t *testing.T, dests string) string {
 	t.Helper()
 	cfg := filepath.Join(t.TempDir(), "inbox.toml")
-	err := os.WriteFile(cfg, []byte(`
+	if err := os.WriteFile(cfg, []byte(fanOutText(dests)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// fanOutText is the text of fanOutConfig's file.
+func fanOutText(dests string) string {
+	return `
 [[source]]
 name = "sume"
 scheme = "sume"
@@ -109,12 +120,8 @@ name = "gh"
 scheme = "github"
 events = ["push"]
 [[source.secret]]
-value = "`+ghSecret+`"
-`+dests), 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg
+value = "` + ghSecret + `"
+` + dests
 }
 
 // sendFanOut stores sume job.completed rows job_c0.., sume job.failed
@@ -122,16 +129,23 @@ value = "`+ghSecret+`"
 // ids of each kind.
 func sendFanOut(t *testing.T, s *server, completed, failed, pushes int) (done, fail, gh []string) {
 	t.Helper()
+	return sendBatch(t, s, "", completed, failed, pushes)
+}
+
+// sendBatch is sendFanOut with batch in each id: job_<batch>c0..,
+// job_<batch>f0.., gh/<batch>d0...
+func sendBatch(t *testing.T, s *server, batch string, completed, failed, pushes int) (done, fail, gh []string) {
+	t.Helper()
 	client := &http.Client{Timeout: 5 * time.Second}
 	for i := range completed {
-		id := fmt.Sprintf("job_c%d", i)
+		id := fmt.Sprintf("job_%sc%d", batch, i)
 		if code := send(t, client, s.url, `{"event":"job.completed","job_id":"`+id+`","status":"COMPLETED"}`, e2eSecret); code != 204 {
 			t.Fatalf("send %s: %d", id, code)
 		}
 		done = append(done, id)
 	}
 	for i := range failed {
-		id := fmt.Sprintf("job_f%d", i)
+		id := fmt.Sprintf("job_%sf%d", batch, i)
 		if code := send(t, client, s.url, `{"event":"job.failed","job_id":"`+id+`","status":"ERROR"}`, e2eSecret); code != 204 {
 			t.Fatalf("send %s: %d", id, code)
 		}
@@ -141,12 +155,12 @@ func sendFanOut(t *testing.T, s *server, completed, failed, pushes int) (done, f
 	for i := range pushes {
 		h := http.Header{}
 		h.Set(scheme.HeaderGitHubSignature, scheme.SignGitHub(ghSecret, []byte(`{"ref":"main"}`)))
-		h.Set(scheme.HeaderGitHubDelivery, fmt.Sprintf("d%d", i))
+		h.Set(scheme.HeaderGitHubDelivery, fmt.Sprintf("%sd%d", batch, i))
 		h.Set(scheme.HeaderGitHubEvent, "push")
 		if code, _ := postWith(t, client, base+"/webhooks/gh", `{"ref":"main"}`, h); code != 200 {
 			t.Fatalf("send push %d: %d", i, code)
 		}
-		gh = append(gh, fmt.Sprintf("gh/d%d", i))
+		gh = append(gh, fmt.Sprintf("gh/%sd%d", batch, i))
 	}
 	return done, fail, gh
 }

@@ -72,7 +72,12 @@ func checkMigrated(t *testing.T, db string) {
 
 // TestMigrateToDestinations opens a SQLite database of the version before
 // destinations (sqlite/testdata/schema-v2.sql) with inbox dispatch.
-func TestMigrateToDestinations(t *testing.T) {
+func TestMigrateToDestinations(t *testing.T) { checkMigrated(t, oldSQLite(t)) }
+
+// oldSQLite makes a SQLite database of the version before destinations
+// (sqlite/testdata/schema-v2.sql) holding oldRows, and returns its path.
+func oldSQLite(t *testing.T) string {
+	t.Helper()
 	schema, err := os.ReadFile(filepath.Join("..", "sqlite", "testdata", "schema-v2.sql"))
 	if err != nil {
 		t.Fatal(err)
@@ -82,19 +87,24 @@ func TestMigrateToDestinations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer conn.Close()
 	if _, err := conn.Exec(string(schema)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := conn.Exec(oldRows); err != nil {
 		t.Fatal(err)
 	}
-	conn.Close()
-	checkMigrated(t, db)
+	return db
 }
 
 // TestMigrateToDestinationsPostgres opens a PostgreSQL schema at version
 // 3, the one before destinations, with inbox dispatch.
-func TestMigrateToDestinationsPostgres(t *testing.T) {
+func TestMigrateToDestinationsPostgres(t *testing.T) { checkMigrated(t, oldPostgres(t)) }
+
+// oldPostgres makes a PostgreSQL schema at version 3, the one before
+// destinations, holding oldRows, and returns its URL.
+func oldPostgres(t *testing.T) string {
+	t.Helper()
 	dsn := pgSchema(t)
 	pgExec(t, dsn, `CREATE TABLE inbox_migrations (version integer NOT NULL PRIMARY KEY, name text NOT NULL,
 		applied_at timestamptz NOT NULL DEFAULT now())`)
@@ -107,5 +117,5 @@ func TestMigrateToDestinationsPostgres(t *testing.T) {
 		pgExec(t, dsn, `INSERT INTO inbox_migrations (version, name) VALUES ($1, $2)`, v+1, name)
 	}
 	pgExec(t, dsn, strings.ReplaceAll(oldRows, `X'7B7D'`, `'\x7b7d'::bytea`))
-	checkMigrated(t, dsn)
+	return dsn
 }

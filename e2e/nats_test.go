@@ -71,7 +71,11 @@ func (b *broker) stop() {
 
 // stream returns the stream JOBS over sume.jobs.>, creating it the first
 // time; the connection is closed when the test ends.
-func (b *broker) stream() jetstream.Stream {
+func (b *broker) stream() jetstream.Stream { return b.streamOf("JOBS", "sume.jobs.>") }
+
+// streamOf returns the stream name over subjects, creating it the first
+// time; the connection is closed when the test ends.
+func (b *broker) streamOf(name, subjects string) jetstream.Stream {
 	b.t.Helper()
 	nc, err := natsgo.Connect(b.url())
 	if err != nil {
@@ -83,7 +87,7 @@ func (b *broker) stream() jetstream.Stream {
 		b.t.Fatal(err)
 	}
 	st, err := js.CreateOrUpdateStream(context.Background(), jetstream.StreamConfig{
-		Name: "JOBS", Subjects: []string{"sume.jobs.>"}, Duplicates: 2 * time.Minute,
+		Name: name, Subjects: []string{subjects}, Duplicates: 2 * time.Minute,
 	})
 	if err != nil {
 		b.t.Fatal(err)

@@ -39,19 +39,39 @@ func reloadConfig(sources ...[]string) string {
 // --admin --json.
 func liveSecrets(t *testing.T, admin string) []map[string]any {
 	t.Helper()
-	out, stderr, code := runCLI(t, nil, "sources", "--admin", admin, "--json")
+	return cliLines(t, "sources", "--admin", admin, "--json")
+}
+
+// cliLines runs the binary with args and reads its output as JSON lines.
+func cliLines(t *testing.T, args ...string) []map[string]any {
+	t.Helper()
+	out, stderr, code := runCLI(t, nil, args...)
 	if code != 0 {
-		t.Fatalf("inbox sources --admin: exit %d: %s", code, stderr)
+		t.Fatalf("inbox %s: exit %d: %s", strings.Join(args, " "), code, stderr)
 	}
 	var rows []map[string]any
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		var r map[string]any
 		if err := json.Unmarshal([]byte(line), &r); err != nil {
-			t.Fatalf("inbox sources --admin --json: %v: %q", err, line)
+			t.Fatalf("inbox %s: %v: %q", strings.Join(args, " "), err, line)
 		}
 		rows = append(rows, r)
 	}
 	return rows
+}
+
+// waitRefusal waits for s's n-th "reload refused" line, of the file what
+// names, and returns it.
+func waitRefusal(t *testing.T, s *server, what string, n int) string {
+	t.Helper()
+	waitFor(t, what+" refused", func() bool { return strings.Count(s.logs.String(), "reload refused") == n })
+	var line string
+	for _, l := range strings.Split(s.logs.String(), "\n") {
+		if strings.Contains(l, "reload refused") {
+			line = l
+		}
+	}
+	return line
 }
 
 // fingerprint is how inbox sources names secret.
@@ -167,14 +187,7 @@ func TestReloadRefused(t *testing.T) {
 	} {
 		writeConfig(t, dir, c.file)
 		s.signal(syscall.SIGHUP)
-		waitFor(t, c.name+" refused", func() bool { return strings.Count(s.logs.String(), "reload refused") == i+1 })
-		var line string
-		for _, l := range strings.Split(s.logs.String(), "\n") {
-			if strings.Contains(l, "reload refused") {
-				line = l
-			}
-		}
-		if !strings.Contains(line, c.problem) {
+		if line := waitRefusal(t, s, c.name, i+1); !strings.Contains(line, c.problem) {
 			t.Errorf("%s: the refusal %s does not name %q", c.name, line, c.problem)
 		}
 		if code := send(t, client, s.url, jobBody(fmt.Sprintf("job_%d", i)), reloadKept); code != 204 {

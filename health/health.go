@@ -52,6 +52,12 @@ type Dependency struct {
 // line per dependency follows, saying how it stands; the store's failure
 // itself is never described in the answer.
 func Ready(p Prober, commits *Commits, timeout time.Duration, log zerolog.Logger, deps ...Dependency) http.Handler {
+	return ReadyWith(p, commits, timeout, log, func() []Dependency { return deps })
+}
+
+// ReadyWith is Ready with the dependencies deps returns at each probe: a
+// reload changes them.
+func ReadyWith(p Prober, commits *Commits, timeout time.Duration, log zerolog.Logger, deps func() []Dependency) http.Handler {
 	if commits == nil {
 		commits = &Commits{}
 	}
@@ -73,7 +79,7 @@ func Ready(p Prober, commits *Commits, timeout time.Duration, log zerolog.Logger
 			ready = false
 		}
 		var lines strings.Builder
-		for _, d := range deps {
+		for _, d := range deps() {
 			ok, detail := d.State(ctx)
 			fmt.Fprintf(&lines, "%s: %s\n", d.Name, detail)
 			if !ok && d.Gates {

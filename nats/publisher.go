@@ -114,10 +114,7 @@ type Publisher struct {
 // Nothing is ever buffered for a later connection, so a publish counted
 // failed never reaches the stream afterwards.
 func Connect(rawURL, subject string, log zerolog.Logger) (*Publisher, error) {
-	if subject == "" || strings.ContainsAny(subject, "*> \t\r\n") {
-		return nil, fmt.Errorf("nats subject %q: want a literal subject such as sume.jobs.terminal (no wildcards or spaces)", subject)
-	}
-	if err := checkURL(rawURL); err != nil {
+	if err := CheckAddress(rawURL, subject); err != nil {
 		return nil, err
 	}
 	p := &Publisher{subject: subject, log: log.With().Str(keySubject, subject).Logger(), ready: make(chan struct{})}
@@ -157,6 +154,16 @@ func Connect(rawURL, subject string, log zerolog.Logger) (*Publisher, error) {
 		p.mu.Unlock()
 	}
 	return p, nil
+}
+
+// CheckAddress returns what Connect would refuse of rawURL and subject,
+// connecting to nothing: a subject that is not literal, or a URL that is
+// not nats://, tls://, ws:// or wss://.
+func CheckAddress(rawURL, subject string) error {
+	if subject == "" || strings.ContainsAny(subject, "*> \t\r\n") {
+		return fmt.Errorf("nats subject %q: want a literal subject such as sume.jobs.terminal (no wildcards or spaces)", subject)
+	}
+	return checkURL(rawURL)
 }
 
 // checkURL refuses a server URL no connection could use, showing it

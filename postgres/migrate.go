@@ -131,7 +131,7 @@ func checkVersion(ctx context.Context, pool *pgxpool.Pool) error {
 	}
 	switch {
 	case have < want:
-		return fmt.Errorf("the database's inbox schema is version %d and this inbox needs %d: open it once with serve, dispatch or a command that writes, to upgrade it", have, want)
+		return fmt.Errorf("the database's inbox schema is version %d and this inbox needs %d, and a read-only open cannot upgrade it: run inbox migrate once (serve, dispatch and the commands that write upgrade it too)", have, want)
 	case have > want:
 		return fmt.Errorf("the database's schema is version %d, newer than this inbox knows (%d): run a newer inbox", have, want)
 	}

@@ -3,9 +3,18 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
+
+	"modernc.org/sqlite"
 )
+
+// ErrUpgrade is why a read-only open of a database an earlier inbox made
+// fails: it cannot add what this inbox reads. A writing open (serve,
+// dispatch, inbox migrate, any admin command that writes) upgrades it.
+var ErrUpgrade = errors.New("made by an earlier inbox, and a read-only open cannot upgrade it")
 
 // addedColumns are the columns of events that the first version did not
 // have, with the definitions schema.sql gives them. Open adds the missing
@@ -57,8 +66,8 @@ func migrate(ctx context.Context, db *sql.DB, schema string) error {
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
-	// The admin commands open without the schema: the next open with it
-	// makes the table and moves the rows' state.
+	// An open without the schema adds the columns alone: the next open
+	// with it makes the table and moves the rows' state.
 	if !routed && made {
 		if _, err := tx.ExecContext(ctx, toDefault); err != nil {
 			return fmt.Errorf("migrate: keep the rows' queue state as destination default's: %w", err)
@@ -111,6 +120,86 @@ func rekeyJobs(ctx context.Context, tx *sql.Tx) error {
 		return fmt.Errorf("key the jobs of sources other than sume within their source: %w", err)
 	}
 	return nil
+}
+
+// current returns ErrUpgrade, naming what is missing, when the database
+// lacks a column of addedColumns or, with schema set, a table or column a
+// database made from schema has; nil for one with no events table yet.
+func current(ctx context.Context, db *sql.DB, schema string) error {
+	missing, err := missingColumns(ctx, db)
+	if err != nil {
+		return err
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%w (events lacks %s)", ErrUpgrade, strings.Fields(missing[0])[0])
+	}
+	if schema == "" {
+		return nil
+	}
+	have, err := shape(ctx, db)
+	if err != nil || len(have) == 0 {
+		return err
+	}
+	want, err := schemaShape(ctx, schema)
+	if err != nil {
+		return err
+	}
+	for _, tc := range want {
+		switch {
+		case !have[[2]string{tc[0], ""}]:
+			return fmt.Errorf("%w (no table %s)", ErrUpgrade, tc[0])
+		case !have[tc]:
+			return fmt.Errorf("%w (%s lacks %s)", ErrUpgrade, tc[0], tc[1])
+		}
+	}
+	return nil
+}
+
+// shape returns the tables of db, each as {table, ""}, and their columns,
+// each as {table, column}.
+func shape(ctx context.Context, q queryer) (map[[2]string]bool, error) {
+	rows, err := q.QueryContext(ctx, `SELECT m.name, p.name FROM sqlite_schema m, pragma_table_info(m.name) p
+		WHERE m.type = 'table' AND m.name NOT LIKE 'sqlite_%'`)
+	if err != nil {
+		return nil, fmt.Errorf("read the tables: %w", err)
+	}
+	defer rows.Close()
+	have := map[[2]string]bool{}
+	for rows.Next() {
+		var table, column string
+		if err := rows.Scan(&table, &column); err != nil {
+			return nil, fmt.Errorf("read the tables: %w", err)
+		}
+		have[[2]string{table, ""}], have[[2]string{table, column}] = true, true
+	}
+	return have, rows.Err()
+}
+
+// schemaShape returns the tables and columns, as {table, column}, of a
+// database made from schema, in memory.
+func schemaShape(ctx context.Context, schema string) ([][2]string, error) {
+	c, err := sqlite.NewConnector(":memory:")
+	if err != nil {
+		return nil, fmt.Errorf("read the schema: %w", err)
+	}
+	db := sql.OpenDB(c)
+	defer db.Close()
+	db.SetMaxOpenConns(1) // each connection has a memory database of its own
+	if _, err := db.ExecContext(ctx, schema); err != nil {
+		return nil, fmt.Errorf("read the schema: %w", err)
+	}
+	have, err := shape(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	var out [][2]string
+	for tc := range have {
+		if tc[1] != "" {
+			out = append(out, tc)
+		}
+	}
+	slices.SortFunc(out, func(a, b [2]string) int { return strings.Compare(a[0]+"\x00"+a[1], b[0]+"\x00"+b[1]) })
+	return out, nil
 }
 
 // queryer is what missingColumns needs: a transaction or a pool.

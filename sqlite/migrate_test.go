@@ -3,6 +3,7 @@ package sqlite_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -98,8 +99,8 @@ func TestMigrate(t *testing.T) {
 		t.Fatalf("read-only open of an old database: %v, want the upgrade error", err)
 	}
 
-	// The admin commands open without the schema; they upgrade too.
-	s := sqlitetest.MustOpenPath(t, path, sqlite.Options{MustExist: true, Schema: "-- no schema: as the admin commands open"})
+	// An open without the schema upgrades the columns too.
+	s := sqlitetest.MustOpenPath(t, path, sqlite.Options{MustExist: true, Schema: "-- no schema"})
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -321,5 +322,35 @@ func TestMigrateDestinations(t *testing.T) {
 	jobs, _, err := s.Settle(ctx, "test", nil, inbox.Claim{Now: time.UnixMilli(7000), Until: time.UnixMilli(9000), Max: 10})
 	if err != nil || len(jobs) != 1 || jobs[0].ID != "job_1" || jobs[0].Attempt != 3 || jobs[0].Dest() != inbox.DefaultDestination {
 		t.Errorf("claimed %+v, %v, want job_1 at attempt 3 for default", jobs, err)
+	}
+}
+
+// TestReadOnlyNeedsEveryTable opens read-only, with the schema, a database
+// whose events table has every column but which lacks tables of the schema
+// (an earlier version's upgraded without them): it is refused, naming a
+// missing table and inbox migrate; once a writing open with the schema has
+// upgraded it, it opens read-only and reads.
+func TestReadOnlyNeedsEveryTable(t *testing.T) {
+	path := oldDBOf(t, "schema-v2.sql")
+	ctx := context.Background()
+	// The columns alone, as a writing open without the schema adds them.
+	if err := sqlitetest.MustOpenPath(t, path, sqlite.Options{MustExist: true, Schema: "-- columns only"}).Close(); err != nil {
+		t.Fatal(err)
+	}
+	schema := sqlitetest.Schema(t)
+	_, err := sqlite.Open(ctx, path, sqlite.Options{ReadOnly: true, Schema: schema})
+	if !errors.Is(err, sqlite.ErrUpgrade) || !strings.Contains(err.Error(), "no table") || !strings.Contains(err.Error(), "inbox migrate --db "+path) {
+		t.Fatalf("read-only open of a database without the schema's tables: %v, want ErrUpgrade naming a table and inbox migrate", err)
+	}
+	if err := sqlitetest.MustOpenPath(t, path, sqlite.Options{MustExist: true, Schema: schema}).Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := sqlite.Open(ctx, path, sqlite.Options{ReadOnly: true, Schema: schema})
+	if err != nil {
+		t.Fatalf("read-only open after the upgrade: %v", err)
+	}
+	defer s.Close()
+	if _, err := s.Stats(ctx); err != nil {
+		t.Errorf("stats after the upgrade: %v", err)
 	}
 }

@@ -32,7 +32,8 @@ const (
 // Options configure Open.
 type Options struct {
 	// Schema is applied at open when set (the contents of schema.sql). Every
-	// statement in it must be idempotent.
+	// statement in it must be idempotent. Read-only, it is not applied: the
+	// open fails when the database lacks a table or column it makes.
 	Schema string
 	// ReadOnly opens only the read pool: Put, and any write, fails.
 	ReadOnly bool
@@ -98,7 +99,7 @@ type Store struct {
 // earlier version (see migrate) and applies opts.Schema. It fails if the
 // file cannot be created or opened, has more than one hard link (see
 // oneName), is not a database, or the pragmas do not
-// take; read-only, also when the database needs the upgrade.
+// take; read-only, also when the database needs the upgrade (ErrUpgrade).
 func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if path == "" || strings.ContainsAny(path, "?#") {
 		return nil, fmt.Errorf("open store: invalid database path %q", path)
@@ -146,11 +147,12 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	if opts.ReadOnly {
-		// A read-only store cannot add the columns its queries read.
-		if missing, err := missingColumns(ctx, s.read); err != nil || len(missing) > 0 {
+		// A read-only store cannot add the tables and columns its queries
+		// read.
+		if err := current(ctx, s.read, opts.Schema); err != nil {
 			s.closeDBs()
-			if err == nil {
-				err = fmt.Errorf("%s was made by an earlier inbox: open it once with serve, dispatch or a command that writes, to upgrade it", path)
+			if errors.Is(err, ErrUpgrade) {
+				return nil, fmt.Errorf("open store: %s was %w: run inbox migrate --db %s once (serve and dispatch upgrade it too as they start)", path, err, path)
 			}
 			return nil, fmt.Errorf("open store: %w", err)
 		}

@@ -1,0 +1,112 @@
+package admin
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"inbox/config"
+)
+
+// DestinationRow is one line of inbox destinations: a destination a
+// running dispatcher hands rows to, never its secret, URL or command.
+type DestinationRow struct {
+	Name          string   `json:"name"`
+	Kind          string   `json:"kind"` // forward, exec or nats
+	Sources       []string `json:"sources,omitempty"`
+	Events        []string `json:"events,omitempty"`
+	Workers       int      `json:"workers"`
+	Timeout       string   `json:"timeout"`
+	RetrySchedule string   `json:"retry_schedule"`
+	Rate          float64  `json:"rate,omitempty"` // attempts a second; 0: no bound
+	Signed        bool     `json:"signed,omitempty"`
+	State         string   `json:"state"`
+}
+
+func destinationsCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "destinations",
+		Usage: "list the destinations a running serve or dispatch hands rows to now",
+		Description: `Asks the admin address of a running inbox serve or inbox dispatch (--admin,
+its --admin-addr) which destinations it hands rows to now, after any reload
+(SIGHUP): for each its name, kind (forward, exec or nats), filters (sources
+and events; none: every row), workers, timeout, retry schedule, rate (in
+attempts a second; - for no bound), whether a forward destination signs,
+and its state (dispatching, paused by an operator, unreachable: paused, or
+starting while a reload restarts it). It never shows a secret, a URL or a
+command.
+
+Examples:
+   inbox destinations --admin http://127.0.0.1:8082
+   inbox destinations --admin http://127.0.0.1:8081 --json | jq -r 'select(.state != "dispatching") | .name'`,
+		Flags: []cli.Flag{jsonFlag(),
+			&cli.StringFlag{Name: "admin", Required: true, Usage: "the URL of serve's or dispatch's --admin-addr", EnvVars: []string{"INBOX_ADMIN_URL"}}},
+		Action: func(c *cli.Context) error {
+			if err := config.NoArgs(c); err != nil {
+				return err
+			}
+			rows, err := adminLines[DestinationRow](c.Context, c.String("admin"), "/destinations")
+			if err != nil {
+				return err
+			}
+			if len(rows) == 0 {
+				return errors.New("--admin: it hands rows to no destination")
+			}
+			return printRows(c, rows, "NAME\tKIND\tSOURCES\tEVENTS\tWORKERS\tTIMEOUT\tRETRY SCHEDULE\tRATE\tSTATE", func(r DestinationRow) []string {
+				rate := "-"
+				if r.Rate > 0 {
+					rate = strconv.FormatFloat(r.Rate, 'g', -1, 64) + "/s"
+				}
+				return []string{r.Name, r.Kind, allOr(r.Sources), allOr(r.Events), strconv.Itoa(r.Workers), r.Timeout, r.RetrySchedule, rate, r.State}
+			})
+		},
+	}
+}
+
+// allOr lists a filter, or says it takes all.
+func allOr(list []string) string {
+	if len(list) == 0 {
+		return "all"
+	}
+	return strings.Join(list, ",")
+}
+
+// adminLines reads the JSON lines GET path answers with on adminURL (the
+// admin address of serve or dispatch), one T each.
+func adminLines[T any](ctx context.Context, adminURL, path string) ([]T, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(adminURL, "/")+path, nil)
+	if err != nil {
+		return nil, fmt.Errorf("--admin: %w", err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("--admin: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("--admin: GET %s: %s (is it the --admin-addr of serve or dispatch?)", req.URL.Redacted(), resp.Status)
+	}
+	var rows []T
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		var r T
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			return nil, fmt.Errorf("--admin: GET %s: %w", req.URL.Redacted(), err)
+		}
+		rows = append(rows, r)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("--admin: GET %s: %w", req.URL.Redacted(), err)
+	}
+	return rows, nil
+}
