@@ -375,6 +375,23 @@ type ReplayTx interface {
 	Mirror(ids []string, now time.Time) error
 }
 
+// WithEarlier returns the pairs of the row id with the earlier series
+// read returns of each, by destination; read is not called when there is
+// no pair.
+func WithEarlier(id string, pairs []Pairing, read func() (map[string][]Series, error)) ([]Pairing, error) {
+	if len(pairs) == 0 {
+		return nil, nil
+	}
+	earlier, err := read()
+	if err != nil {
+		return nil, fmt.Errorf("read the earlier series of %s: %w", id, err)
+	}
+	for i := range pairs {
+		pairs[i].Earlier = earlier[pairs[i].Destination]
+	}
+	return pairs, nil
+}
+
 // Series is an earlier series of attempts of a (row, destination) pair,
 // kept when a replay made the pair new again.
 type Series struct {

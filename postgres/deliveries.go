@@ -119,17 +119,7 @@ func (s *Store) Deliveries(ctx context.Context, id string) ([]inbox.Pairing, err
 	if err != nil {
 		return nil, fmt.Errorf("read the destinations of %s: %w", id, err)
 	}
-	if len(out) == 0 {
-		return nil, nil
-	}
-	earlier, err := s.history(ctx, id)
-	if err != nil {
-		return nil, fmt.Errorf("read the earlier series of %s: %w", id, err)
-	}
-	for i := range out {
-		out[i].Earlier = earlier[out[i].Destination]
-	}
-	return out, nil
+	return inbox.WithEarlier(id, out, func() (map[string][]inbox.Series, error) { return s.history(ctx, id) })
 }
 
 // Destinations counts each destination's pairs by status at now (on the
