@@ -89,3 +89,29 @@ func TestReplayOutput(t *testing.T) {
 		t.Errorf("show after the replay: %v\n%s", err, out)
 	}
 }
+
+// TestReplayBeforeUpgrade: on a file serve or dispatch of this version
+// has not opened yet (no delivery_history table; the commands do not
+// upgrade it), replay says so and changes nothing, and show still shows
+// the row's destinations.
+func TestReplayBeforeUpgrade(t *testing.T) {
+	path := newDB(t)
+	at := time.Now().Add(-time.Hour)
+	fill(t, path, at, completed("job_1"))
+	deliverAll(t, path, at)
+	db := openTestWriter(t, path)
+	if _, err := db.Exec(`DROP TRIGGER events_delivery_history_delete; DROP TABLE delivery_history`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	before := snapshot(t, path)
+	if _, err := run(t, "replay", "--db", path, "job_1"); err == nil || !strings.Contains(err.Error(), "start serve or dispatch of this version once") {
+		t.Errorf("replay before the upgrade: %v", err)
+	}
+	if snapshot(t, path) != before {
+		t.Error("the refused replay changed the rows")
+	}
+	if out, err := run(t, "show", "--db", path, "job_1"); err != nil || !strings.Contains(out, "DESTINATION") || strings.Contains(out, "EARLIER") {
+		t.Errorf("show before the upgrade: %v\n%s", err, out)
+	}
+}

@@ -361,7 +361,8 @@ type ReplayTx interface {
 	// then id), each with all its pairs by destination.
 	Rows(sel ReplaySelection, after ReplayCursor, max int) ([]ReplayRow, error)
 	// Reset makes each pair new again, due at its Due, with no attempt,
-	// lease or error, and the row it is of new, once it has kept the
+	// lease or error, and the row it is of new with no error of its own
+	// (Mirror gives it its pairs' again), once it has kept the
 	// pair's series in its history as replaced at now: only a pair whose
 	// status is still the one read. It returns the pairs it reset, in the
 	// order given.

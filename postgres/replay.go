@@ -166,8 +166,10 @@ func (t replayTx) Reset(pairs []inbox.ReplayPair, now time.Time) ([]inbox.Replay
 			renew = append(renew, p.ID)
 		}
 	}
-	_, err = t.tx.Exec(t.ctx, `UPDATE events SET status = 'new', reason = NULL, done_at = NULL, updated_at = $2
-		WHERE id = ANY($1::text[]) AND status <> 'new'`, renew, at)
+	// The row's last error is its pairs' again once Mirror has run.
+	_, err = t.tx.Exec(t.ctx, `UPDATE events SET status = 'new', reason = NULL, done_at = NULL, last_error = NULL,
+			updated_at = CASE WHEN status <> 'new' THEN $2 ELSE updated_at END
+		WHERE id = ANY($1::text[])`, renew, at)
 	if err != nil {
 		return nil, fmt.Errorf("renew %d rows: %w", len(renew), err)
 	}

@@ -181,8 +181,10 @@ func (t replayTx) Reset(pairs []inbox.ReplayPair, now time.Time) ([]inbox.Replay
 			ids = append(ids, p.ID)
 		}
 	}
-	_, err = t.tx.ExecContext(t.ctx, `UPDATE events SET status = 'new', reason = NULL, done_at = NULL, updated_at = ?2
-		WHERE id IN (SELECT value FROM json_each(?1)) AND status <> 'new'`, jsonList(ids), at)
+	// The row's last error is its pairs' again once Mirror has run.
+	_, err = t.tx.ExecContext(t.ctx, `UPDATE events SET status = 'new', reason = NULL, done_at = NULL, last_error = NULL,
+			updated_at = CASE WHEN status <> 'new' THEN ?2 ELSE updated_at END
+		WHERE id IN (SELECT value FROM json_each(?1))`, jsonList(ids), at)
 	if err != nil {
 		return nil, fmt.Errorf("renew %d rows: %w", len(ids), err)
 	}

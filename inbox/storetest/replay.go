@@ -119,6 +119,9 @@ func runReplay(t *testing.T, o opener) {
 		if rep := e.replay(inbox.ReplaySelection{IDs: []string{"job_2"}}, inbox.ReplayOptions{}); rep.Rows != 1 || rep.Pairs != 3 {
 			t.Fatalf("second replay = %+v", rep)
 		}
+		if r := e.get("job_2"); r.Status != inbox.StatusNew || r.LastError != "" {
+			t.Errorf("row replayed again = %s, last error %q, want new with none", r.Status, r.LastError)
+		}
 		h := e.pairing("job_2", "failures").Earlier
 		if len(h) != 2 || h[1].N != 2 || h[1].Status != inbox.StatusParked || h[1].Reason != inbox.ReasonHandlerRejected || h[1].LastError != "HTTP 422" {
 			t.Errorf("failures' series after two replays = %+v, want series 2 parked handler_rejected", h)
@@ -254,6 +257,28 @@ func runReplay(t *testing.T, o opener) {
 		real := e.replay(sel, inbox.ReplayOptions{Rate: 1, Sample: 1})
 		real.DryRun = true
 		sameJSON(t, "the real run's report", real, dry)
+	})
+
+	t.Run("a purged row's history goes with it", func(t *testing.T) {
+		e := o.fresh(t)
+		e.put(job("job_1"))
+		e.deliverAll(t0)
+		e.replay(inbox.ReplaySelection{IDs: []string{"job_1"}}, inbox.ReplayOptions{})
+		e.deliverAll(t0)
+		if h := e.pairing("job_1", "app").Earlier; len(h) != 1 {
+			t.Fatalf("earlier series = %+v, want one", h)
+		}
+		later := t0.Add(30 * 24 * time.Hour)
+		e.clock.Set(later)
+		if _, got := e.purged(inbox.PurgeSelection{Before: t0.Add(time.Hour), Statuses: []inbox.Status{inbox.StatusDone}}); got.Deleted[inbox.StatusDone] != 1 {
+			t.Fatalf("purged %v, want job_1", got.Deleted)
+		}
+		// The key delivered again is a new row: it has no earlier series.
+		e.put(job("job_1"))
+		e.deliverAll(later)
+		if h := e.pairing("job_1", "app").Earlier; len(h) != 0 {
+			t.Errorf("the new row of a purged key has the old row's series %+v", h)
+		}
 	})
 
 	t.Run("refused", func(t *testing.T) {
