@@ -28,9 +28,10 @@ import (
 // selected, and only their pair for it is reset: a row never reaches a
 // destination whose filters did not take it.
 //
-// Rows are taken oldest first in batches of replayBatch, each in one
-// transaction of the store (rolled back with DryRun), so a store's write
-// lock is never held long. Row i of the run (counting the rows handed on)
+// The rows are selected once, when it starts (their ids held in memory),
+// then taken oldest first in batches of replayBatch, each in one
+// transaction of the store (rolled back with DryRun) that reads them again,
+// so a store's write lock is never held long. Row i of the run (counting the rows handed on)
 // is due at the run's start plus i/Rate seconds: running dispatchers send
 // them paced, with no process left running; the destinations' own rate
 // ceilings apply on top.
@@ -51,58 +52,54 @@ func Replay(ctx context.Context, store ReplayStore, sel ReplaySelection, opts Re
 		return rep, errors.New("replay: store is read-only")
 	}
 	sel.Filter.Limit, sel.Filter.ScanLimit = 0, 0
-	var after ReplayCursor
+	if len(sel.IDs) > 0 {
+		missing, err := store.Missing(ctx, sel.IDs)
+		if err != nil {
+			return rep, fmt.Errorf("replay: %w", err)
+		}
+		if len(missing) > 0 {
+			return rep, fmt.Errorf("replay: no row with id %q", missing[0])
+		}
+	}
+	ids, err := store.Select(ctx, sel)
+	if err != nil {
+		return rep, fmt.Errorf("replay: select the rows: %w", err)
+	}
 	var start time.Time
-	for first := true; ; first = false {
-		// fn may run again in a new transaction: it sets only these.
+	for from := 0; from < len(ids); from += replayBatch {
+		batch := ids[from:min(from+replayBatch, len(ids))]
+		// fn may run again in a new transaction: it sets only b (and
+		// start, the same each time).
 		var b ReplayReport
-		var n int
-		var next ReplayCursor
 		err := store.InReplayTx(ctx, opts.DryRun, func(tx ReplayTx, now time.Time) error {
-			if first {
+			if from == 0 {
 				start = now
-				if len(sel.IDs) > 0 {
-					missing, err := tx.Missing(sel.IDs)
-					if err != nil {
-						return err
-					}
-					if len(missing) > 0 {
-						return fmt.Errorf("no row with id %q", missing[0])
-					}
-				}
 			}
-			rows, err := tx.Rows(sel, after, replayBatch)
+			rows, err := tx.Rows(batch, sel.Filter)
 			if err != nil {
 				return err
 			}
-			if n = len(rows); n > 0 {
-				last := rows[n-1].Event
-				next = ReplayCursor{ReceivedAt: last.ReceivedAt, ID: last.ID}
-			}
-			b, err = replayRows(tx, rows, sel.Filter.Destination, start.Add(pace(rep.Rows-rep.Rerouted, opts.Rate)), opts.Rate, now)
+			b, err = replayRows(tx, rows, sel.Filter.Destination, start, rep.Rows-rep.Rerouted, opts.Rate, now)
 			return err
 		})
 		if err != nil {
 			return rep, fmt.Errorf("replay: %w", err)
 		}
 		rep.add(b, opts.Sample)
-		if n < replayBatch {
-			return rep, nil
-		}
-		after = next
 	}
+	return rep, nil
 }
 
 // replayBatch bounds the rows one replay transaction takes.
 const replayBatch = 500
 
-// replayRows plans and applies one batch of rows in tx at now, its first
-// row handed on due at from, the next ones paced at rate.
-func replayRows(tx ReplayTx, rows []ReplayRow, dest string, from time.Time, rate float64, now time.Time) (ReplayReport, error) {
+// replayRows plans and applies one batch of rows in tx at now, the rows
+// handed on paced at rate from start, after the paced ones of the batches
+// before.
+func replayRows(tx ReplayTx, rows []ReplayRow, dest string, start time.Time, paced int, rate float64, now time.Time) (ReplayReport, error) {
 	b := ReplayReport{Skipped: map[string]int{}}
 	var reset []ReplayPair
 	var reroute []string
-	paced := 0
 	for _, r := range rows {
 		p := planReplay(r, dest)
 		b.Waiting += p.waiting
@@ -112,7 +109,7 @@ func replayRows(tx ReplayTx, rows []ReplayRow, dest string, from time.Time, rate
 		case p.reroute:
 			reroute = append(reroute, r.Event.ID)
 		case len(p.reset) > 0:
-			due := from.Add(pace(paced, rate))
+			due := start.Add(pace(paced, rate))
 			if due.Before(now) {
 				due = now
 			}
@@ -170,7 +167,8 @@ func replayRows(tx ReplayTx, rows []ReplayRow, dest string, from time.Time, rate
 }
 
 // pace is how long after the first the row after taken others is due, at
-// rate rows a second: at once with no rate.
+// rate rows a second: at once with no rate. Rows no destination took
+// (routed again) are not paced: they are routed, due, on the next claim.
 func pace(taken int, rate float64) time.Duration {
 	if rate <= 0 {
 		return 0
@@ -259,13 +257,6 @@ type ReplayOptions struct {
 	Sample int
 }
 
-// ReplayCursor is where a replay's reading has got to: the last row read,
-// by received_at and id (the order rows are taken in).
-type ReplayCursor struct {
-	ReceivedAt time.Time
-	ID         string
-}
-
 // ReplayRow is a row a replay selected, without its body, with every pair
 // it has.
 type ReplayRow struct {
@@ -346,6 +337,12 @@ func (rp Replayer) Replay(ctx context.Context, sel ReplaySelection, opts ReplayO
 type ReplayStore interface {
 	// ReadOnly reports whether the store was opened without writes.
 	ReadOnly() bool
+	// Missing returns the ids that name no row.
+	Missing(ctx context.Context, ids []string) ([]string, error)
+	// Select returns the ids of the rows sel selects, oldest first (by
+	// received_at, then id), in one read: the rows a replay takes are
+	// those there when it starts.
+	Select(ctx context.Context, sel ReplaySelection) ([]string, error)
 	// InReplayTx runs fn in one write transaction, at now on the store's
 	// clock, rolled back when dryRun or when fn fails, and committed
 	// otherwise. A store may run fn again in a new transaction.
@@ -354,12 +351,10 @@ type ReplayStore interface {
 
 // ReplayTx is a store's transaction of replay statements.
 type ReplayTx interface {
-	// Missing returns the ids that name no row.
-	Missing(ids []string) ([]string, error)
-	// Rows reads (and, where the store locks rows, locks) up to max rows
-	// sel selects that come after after, oldest first (by received_at,
-	// then id), each with all its pairs by destination.
-	Rows(sel ReplaySelection, after ReplayCursor, max int) ([]ReplayRow, error)
+	// Rows reads (and, where the store locks rows, locks) the rows of ids
+	// that f still selects, oldest first (by received_at, then id), each
+	// with all its pairs, by destination.
+	Rows(ids []string, f Filter) ([]ReplayRow, error)
 	// Reset makes each pair new again, due at its Due, with no attempt,
 	// lease or error, and the row it is of new with no error of its own
 	// (Mirror gives it its pairs' again), once it has kept the

@@ -48,54 +48,82 @@ func (r replaying) InReplayTx(ctx context.Context, dryRun bool, fn func(inbox.Re
 type replayTx struct{ queueTx }
 
 // Missing returns the ids that name no row.
-func (t replayTx) Missing(ids []string) ([]string, error) {
-	rows, err := t.tx.Query(t.ctx, `SELECT u.id FROM unnest($1::text[]) AS u(id)
-		WHERE NOT EXISTS (SELECT 1 FROM events e WHERE e.id = u.id)`, ids)
-	if err != nil {
-		return nil, fmt.Errorf("look for the rows named: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+func (r replaying) Missing(ctx context.Context, ids []string) ([]string, error) {
+	var out []string
+	err := r.s.read(ctx, func(ctx context.Context, q querier) error {
+		rows, err := q.Query(ctx, `SELECT u.id FROM unnest($1::text[]) AS u(id)
+			WHERE NOT EXISTS (SELECT 1 FROM events e WHERE e.id = u.id)`, ids)
+		if err != nil {
+			return err
+		}
+		out, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("look for the rows named: %w", err)
 	}
 	return out, nil
 }
 
-// Rows locks and reads up to max rows sel selects after after, oldest
-// first, with their pairs.
-func (t replayTx) Rows(sel inbox.ReplaySelection, after inbox.ReplayCursor, max int) ([]inbox.ReplayRow, error) {
-	w, args := where(sel.Filter)
-	args = append(args, after.ReceivedAt.UnixMilli(), after.ID)
-	cond := fmt.Sprintf(` (received_at > $%d OR (received_at = $%d AND id > $%d))`, len(args)-1, len(args)-1, len(args))
-	if len(sel.IDs) > 0 {
-		args = append(args, sel.IDs)
-		cond += fmt.Sprintf(` AND id = ANY($%d::text[])`, len(args))
+// selectTimeout bounds Select when the caller set no deadline: a replay
+// of millions of rows reads their ids in seconds.
+const selectTimeout = 5 * time.Minute
+
+// Select returns the ids of the rows sel selects, oldest first.
+func (r replaying) Select(ctx context.Context, sel inbox.ReplaySelection) ([]string, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, selectTimeout)
+		defer cancel()
 	}
+	w, args := replayWhere(sel.IDs, sel.Filter)
+	var out []string
+	err := r.s.read(ctx, func(ctx context.Context, q querier) error {
+		rows, err := q.Query(ctx, `SELECT id FROM events`+w+` ORDER BY received_at, id`, args...)
+		if err != nil {
+			return err
+		}
+		out, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		return err
+	})
+	return out, err
+}
+
+// replayWhere is where's clause for f, narrowed to ids when given.
+func replayWhere(ids []string, f inbox.Filter) (string, []any) {
+	w, args := where(f)
+	if len(ids) == 0 {
+		return w, args
+	}
+	args = append(args, ids)
+	cond := fmt.Sprintf(` id = ANY($%d::text[])`, len(args))
 	if w == "" {
-		w = ` WHERE` + cond
-	} else {
-		w += ` AND` + cond
+		return ` WHERE` + cond, args
 	}
-	args = append(args, max)
-	rows, err := t.tx.Query(t.ctx, fmt.Sprintf(`SELECT %s FROM events%s ORDER BY received_at, id LIMIT $%d FOR UPDATE`,
-		eventColumns, w, len(args)), args...)
+	return w + ` AND` + cond, args
+}
+
+// Rows locks and reads the rows of ids that f still selects, oldest
+// first, with their pairs.
+func (t replayTx) Rows(ids []string, f inbox.Filter) ([]inbox.ReplayRow, error) {
+	w, args := replayWhere(ids, f)
+	rows, err := t.tx.Query(t.ctx, `SELECT `+eventColumns+` FROM events`+w+` ORDER BY received_at, id FOR UPDATE`, args...)
 	if err != nil {
-		return nil, fmt.Errorf("select the rows: %w", err)
+		return nil, fmt.Errorf("read the rows: %w", err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (inbox.ReplayRow, error) {
 		e, err := scanEvent(r.Scan, false)
 		return inbox.ReplayRow{Event: e}, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("select the rows: %w", err)
+		return nil, fmt.Errorf("read the rows: %w", err)
 	}
 	if len(out) == 0 {
 		return out, nil
 	}
-	ids := make([]string, len(out))
 	at := map[string]int{}
 	for i, r := range out {
-		ids[i], at[r.Event.ID] = r.Event.ID, i
+		at[r.Event.ID] = i
 	}
 	pairs, err := t.tx.Query(t.ctx, `SELECT event_id, destination, status FROM deliveries
 		WHERE event_id = ANY($1::text[]) ORDER BY event_id, destination`, ids)
@@ -105,7 +133,9 @@ func (t replayTx) Rows(sel inbox.ReplaySelection, after inbox.ReplayCursor, max 
 	var id string
 	var p inbox.Pairing
 	_, err = pgx.ForEachRow(pairs, []any{&id, &p.Destination, &p.Status}, func() error {
-		out[at[id]].Pairs = append(out[at[id]].Pairs, p)
+		if i, ok := at[id]; ok {
+			out[i].Pairs = append(out[i].Pairs, p)
+		}
 		return nil
 	})
 	if err != nil {

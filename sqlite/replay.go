@@ -60,8 +60,8 @@ func jsonList(ids []string) string {
 }
 
 // Missing returns the ids that name no row.
-func (t replayTx) Missing(ids []string) ([]string, error) {
-	rows, err := t.tx.QueryContext(t.ctx, `SELECT value FROM json_each(?1)
+func (r replaying) Missing(ctx context.Context, ids []string) ([]string, error) {
+	rows, err := r.s.read.QueryContext(ctx, `SELECT value FROM json_each(?1)
 		WHERE value NOT IN (SELECT id FROM events WHERE id IN (SELECT value FROM json_each(?1)))`, jsonList(ids))
 	if err != nil {
 		return nil, fmt.Errorf("look for the rows named: %w", err)
@@ -69,24 +69,42 @@ func (t replayTx) Missing(ids []string) ([]string, error) {
 	return collect(rows, func(scan func(...any) error) (id string, err error) { return id, scan(&id) })
 }
 
-// Rows reads up to max rows sel selects after after, oldest first, with
-// their pairs.
-func (t replayTx) Rows(sel inbox.ReplaySelection, after inbox.ReplayCursor, max int) ([]inbox.ReplayRow, error) {
-	w, args := where(sel.Filter)
-	cond := ` (received_at > ? OR (received_at = ? AND id > ?))`
-	args = append(args, millis(after.ReceivedAt), millis(after.ReceivedAt), after.ID)
-	if len(sel.IDs) > 0 {
-		cond += ` AND id IN (SELECT value FROM json_each(?))`
-		args = append(args, jsonList(sel.IDs))
-	}
-	if w == "" {
-		w = ` WHERE` + cond
-	} else {
-		w += ` AND` + cond
-	}
-	rows, err := t.tx.QueryContext(t.ctx, `SELECT `+eventColumns+` FROM events`+w+` ORDER BY received_at, id LIMIT ?`, append(args, max)...)
+// Select returns the ids of the rows sel selects, oldest first, through
+// the read connections.
+func (r replaying) Select(ctx context.Context, sel inbox.ReplaySelection) ([]string, error) {
+	w, args := replayWhere(sel.IDs, sel.Filter)
+	rows, err := r.s.read.QueryContext(ctx, `SELECT id FROM events`+w+` ORDER BY received_at, id`, args...)
 	if err != nil {
-		return nil, fmt.Errorf("select the rows: %w", err)
+		return nil, err
+	}
+	return collect(rows, func(scan func(...any) error) (id string, err error) { return id, scan(&id) })
+}
+
+// replayWhere is where's clause for f, narrowed to ids when given.
+func replayWhere(ids []string, f inbox.Filter) (string, []any) {
+	w, args := where(f)
+	if len(ids) == 0 {
+		return w, args
+	}
+	cond := ` id IN (SELECT value FROM json_each(?))`
+	if w == "" {
+		return ` WHERE` + cond, append(args, jsonList(ids))
+	}
+	return w + ` AND` + cond, append(args, jsonList(ids))
+}
+
+// Rows reads the rows of ids that f still selects, oldest first, with
+// their pairs.
+func (t replayTx) Rows(ids []string, f inbox.Filter) ([]inbox.ReplayRow, error) {
+	// The rows are found by id, each then checked against f: CROSS JOIN
+	// keeps the planner from walking an index f names (the received
+	// times of a --since) through every row it holds, for each batch.
+	w, args := where(f)
+	rows, err := t.tx.QueryContext(t.ctx, `SELECT `+eventColumns+` FROM events WHERE rowid IN (SELECT events.rowid
+		FROM json_each(?) AS j CROSS JOIN events ON events.id = j.value`+w+`) ORDER BY received_at, id`,
+		append([]any{jsonList(ids)}, args...)...)
+	if err != nil {
+		return nil, fmt.Errorf("read the rows: %w", err)
 	}
 	out, err := collect(rows, func(scan func(...any) error) (inbox.ReplayRow, error) {
 		e, err := scanEvent(scan, false)
@@ -95,10 +113,9 @@ func (t replayTx) Rows(sel inbox.ReplaySelection, after inbox.ReplayCursor, max 
 	if err != nil || len(out) == 0 {
 		return out, err
 	}
-	ids := make([]string, len(out))
 	at := map[string]int{}
 	for i, r := range out {
-		ids[i], at[r.Event.ID] = r.Event.ID, i
+		at[r.Event.ID] = i
 	}
 	pairs, err := t.tx.QueryContext(t.ctx, `SELECT event_id, destination, status FROM deliveries
 		WHERE event_id IN (SELECT value FROM json_each(?)) ORDER BY event_id, destination`, jsonList(ids))
@@ -111,7 +128,9 @@ func (t replayTx) Rows(sel inbox.ReplaySelection, after inbox.ReplayCursor, max 
 		if err := scan(&id, &p.Destination, &p.Status); err != nil {
 			return err
 		}
-		out[at[id]].Pairs = append(out[at[id]].Pairs, p)
+		if i, ok := at[id]; ok {
+			out[i].Pairs = append(out[i].Pairs, p)
+		}
 		return nil
 	})
 	if err != nil {
