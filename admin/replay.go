@@ -46,7 +46,8 @@ destinations' own rate ceilings apply on top. Without it every row is due
 at once. It prints how many rows and pairs it took, how many already
 waited, how many it skipped and why, and when the last one is due;
 --dry-run prints the same and the first rows (--show, as inbox list does)
-and changes nothing. Rows are taken oldest first, 500 to a transaction.
+and changes nothing. The rows are those selected when it starts, taken
+oldest first, 500 to a transaction.
 
 Examples:
    inbox replay job_1 job_2
