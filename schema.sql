@@ -237,3 +237,29 @@ CREATE TABLE IF NOT EXISTS paused_destinations (
   name      TEXT    NOT NULL PRIMARY KEY,
   paused_at INTEGER NOT NULL
 ) STRICT;
+
+-- The earlier series of attempts of (row, destination) pairs: what a pair
+-- held when inbox replay made it new again, so show still tells what
+-- became of each earlier hand-over.
+CREATE TABLE IF NOT EXISTS delivery_history (
+  event_id    TEXT    NOT NULL,
+  destination TEXT    NOT NULL CHECK (destination <> ''),
+  -- The pair's series, from 1, oldest first; the pair's own is the next.
+  series      INTEGER NOT NULL CHECK (series >= 1),
+  -- As the pair held them when it was replayed: done or parked, why,
+  -- the attempts, the last error, when it last changed and was taken.
+  status      TEXT    NOT NULL CHECK (status IN ('done', 'parked')),
+  reason      TEXT    CHECK ((status = 'parked') = (reason IS NOT NULL)),
+  attempts    INTEGER NOT NULL CHECK (attempts >= 0),
+  last_error  TEXT,
+  updated_at  INTEGER NOT NULL,
+  done_at     INTEGER,
+  -- When the replay replaced the series.
+  replayed_at INTEGER NOT NULL,
+  PRIMARY KEY (event_id, destination, series)
+) STRICT;
+-- A row's history goes with it.
+CREATE TRIGGER IF NOT EXISTS events_delivery_history_delete AFTER DELETE ON events
+BEGIN
+  DELETE FROM delivery_history WHERE event_id = old.id;
+END;

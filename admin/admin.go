@@ -44,6 +44,7 @@ func Commands(open Opener) []*cli.Command {
 		parkedCommand(open),
 		showCommand(open),
 		reprocessCommand(open),
+		replayCommand(open),
 		redeliverCommand(open, nil),
 		alertCommand(open),
 		purgeCommand(open),

@@ -8,6 +8,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"inbox/config"
 	"inbox/inbox"
 )
 
@@ -20,19 +21,42 @@ const defaultScanLimit = 100_000
 // is --since's, which parked has had longer than the rest, and sinceMore
 // what else --since says, if anything.
 func findFlags(env, sinceEnv, sinceMore string) []cli.Flag {
+	return append(selectFlags(env, sinceEnv, sinceMore),
+		&cli.StringFlag{Name: "contains", Usage: "only rows whose body holds this text, byte for byte (case-sensitive; % and _ are themselves), of the newest --scan-limit rows the other filters select", EnvVars: []string{env + "CONTAINS"}},
+		&cli.IntFlag{Name: "scan-limit", Usage: "with --contains, search the bodies of at most this many rows, newest first; 0 for all", Value: defaultScanLimit, EnvVars: []string{env + "SCAN_LIMIT"}},
+	)
+}
+
+// selectFlags are the findFlags that select rows by what is stored beside
+// the body (replay takes these).
+func selectFlags(env, sinceEnv, sinceMore string) []cli.Flag {
 	return []cli.Flag{
 		whenFlag("since", "only rows received at or after this time, or within this long"+sinceMore, sinceEnv),
 		whenFlag("until", "only rows received before this time, or before this long ago", env+"UNTIL"),
 		&cli.StringFlag{Name: "event", Usage: "only rows of this event (job.completed, ...), exactly", EnvVars: []string{env + "EVENT"}},
 		&cli.StringFlag{Name: "job-status", Usage: "only rows whose body gives this job status (COMPLETED, ERROR, ...), exactly", EnvVars: []string{env + "JOB_STATUS"}},
-		&cli.StringFlag{Name: "contains", Usage: "only rows whose body holds this text, byte for byte (case-sensitive; % and _ are themselves), of the newest --scan-limit rows the other filters select", EnvVars: []string{env + "CONTAINS"}},
-		&cli.IntFlag{Name: "scan-limit", Usage: "with --contains, search the bodies of at most this many rows, newest first; 0 for all", Value: defaultScanLimit, EnvVars: []string{env + "SCAN_LIMIT"}},
+		&cli.StringFlag{Name: "destination", Usage: "only rows routed to this destination (a [[destination]] name; default for the single-destination flags), whatever became of them there", EnvVars: []string{env + "DESTINATION"}},
 	}
 }
 
 // findFilter adds what the findFlags ask for to f; --since is left out
 // when skipSince (parked --per-hour reads it as a span).
 func findFilter(c *cli.Context, f *inbox.Filter, now time.Time, skipSince bool) error {
+	if err := selectFilter(c, f, now, skipSince); err != nil {
+		return err
+	}
+	if c.IsSet("contains") && c.String("contains") == "" {
+		return fmt.Errorf("--contains: want the text to look for")
+	}
+	f.Contains = c.String("contains")
+	if f.ScanLimit = c.Int("scan-limit"); f.ScanLimit < 0 {
+		return fmt.Errorf("--scan-limit %d: want 0 (every row) or more", f.ScanLimit)
+	}
+	return nil
+}
+
+// selectFilter adds what the selectFlags ask for to f, as findFilter does.
+func selectFilter(c *cli.Context, f *inbox.Filter, now time.Time, skipSince bool) error {
 	var err error
 	if !skipSince {
 		if f.Since, err = when(c, "since", now); err != nil {
@@ -46,12 +70,8 @@ func findFilter(c *cli.Context, f *inbox.Filter, now time.Time, skipSince bool) 
 		return fmt.Errorf("--since %q is not before --until %q: no row is received in between", c.String("since"), c.String("until"))
 	}
 	f.Event, f.JobStatus = c.String("event"), c.String("job-status")
-	if c.IsSet("contains") && c.String("contains") == "" {
-		return fmt.Errorf("--contains: want the text to look for")
-	}
-	f.Contains = c.String("contains")
-	if f.ScanLimit = c.Int("scan-limit"); f.ScanLimit < 0 {
-		return fmt.Errorf("--scan-limit %d: want 0 (every row) or more", f.ScanLimit)
+	if f.Destination = c.String("destination"); f.Destination != "" && !config.ValidName(f.Destination) {
+		return fmt.Errorf("--destination %q: a destination name is 1 to 32 of a-z, 0-9, - and _", f.Destination)
 	}
 	return nil
 }

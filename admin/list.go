@@ -29,7 +29,8 @@ exits 1.
 
 --since and --until take an RFC 3339 time or an age (24h: since a day ago);
 --event and --job-status (the body's "status": COMPLETED, ERROR, ...) match
-exactly. --contains searches the bodies of the newest --scan-limit
+exactly; --destination keeps the rows routed to that destination, whatever
+became of them there. --contains searches the bodies of the newest --scan-limit
 (100,000) rows the other flags select for its text, byte for byte (no
 wildcards, case-sensitive), and says on stderr when older rows were left
 unsearched ("scanned the newest 100,000 rows; older ones not searched:
@@ -42,6 +43,7 @@ Examples:
    inbox list --source github --status parked
    inbox list --job-status ERROR --since 24h
    inbox list --event job.failed --since 2026-12-01T09:00:00Z --until 2026-12-01T10:00:00Z
+   inbox list --destination crm --status parked
    inbox list --contains job_8f3a --scan-limit 0
    inbox list --limit 0 --json --timeout 10m > rows.jsonl`,
 		Flags: append([]cli.Flag{
@@ -82,10 +84,7 @@ Examples:
 				return err
 			}
 			defer store.Close()
-			p := newRowPrinter(c, "ID\tSOURCE\tSTATUS\tREASON\tEVENT\tJOB STATUS\tSIZE\tDELIVERIES\tRECEIVED", func(e inbox.Event) []string {
-				return []string{e.ID, e.Source, string(e.Status), dash(string(e.Reason)), dash(e.Event), dash(e.JobStatus),
-					strconv.FormatInt(e.Size, 10), strconv.FormatInt(e.Deliveries, 10), formatTime(e.ReceivedAt)}
-			})
+			p := newRowPrinter(c, listHead, listCells)
 			err = store.Each(ctx, f, p.add)
 			if ferr := p.flush(); err == nil {
 				err = ferr
@@ -111,6 +110,14 @@ Examples:
 			return nil
 		},
 	}
+}
+
+// listHead and listCells are list's table, which replay shows too.
+const listHead = "ID\tSOURCE\tSTATUS\tREASON\tEVENT\tJOB STATUS\tSIZE\tDELIVERIES\tRECEIVED"
+
+func listCells(e inbox.Event) []string {
+	return []string{e.ID, e.Source, string(e.Status), dash(string(e.Reason)), dash(e.Event), dash(e.JobStatus),
+		strconv.FormatInt(e.Size, 10), strconv.FormatInt(e.Deliveries, 10), formatTime(e.ReceivedAt)}
 }
 
 // dash stands in for an empty table cell.

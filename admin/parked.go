@@ -30,8 +30,8 @@ every hour for a day. The table escapes control and bidi characters and cuts
 a field longer than 72 characters with "…", never an id; --json holds every
 field whole (one not UTF-8 also as <field>_base64).
 
---since, --until, --event, --job-status, --contains and --scan-limit find
-rows as they do for list (see inbox list --help); --per-hour takes --since
+--since, --until, --event, --job-status, --destination, --contains and
+--scan-limit find rows as they do for list (see inbox list --help); --per-hour takes --since
 as its span and neither --until nor --contains.
 
 Examples:
@@ -41,6 +41,7 @@ Examples:
    inbox parked --per-hour --since 24h --reason handler_failed --json
    inbox parked --reason unknown_event --since 24h
    inbox parked --job-status ERROR --event job.failed
+   inbox parked --destination crm --reason handler_failed
    inbox parked --contains '"code":"E42"' --until 2026-12-01T00:00:00Z
    inbox parked --json | jq -r .id`,
 		Flags: append([]cli.Flag{

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -31,7 +32,9 @@ terminal), as a hex dump otherwise. With --json, the fields and the body
 by its id (a Sume row's is its key, another source's <source>/<key>), or
 by --source and its key. A row handed to destinations has a line per
 destination: where it stands there (new, done, parked), its attempts, next
-attempt, lease and last error ("destinations" with --json). The row's own
+attempt, lease and last error ("destinations" with --json), then the
+earlier series inbox replay replaced ("series 1: 3 attempts, done ...,
+replayed at ...", each destination's "earlier" with --json). The row's own
 status sums them up: new while any destination has yet to take it, else
 parked while any parked it, else done.
 
@@ -123,6 +126,14 @@ Examples:
 					fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", cell(d.Destination), status, d.Attempts,
 						dash(formatOptionalTime(d.NextAttemptAt)), dash(lease), escapeControls(dash(d.LastError), ""))
 				}
+				if slices.ContainsFunc(dests, func(d inbox.Pairing) bool { return len(d.Earlier) > 0 }) {
+					fmt.Fprintln(tw, "\nDESTINATION\tEARLIER SERIES")
+					for _, d := range dests {
+						for _, h := range d.Earlier {
+							fmt.Fprintf(tw, "%s\t%s\n", cell(d.Destination), formatSeries(h))
+						}
+					}
+				}
 			}
 			if err := tw.Flush(); err != nil {
 				return err
@@ -131,6 +142,29 @@ Examples:
 			return writeBody(w, e.Body)
 		},
 	}
+}
+
+// formatSeries is a line of an earlier series of a destination's
+// attempts: "series 1: 3 attempts, done 2026-12-01T09:00:00Z, replayed at
+// 2026-12-02T10:00:00Z".
+func formatSeries(h inbox.Series) string {
+	attempts := "attempts"
+	if h.Attempts == 1 {
+		attempts = "attempt"
+	}
+	outcome := string(h.Status)
+	if h.Reason != "" {
+		outcome += " (" + string(h.Reason) + ")"
+	}
+	at := h.UpdatedAt
+	if !h.DoneAt.IsZero() {
+		at = h.DoneAt
+	}
+	line := fmt.Sprintf("series %d: %d %s, %s %s, replayed at %s", h.N, h.Attempts, attempts, outcome, formatTime(at), formatTime(h.ReplayedAt))
+	if h.LastError != "" {
+		line += ", last error: " + h.LastError
+	}
+	return escapeControls(line, "")
 }
 
 func formatOptionalTime(t time.Time) string {

@@ -20,23 +20,25 @@ import (
 )
 
 // destApp is an application behind one destination: it records the
-// Inbox-Attempt of each request per row id as it arrives, and answers
-// code after delay.
+// Inbox-Attempt of each request per row id as it arrives, and when it
+// came, and answers code after delay.
 type destApp struct {
 	*httptest.Server
 	code  atomic.Int32
 	delay atomic.Int64 // a time.Duration
 	mu    sync.Mutex
 	seen  map[string][]string
+	times map[string][]time.Time
 }
 
 func newDestApp(t *testing.T, code int) *destApp {
-	a := &destApp{seen: map[string][]string{}}
+	a := &destApp{seen: map[string][]string{}, times: map[string][]time.Time{}}
 	a.code.Store(int32(code))
 	a.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		a.mu.Lock()
 		id := r.Header.Get(dispatch.HeaderRowID)
 		a.seen[id] = append(a.seen[id], r.Header.Get(dispatch.HeaderAttempt))
+		a.times[id] = append(a.times[id], time.Now())
 		a.mu.Unlock()
 		time.Sleep(time.Duration(a.delay.Load()))
 		w.WriteHeader(int(a.code.Load()))
@@ -55,6 +57,24 @@ func (a *destApp) rows() []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// received returns when the app got each request for the row id.
+func (a *destApp) received(id string) []time.Time {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.times[id])
+}
+
+// requests counts the requests the app got.
+func (a *destApp) requests() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n := 0
+	for _, s := range a.seen {
+		n += len(s)
+	}
+	return n
 }
 
 func (a *destApp) attempts(id string) []string {

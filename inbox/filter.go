@@ -12,6 +12,9 @@ type Filter struct {
 	JobStatus string    // the job status the row holds (COMPLETED, ERROR, ...), exactly
 	Since     time.Time // received at or after
 	Before    time.Time // received before
+	// Destination selects the rows routed to this destination: those with
+	// a (row, destination) pair for it, whatever its state.
+	Destination string
 	// Contains selects the rows whose body holds these bytes, compared
 	// byte for byte: no wildcard, no case folding, any byte (NUL, bytes
 	// that are not UTF-8). Only the newest ScanLimit rows the other fields

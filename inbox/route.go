@@ -103,6 +103,8 @@ type Pairing struct {
 	LastError     string    `json:"last_error,omitempty"`
 	UpdatedAt     time.Time `json:"updated_at"`
 	DoneAt        time.Time `json:"done_at,omitzero"`
+	// Earlier holds the series a replay replaced, oldest first.
+	Earlier []Series `json:"earlier,omitempty"`
 }
 
 // DestinationStats counts one destination's pairs by status, and says

@@ -34,18 +34,20 @@ type Commit struct {
 
 // Sequences is what a Store answers through the sequences written once
 // here, made from the store's statements: the counts, the secret uses, the
-// reconciliation writes, the purge and the reprocessing. A store embeds it.
+// reconciliation writes, the purge, the reprocessing and the replay. A
+// store embeds it.
 type Sequences struct {
 	Counts
 	Secrets
 	Reconciler
 	Purger
 	Reprocessor
+	Replayer
 }
 
 // NewSequences returns the sequences run on a store's statements.
-func NewSequences(counts CountStore, secrets SecretStore, rec ReconcileStore, purge PurgeStore, reprocess ReprocessStore) Sequences {
-	return Sequences{NewCounts(counts), NewSecrets(secrets), NewReconciler(rec), NewPurger(purge), NewReprocessor(reprocess)}
+func NewSequences(counts CountStore, secrets SecretStore, rec ReconcileStore, purge PurgeStore, reprocess ReprocessStore, replay ReplayStore) Sequences {
+	return Sequences{NewCounts(counts), NewSecrets(secrets), NewReconciler(rec), NewPurger(purge), NewReprocessor(reprocess), NewReplayer(replay)}
 }
 
 // Store is what serve, the dispatcher and the operator's commands use of
@@ -74,7 +76,8 @@ type Store interface {
 	Queue(ctx context.Context, now time.Time) (Queue, error)
 
 	// Deliveries returns where the row id stands with each destination it
-	// was routed to, by destination; none for a row not routed yet.
+	// was routed to, by destination, with the earlier series a replay
+	// kept; none for a row not routed yet.
 	Deliveries(ctx context.Context, id string) ([]Pairing, error)
 	// Destinations counts each destination's pairs by status at now, and
 	// says which are paused, by name.
@@ -119,6 +122,12 @@ type Store interface {
 	// applies what ReprocessJob.Decide chooses; with dryRun it changes
 	// nothing and reports what a real run would do.
 	Reprocess(ctx context.Context, sel Selection, rules SourceRules, dryRun bool) (ReprocessReport, error)
+	// Replay hands the rows sel selects on again, whatever their status:
+	// each of their pairs (only Filter.Destination's when set) that is
+	// done or parked becomes new, due at its paced time, its old series
+	// kept (Pairing.Earlier); see the function Replay. With DryRun it
+	// changes nothing and reports what a real run would do.
+	Replay(ctx context.Context, sel ReplaySelection, opts ReplayOptions) (ReplayReport, error)
 
 	// RecordSecretUses saves when each secret last verified a delivery,
 	// keeping the later time.

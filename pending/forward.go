@@ -92,6 +92,10 @@ func (s *Store) Reprocess(ctx context.Context, sel inbox.Selection, rules inbox.
 	return do(ctx, s, func(st inbox.Store) (inbox.ReprocessReport, error) { return st.Reprocess(ctx, sel, rules, dryRun) })
 }
 
+func (s *Store) Replay(ctx context.Context, sel inbox.ReplaySelection, opts inbox.ReplayOptions) (inbox.ReplayReport, error) {
+	return do(ctx, s, func(st inbox.Store) (inbox.ReplayReport, error) { return st.Replay(ctx, sel, opts) })
+}
+
 func (s *Store) RecordSecretUses(ctx context.Context, uses []inbox.SecretUse) error {
 	_, err := do(ctx, s, func(st inbox.Store) (struct{}, error) { return struct{}{}, st.RecordSecretUses(ctx, uses) })
 	return err

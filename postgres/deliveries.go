@@ -57,6 +57,10 @@ func (t queueTx) AddPairs(pairs []inbox.Pair, now time.Time) error {
 }
 
 // Mirror sets the queue columns of the new rows of ids from their pairs.
+// Both statements find the rows by id: coalesce keeps the planner off the
+// queue index on status, which it takes while its statistics say few rows
+// are new and which then has it walk every new row (and its dead
+// versions) for each call, a replay of many rows or a deep queue.
 func (t queueTx) Mirror(ids []string, now time.Time) error {
 	_, err := t.tx.Exec(t.ctx, `WITH m AS (SELECT event_id AS id,
 			CASE WHEN bool_or(status = 'new') THEN 'new' WHEN bool_or(status = 'parked') THEN 'parked' ELSE 'done' END AS status,
@@ -74,13 +78,13 @@ func (t queueTx) Mirror(ids []string, now time.Time) error {
 				AND d.last_error IS NOT NULL ORDER BY d.updated_at DESC LIMIT 1), e.last_error),
 			done_at = CASE WHEN m.status = 'done' THEN coalesce(m.done_at, $2) END,
 			updated_at = CASE WHEN m.status <> e.status THEN m.at ELSE e.updated_at END
-		FROM m WHERE e.id = m.id AND e.id = ANY($1::text[]) AND e.status = 'new'`, ids, t.at(now))
+		FROM m WHERE e.id = m.id AND e.id = ANY($1::text[]) AND coalesce(e.status, '') = 'new'`, ids, t.at(now))
 	if err != nil {
 		return fmt.Errorf("mirror %d rows: %w", len(ids), err)
 	}
 	_, err = t.tx.Exec(t.ctx, `UPDATE events e SET status = 'done', done_at = $2, updated_at = $2,
 			next_attempt_at = 0, lease_owner = NULL, lease_until = NULL
-		WHERE e.id = ANY($1::text[]) AND e.status = 'new'
+		WHERE e.id = ANY($1::text[]) AND coalesce(e.status, '') = 'new'
 		AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id)`, ids, t.at(now))
 	if err != nil {
 		return fmt.Errorf("finish %d rows no destination takes: %w", len(ids), err)
@@ -119,7 +123,7 @@ func (s *Store) Deliveries(ctx context.Context, id string) ([]inbox.Pairing, err
 	if err != nil {
 		return nil, fmt.Errorf("read the destinations of %s: %w", id, err)
 	}
-	return out, nil
+	return inbox.WithEarlier(id, out, func() (map[string][]inbox.Series, error) { return s.history(ctx, id) })
 }
 
 // Destinations counts each destination's pairs by status at now (on the

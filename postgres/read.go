@@ -66,6 +66,9 @@ func where(f inbox.Filter) (string, []any) {
 	if !f.Before.IsZero() {
 		add("received_at < $%d", f.Before.UnixMilli())
 	}
+	if f.Destination != "" {
+		add("EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = events.id AND d.destination = $%d)", f.Destination)
+	}
 	clause := ""
 	if len(conds) > 0 {
 		clause = ` WHERE ` + strings.Join(conds, " AND ")

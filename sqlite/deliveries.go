@@ -131,7 +131,7 @@ func (s *Store) Deliveries(ctx context.Context, id string) ([]inbox.Pairing, err
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read the destinations of %s: %w", id, err)
 	}
-	return out, nil
+	return inbox.WithEarlier(id, out, func() (map[string][]inbox.Series, error) { return s.history(ctx, id) })
 }
 
 // optMillis is fromMillis, the zero time for 0.

@@ -68,6 +68,11 @@ func where(f inbox.Filter) (string, []any) {
 		conds = append(conds, "received_at < ?")
 		args = append(args, millis(f.Before))
 	}
+	if f.Destination != "" {
+		// The primary key of deliveries serves it, row by row.
+		conds = append(conds, "EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = events.id AND d.destination = ?)")
+		args = append(args, f.Destination)
+	}
 	clause := ""
 	if len(conds) > 0 {
 		clause = ` WHERE ` + strings.Join(conds, " AND ")

@@ -120,7 +120,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	s := &Store{path: path, now: opts.Now, maxBatch: opts.MaxBatch, busy: opts.BusyTimeout, onCommit: opts.OnCommit}
-	s.Sequences = inbox.NewSequences(counting{s}, secretUses{s}, reconciling{s}, purging{s}, reprocessing{s})
+	s.Sequences = inbox.NewSequences(counting{s}, secretUses{s}, reconciling{s}, purging{s}, reprocessing{s}, replaying{s})
 
 	var err error
 	if !opts.ReadOnly {

@@ -1,0 +1,170 @@
+package admin
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"inbox/config"
+	"inbox/inbox"
+)
+
+func replayCommand(open Opener) *cli.Command {
+	return &cli.Command{
+		Name:      "replay",
+		Usage:     "hand rows on to their destinations again, done ones included",
+		ArgsUsage: "[ID...]",
+		Description: `Hands the selected rows on again, whatever became of them: each of their
+(row, destination) pairs that is done or parked (handler_failed,
+handler_rejected) becomes new, with no attempt, due now or at its paced
+time, and the running dispatchers send it again; with none running, the
+rows wait. A pair already new (waiting, retrying or in flight) is left
+alone and counted as waiting. The old series of attempts is kept: inbox
+show lists it under the destination ("series 1: 3 attempts, done ...,
+replayed at ..."). A row no destination took when it was routed is routed
+again under the destinations the dispatcher has now. Rows parked on
+receipt (unparseable, unknown_event, conflict, ...) were never handed on:
+they are skipped and counted; inbox reprocess is for them.
+
+Select rows by id, or by --since/--until (received time), --source,
+--event, --status, --reason, --job-status and --destination; given
+together, a row must match them all. --status and --reason are the row's
+own (which sums up its destinations). With --destination only the rows
+routed to that destination are taken, and only their pair for it is
+reset: no row reaches a destination whose filters did not take it. It
+refuses to run without a selection (--status done selects every done
+row).
+
+--rate N/s (or N/m) spaces the rows: row i is due i/N seconds after the
+start, so the application is never handed a whole backlog at once; the
+destinations' own rate ceilings apply on top. Without it every row is due
+at once. It prints how many rows and pairs it took, how many already
+waited, how many it skipped and why, and when the last one is due;
+--dry-run prints the same and the first rows (--show, as inbox list does)
+and changes nothing. The rows are those selected when it starts, taken
+oldest first, 500 to a transaction.
+
+Examples:
+   inbox replay job_1 job_2
+   inbox replay --since 2026-12-01T09:00:00Z --until 2026-12-01T10:00:00Z --event job.completed --destination crm --dry-run
+   inbox replay --status done --since 6h --destination crm --rate 20/s
+   inbox replay --status parked --reason handler_failed --source github
+   inbox replay --job-status ERROR --since 24h --rate 600/m --json`,
+		Flags: append([]cli.Flag{
+			config.DBFlag(),
+			sourceFlag("only rows of this source", "INBOX_REPLAY_SOURCE"),
+			&cli.StringFlag{Name: "status", Usage: "only rows with this status (new, done, parked)", EnvVars: []string{"INBOX_REPLAY_STATUS"}},
+			reasonFlag("only rows parked for this reason (handler_failed, handler_rejected)", "INBOX_REPLAY_REASON"),
+			&cli.StringFlag{Name: "rate", Usage: "hand the rows on at most this fast, N/s or N/m (20/s, 600/m); every row due at once without it", EnvVars: []string{"INBOX_REPLAY_RATE"}},
+			&cli.IntFlag{Name: "show", Usage: "with --dry-run, list this many of the first rows", Value: 10, EnvVars: []string{"INBOX_REPLAY_SHOW"}},
+			dryRunFlag(),
+			busyTimeoutFlag(),
+			jsonFlag(),
+		}, selectFlags("INBOX_REPLAY_", "INBOX_REPLAY_SINCE", "")...),
+		Action: func(c *cli.Context) error {
+			ids, err := args(c)
+			if err != nil {
+				return err
+			}
+			status := inbox.Status(c.String("status"))
+			if status != "" && !status.Valid() {
+				return fmt.Errorf("unknown status %q: want new, done or parked", status)
+			}
+			r, err := reason(c)
+			if err != nil {
+				return err
+			}
+			source, err := sourceName(c)
+			if err != nil {
+				return err
+			}
+			f := inbox.Filter{Source: source, Status: status, Reason: r}
+			if err := selectFilter(c, &f, time.Now(), false); err != nil {
+				return err
+			}
+			opts := inbox.ReplayOptions{DryRun: c.Bool("dry-run"), Sample: c.Int("show")}
+			if opts.Sample < 0 {
+				return fmt.Errorf("--show %d: want 0 or more", opts.Sample)
+			}
+			if s := c.String("rate"); s != "" {
+				if opts.Rate, err = config.ParseRate(s); err != nil {
+					return fmt.Errorf("--rate: %w", err)
+				}
+			}
+			sel := inbox.ReplaySelection{IDs: ids, Filter: f}
+			if err := sel.Check(); err != nil {
+				return fmt.Errorf("replay: %w (see --help)", err)
+			}
+			store, err := openWrite(c, open)
+			if err != nil {
+				return err
+			}
+			defer store.Close()
+			rep, err := store.Replay(c.Context, sel, opts)
+			if err != nil {
+				if rep.Rows+rep.Waiting+len(rep.Skipped) > 0 {
+					// Say what the batches before the failed one did.
+					err = errors.Join(err, printReplay(c, rep))
+				}
+				return err
+			}
+			return printReplay(c, rep)
+		},
+	}
+}
+
+// printReplay prints the report: what was taken, what waited, what was
+// skipped and why, when the last row is due, and with --dry-run the
+// first rows.
+func printReplay(c *cli.Context, rep inbox.ReplayReport) error {
+	w := c.App.Writer
+	if c.Bool("json") {
+		return encodeExact(w, rep)
+	}
+	if rep.DryRun {
+		fmt.Fprintln(w, "dry run: nothing changed")
+	}
+	fmt.Fprintf(w, "rows handed on again: %s (%s pairs made new", thousands(int64(rep.Rows)), thousands(int64(rep.Pairs)))
+	if rep.Rerouted > 0 {
+		fmt.Fprintf(w, "; %s rows no destination had taken, to be routed again", thousands(int64(rep.Rerouted)))
+	}
+	fmt.Fprintln(w, ")")
+	if rep.Waiting > 0 {
+		fmt.Fprintf(w, "already waiting, left alone: %s\n", thousands(int64(rep.Waiting)))
+	}
+	if rep.Changed > 0 {
+		fmt.Fprintf(w, "changed meanwhile, left as they are: %s pairs\n", thousands(int64(rep.Changed)))
+	}
+	if n := rep.Skipped["ignored"]; n > 0 {
+		fmt.Fprintf(w, "skipped, ignored (test pings): %s\n", thousands(int64(n)))
+	}
+	var receipt []string
+	total := 0
+	for _, k := range slices.Sorted(maps.Keys(rep.Skipped)) {
+		if k != "ignored" {
+			receipt = append(receipt, fmt.Sprintf("%s %s", cell(k), thousands(int64(rep.Skipped[k]))))
+			total += rep.Skipped[k]
+		}
+	}
+	if total > 0 {
+		fmt.Fprintf(w, "skipped, parked on receipt and never handed on: %s (%s): see inbox reprocess --help\n",
+			thousands(int64(total)), strings.Join(receipt, ", "))
+	}
+	switch {
+	case rep.Pairs == 0:
+	case !rep.LastDue.After(rep.FirstDue):
+		fmt.Fprintf(w, "due: at once (%s)\n", formatTime(rep.FirstDue))
+	default:
+		fmt.Fprintf(w, "due: from %s to %s (the last one)\n", formatTime(rep.FirstDue), formatTime(rep.LastDue))
+	}
+	if !rep.DryRun || len(rep.First) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
+	return printRows(c, rep.First, listHead, listCells)
+}

@@ -1,0 +1,404 @@
+package inbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+)
+
+// Replay hands rows on again, whatever their status: each (row,
+// destination) pair it selects that is done or parked becomes new, with
+// no attempt, no lease and no error, due at its paced time, and the pair's
+// old series (attempts, outcome, last error) is kept in its history. A
+// pair already new (due, retrying or in flight) is left alone and counted
+// as waiting. The row becomes new, its queue columns mirrored from its
+// pairs, so the dispatchers take it up again as they would a delivery.
+//
+// A row with no pair at all that was handed on (done: no destination took
+// it when it was routed) becomes unrouted again, for the dispatcher to
+// route under the destinations it has now. A row parked on receipt
+// (unparseable, unknown_event, conflict, ...) holds no work a destination
+// took and is skipped, counted by reason: Reprocess is for those; an
+// ignored row (a test ping) is skipped too.
+//
+// With Filter.Destination only the rows routed to that destination are
+// selected, and only their pair for it is reset: a row never reaches a
+// destination whose filters did not take it.
+//
+// The rows are selected once, when it starts (their ids held in memory),
+// then taken oldest first in batches of replayBatch, each in one
+// transaction of the store (rolled back with DryRun) that reads them again,
+// so a store's write lock is never held long. Row i of the run (counting the rows handed on)
+// is due at the run's start plus i/Rate seconds: running dispatchers send
+// them paced, with no process left running; the destinations' own rate
+// ceilings apply on top.
+//
+// It fails, changing nothing, when the store is read-only, the selection
+// is empty or searches bodies, Rate is negative, or an id names no row.
+// When a batch fails it is rolled back, and the report counts the batches
+// before it.
+func Replay(ctx context.Context, store ReplayStore, sel ReplaySelection, opts ReplayOptions) (ReplayReport, error) {
+	rep := ReplayReport{Skipped: map[string]int{}, DryRun: opts.DryRun}
+	if err := sel.Check(); err != nil {
+		return rep, fmt.Errorf("replay: %w", err)
+	}
+	if opts.Rate < 0 || math.IsNaN(opts.Rate) || math.IsInf(opts.Rate, 0) {
+		return rep, fmt.Errorf("replay: rate %v: want a positive number of rows a second, or 0 for none", opts.Rate)
+	}
+	if store.ReadOnly() {
+		return rep, errors.New("replay: store is read-only")
+	}
+	sel.Filter.Limit, sel.Filter.ScanLimit = 0, 0
+	if len(sel.IDs) > 0 {
+		missing, err := store.Missing(ctx, sel.IDs)
+		if err != nil {
+			return rep, fmt.Errorf("replay: %w", err)
+		}
+		if len(missing) > 0 {
+			return rep, fmt.Errorf("replay: no row with id %q", missing[0])
+		}
+	}
+	ids, err := store.Select(ctx, sel)
+	if err != nil {
+		return rep, fmt.Errorf("replay: select the rows: %w", err)
+	}
+	var start time.Time
+	for from := 0; from < len(ids); from += replayBatch {
+		batch := ids[from:min(from+replayBatch, len(ids))]
+		// fn may run again in a new transaction: it sets only b (and
+		// start, the same each time).
+		var b ReplayReport
+		err := store.InReplayTx(ctx, opts.DryRun, func(tx ReplayTx, now time.Time) error {
+			if from == 0 {
+				start = now
+			}
+			rows, err := tx.Rows(batch, sel.Filter)
+			if err != nil {
+				return err
+			}
+			b, err = replayRows(tx, rows, sel.Filter.Destination, start, rep.Rows-rep.Rerouted, opts.Rate, now)
+			return err
+		})
+		if err != nil {
+			return rep, fmt.Errorf("replay: %w", err)
+		}
+		rep.add(b, opts.Sample)
+	}
+	return rep, nil
+}
+
+// replayBatch bounds the rows one replay transaction takes.
+const replayBatch = 500
+
+// replayRows plans and applies one batch of rows in tx at now, the rows
+// handed on paced at rate from start, after the paced ones of the batches
+// before.
+func replayRows(tx ReplayTx, rows []ReplayRow, dest string, start time.Time, paced int, rate float64, now time.Time) (ReplayReport, error) {
+	b := ReplayReport{Skipped: map[string]int{}}
+	var reset []ReplayPair
+	var reroute []string
+	for _, r := range rows {
+		p := planReplay(r, dest)
+		b.Waiting += p.waiting
+		switch {
+		case p.skip != "":
+			b.Skipped[p.skip]++
+		case p.reroute:
+			reroute = append(reroute, r.Event.ID)
+		case len(p.reset) > 0:
+			due := start.Add(pace(paced, rate))
+			if due.Before(now) {
+				due = now
+			}
+			paced++
+			for _, d := range p.reset {
+				reset = append(reset, ReplayPair{Pair: Pair{ID: r.Event.ID, Destination: d.Destination}, Status: d.Status, Due: due})
+			}
+		}
+	}
+	done, err := tx.Reset(reset, now)
+	if err != nil {
+		return b, err
+	}
+	b.Pairs, b.Changed = len(done), len(reset)-len(done)
+	rerouted, err := tx.Reroute(reroute, now)
+	if err != nil {
+		return b, err
+	}
+	b.Rerouted = len(rerouted)
+	var ids []string
+	due := map[string]time.Time{}
+	for _, p := range done {
+		if _, ok := due[p.ID]; !ok {
+			ids = append(ids, p.ID)
+			due[p.ID] = p.Due
+		}
+	}
+	if len(ids) > 0 {
+		if err := tx.Mirror(slices.Sorted(slices.Values(ids)), now); err != nil {
+			return b, err
+		}
+	}
+	for _, id := range rerouted {
+		due[id] = time.Time{}
+	}
+	// The rows handed on, in the order they were read.
+	for _, r := range rows {
+		at, ok := due[r.Event.ID]
+		if !ok {
+			continue
+		}
+		b.Rows++
+		b.First = append(b.First, r.Event)
+		if at.IsZero() {
+			continue
+		}
+		if b.FirstDue.IsZero() || at.Before(b.FirstDue) {
+			b.FirstDue = at
+		}
+		if at.After(b.LastDue) {
+			b.LastDue = at
+		}
+	}
+	return b, nil
+}
+
+// pace is how long after the first the row after taken others is due, at
+// rate rows a second: at once with no rate. Rows no destination took
+// (routed again) are not paced: they are routed, due, on the next claim.
+func pace(taken int, rate float64) time.Duration {
+	if rate <= 0 {
+		return 0
+	}
+	return time.Duration(float64(taken) * float64(time.Second) / rate)
+}
+
+// replayPlan is what a replay does with one row: reset its pairs, route
+// it again, or skip it (why), with how many of its pairs already wait.
+type replayPlan struct {
+	reset   []Pairing
+	reroute bool
+	skip    string
+	waiting int
+}
+
+// planReplay returns what a replay does with row r: reset the pairs that
+// are done or parked (only dest's when dest is set) and leave the new ones
+// waiting; route again a row with no pair that was handed on; skip a row
+// parked on receipt or ignored.
+func planReplay(r ReplayRow, dest string) replayPlan {
+	pairs := r.Pairs
+	if dest != "" {
+		pairs = slices.DeleteFunc(slices.Clone(pairs), func(p Pairing) bool { return p.Destination != dest })
+		if len(pairs) == 0 {
+			// Not routed to dest (the selection leaves such rows out).
+			return replayPlan{}
+		}
+	}
+	if len(pairs) == 0 {
+		switch {
+		case r.Event.Status == StatusIgnored:
+			return replayPlan{skip: "ignored"}
+		case r.Event.Status == StatusParked && !r.Event.Reason.ByHandler():
+			return replayPlan{skip: string(r.Event.Reason)}
+		case r.Event.Status == StatusNew:
+			// Not routed yet: it waits for its first claim.
+			return replayPlan{waiting: 1}
+		}
+		return replayPlan{reroute: true}
+	}
+	var p replayPlan
+	for _, d := range pairs {
+		if d.Status == StatusNew {
+			p.waiting++
+		} else {
+			p.reset = append(p.reset, d)
+		}
+	}
+	return p
+}
+
+// ReplaySelection names the rows Replay hands on again: those of IDs (when
+// given) that Filter selects. Filter.Destination narrows them to the rows
+// routed to it, and the replay to their pair for it. Filter.Limit is not
+// used, and Filter.Contains is refused.
+type ReplaySelection struct {
+	IDs    []string
+	Filter Filter
+}
+
+// Check refuses a selection Replay must never run: one that selects
+// nothing in particular (every row of the inbox, by accident), and one
+// that searches bodies.
+func (sel ReplaySelection) Check() error {
+	f := sel.Filter
+	if f.Contains != "" {
+		return errors.New("replay does not search bodies: select rows by id, time, source, event, status, reason, job status or destination")
+	}
+	f.Limit, f.ScanLimit = 0, 0
+	if len(sel.IDs) == 0 && f == (Filter{}) {
+		return errors.New("no selection: name rows by id, or select them by time, source, event, status, reason, job status or destination")
+	}
+	return nil
+}
+
+// ReplayOptions say how Replay hands rows on.
+type ReplayOptions struct {
+	// Rate spaces the rows: row i is due i/Rate seconds after the run's
+	// start. 0: every row due at once.
+	Rate float64
+	// DryRun rolls every transaction back: the report says what a real
+	// run does.
+	DryRun bool
+	// Sample is how many of the rows taken the report lists in First.
+	Sample int
+}
+
+// ReplayRow is a row a replay selected, without its body, with every pair
+// it has.
+type ReplayRow struct {
+	Event Event
+	Pairs []Pairing
+}
+
+// ReplayPair is a pair a replay resets: read with Status, due at Due.
+type ReplayPair struct {
+	Pair
+	Status Status
+	Due    time.Time
+}
+
+// ReplayReport counts what Replay did, or with DryRun would do.
+type ReplayReport struct {
+	// Rows counts the rows handed on again, of which Rerouted had no pair
+	// and are routed again.
+	Rows     int `json:"rows"`
+	Rerouted int `json:"rerouted"`
+	// Pairs counts the pairs made new again.
+	Pairs int `json:"pairs"`
+	// Waiting counts the pairs (and rows not routed yet) already new,
+	// left alone.
+	Waiting int `json:"waiting"`
+	// Changed counts the pairs a dispatcher or another command changed
+	// between reading and resetting them, left as they are.
+	Changed int `json:"changed"`
+	// Skipped counts the rows not handed on, by why: the reason of a row
+	// parked on receipt (see Reprocess), or "ignored".
+	Skipped map[string]int `json:"skipped"`
+	// FirstDue and LastDue are when the first and last pairs reset are
+	// due.
+	FirstDue time.Time `json:"first_due,omitzero"`
+	LastDue  time.Time `json:"last_due,omitzero"`
+	// First holds the first rows taken (ReplayOptions.Sample of them), as
+	// they were before.
+	First  []Event `json:"first,omitempty"`
+	DryRun bool    `json:"dry_run"`
+}
+
+// add adds batch b's counts to r, keeping up to sample rows of First.
+func (r *ReplayReport) add(b ReplayReport, sample int) {
+	r.Rows += b.Rows
+	r.Rerouted += b.Rerouted
+	r.Pairs += b.Pairs
+	r.Waiting += b.Waiting
+	r.Changed += b.Changed
+	for k, n := range b.Skipped {
+		r.Skipped[k] += n
+	}
+	if !b.FirstDue.IsZero() && (r.FirstDue.IsZero() || b.FirstDue.Before(r.FirstDue)) {
+		r.FirstDue = b.FirstDue
+	}
+	if b.LastDue.After(r.LastDue) {
+		r.LastDue = b.LastDue
+	}
+	if room := sample - len(r.First); room > 0 {
+		r.First = append(r.First, b.First[:min(room, len(b.First))]...)
+	}
+}
+
+// Replayer is what a Store answers of replaying, made from a store's
+// statements: a store embeds it.
+type Replayer struct{ store ReplayStore }
+
+// NewReplayer returns the replaying of store.
+func NewReplayer(store ReplayStore) Replayer { return Replayer{store} }
+
+// Replay hands the selected rows on again, as the function Replay does.
+func (rp Replayer) Replay(ctx context.Context, sel ReplaySelection, opts ReplayOptions) (ReplayReport, error) {
+	return Replay(ctx, rp.store, sel, opts)
+}
+
+// ReplayStore is what a store implements of Replay: the statements that
+// must be SQL. Replay holds the sequence, the checks, the batching, the
+// pacing and the counting.
+type ReplayStore interface {
+	// ReadOnly reports whether the store was opened without writes.
+	ReadOnly() bool
+	// Missing returns the ids that name no row.
+	Missing(ctx context.Context, ids []string) ([]string, error)
+	// Select returns the ids of the rows sel selects, oldest first (by
+	// received_at, then id), in one read: the rows a replay takes are
+	// those there when it starts.
+	Select(ctx context.Context, sel ReplaySelection) ([]string, error)
+	// InReplayTx runs fn in one write transaction, at now on the store's
+	// clock, rolled back when dryRun or when fn fails, and committed
+	// otherwise. A store may run fn again in a new transaction.
+	InReplayTx(ctx context.Context, dryRun bool, fn func(tx ReplayTx, now time.Time) error) error
+}
+
+// ReplayTx is a store's transaction of replay statements.
+type ReplayTx interface {
+	// Rows reads (and, where the store locks rows, locks) the rows of ids
+	// that f still selects, oldest first (by received_at, then id), each
+	// with all its pairs, by destination.
+	Rows(ids []string, f Filter) ([]ReplayRow, error)
+	// Reset makes each pair new again, due at its Due, with no attempt,
+	// lease or error, and the row it is of new with no error of its own
+	// (Mirror gives it its pairs' again), once it has kept the
+	// pair's series in its history as replaced at now: only a pair whose
+	// status is still the one read. It returns the pairs it reset, in the
+	// order given.
+	Reset(pairs []ReplayPair, now time.Time) ([]ReplayPair, error)
+	// Reroute makes the rows of ids that are still done or parked and
+	// have no pair new and not routed, to be routed again, and returns
+	// those it changed.
+	Reroute(ids []string, now time.Time) ([]string, error)
+	// Mirror sets the queue columns of the new rows of ids from their
+	// pairs, as QueueTx.Mirror does.
+	Mirror(ids []string, now time.Time) error
+}
+
+// WithEarlier returns the pairs of the row id with the earlier series
+// read returns of each, by destination; read is not called when there is
+// no pair.
+func WithEarlier(id string, pairs []Pairing, read func() (map[string][]Series, error)) ([]Pairing, error) {
+	if len(pairs) == 0 {
+		return nil, nil
+	}
+	earlier, err := read()
+	if err != nil {
+		return nil, fmt.Errorf("read the earlier series of %s: %w", id, err)
+	}
+	for i := range pairs {
+		pairs[i].Earlier = earlier[pairs[i].Destination]
+	}
+	return pairs, nil
+}
+
+// Series is an earlier series of attempts of a (row, destination) pair,
+// kept when a replay made the pair new again.
+type Series struct {
+	// N numbers the pair's series from 1, oldest first; the pair's current
+	// one is the next.
+	N          int64     `json:"series"`
+	Status     Status    `json:"status"` // done or parked
+	Reason     Reason    `json:"reason,omitempty"`
+	Attempts   int64     `json:"attempts"`
+	LastError  string    `json:"last_error,omitempty"`
+	UpdatedAt  time.Time `json:"updated_at"`
+	DoneAt     time.Time `json:"done_at,omitzero"`
+	ReplayedAt time.Time `json:"replayed_at"`
+}
