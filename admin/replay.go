@@ -46,7 +46,9 @@ destinations' own rate ceilings apply on top. Without it every row is due
 at once. It prints how many rows and pairs it took, how many already
 waited, how many it skipped and why, and when the last one is due;
 --dry-run prints the same and the first rows (--show, as inbox list does)
-and changes nothing. The rows are those selected when it starts, taken
+and changes no row (it replays in transactions it rolls back, so it needs
+the same write access as a real run, and upgrades an older database as
+every command that writes does). The rows are those selected when it starts, taken
 oldest first, 500 to a transaction.
 
 Examples:

@@ -22,6 +22,7 @@ var readCommands = []struct {
 	{[]string{"sources"}, []int{0}},
 	{[]string{"alert"}, []int{0, 1}},
 	{[]string{"purge", "--dry-run"}, []int{0}},
+	{[]string{"list", "--destination", "default"}, []int{0}},
 }
 
 // writeCommands are the admin commands that write, with their arguments.
@@ -31,6 +32,10 @@ var writeCommands = [][]string{
 	{"expect", "job_later"},
 	{"reprocess", "--all"},
 	{"purge"},
+	{"replay", "--status", "done"},
+	// A dry run replays in a transaction it rolls back, so it opens the
+	// store as the real run does.
+	{"replay", "--status", "done", "--dry-run"},
 }
 
 // adminRun runs inbox with args before --db db.
