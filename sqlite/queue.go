@@ -117,35 +117,40 @@ func (t queueTx) settleDone(owner string, batch []inbox.Settlement) (int, error)
 // owner, and the attempt count the claim left (or Start made) unchanged.
 const claimGuard = ` WHERE event_id = ? AND destination = ? AND status = 'new' AND lease_owner = ? AND attempts = ?`
 
+// The statements that record a settlement of each fate but FateDone, its
+// claim guarded.
+const (
+	settleRetrySQL = `UPDATE deliveries SET lease_owner = NULL, lease_until = NULL, next_attempt_at = ?, last_error = ?,
+			attempts = ?, updated_at = ?` + claimGuard
+	settleParkSQL = `UPDATE deliveries SET status = 'parked', reason = ?, last_error = ?, updated_at = ?,
+			lease_owner = NULL, lease_until = NULL, next_attempt_at = 0, attempts = ?` + claimGuard
+	settleExhaustedSQL = `UPDATE deliveries SET status = 'parked', reason = ?, last_error = ?, updated_at = ?,
+			lease_owner = NULL, lease_until = NULL, next_attempt_at = 0` + claimGuard
+	settleReleaseSQL = `UPDATE deliveries SET lease_owner = NULL, lease_until = NULL, next_attempt_at = ?` + claimGuard
+	settleUnsentSQL  = `UPDATE deliveries SET lease_owner = NULL, lease_until = NULL, next_attempt_at = ?, attempts = ?` + claimGuard
+)
+
 // Settle records st, a settlement inbox.CheckSettle took, unless its claim
 // is gone (false).
 func (t queueTx) Settle(owner string, st inbox.Settlement) (bool, error) {
 	guard := []any{st.Job.ID, st.Job.Dest(), owner, st.Job.HeldAttempts()}
-	var q string
+	var stmt int
 	var args []any
 	switch st.Fate {
 	case inbox.FateRetry:
-		q = `UPDATE deliveries SET lease_owner = NULL, lease_until = NULL, next_attempt_at = ?, last_error = ?,
-			attempts = ?, updated_at = ?`
-		args = []any{millis(st.RetryAt), st.Error, st.Job.Attempt, millis(st.At)}
+		stmt, args = stmtSettleRetry, []any{millis(st.RetryAt), st.Error, st.Job.Attempt, millis(st.At)}
 	case inbox.FatePark:
-		q = `UPDATE deliveries SET status = 'parked', reason = ?, last_error = ?, updated_at = ?,
-			lease_owner = NULL, lease_until = NULL, next_attempt_at = 0, attempts = ?`
-		args = []any{string(st.Reason), st.Error, millis(st.At), st.Job.Attempt}
+		stmt, args = stmtSettlePark, []any{string(st.Reason), st.Error, millis(st.At), st.Job.Attempt}
 	case inbox.FateExhausted:
-		q = `UPDATE deliveries SET status = 'parked', reason = ?, last_error = ?, updated_at = ?,
-			lease_owner = NULL, lease_until = NULL, next_attempt_at = 0`
-		args = []any{string(st.Reason), st.Error, millis(st.At)}
+		stmt, args = stmtSettleExhausted, []any{string(st.Reason), st.Error, millis(st.At)}
 	case inbox.FateRelease:
-		q = `UPDATE deliveries SET lease_owner = NULL, lease_until = NULL, next_attempt_at = ?`
-		args = []any{millis(st.At)}
+		stmt, args = stmtSettleRelease, []any{millis(st.At)}
 	case inbox.FateUnsent:
-		q = `UPDATE deliveries SET lease_owner = NULL, lease_until = NULL, next_attempt_at = ?, attempts = ?`
-		args = []any{millis(st.At), st.Job.Attempt - 1}
+		stmt, args = stmtSettleUnsent, []any{millis(st.At), st.Job.Attempt - 1}
 	default:
 		return false, fmt.Errorf("settle %s: unknown fate %d", st.Job.ID, st.Fate)
 	}
-	res, err := t.tx.ExecContext(t.ctx, q+claimGuard, append(args, guard...)...)
+	res, err := t.st.exec(stmt, append(args, guard...)...)
 	if err != nil {
 		return false, fmt.Errorf("settle %s: %w", st.Job.ID, err)
 	}

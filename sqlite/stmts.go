@@ -65,6 +65,11 @@ const (
 	stmtClaimRead
 	stmtStart
 	stmtSettleDone
+	stmtSettleRetry
+	stmtSettlePark
+	stmtSettleExhausted
+	stmtSettleRelease
+	stmtSettleUnsent
 	stmtUnrouted
 	stmtAddPairs
 	stmtMirror
@@ -88,6 +93,11 @@ var writerSQL = [numStmts]string{
 	stmtClaimRead:         claimReadSQL,
 	stmtStart:             startSQL,
 	stmtSettleDone:        settleDoneSQL,
+	stmtSettleRetry:       settleRetrySQL,
+	stmtSettlePark:        settleParkSQL,
+	stmtSettleExhausted:   settleExhaustedSQL,
+	stmtSettleRelease:     settleReleaseSQL,
+	stmtSettleUnsent:      settleUnsentSQL,
 	stmtUnrouted:          unroutedSQL,
 	stmtAddPairs:          addPairsSQL,
 	stmtMirror:            mirrorSQL,
