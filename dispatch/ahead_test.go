@@ -108,3 +108,40 @@ func drainIDs(c chan string) []string {
 		}
 	}
 }
+
+// TestCountedRowThatWaitedIsClaimedAnew: a row counted ahead waits for the
+// one worker, held by an attempt, longer than half the timeout. Its lease
+// ran from its count, so it is not sent on it: it is given back, its
+// count undone, and claimed anew, so that its attempt runs on a lease
+// renewed for it, and it still counts one attempt per request.
+func TestCountedRowThatWaitedIsClaimedAnew(t *testing.T) {
+	c := newClock()
+	s := storeWith(t, c, "job_1", "job_2")
+	g := &gated{started: make(chan string, 4), answers: make(chan error, 4)}
+	const timeout, lease = 2 * time.Second, time.Minute
+	start(t, s, dispatch.Config{Destination: g, Workers: 1, MaxSlow: -1, Timeout: timeout, Lease: lease, Now: c.Now})
+	first := <-g.started
+	second := "job_2"
+	if first == second {
+		second = "job_1"
+	}
+	waitFor(t, "the waiting row counted", func() bool { return row(t, s, second).Attempts == 1 })
+	c.Advance(10 * timeout)
+	g.answers <- nil
+	if got := <-g.started; got != second {
+		t.Fatalf("delivered %s, want %s", got, second)
+	}
+	e := row(t, s, second)
+	if min := c.Now().Add(lease - timeout/2); e.Attempts != 1 || e.LeaseUntil.Before(min) {
+		t.Errorf("%s under way: %d attempts, lease until %s; want 1 attempt, a lease until %s or later", second, e.Attempts, e.LeaseUntil, min)
+	}
+	g.answers <- nil
+	waitFor(t, "both done", func() bool {
+		return row(t, s, "job_1").Status == inbox.StatusDone && row(t, s, "job_2").Status == inbox.StatusDone
+	})
+	for _, id := range []string{"job_1", "job_2"} {
+		if e := row(t, s, id); e.Attempts != 1 {
+			t.Errorf("%s done after %d attempts, want 1", id, e.Attempts)
+		}
+	}
+}

@@ -298,7 +298,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	// ahead holds a token for each attempt counted and not yet handed to
 	// the destination: what a crash can cost (see runStarter).
 	ahead := make(chan struct{}, d.ahead())
-	ready := make(chan inbox.Job, cap(ahead))
+	ready := make(chan counted, cap(ahead))
 	var starter, wg sync.WaitGroup
 	starter.Go(func() { d.runStarter(ctx, jobs, ready, results, ahead) })
 	for range d.cfg.Workers {
@@ -361,7 +361,8 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 			// Not cut short by ctx: a claim that commits after Settle gave
 			// up would hold its rows until the lease runs out. A write
 			// waits at most the store's busy timeout.
-			got, unsettled, err := d.settle(context.WithoutCancel(ctx), pending, want, start)
+			now := d.cfg.Now()
+			got, unsettled, err := d.settle(context.WithoutCancel(ctx), now, pending, want, start)
 			switch {
 			case err != nil && stopping && time.Now().After(stopBy):
 				return fmt.Errorf("dispatch: stopping: %d outcomes not recorded (delivered again after their lease): %w", len(unsettled), err)
@@ -383,7 +384,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 					switch {
 					case j.Started():
 						start--
-						ready <- j
+						ready <- counted{job: j, at: now}
 					case j.Attempt > len(d.cfg.Schedule)+1:
 						// Its last attempt's outcome was never recorded (the
 						// dispatcher stopped during it): no attempt is left.
@@ -428,6 +429,12 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	}
 }
 
+// counted is a job whose attempt was counted at at, for a worker to make.
+type counted struct {
+	job inbox.Job
+	at  time.Time
+}
+
 // tryTake puts a token in c if there is room, and reports whether it did.
 func tryTake(c chan struct{}) bool {
 	select {
@@ -469,13 +476,12 @@ func (d *Dispatcher) due(ctx context.Context) bool {
 	return ok && !next.After(d.cfg.Now())
 }
 
-// settle records pending and claims up to want rows in one transaction,
+// settle records pending and claims up to want rows at now in one transaction,
 // counting the attempts of up to start of them, and returns the jobs
 // claimed and the settlements not recorded: all of
 // pending when it fails, those whose rows another session held when the
 // store recorded the rest (inbox.PartialError).
-func (d *Dispatcher) settle(ctx context.Context, pending []inbox.Settlement, want, start int) (got []inbox.Job, unsettled []inbox.Settlement, err error) {
-	now := d.cfg.Now()
+func (d *Dispatcher) settle(ctx context.Context, now time.Time, pending []inbox.Settlement, want, start int) (got []inbox.Job, unsettled []inbox.Settlement, err error) {
 	got, stale, err := d.store.Settle(ctx, d.cfg.Owner, pending, inbox.Claim{Now: now, Until: now.Add(d.cfg.Lease), Max: want,
 		Destination: d.cfg.Route.Name, Routes: d.cfg.Routes, Start: start, LastAttempt: len(d.cfg.Schedule) + 1})
 	var partial *inbox.PartialError
@@ -496,16 +502,22 @@ func (d *Dispatcher) settle(ctx context.Context, pending []inbox.Settlement, wan
 
 // work delivers the jobs ready hands it, their attempts counted, until
 // ready is closed, giving back each one's token of ahead as it hands it to
-// the destination. Once ctx is done, or while the destination is away, it
-// gives them back instead, their counts undone (inbox.FateUnsent). An
+// the destination. Once ctx is done, while the destination is away, or
+// when a job waited more than half of Timeout since its count (its lease
+// renewed then, so that the attempt and its outcome fit in it), it gives
+// them back instead, their counts undone (inbox.FateUnsent). An
 // attempt that runs past slowAfter goes on beside the workers while a slot
 // of p is free, and work takes the next job; wg owns the goroutines it
 // starts.
-func (d *Dispatcher) work(ctx context.Context, ready <-chan inbox.Job, results chan<- inbox.Settlement, ahead chan struct{}, p *pool, wg *sync.WaitGroup) {
-	for j := range ready {
-		if ctx.Err() != nil || d.reachable() != nil {
+func (d *Dispatcher) work(ctx context.Context, ready <-chan counted, results chan<- inbox.Settlement, ahead chan struct{}, p *pool, wg *sync.WaitGroup) {
+	for c := range ready {
+		j := c.job
+		// A row that waited long for a worker (every one held by an
+		// attempt that could not go aside) no longer has the lease its
+		// attempt and outcome need: it is given back, to be claimed anew.
+		if now := d.cfg.Now(); ctx.Err() != nil || d.reachable() != nil || now.Sub(c.at) > d.cfg.Timeout/2 {
 			<-ahead
-			results <- unsent(j, d.cfg.Now())
+			results <- unsent(j, now)
 			continue
 		}
 		<-ahead
@@ -578,7 +590,7 @@ func (d *Dispatcher) ahead() int { return 2 * d.cfg.Workers }
 // next one: one statement, one commit shared with whatever else the store
 // writes then, for all of them. It returns once jobs is closed and its
 // counts are written.
-func (d *Dispatcher) runStarter(ctx context.Context, jobs <-chan inbox.Job, ready chan<- inbox.Job, results chan<- inbox.Settlement, ahead chan struct{}) {
+func (d *Dispatcher) runStarter(ctx context.Context, jobs <-chan inbox.Job, ready chan<- counted, results chan<- inbox.Settlement, ahead chan struct{}) {
 	// Several counts may wait for the writer at once, so that each of its
 	// transactions carries one, beside the outcomes and the claims.
 	inFlight := make(chan struct{}, maxStartsInFlight)
@@ -636,7 +648,7 @@ func (d *Dispatcher) mayStart(ctx context.Context, j inbox.Job, results chan<- i
 // hands the jobs counted to ready. A job whose attempt was not counted,
 // its claim gone or the count not written, is given back unattempted, its
 // token with it.
-func (d *Dispatcher) start(ctx context.Context, batch []inbox.Job, ready chan<- inbox.Job, results chan<- inbox.Settlement, ahead chan struct{}) {
+func (d *Dispatcher) start(ctx context.Context, batch []inbox.Job, ready chan<- counted, results chan<- inbox.Settlement, ahead chan struct{}) {
 	now := d.cfg.Now()
 	// Not cut short by ctx: an error must mean nothing was counted.
 	started, err := d.store.Start(context.WithoutCancel(ctx), d.cfg.Owner, batch, now, now.Add(d.cfg.Lease))
@@ -650,7 +662,7 @@ func (d *Dispatcher) start(ctx context.Context, batch []inbox.Job, ready chan<- 
 	for _, j := range batch {
 		if s, ok := byID[j.ID]; ok {
 			delete(byID, j.ID) // a second copy of one claim does not start
-			ready <- s
+			ready <- counted{job: s, at: now}
 			continue
 		}
 		if err == nil {
