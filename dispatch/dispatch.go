@@ -320,17 +320,20 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		slots: make(chan struct{}, d.cfg.MaxSlow),
 		wake:  make(chan struct{}, 1),
 	}
-	starts := make(chan startRequest, d.cfg.Workers)
+	// ahead holds a token for each attempt counted and not yet handed to
+	// the destination: what a crash can cost (see runStarter).
+	ahead := make(chan struct{}, d.ahead())
+	ready := make(chan counted, cap(ahead))
 	var starter, wg sync.WaitGroup
-	starter.Go(func() { d.runStarter(ctx, starts) })
+	starter.Go(func() { d.runStarter(ctx, jobs, ready, results, ahead) })
 	for range d.cfg.Workers {
-		wg.Go(func() { d.work(ctx, jobs, results, starts, p, &wg) })
+		wg.Go(func() { d.work(ctx, ready, results, ahead, p, &wg) })
 	}
 	defer func() {
 		close(jobs)
-		wg.Wait()
-		close(starts)
 		starter.Wait()
+		close(ready)
+		wg.Wait()
 	}()
 	d.log.Info().Str(keyOwner, d.cfg.Owner).Int("workers", d.cfg.Workers).Int("max_slow", d.cfg.MaxSlow).Msg("dispatching")
 
@@ -372,10 +375,19 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		}
 		claimed := 0
 		if len(pending) > 0 || want > 0 {
+			// The claim counts the attempts of as many rows as may be
+			// counted ahead now (a token of ahead each), which go to the
+			// workers at once; the starter counts the rest. With a Rate
+			// the starter counts them all, each in its turn.
+			start := 0
+			for d.limit == nil && start < want && tryTake(ahead) {
+				start++
+			}
 			// Not cut short by ctx: a claim that commits after Settle gave
 			// up would hold its rows until the lease runs out. A write
 			// waits at most the store's busy timeout.
-			got, unsettled, err := d.settle(context.WithoutCancel(ctx), pending, want)
+			now := d.cfg.Now()
+			got, unsettled, err := d.settle(context.WithoutCancel(ctx), now, pending, want, start)
 			switch {
 			case err != nil && stopping && time.Now().After(stopBy):
 				return fmt.Errorf("dispatch: stopping: %d outcomes not recorded (delivered again after their lease): %w", len(unsettled), err)
@@ -394,15 +406,22 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 				pending = append(pending[:0], unsettled...)
 				for _, j := range got {
 					held++
-					if j.Attempt > len(d.cfg.Schedule)+1 {
+					switch {
+					case j.Started():
+						start--
+						ready <- counted{job: j, at: now}
+					case j.Attempt > len(d.cfg.Schedule)+1:
 						// Its last attempt's outcome was never recorded (the
 						// dispatcher stopped during it): no attempt is left.
 						pending = append(pending, d.exhausted(j))
-						continue
+					default:
+						jobs <- j
 					}
-					jobs <- j
 				}
 				claimed = len(got)
+			}
+			for range start {
+				<-ahead // the tokens of attempts not counted
 			}
 		}
 		if claimed > 0 && claimed == want && failing.IsZero() {
@@ -432,6 +451,22 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		case <-done:
 		}
 		timer.Stop()
+	}
+}
+
+// counted is a job whose attempt was counted at at, for a worker to make.
+type counted struct {
+	job inbox.Job
+	at  time.Time
+}
+
+// tryTake puts a token in c if there is room, and reports whether it did.
+func tryTake(c chan struct{}) bool {
+	select {
+	case c <- struct{}{}:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -466,19 +501,19 @@ func (d *Dispatcher) due(ctx context.Context) bool {
 	return ok && !next.After(d.cfg.Now())
 }
 
-// settle records pending and claims up to want rows in one transaction,
-// and returns the jobs claimed and the settlements not recorded: all of
+// settle records pending and claims up to want rows at now in one transaction,
+// counting the attempts of up to start of them, and returns the jobs
+// claimed and the settlements not recorded: all of
 // pending when it fails, those whose rows another session held when the
 // store recorded the rest (inbox.PartialError).
-func (d *Dispatcher) settle(ctx context.Context, pending []inbox.Settlement, want int) (got []inbox.Job, unsettled []inbox.Settlement, err error) {
+func (d *Dispatcher) settle(ctx context.Context, now time.Time, pending []inbox.Settlement, want, start int) (got []inbox.Job, unsettled []inbox.Settlement, err error) {
 	var stale int
 	d.cfg.Routing.claim(func(routes []inbox.Route) {
 		if !includes(routes, d.cfg.Route.Name) {
-			want = 0 // a reload removed this destination: it only settles
+			want, start = 0, 0 // a reload removed this destination: it only settles
 		}
-		now := d.cfg.Now()
 		got, stale, err = d.store.Settle(ctx, d.cfg.Owner, pending, inbox.Claim{Now: now, Until: now.Add(d.cfg.Lease), Max: want,
-			Destination: d.cfg.Route.Name, Routes: routes})
+			Destination: d.cfg.Route.Name, Routes: routes, Start: start, LastAttempt: len(d.cfg.Schedule) + 1})
 	})
 	var partial *inbox.PartialError
 	switch {
@@ -496,30 +531,27 @@ func (d *Dispatcher) settle(ctx context.Context, pending []inbox.Settlement, wan
 	return got, unsettled, err
 }
 
-// work delivers the jobs it takes until jobs is closed. Once ctx is done it
-// gives the jobs it takes back, unattempted. An attempt that runs past
-// slowAfter goes on beside the workers while a slot of p is free, and work
-// takes the next job; wg owns the goroutines it starts.
-func (d *Dispatcher) work(ctx context.Context, jobs <-chan inbox.Job, results chan<- inbox.Settlement, starts chan<- startRequest, p *pool, wg *sync.WaitGroup) {
-	reply := make(chan startReply, 1)
-	for j := range jobs {
-		if ctx.Err() != nil || d.reachable() != nil {
-			// Stopping, or the destination is away: no attempt is made, so
-			// none is counted.
-			results <- release(j, d.cfg.Now())
+// work delivers the jobs ready hands it, their attempts counted, until
+// ready is closed, giving back each one's token of ahead as it hands it to
+// the destination. Once ctx is done, while the destination is away, or
+// when a job waited more than half of Timeout since its count (its lease
+// renewed then, so that the attempt and its outcome fit in it), it gives
+// them back instead, their counts undone (inbox.FateUnsent). An
+// attempt that runs past slowAfter goes on beside the workers while a slot
+// of p is free, and work takes the next job; wg owns the goroutines it
+// starts.
+func (d *Dispatcher) work(ctx context.Context, ready <-chan counted, results chan<- inbox.Settlement, ahead chan struct{}, p *pool, wg *sync.WaitGroup) {
+	for c := range ready {
+		j := c.job
+		// A row that waited long for a worker (every one held by an
+		// attempt that could not go aside) no longer has the lease its
+		// attempt and outcome need: it is given back, to be claimed anew.
+		if now := d.cfg.Now(); ctx.Err() != nil || d.reachable() != nil || now.Sub(c.at) > d.cfg.Timeout/2 {
+			<-ahead
+			results <- unsent(j, now)
 			continue
 		}
-		if d.limit != nil && d.limit.Wait(ctx) != nil {
-			results <- release(j, d.cfg.Now())
-			continue
-		}
-		starts <- startRequest{job: j, reply: reply}
-		r := <-reply
-		j, ok := r.job, r.ok
-		if !ok {
-			results <- release(j, d.cfg.Now())
-			continue
-		}
+		<-ahead
 		done := make(chan inbox.Settlement, 1)
 		began := time.Now()
 		wg.Go(func() { done <- d.attempt(ctx, j) })
@@ -563,20 +595,6 @@ func (d *Dispatcher) await(done <-chan inbox.Settlement, began time.Time) (st in
 	}
 }
 
-// startRequest asks the starter to count job's attempt; the answer goes to
-// reply.
-type startRequest struct {
-	job   inbox.Job
-	reply chan<- startReply
-}
-
-// startReply is job marked started, with ok, or ok false when the attempt
-// must not be made.
-type startReply struct {
-	job inbox.Job
-	ok  bool
-}
-
 // maxStartBatch bounds the attempts one Store.Start counts, and
 // maxStartsInFlight the Store.Start calls under way at once.
 const (
@@ -584,76 +602,117 @@ const (
 	maxStartsInFlight = 4
 )
 
-// runStarter counts the attempts the workers are about to make, before they
-// make them, so that a dispatcher that dies first costs the rows no
-// attempt. The workers that ask while a count is being written are counted
-// together in the next one: one statement, one commit shared with whatever
-// else the store writes then, for all of them. It returns once reqs is
-// closed.
-func (d *Dispatcher) runStarter(ctx context.Context, reqs <-chan startRequest) {
+// ahead is how many attempts the dispatcher may have counted and not yet
+// handed to the destination: twice Workers, the rows it holds for them
+// beside those under way. Their counts are written with the claim that
+// takes them (or by the starter), while the workers send the rows before
+// them, so no worker waits for a commit before its next request; a
+// dispatcher that dies costs at most that many rows an attempt never
+// sent. Given back unsent, a row's count is undone (inbox.FateUnsent).
+func (d *Dispatcher) ahead() int { return 2 * d.cfg.Workers }
+
+// runStarter counts the attempts of the jobs Run claimed, before any is
+// made, and hands the jobs counted to the workers on ready; it gives a
+// job back unattempted (on results) when it may not start: stopping, the
+// destination away, the claim gone. Each count takes a token of ahead,
+// which the worker gives back as it hands the job to the destination, so
+// at most cap(ahead) attempts are ever counted and not yet made. The jobs
+// that come while a count is being written are counted together in the
+// next one: one statement, one commit shared with whatever else the store
+// writes then, for all of them. It returns once jobs is closed and its
+// counts are written.
+func (d *Dispatcher) runStarter(ctx context.Context, jobs <-chan inbox.Job, ready chan<- counted, results chan<- inbox.Settlement, ahead chan struct{}) {
 	// Several counts may wait for the writer at once, so that each of its
 	// transactions carries one, beside the outcomes and the claims.
 	inFlight := make(chan struct{}, maxStartsInFlight)
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	for r := range reqs {
-		batch := make([]startRequest, 0, maxStartBatch)
-		batch = append(batch, r)
+	for j := range jobs {
+		ahead <- struct{}{}
+		if !d.mayStart(ctx, j, results, ahead) {
+			continue
+		}
+		batch := []inbox.Job{j}
 	fill:
-		for len(batch) < maxStartBatch {
+		for d.limit == nil && len(batch) < maxStartBatch && tryTake(ahead) {
 			select {
-			case r, ok := <-reqs:
-				if !ok {
-					break fill
+			case j, ok := <-jobs:
+				if ok && d.mayStart(ctx, j, results, ahead) {
+					batch = append(batch, j)
+					continue
 				}
-				batch = append(batch, r)
+				if !ok {
+					<-ahead
+				}
+				break fill
 			default:
+				<-ahead
 				break fill
 			}
 		}
 		inFlight <- struct{}{}
 		wg.Go(func() {
-			d.start(ctx, batch)
+			d.start(ctx, batch, ready, results, ahead)
 			<-inFlight
 		})
 	}
 }
 
-// start counts the attempts of batch and answers each request. A job whose
-// attempt was not counted, its claim gone or the count not written, is
-// answered not ok.
-func (d *Dispatcher) start(ctx context.Context, batch []startRequest) {
-	jobs := make([]inbox.Job, len(batch))
-	for i, r := range batch {
-		jobs[i] = r.job
+// mayStart reports whether j's attempt may be counted now, holding a token
+// of ahead; if not, it gives j back unattempted and the token with it.
+// With a Rate it waits for its turn.
+func (d *Dispatcher) mayStart(ctx context.Context, j inbox.Job, results chan<- inbox.Settlement, ahead chan struct{}) bool {
+	// Stopping, or the destination is away: no attempt is made, so none is
+	// counted.
+	ok := ctx.Err() == nil && d.reachable() == nil
+	if ok && d.limit != nil {
+		ok = d.limit.Wait(ctx) == nil
 	}
+	if !ok {
+		<-ahead
+		results <- release(j, d.cfg.Now())
+	}
+	return ok
+}
+
+// start counts the attempts of batch, each holding a token of ahead, and
+// hands the jobs counted to ready. A job whose attempt was not counted,
+// its claim gone or the count not written, is given back unattempted, its
+// token with it.
+func (d *Dispatcher) start(ctx context.Context, batch []inbox.Job, ready chan<- counted, results chan<- inbox.Settlement, ahead chan struct{}) {
 	now := d.cfg.Now()
 	// Not cut short by ctx: an error must mean nothing was counted.
-	started, err := d.store.Start(context.WithoutCancel(ctx), d.cfg.Owner, jobs, now, now.Add(d.cfg.Lease))
+	started, err := d.store.Start(context.WithoutCancel(ctx), d.cfg.Owner, batch, now, now.Add(d.cfg.Lease))
 	if err != nil {
-		d.log.Warn().Err(err).Int(keyRows, len(jobs)).Msg("cannot count the attempts: giving the rows back")
+		d.log.Warn().Err(err).Int(keyRows, len(batch)).Msg("cannot count the attempts: giving the rows back")
 	}
 	byID := make(map[string]inbox.Job, len(started))
 	for _, j := range started {
 		byID[j.ID] = j
 	}
-	for _, r := range batch {
-		j, ok := byID[r.job.ID]
-		if ok {
-			delete(byID, r.job.ID) // a second copy of one claim does not start
-		} else if err == nil {
-			d.log.Warn().Str(keyJob, r.job.ID).Msg("the claim ran out before the attempt started: giving the row back")
+	for _, j := range batch {
+		if s, ok := byID[j.ID]; ok {
+			delete(byID, j.ID) // a second copy of one claim does not start
+			ready <- counted{job: s, at: now}
+			continue
 		}
-		if !ok {
-			j = r.job
+		if err == nil {
+			d.log.Warn().Str(keyJob, j.ID).Msg("the claim ran out before the attempt started: giving the row back")
 		}
-		r.reply <- startReply{job: j, ok: ok}
+		<-ahead
+		results <- release(j, d.cfg.Now())
 	}
 }
 
 // release is the settlement that gives j back unattempted.
 func release(j inbox.Job, now time.Time) inbox.Settlement {
 	return inbox.Settlement{Job: j, Fate: inbox.FateRelease, At: now}
+}
+
+// unsent is the settlement that gives j back, its attempt counted yet
+// never made, with the count undone.
+func unsent(j inbox.Job, now time.Time) inbox.Settlement {
+	return inbox.Settlement{Job: j, Fate: inbox.FateUnsent, At: now}
 }
 
 // attempt delivers j once. The attempt is not cut short when ctx is done

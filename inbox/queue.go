@@ -64,6 +64,14 @@ type Claim struct {
 	// Routes are every configured destination and its filters; nil is
 	// Destination alone, taking every row.
 	Routes []Route
+	// Start counts, as Store.Start does from Now to Until, the attempts of
+	// up to Start of the rows claimed (none when 0), in the same
+	// transaction, and Settle returns those marked started: a dispatcher
+	// that is to send them at once waits for no commit of its own.
+	Start int
+	// LastAttempt, above 0, leaves uncounted the rows claimed whose attempt
+	// would be past it.
+	LastAttempt int
 }
 
 // Dest returns c's destination, DefaultDestination for "".
@@ -94,6 +102,10 @@ const (
 	// It was never attempted, as no attempt is left (the last one's
 	// outcome was lost): parked with Reason, no attempt counted.
 	FateExhausted
+	// Start counted its attempt, yet no request was sent (the dispatcher
+	// stopped, or the destination went away, first): the count is undone
+	// and the row is claimable at once, as after FateRelease.
+	FateUnsent
 )
 
 // Settlement records the fate of one claimed row.

@@ -65,8 +65,8 @@ type QueueTx interface {
 }
 
 // Settle records on store the settlements of rows that owner claimed, then
-// claims rows as claim asks (none when claim.Max is 0) for owner, in one
-// transaction, the settlements in id order (the order deliveries lock rows
+// claims rows as claim asks (none when claim.Max is 0) for owner, counting
+// the attempts of up to claim.Start of them, in one transaction, the settlements in id order (the order deliveries lock rows
 // in). A settlement whose claim is gone changes nothing and is counted in
 // stale. It fails, writing nothing, when CheckSettle refuses the call,
 // when the store is read-only, and when the store cannot take the write.
@@ -209,6 +209,9 @@ func settleTx(ctx context.Context, store QueueStore, ref time.Time, owner string
 			if gotJobs, err = tx.Claim(owner, claim); err != nil {
 				return err
 			}
+			if err := startClaimed(tx, owner, gotJobs, claim); err != nil {
+				return err
+			}
 			mirror = append(mirror, routed...)
 			for _, j := range gotJobs {
 				mirror = append(mirror, j.ID)
@@ -224,6 +227,35 @@ func settleTx(ctx context.Context, store QueueStore, ref time.Time, owner string
 		return nil, 0, nil, err
 	}
 	return gotJobs, gotStale, gotHeld, nil
+}
+
+// startClaimed counts, in tx, the attempts of up to claim.Start of jobs,
+// just claimed, as Start does, and marks those it counted started.
+func startClaimed(tx QueueTx, owner string, jobs []Job, claim Claim) error {
+	var todo []Job
+	for _, j := range jobs {
+		if len(todo) < claim.Start && (claim.LastAttempt <= 0 || j.Attempt <= claim.LastAttempt) {
+			todo = append(todo, j)
+		}
+	}
+	if len(todo) == 0 {
+		return nil
+	}
+	slices.SortFunc(todo, func(a, b Job) int { return strings.Compare(a.ID, b.ID) })
+	ids, err := tx.Start(owner, todo, claim.Now, claim.Until)
+	if err != nil {
+		return err
+	}
+	counted := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		counted[id] = true
+	}
+	for i, j := range jobs {
+		if counted[j.ID] {
+			jobs[i] = markStarted(j)
+		}
+	}
+	return nil
 }
 
 // Start counts on store the attempts of jobs, as the dispatcher is about
@@ -285,13 +317,17 @@ func Start(ctx context.Context, store QueueStore, owner string, jobs []Job, now,
 // asks, that no store may carry out: no owner; a claim (Max above 0) whose
 // lease does not end after its Now; a settlement of an unknown fate; a
 // park with an unknown reason; a release, or a park unattempted
-// (FateExhausted), of an attempt Start counted.
+// (FateExhausted), of an attempt Start counted; an uncount (FateUnsent) of
+// one it did not.
 func CheckSettle(owner string, settled []Settlement, claim Claim) error {
 	if owner == "" {
 		return errors.New("no owner")
 	}
 	if claim.Max > 0 && !claim.Until.After(claim.Now) {
 		return fmt.Errorf("lease until %s is not after %s", claim.Until, claim.Now)
+	}
+	if claim.Start < 0 {
+		return fmt.Errorf("a claim cannot start %d attempts", claim.Start)
 	}
 	if claim.Max > 0 && len(claim.Routes) > 0 {
 		if err := CheckRoutes(claim.Routes); err != nil {
@@ -315,6 +351,10 @@ func CheckSettle(owner string, settled []Settlement, claim Claim) error {
 		case FateExhausted:
 			if st.Job.Started() || !st.Reason.Valid() {
 				return fmt.Errorf("park %s unattempted: attempt %d started or unknown reason %q", st.Job.ID, st.Job.Attempt, st.Reason)
+			}
+		case FateUnsent:
+			if !st.Job.Started() {
+				return fmt.Errorf("uncount %s: attempt %d was not started", st.Job.ID, st.Job.Attempt)
 			}
 		default:
 			return fmt.Errorf("settle %s: unknown fate %d", st.Job.ID, st.Fate)

@@ -138,6 +138,9 @@ func (t queueTx) Settle(owner string, st inbox.Settlement) (bool, error) {
 	case inbox.FateRelease:
 		q = `UPDATE deliveries SET lease_owner = NULL, lease_until = NULL, next_attempt_at = $5`
 		args = append(args, at(st.At))
+	case inbox.FateUnsent:
+		q = `UPDATE deliveries SET lease_owner = NULL, lease_until = NULL, next_attempt_at = $5, attempts = $6`
+		args = append(args, at(st.At), st.Job.Attempt-1)
 	}
 	tag, err := t.tx.Exec(t.ctx, q+claimGuard, args...)
 	if err != nil {

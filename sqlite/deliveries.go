@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
 
 	"inbox/inbox"
@@ -15,11 +14,14 @@ import (
 // has to take, in the deliveries table, routed, mirrored onto the rows and
 // paused by the statements here.
 
-// Unrouted returns up to max new rows not yet routed (next_attempt_at 0),
+// unroutedSQL reads up to ?1 new rows not yet routed (next_attempt_at 0),
 // oldest first; the events_queue index serves it.
+const unroutedSQL = `SELECT id, source, coalesce(event, '') FROM events
+		WHERE status = 'new' AND next_attempt_at = 0 ORDER BY received_at LIMIT ?1`
+
+// Unrouted returns up to max new rows not yet routed, oldest first.
 func (t queueTx) Unrouted(max int) ([]inbox.Unrouted, error) {
-	rows, err := t.tx.QueryContext(t.ctx, `SELECT id, source, coalesce(event, '') FROM events
-		WHERE status = 'new' AND next_attempt_at = 0 ORDER BY received_at LIMIT ?`, max)
+	rows, err := t.st.query(stmtUnrouted, max)
 	if err != nil {
 		return nil, fmt.Errorf("read the rows to route: %w", err)
 	}
@@ -38,25 +40,32 @@ func (t queueTx) Unrouted(max int) ([]inbox.Unrouted, error) {
 	return out, nil
 }
 
+// addPairsSQL adds the pairs ?2 lists (a JSON array of [id, destination]),
+// due at ?1; a parked pair becomes new again. WHERE true: an INSERT ...
+// SELECT takes ON CONFLICT only after a WHERE, which tells it from a
+// join's ON.
+const addPairsSQL = `INSERT INTO deliveries (event_id, destination, status, next_attempt_at, received_at, updated_at)
+		SELECT v.id, v.dest, 'new', max(?1, 1), e.received_at, ?1
+		FROM (SELECT value ->> 0 AS id, value ->> 1 AS dest FROM json_each(?2)) AS v
+		JOIN events e ON e.id = v.id WHERE true
+		ON CONFLICT (event_id, destination) DO UPDATE SET status = 'new', reason = NULL, attempts = 0,
+			next_attempt_at = excluded.next_attempt_at, lease_owner = NULL, lease_until = NULL,
+			last_error = NULL, done_at = NULL, updated_at = excluded.updated_at
+		WHERE deliveries.status = 'parked'`
+
 // AddPairs adds pairs, due at now; a parked pair becomes new again. It
 // writes one statement per maxDoneBatch pairs.
 func (t queueTx) AddPairs(pairs []inbox.Pair, now time.Time) error {
 	for from := 0; from < len(pairs); from += maxDoneBatch {
 		batch := pairs[from:min(from+maxDoneBatch, len(pairs))]
-		values := strings.Repeat("(?, ?), ", len(batch))
-		args := []any{millis(now)}
-		for _, p := range batch {
-			args = append(args, p.ID, p.Destination)
+		list := make([][2]string, len(batch))
+		for i, p := range batch {
+			list[i] = [2]string{p.ID, p.Destination}
 		}
-		// WHERE true: an INSERT ... SELECT takes ON CONFLICT only after a
-		// WHERE, which tells it from a join's ON.
-		_, err := t.tx.ExecContext(t.ctx, `INSERT INTO deliveries (event_id, destination, status, next_attempt_at, received_at, updated_at)
-			SELECT v.column1, v.column2, 'new', max(?1, 1), e.received_at, ?1
-			FROM (VALUES `+values[:len(values)-2]+`) AS v JOIN events e ON e.id = v.column1 WHERE true
-			ON CONFLICT (event_id, destination) DO UPDATE SET status = 'new', reason = NULL, attempts = 0,
-				next_attempt_at = excluded.next_attempt_at, lease_owner = NULL, lease_until = NULL,
-				last_error = NULL, done_at = NULL, updated_at = excluded.updated_at
-			WHERE deliveries.status = 'parked'`, args...)
+		arg, err := json.Marshal(list)
+		if err == nil {
+			_, err = t.st.exec(stmtAddPairs, millis(now), string(arg))
+		}
 		if err != nil {
 			return fmt.Errorf("route %d pairs: %w", len(batch), err)
 		}
@@ -64,17 +73,12 @@ func (t queueTx) AddPairs(pairs []inbox.Pair, now time.Time) error {
 	return nil
 }
 
-// Mirror sets the queue columns of the new rows of ids from their pairs, in
-// two statements: one for the rows with pairs, one for those with none.
+// mirrorSQL sets the queue columns of the new rows ?1 lists (a JSON array
+// of ids) from their pairs; mirrorNoneSQL finishes those with no pair.
 // Both find the rows by id (+status keeps the planner off the queue index,
 // which would have it walk every new row).
-func (t queueTx) Mirror(ids []string, now time.Time) error {
-	b, err := json.Marshal(ids)
-	if err != nil {
-		return fmt.Errorf("mirror %d rows: %w", len(ids), err)
-	}
-	list := string(b)
-	_, err = t.tx.ExecContext(t.ctx, `UPDATE events SET status = m.status,
+const (
+	mirrorSQL = `UPDATE events SET status = m.status,
 			reason = CASE WHEN m.status = 'parked' THEN m.reason END,
 			attempts = m.attempts, next_attempt_at = CASE WHEN m.status = 'new' THEN m.next_at ELSE 0 END,
 			lease_owner = m.owner, lease_until = m.until,
@@ -92,15 +96,26 @@ func (t queueTx) Mirror(ids []string, now time.Time) error {
 				AND d.last_error IS NOT NULL ORDER BY d.updated_at DESC LIMIT 1) AS last_error,
 			max(done_at) AS done_at, max(updated_at) AS at
 			FROM deliveries WHERE event_id IN (SELECT value FROM json_each(?1)) GROUP BY event_id) AS m
-		WHERE events.id = m.id AND +events.status = 'new'`, list, millis(now))
+		WHERE events.id = m.id AND +events.status = 'new'`
+
+	mirrorNoneSQL = `UPDATE events SET status = 'done', done_at = ?2, updated_at = ?2,
+			next_attempt_at = 0, lease_owner = NULL, lease_until = NULL
+		WHERE id IN (SELECT value FROM json_each(?1)) AND +status = 'new'
+		AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = events.id)`
+)
+
+// Mirror sets the queue columns of the new rows of ids from their pairs, in
+// two statements: one for the rows with pairs, one for those with none.
+func (t queueTx) Mirror(ids []string, now time.Time) error {
+	b, err := json.Marshal(ids)
 	if err != nil {
 		return fmt.Errorf("mirror %d rows: %w", len(ids), err)
 	}
-	_, err = t.tx.ExecContext(t.ctx, `UPDATE events SET status = 'done', done_at = ?2, updated_at = ?2,
-			next_attempt_at = 0, lease_owner = NULL, lease_until = NULL
-		WHERE id IN (SELECT value FROM json_each(?1)) AND +status = 'new'
-		AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = events.id)`, list, millis(now))
-	if err != nil {
+	list := string(b)
+	if _, err := t.st.exec(stmtMirror, list, millis(now)); err != nil {
+		return fmt.Errorf("mirror %d rows: %w", len(ids), err)
+	}
+	if _, err := t.st.exec(stmtMirrorNone, list, millis(now)); err != nil {
 		return fmt.Errorf("finish %d rows no destination takes: %w", len(ids), err)
 	}
 	return nil

@@ -92,3 +92,61 @@ func TestSettleTablesMadeLater(t *testing.T) {
 		t.Errorf("missed after the key was delivered: %+v, want none", missed)
 	}
 }
+
+// TestQueueParsesNothing runs the dispatcher's writes (a claim that routes
+// new rows and counts some of their attempts, a count of the others, and
+// their outcomes: done, retried, parked, given back, uncounted) and checks
+// that none of them made the writer parse a statement: the queue's writes
+// cost no parse per row or per claim.
+func TestQueueParsesNothing(t *testing.T) {
+	ctx := context.Background()
+	s := sqlitetest.MustOpen(t, sqlite.Options{})
+	for _, id := range []string{"q1", "q2", "q3", "q4", "q5", "q6"} {
+		if _, err := s.Put(ctx, job(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := sqlite.ParsedForTest(s)
+	now := time.Now()
+	routes := []inbox.Route{{Name: "a"}, {Name: "b"}}
+	claim := inbox.Claim{Now: now, Until: now.Add(time.Minute), Max: 6, Start: 3, Destination: "a", Routes: routes}
+	jobs, _, err := s.Settle(ctx, "o", nil, claim)
+	if err != nil || len(jobs) != 6 {
+		t.Fatalf("claim: %d jobs, %v; want 6", len(jobs), err)
+	}
+	var unstarted []inbox.Job
+	for _, j := range jobs {
+		if !j.Started() {
+			unstarted = append(unstarted, j)
+		}
+	}
+	started, err := s.Start(ctx, "o", unstarted, now, now.Add(time.Minute))
+	if err != nil || len(started) != 3 {
+		t.Fatalf("start: %d started, %v; want 3", len(started), err)
+	}
+	var settled []inbox.Settlement
+	for i, j := range append(jobs[:0:0], jobs...) {
+		if !j.Started() {
+			j = started[0]
+			started = started[1:]
+		}
+		st := inbox.Settlement{Job: j, At: now}
+		switch i % 4 {
+		case 0:
+			st.Fate = inbox.FateDone
+		case 1:
+			st.Fate, st.RetryAt, st.Error = inbox.FateRetry, now.Add(time.Minute), "boom"
+		case 2:
+			st.Fate, st.Reason, st.Error = inbox.FatePark, inbox.ReasonHandlerRejected, "no"
+		default:
+			st.Fate = inbox.FateUnsent
+		}
+		settled = append(settled, st)
+	}
+	if _, stale, err := s.Settle(ctx, "o", settled, inbox.Claim{Now: now, Until: now.Add(time.Minute), Max: 6, Destination: "b", Routes: routes}); err != nil || stale != 0 {
+		t.Fatalf("settle: stale %d, %v", stale, err)
+	}
+	if n := sqlite.ParsedForTest(s) - before; n != 0 {
+		t.Errorf("the writer parsed %d statements for the queue's writes, want 0", n)
+	}
+}

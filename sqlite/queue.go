@@ -3,8 +3,8 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
 
 	"inbox/inbox"
@@ -46,21 +46,23 @@ func (q queueing) ReadOnly() bool { return q.s.write == nil }
 // given: the store's clock is this process's.
 func (q queueing) InQueueTx(ctx context.Context, _ time.Time, fn func(inbox.QueueTx) error) error {
 	return q.s.writeOp(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		return fn(queueTx{ctx: ctx, tx: tx})
+		return fn(queueTx{ctx: ctx, tx: tx, st: &txStmts{ctx: ctx, tx: tx, st: q.s.stmts}})
 	})
 }
 
-// queueTx is inbox.QueueTx in tx, under the writer's context.
+// queueTx is inbox.QueueTx in tx, under the writer's context, running the
+// writer's prepared statements (st): a claim, a count or a settlement of
+// any number of rows parses nothing.
 type queueTx struct {
 	ctx context.Context
 	tx  *sql.Tx
+	st  *txStmts
 }
 
 // Lock returns no row held: the writer's transaction holds the database.
 func (t queueTx) Lock([]string) ([]string, error) { return nil, nil }
 
-// maxDoneBatch bounds the rows one statement marks done or starts (four
-// parameters each at most, well under SQLite's limit).
+// maxDoneBatch bounds the rows one statement marks done or starts.
 const maxDoneBatch = 1000
 
 // SettleDone marks done the rows of done whose claims hold, in one
@@ -69,7 +71,7 @@ const maxDoneBatch = 1000
 func (t queueTx) SettleDone(owner string, done []inbox.Settlement) (int, error) {
 	marked := 0
 	for from := 0; from < len(done); from += maxDoneBatch {
-		n, err := settleDone(t.ctx, t.tx, owner, done[from:min(from+maxDoneBatch, len(done))])
+		n, err := t.settleDone(owner, done[from:min(from+maxDoneBatch, len(done))])
 		if err != nil {
 			return marked, err
 		}
@@ -78,24 +80,29 @@ func (t queueTx) SettleDone(owner string, done []inbox.Settlement) (int, error) 
 	return marked, nil
 }
 
+// settleDoneSQL marks done the pairs ?1 lists whose claims hold: a JSON
+// array of [id, destination, attempts the claim holds, attempt, when].
+const settleDoneSQL = `UPDATE deliveries SET status = 'done', done_at = s.at,
+		updated_at = s.at, lease_owner = NULL, lease_until = NULL, next_attempt_at = 0,
+		attempts = s.attempt
+		FROM (SELECT value ->> 0 AS id, value ->> 1 AS dest, value ->> 2 AS held, value ->> 3 AS attempt,
+			value ->> 4 AS at FROM json_each(?1)) AS s
+		WHERE deliveries.event_id = s.id AND deliveries.destination = s.dest
+		AND deliveries.attempts = s.held
+		AND deliveries.lease_owner = ?2 AND deliveries.status = 'new'`
+
 // settleDone marks done the pairs of batch whose claims hold, in one
 // statement, and returns how many it marked.
-func settleDone(ctx context.Context, tx *sql.Tx, owner string, batch []inbox.Settlement) (int, error) {
-	values := strings.Repeat("(?, ?, ?, ?, ?), ", len(batch))
-	args := make([]any, 0, 5*len(batch)+1)
-	for _, st := range batch {
-		args = append(args, st.Job.ID, st.Job.Dest(), st.Job.HeldAttempts(), st.Job.Attempt, millis(st.At))
+func (t queueTx) settleDone(owner string, batch []inbox.Settlement) (int, error) {
+	list := make([][]any, len(batch))
+	for i, st := range batch {
+		list[i] = []any{st.Job.ID, st.Job.Dest(), st.Job.HeldAttempts(), st.Job.Attempt, millis(st.At)}
 	}
-	args = append(args, owner)
-	// VALUES names its columns column1, column2, ...: id, destination,
-	// attempts the claim holds, attempt, when.
-	res, err := tx.ExecContext(ctx, `UPDATE deliveries SET status = 'done', done_at = s.column5,
-		updated_at = s.column5, lease_owner = NULL, lease_until = NULL, next_attempt_at = 0,
-		attempts = s.column4
-		FROM (VALUES `+values[:len(values)-2]+`) AS s
-		WHERE deliveries.event_id = s.column1 AND deliveries.destination = s.column2
-		AND deliveries.attempts = s.column3
-		AND deliveries.lease_owner = ? AND deliveries.status = 'new'`, args...)
+	arg, err := json.Marshal(list)
+	if err != nil {
+		return 0, fmt.Errorf("mark %d rows done: %w", len(batch), err)
+	}
+	res, err := t.st.exec(stmtSettleDone, string(arg), owner)
 	if err != nil {
 		return 0, fmt.Errorf("mark %d rows done: %w", len(batch), err)
 	}
@@ -110,32 +117,40 @@ func settleDone(ctx context.Context, tx *sql.Tx, owner string, batch []inbox.Set
 // owner, and the attempt count the claim left (or Start made) unchanged.
 const claimGuard = ` WHERE event_id = ? AND destination = ? AND status = 'new' AND lease_owner = ? AND attempts = ?`
 
+// The statements that record a settlement of each fate but FateDone, its
+// claim guarded.
+const (
+	settleRetrySQL = `UPDATE deliveries SET lease_owner = NULL, lease_until = NULL, next_attempt_at = ?, last_error = ?,
+			attempts = ?, updated_at = ?` + claimGuard
+	settleParkSQL = `UPDATE deliveries SET status = 'parked', reason = ?, last_error = ?, updated_at = ?,
+			lease_owner = NULL, lease_until = NULL, next_attempt_at = 0, attempts = ?` + claimGuard
+	settleExhaustedSQL = `UPDATE deliveries SET status = 'parked', reason = ?, last_error = ?, updated_at = ?,
+			lease_owner = NULL, lease_until = NULL, next_attempt_at = 0` + claimGuard
+	settleReleaseSQL = `UPDATE deliveries SET lease_owner = NULL, lease_until = NULL, next_attempt_at = ?` + claimGuard
+	settleUnsentSQL  = `UPDATE deliveries SET lease_owner = NULL, lease_until = NULL, next_attempt_at = ?, attempts = ?` + claimGuard
+)
+
 // Settle records st, a settlement inbox.CheckSettle took, unless its claim
 // is gone (false).
 func (t queueTx) Settle(owner string, st inbox.Settlement) (bool, error) {
 	guard := []any{st.Job.ID, st.Job.Dest(), owner, st.Job.HeldAttempts()}
-	var q string
+	var stmt int
 	var args []any
 	switch st.Fate {
 	case inbox.FateRetry:
-		q = `UPDATE deliveries SET lease_owner = NULL, lease_until = NULL, next_attempt_at = ?, last_error = ?,
-			attempts = ?, updated_at = ?`
-		args = []any{millis(st.RetryAt), st.Error, st.Job.Attempt, millis(st.At)}
+		stmt, args = stmtSettleRetry, []any{millis(st.RetryAt), st.Error, st.Job.Attempt, millis(st.At)}
 	case inbox.FatePark:
-		q = `UPDATE deliveries SET status = 'parked', reason = ?, last_error = ?, updated_at = ?,
-			lease_owner = NULL, lease_until = NULL, next_attempt_at = 0, attempts = ?`
-		args = []any{string(st.Reason), st.Error, millis(st.At), st.Job.Attempt}
+		stmt, args = stmtSettlePark, []any{string(st.Reason), st.Error, millis(st.At), st.Job.Attempt}
 	case inbox.FateExhausted:
-		q = `UPDATE deliveries SET status = 'parked', reason = ?, last_error = ?, updated_at = ?,
-			lease_owner = NULL, lease_until = NULL, next_attempt_at = 0`
-		args = []any{string(st.Reason), st.Error, millis(st.At)}
+		stmt, args = stmtSettleExhausted, []any{string(st.Reason), st.Error, millis(st.At)}
 	case inbox.FateRelease:
-		q = `UPDATE deliveries SET lease_owner = NULL, lease_until = NULL, next_attempt_at = ?`
-		args = []any{millis(st.At)}
+		stmt, args = stmtSettleRelease, []any{millis(st.At)}
+	case inbox.FateUnsent:
+		stmt, args = stmtSettleUnsent, []any{millis(st.At), st.Job.Attempt - 1}
 	default:
 		return false, fmt.Errorf("settle %s: unknown fate %d", st.Job.ID, st.Fate)
 	}
-	res, err := t.tx.ExecContext(t.ctx, q+claimGuard, append(args, guard...)...)
+	res, err := t.st.exec(stmt, append(args, guard...)...)
 	if err != nil {
 		return false, fmt.Errorf("settle %s: %w", st.Job.ID, err)
 	}
@@ -146,19 +161,25 @@ func (t queueTx) Settle(owner string, st inbox.Settlement) (bool, error) {
 	return n == 1, nil
 }
 
-// Claim leases up to c.Max due new pairs of c's destination to owner,
-// none while it is paused, their attempts not counted yet. The
-// deliveries_queue index serves the inner query, so it reads only the
-// pairs it takes.
-func (t queueTx) Claim(owner string, c inbox.Claim) ([]inbox.Job, error) {
-	until := millis(c.Until)
-	rows, err := t.tx.QueryContext(t.ctx, `UPDATE deliveries
+// claimSQL leases up to ?5 due new pairs of the destination ?3 to ?1
+// until ?2. The deliveries_queue index serves the inner query, so it reads
+// only the pairs it takes.
+const claimSQL = `UPDATE deliveries
 		SET lease_owner = ?1, lease_until = ?2, next_attempt_at = ?2
 		WHERE rowid IN (SELECT rowid FROM deliveries WHERE destination = ?3 AND status = 'new' AND next_attempt_at <= ?4
 			AND NOT EXISTS (SELECT 1 FROM paused_destinations WHERE name = ?3)
 			ORDER BY next_attempt_at, received_at LIMIT ?5)
-		RETURNING event_id, attempts + 1`,
-		owner, until, c.Dest(), millis(c.Now), c.Max)
+		RETURNING event_id, attempts + 1`
+
+// claimReadSQL reads the rows ?1 lists (a JSON array of ids).
+const claimReadSQL = `SELECT id, source, coalesce(event, ''), body FROM events
+		WHERE id IN (SELECT value FROM json_each(?1))`
+
+// Claim leases up to c.Max due new pairs of c's destination to owner,
+// none while it is paused, their attempts not counted yet, and reads their
+// rows in one more statement.
+func (t queueTx) Claim(owner string, c inbox.Claim) ([]inbox.Job, error) {
+	rows, err := t.st.query(stmtClaim, owner, millis(c.Until), c.Dest(), millis(c.Now), c.Max)
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
@@ -175,13 +196,45 @@ func (t queueTx) Claim(owner string, c inbox.Claim) ([]inbox.Job, error) {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
 	rows.Close()
+	if len(jobs) == 0 {
+		return nil, nil
+	}
+	ids := make([]string, len(jobs))
+	for i, j := range jobs {
+		ids[i] = j.ID
+	}
+	arg, err := json.Marshal(ids)
+	if err != nil {
+		return nil, fmt.Errorf("claim: %w", err)
+	}
+	type row struct {
+		source, event string
+		body          []byte
+	}
+	read := make(map[string]row, len(jobs))
+	rows, err = t.st.query(stmtClaimRead, string(arg))
+	if err != nil {
+		return nil, fmt.Errorf("claim: read the rows: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var r row
+		if err := rows.Scan(&id, &r.source, &r.event, &r.body); err != nil {
+			return nil, fmt.Errorf("claim: read the rows: %w", err)
+		}
+		read[id] = r
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("claim: read the rows: %w", err)
+	}
 	for i := range jobs {
 		j := &jobs[i]
-		err := t.tx.QueryRowContext(t.ctx, `SELECT source, coalesce(event, ''), body FROM events WHERE id = ?`, j.ID).
-			Scan(&j.Source, &j.Event, &j.Body)
-		if err != nil {
-			return nil, fmt.Errorf("claim: read %s: %w", j.ID, err)
+		r, ok := read[j.ID]
+		if !ok {
+			return nil, fmt.Errorf("claim: read %s: %w", j.ID, sql.ErrNoRows)
 		}
+		j.Source, j.Event, j.Body = r.source, r.event, r.body
 		j.Key = inbox.KeyOf(j.Source, j.ID)
 	}
 	return jobs, nil
@@ -192,7 +245,7 @@ func (t queueTx) Claim(owner string, c inbox.Claim) ([]inbox.Job, error) {
 func (t queueTx) Start(owner string, jobs []inbox.Job, now, until time.Time) ([]string, error) {
 	var counted []string
 	for from := 0; from < len(jobs); from += maxDoneBatch {
-		ids, err := startBatch(t.ctx, t.tx, owner, jobs[from:min(from+maxDoneBatch, len(jobs))], now, until)
+		ids, err := t.startBatch(owner, jobs[from:min(from+maxDoneBatch, len(jobs))], now, until)
 		if err != nil {
 			return nil, err
 		}
@@ -201,23 +254,29 @@ func (t queueTx) Start(owner string, jobs []inbox.Job, now, until time.Time) ([]
 	return counted, nil
 }
 
+// startSQL counts the attempts of the pairs ?1 lists whose claims hold (a
+// JSON array of [id, destination, attempts the claim holds, attempt]), and
+// renews their leases to run out at ?2.
+const startSQL = `UPDATE deliveries SET attempts = s.attempt, lease_until = ?2, next_attempt_at = ?2
+		FROM (SELECT value ->> 0 AS id, value ->> 1 AS dest, value ->> 2 AS held, value ->> 3 AS attempt
+			FROM json_each(?1)) AS s
+		WHERE deliveries.event_id = s.id AND deliveries.destination = s.dest
+		AND deliveries.attempts = s.held
+		AND deliveries.lease_owner = ?3 AND deliveries.status = 'new' AND deliveries.lease_until > ?4
+		RETURNING deliveries.event_id`
+
 // startBatch counts the attempts of batch whose claims hold, in one
 // statement, and returns their ids.
-func startBatch(ctx context.Context, tx *sql.Tx, owner string, batch []inbox.Job, now, until time.Time) ([]string, error) {
-	values := strings.Repeat("(?, ?, ?, ?), ", len(batch))
-	args := []any{millis(until), millis(until)}
-	for _, j := range batch {
-		args = append(args, j.ID, j.Dest(), j.HeldAttempts(), j.Attempt)
+func (t queueTx) startBatch(owner string, batch []inbox.Job, now, until time.Time) ([]string, error) {
+	list := make([][]any, len(batch))
+	for i, j := range batch {
+		list[i] = []any{j.ID, j.Dest(), j.HeldAttempts(), j.Attempt}
 	}
-	args = append(args, owner, millis(now))
-	// VALUES names its columns column1, column2, ...: id, destination,
-	// attempts the claim holds, attempt.
-	rows, err := tx.QueryContext(ctx, `UPDATE deliveries SET attempts = s.column4, lease_until = ?, next_attempt_at = ?
-		FROM (VALUES `+values[:len(values)-2]+`) AS s
-		WHERE deliveries.event_id = s.column1 AND deliveries.destination = s.column2
-		AND deliveries.attempts = s.column3
-		AND deliveries.lease_owner = ? AND deliveries.status = 'new' AND deliveries.lease_until > ?
-		RETURNING deliveries.event_id`, args...)
+	arg, err := json.Marshal(list)
+	if err != nil {
+		return nil, fmt.Errorf("count %d attempts: %w", len(batch), err)
+	}
+	rows, err := t.st.query(stmtStart, string(arg), millis(until), owner, millis(now))
 	if err != nil {
 		return nil, fmt.Errorf("count %d attempts: %w", len(batch), err)
 	}

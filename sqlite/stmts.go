@@ -38,6 +38,15 @@ const (
 	// redelivery it asked for (SettlePolls).
 	settleExpectationSQL = `UPDATE expectations SET state = 'done', settled_at = ?
 		WHERE source = ? AND job_id = ? AND state = 'waiting'`
+
+	// queueTablesSQL tells whether the database has the tables the queue
+	// statements (stmtClaim and after) write.
+	queueTablesSQL = `SELECT coalesce((SELECT count(*) = 2 FROM sqlite_master
+		WHERE type = 'table' AND name IN ('deliveries', 'paused_destinations')), 0)`
+
+	savepointSQL  = `SAVEPOINT op`
+	rollbackToSQL = `ROLLBACK TO op`
+	releaseSQL    = `RELEASE op`
 )
 
 // The writer's statements, by index in writerStmts.
@@ -46,9 +55,25 @@ const (
 	stmtCurrent
 	stmtRepeat
 	stmtRevive
+	stmtSavepoint
+	stmtRollbackTo
+	stmtRelease
 	stmtPending
 	stmtClearRefusal
 	stmtSettleExpectation
+	stmtClaim
+	stmtClaimRead
+	stmtStart
+	stmtSettleDone
+	stmtSettleRetry
+	stmtSettlePark
+	stmtSettleExhausted
+	stmtSettleRelease
+	stmtSettleUnsent
+	stmtUnrouted
+	stmtAddPairs
+	stmtMirror
+	stmtMirrorNone
 	numStmts
 )
 
@@ -58,28 +83,49 @@ var writerSQL = [numStmts]string{
 	stmtCurrent:           currentSQL,
 	stmtRepeat:            repeatSQL,
 	stmtRevive:            reviveSQL,
+	stmtSavepoint:         savepointSQL,
+	stmtRollbackTo:        rollbackToSQL,
+	stmtRelease:           releaseSQL,
 	stmtPending:           pendingSQL,
 	stmtClearRefusal:      clearRefusalSQL,
 	stmtSettleExpectation: settleExpectationSQL,
+	stmtClaim:             claimSQL,
+	stmtClaimRead:         claimReadSQL,
+	stmtStart:             startSQL,
+	stmtSettleDone:        settleDoneSQL,
+	stmtSettleRetry:       settleRetrySQL,
+	stmtSettlePark:        settleParkSQL,
+	stmtSettleExhausted:   settleExhaustedSQL,
+	stmtSettleRelease:     settleReleaseSQL,
+	stmtSettleUnsent:      settleUnsentSQL,
+	stmtUnrouted:          unroutedSQL,
+	stmtAddPairs:          addPairsSQL,
+	stmtMirror:            mirrorSQL,
+	stmtMirrorNone:        mirrorNoneSQL,
 }
 
 // writerStmts are the writer's prepared statements. The settle statements
-// (stmtPending and after) are nil when the database had no refusals or
-// expectations table at open; settleArrivals then looks for the tables in
-// each commit, as they may be made by another process meanwhile.
+// (stmtPending to stmtSettleExpectation) are nil when the database had no
+// refusals or expectations table at open; settleArrivals then looks for
+// the tables in each commit, as they may be made by another process
+// meanwhile. The queue statements (stmtClaim and after) are nil when it
+// had no deliveries table: the queue's writes then run from their text.
 type writerStmts [numStmts]*sql.Stmt
 
-// prepareWriter prepares the writer's statements on db, the settle ones
-// only when their tables are there.
+// prepareWriter prepares the writer's statements on db, the settle and
+// queue ones only when their tables are there.
 func prepareWriter(ctx context.Context, db *sql.DB) (*writerStmts, error) {
 	var st writerStmts
-	var settle bool
+	var settle, queue bool
 	if err := db.QueryRowContext(ctx, settleTablesSQL).Scan(&settle); err != nil {
 		return nil, fmt.Errorf("prepare: %w", err)
 	}
+	if err := db.QueryRowContext(ctx, queueTablesSQL).Scan(&queue); err != nil {
+		return nil, fmt.Errorf("prepare: %w", err)
+	}
 	for i, q := range writerSQL {
-		if i >= stmtPending && !settle {
-			break
+		if (i >= stmtPending && i < stmtClaim && !settle) || (i >= stmtClaim && !queue) {
+			continue
 		}
 		s, err := db.PrepareContext(ctx, q)
 		if err != nil {
@@ -118,10 +164,26 @@ type txStmts struct {
 // get returns statement i bound to the transaction; nil when it was not
 // prepared.
 func (t *txStmts) get(i int) *sql.Stmt {
-	if t.bound[i] == nil && t.st[i] != nil {
+	if t.bound[i] == nil && t.st != nil && t.st[i] != nil {
 		t.bound[i] = t.tx.StmtContext(t.ctx, t.st[i])
 	}
 	return t.bound[i]
+}
+
+// exec runs statement i, prepared, or from its text when it was not.
+func (t *txStmts) exec(i int, args ...any) (sql.Result, error) {
+	if s := t.get(i); s != nil {
+		return s.ExecContext(t.ctx, args...)
+	}
+	return t.tx.ExecContext(t.ctx, writerSQL[i], args...)
+}
+
+// query runs statement i as exec does, and returns its rows.
+func (t *txStmts) query(i int, args ...any) (*sql.Rows, error) {
+	if s := t.get(i); s != nil {
+		return s.QueryContext(t.ctx, args...)
+	}
+	return t.tx.QueryContext(t.ctx, writerSQL[i], args...)
 }
 
 // parseCounter counts the statements a connection parsed for a single use

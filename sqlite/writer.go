@@ -160,7 +160,7 @@ func (s *Store) commitTx(batch []*write) ([]inbox.Written, error) {
 	var landed []inbox.Delivery
 	for i, w := range batch {
 		if w.Op != nil {
-			if results[i].Err, err = runOp(ctx, tx, w.Op); err != nil {
+			if results[i].Err, err = runOp(st, w.Op); err != nil {
 				tx.Rollback()
 				return nil, err
 			}
@@ -186,18 +186,19 @@ func (s *Store) commitTx(batch []*write) ([]inbox.Written, error) {
 	return results, nil
 }
 
-// runOp runs op inside a savepoint of tx and returns op's error, after
-// undoing op's changes; err is set only when the savepoint itself fails.
-func runOp(ctx context.Context, tx *sql.Tx, op txOp) (opErr, err error) {
-	if _, err := tx.ExecContext(ctx, `SAVEPOINT op`); err != nil {
+// runOp runs op inside a savepoint of st's transaction and returns op's
+// error, after undoing op's changes; err is set only when the savepoint
+// itself fails.
+func runOp(st *txStmts, op txOp) (opErr, err error) {
+	if _, err := st.exec(stmtSavepoint); err != nil {
 		return nil, fmt.Errorf("savepoint: %w", err)
 	}
-	if opErr = op(ctx, tx); opErr != nil {
-		if _, err := tx.ExecContext(ctx, `ROLLBACK TO op`); err != nil {
+	if opErr = op(st.ctx, st.tx); opErr != nil {
+		if _, err := st.exec(stmtRollbackTo); err != nil {
 			return nil, fmt.Errorf("roll back to savepoint: %w", err)
 		}
 	}
-	if _, err := tx.ExecContext(ctx, `RELEASE op`); err != nil {
+	if _, err := st.exec(stmtRelease); err != nil {
 		return nil, fmt.Errorf("release savepoint: %w", err)
 	}
 	return opErr, nil

@@ -252,6 +252,124 @@ func runQueue(t *testing.T, o opener) {
 		}
 	})
 
+	t.Run("claim and start in one call", func(t *testing.T) {
+		// A claim may count the attempts of some of the rows it takes, as
+		// Start would: those come back started, the rest as any claim's.
+		e := o.fresh(t)
+		e.queued("job_1", "job_2", "job_3", "job_4")
+		lease := time.Minute
+		e.clock.Set(t0)
+		ctx := context.Background()
+		if _, _, err := e.s.Settle(ctx, "a", nil, inbox.Claim{Now: t0, Until: t0.Add(lease), Max: 1, Start: -1}); err == nil {
+			t.Error("a claim to start -1 attempts: no error")
+		}
+		jobs, _, err := e.s.Settle(ctx, "a", nil, inbox.Claim{Now: t0, Until: t0.Add(lease), Max: 3, Start: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := ids(jobs); !slices.Equal(got, []string{"job_1#1", "job_2#1", "job_3#1"}) {
+			t.Fatalf("claimed %v, want the three oldest at attempt 1", got)
+		}
+		var started, unstarted []inbox.Job
+		for _, j := range jobs {
+			if j.Started() {
+				started = append(started, j)
+			} else {
+				unstarted = append(unstarted, j)
+			}
+			want := int64(0)
+			if j.Started() {
+				want = 1
+			}
+			if r := e.get(j.ID); r.Attempts != want || r.LeaseOwner != "a" || !r.LeaseUntil.Equal(t0.Add(lease)) {
+				t.Errorf("%s (started %v) = %+v, want %d attempts, held by a for the lease", j.ID, j.Started(), r, want)
+			}
+		}
+		if len(started) != 2 || len(unstarted) != 1 {
+			t.Fatalf("started %v, not %v; want two started", ids(started), ids(unstarted))
+		}
+		// The started ones settle as attempts Start counted, the other
+		// starts as any claim.
+		if s, ok := e.startOne("a", started[0], t0, t0.Add(lease)); ok {
+			t.Errorf("%s started twice", s.ID)
+		}
+		if _, ok := e.startOne("a", unstarted[0], t0, t0.Add(lease)); !ok {
+			t.Errorf("the claim left unstarted did not start")
+		}
+		if stale := e.settle("a", t0, inbox.Settlement{Job: started[0], Fate: inbox.FateDone, At: t0},
+			inbox.Settlement{Job: started[1], Fate: inbox.FateUnsent, At: t0}); stale != 0 {
+			t.Fatalf("settle the started claims: stale %d", stale)
+		}
+		if r := e.get(started[0].ID); r.Status != inbox.StatusDone || r.Attempts != 1 {
+			t.Errorf("done row = %+v, want done after 1 attempt", r)
+		}
+		if r := e.get(started[1].ID); r.Status != inbox.StatusNew || r.Attempts != 0 || r.LeaseOwner != "" {
+			t.Errorf("uncounted row = %+v, want new, no attempt, no lease", r)
+		}
+	})
+
+	t.Run("claim and start no attempt past the last", func(t *testing.T) {
+		e := o.fresh(t)
+		e.queued("job_1")
+		lease := time.Minute
+		ctx := context.Background()
+		e.clock.Set(t0)
+		jobs, _, err := e.s.Settle(ctx, "b", nil, inbox.Claim{Now: t0, Until: t0.Add(lease), Max: 1, Start: 1})
+		if err != nil || len(jobs) != 1 || !jobs[0].Started() {
+			t.Fatalf("claim and start = %v, %v; want one started", ids(jobs), err)
+		}
+		if stale := e.settle("b", t0, inbox.Settlement{Job: jobs[0], Fate: inbox.FateRetry, At: t0, RetryAt: t0}); stale != 0 {
+			t.Fatalf("retry: stale %d", stale)
+		}
+		jobs, _, err = e.s.Settle(ctx, "b", nil, inbox.Claim{Now: t0, Until: t0.Add(lease), Max: 1, Start: 1, LastAttempt: 1})
+		if err != nil || len(jobs) != 1 || jobs[0].Attempt != 2 || jobs[0].Started() {
+			t.Fatalf("claim past the last attempt = %v, %v; want job_1 at attempt 2, not started", ids(jobs), err)
+		}
+		if r := e.get("job_1"); r.Attempts != 1 {
+			t.Errorf("a row claimed past its last attempt = %+v, want still 1 attempt", r)
+		}
+	})
+
+	t.Run("uncount an attempt not sent", func(t *testing.T) {
+		// A counted attempt the dispatcher never sent is undone: the row
+		// is claimable at once, at the attempt it would have been.
+		e := o.fresh(t)
+		e.queued("job_1", "job_2")
+		lease := time.Minute
+		jobs := e.claim("a", t0, lease, 2)
+		if len(jobs) != 2 {
+			t.Fatalf("claimed %v, want both", ids(jobs))
+		}
+		at := t0.Add(time.Second)
+		started := e.start("a", jobs, at, at.Add(lease))
+		if len(started) != 2 {
+			t.Fatalf("started %v, want both", ids(started))
+		}
+		ctx := context.Background()
+		e.clock.Set(at)
+		if _, _, err := e.s.Settle(ctx, "a", []inbox.Settlement{{Job: jobs[0], Fate: inbox.FateUnsent, At: at}}, inbox.Claim{}); err == nil {
+			t.Error("an attempt never started was uncounted")
+		}
+		if stale := e.settle("b", at, inbox.Settlement{Job: started[0], Fate: inbox.FateUnsent, At: at}); stale != 1 {
+			t.Errorf("another owner's uncount: stale %d, want 1", stale)
+		}
+		if stale := e.settle("a", at, inbox.Settlement{Job: started[0], Fate: inbox.FateUnsent, At: at}); stale != 0 {
+			t.Fatalf("uncount: stale %d", stale)
+		}
+		if r := e.get(started[0].ID); r.Status != inbox.StatusNew || r.Attempts != 0 || r.LeaseOwner != "" {
+			t.Errorf("uncounted row = %+v, want new, no attempt, no lease", r)
+		}
+		if r := e.get(started[1].ID); r.Attempts != 1 || r.LeaseOwner != "a" {
+			t.Errorf("the other started row = %+v, want 1 attempt, held by a", r)
+		}
+		if stale := e.settle("a", at, inbox.Settlement{Job: started[0], Fate: inbox.FateUnsent, At: at}); stale != 1 {
+			t.Errorf("a second uncount: stale %d, want 1", stale)
+		}
+		if got := ids(e.claim("b", at, lease, 5)); !slices.Equal(got, []string{started[0].ID + "#1"}) {
+			t.Errorf("claim after the uncount = %v, want %s at attempt 1", got, started[0].ID)
+		}
+	})
+
 	t.Run("settle and claim in one call", func(t *testing.T) {
 		e := o.fresh(t)
 		e.queued("job_1", "job_2")
