@@ -46,8 +46,14 @@ func (q queueing) ReadOnly() bool { return q.s.write == nil }
 // given: the store's clock is this process's.
 func (q queueing) InQueueTx(ctx context.Context, _ time.Time, fn func(inbox.QueueTx) error) error {
 	return q.s.writeOp(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		return fn(queueTx{ctx: ctx, tx: tx, st: &txStmts{ctx: ctx, tx: tx, st: q.s.stmts}})
+		return fn(q.s.queueTx(ctx, tx))
 	})
+}
+
+// queueTx is the queue's statements in tx, a transaction of the write
+// connection, under ctx.
+func (s *Store) queueTx(ctx context.Context, tx *sql.Tx) queueTx {
+	return queueTx{ctx: ctx, tx: tx, st: &txStmts{ctx: ctx, tx: tx, st: s.stmts}}
 }
 
 // queueTx is inbox.QueueTx in tx, under the writer's context, running the

@@ -38,7 +38,7 @@ func (r replaying) InReplayTx(ctx context.Context, dryRun bool, fn func(inbox.Re
 		return errNoHistory
 	}
 	now := r.s.now()
-	if err := fn(replayTx{queueTx{ctx: ctx, tx: tx}}, now); err != nil {
+	if err := fn(replayTx{r.s.queueTx(ctx, tx)}, now); err != nil {
 		return err
 	}
 	if dryRun {
