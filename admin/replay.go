@@ -34,7 +34,9 @@ they are skipped and counted; inbox reprocess is for them.
 Select rows by id, or by --since/--until (received time), --source,
 --event, --status, --reason, --job-status and --destination; given
 together, a row must match them all. --status and --reason are the row's
-own (which sums up its destinations). With --destination only the rows
+own (which sums up its destinations); a row selected as parked has only
+its parked pairs (of that --reason) reset, so a destination that took it
+is not handed it again. With --destination only the rows
 routed to that destination are taken, and only their pair for it is
 reset: no row reaches a destination whose filters did not take it. It
 refuses to run without a selection (--status done selects every done

@@ -79,7 +79,7 @@ func Replay(ctx context.Context, store ReplayStore, sel ReplaySelection, opts Re
 			if err != nil {
 				return err
 			}
-			b, err = replayRows(tx, rows, sel.Filter.Destination, start, rep.Rows-rep.Rerouted, opts.Rate, now)
+			b, err = replayRows(tx, rows, sel.Filter, start, rep.Rows-rep.Rerouted, opts.Rate, now)
 			return err
 		})
 		if err != nil {
@@ -93,15 +93,15 @@ func Replay(ctx context.Context, store ReplayStore, sel ReplaySelection, opts Re
 // replayBatch bounds the rows one replay transaction takes.
 const replayBatch = 500
 
-// replayRows plans and applies one batch of rows in tx at now, the rows
-// handed on paced at rate from start, after the paced ones of the batches
-// before.
-func replayRows(tx ReplayTx, rows []ReplayRow, dest string, start time.Time, paced int, rate float64, now time.Time) (ReplayReport, error) {
+// replayRows plans and applies one batch of rows, selected by f, in tx at
+// now, the rows handed on paced at rate from start, after the paced ones
+// of the batches before.
+func replayRows(tx ReplayTx, rows []ReplayRow, f Filter, start time.Time, paced int, rate float64, now time.Time) (ReplayReport, error) {
 	b := ReplayReport{Skipped: map[string]int{}}
 	var reset []ReplayPair
 	var reroute []string
 	for _, r := range rows {
-		p := planReplay(r, dest)
+		p := planReplay(r, f)
 		b.Waiting += p.waiting
 		switch {
 		case p.skip != "":
@@ -185,16 +185,28 @@ type replayPlan struct {
 	waiting int
 }
 
-// planReplay returns what a replay does with row r: reset the pairs that
-// are done or parked (only dest's when dest is set) and leave the new ones
-// waiting; route again a row with no pair that was handed on; skip a row
-// parked on receipt or ignored.
-func planReplay(r ReplayRow, dest string) replayPlan {
+// planReplay returns what a replay does with row r, selected by f: reset
+// the pairs that are done or parked (only f.Destination's when it is set)
+// and leave the new ones waiting; route again a row with no pair that was
+// handed on; skip a row parked on receipt or ignored. A row selected as
+// parked (f.Status parked, or f.Reason) has only its parked pairs of that
+// reason reset: a destination that took the row is not handed it again.
+func planReplay(r ReplayRow, f Filter) replayPlan {
 	pairs := r.Pairs
-	if dest != "" {
-		pairs = slices.DeleteFunc(slices.Clone(pairs), func(p Pairing) bool { return p.Destination != dest })
-		if len(pairs) == 0 {
-			// Not routed to dest (the selection leaves such rows out).
+	keep := func(p Pairing) bool {
+		if f.Destination != "" && p.Destination != f.Destination {
+			return false
+		}
+		if f.Status == StatusParked || f.Reason != "" {
+			return p.Status == StatusParked && (f.Reason == "" || p.Reason == f.Reason)
+		}
+		return true
+	}
+	if f.Destination != "" || f.Status == StatusParked || f.Reason != "" {
+		pairs = slices.DeleteFunc(slices.Clone(pairs), func(p Pairing) bool { return !keep(p) })
+		if len(pairs) == 0 && len(r.Pairs) > 0 {
+			// None of its pairs is selected (the selection leaves such
+			// rows out, or another session changed them since).
 			return replayPlan{}
 		}
 	}

@@ -125,14 +125,14 @@ func (t replayTx) Rows(ids []string, f inbox.Filter) ([]inbox.ReplayRow, error) 
 	for i, r := range out {
 		at[r.Event.ID] = i
 	}
-	pairs, err := t.tx.Query(t.ctx, `SELECT event_id, destination, status FROM deliveries
+	pairs, err := t.tx.Query(t.ctx, `SELECT event_id, destination, status, coalesce(reason, '') FROM deliveries
 		WHERE event_id = ANY($1::text[]) ORDER BY event_id, destination`, ids)
 	if err != nil {
 		return nil, fmt.Errorf("read the rows' destinations: %w", err)
 	}
 	var id string
 	var p inbox.Pairing
-	_, err = pgx.ForEachRow(pairs, []any{&id, &p.Destination, &p.Status}, func() error {
+	_, err = pgx.ForEachRow(pairs, []any{&id, &p.Destination, &p.Status, &p.Reason}, func() error {
 		if i, ok := at[id]; ok {
 			out[i].Pairs = append(out[i].Pairs, p)
 		}

@@ -117,7 +117,7 @@ func (t replayTx) Rows(ids []string, f inbox.Filter) ([]inbox.ReplayRow, error) 
 	for i, r := range out {
 		at[r.Event.ID] = i
 	}
-	pairs, err := t.tx.QueryContext(t.ctx, `SELECT event_id, destination, status FROM deliveries
+	pairs, err := t.tx.QueryContext(t.ctx, `SELECT event_id, destination, status, coalesce(reason, '') FROM deliveries
 		WHERE event_id IN (SELECT value FROM json_each(?)) ORDER BY event_id, destination`, jsonList(ids))
 	if err != nil {
 		return nil, fmt.Errorf("read the rows' destinations: %w", err)
@@ -125,7 +125,7 @@ func (t replayTx) Rows(ids []string, f inbox.Filter) ([]inbox.ReplayRow, error) 
 	err = each(pairs, func(scan func(...any) error) error {
 		var id string
 		var p inbox.Pairing
-		if err := scan(&id, &p.Destination, &p.Status); err != nil {
+		if err := scan(&id, &p.Destination, &p.Status, &p.Reason); err != nil {
 			return err
 		}
 		if i, ok := at[id]; ok {

@@ -160,6 +160,47 @@ func runReplay(t *testing.T, o opener) {
 		}
 	})
 
+	t.Run("a row selected as parked: only its parked pairs", func(t *testing.T) {
+		e := o.fresh(t)
+		e.put(failed("job_2"))
+		at := t0.Add(time.Second)
+		got := e.claimFor("failures", "o", at, 10)
+		if len(got) != 1 {
+			t.Fatalf("failures claimed %v, want job_2", ids(got))
+		}
+		e.settle("o", at, inbox.Settlement{Job: got[0], Fate: inbox.FatePark, At: at, Reason: inbox.ReasonHandlerRejected, Error: "HTTP 422"})
+		e.deliverAll(at)
+		if r := e.get("job_2"); r.Status != inbox.StatusParked {
+			t.Fatalf("job_2 = %s, want parked at failures and done elsewhere", r.Status)
+		}
+		later := at.Add(time.Minute)
+		e.clock.Set(later)
+		for _, f := range []inbox.Filter{{Status: inbox.StatusParked}, {Reason: inbox.ReasonHandlerRejected}} {
+			e.clock.Set(later)
+			rep := e.replay(inbox.ReplaySelection{Filter: f}, inbox.ReplayOptions{})
+			if rep.Rows != 1 || rep.Pairs != 1 {
+				t.Fatalf("replay %+v = %+v, want job_2's parked pair alone", f, rep)
+			}
+			if p := e.pairing("job_2", "failures"); p.Status != inbox.StatusNew || len(p.Earlier) == 0 {
+				t.Errorf("failures' pair after replay %+v = %+v, want new with its earlier series", f, p)
+			}
+			for _, dest := range []string{"app", "audit"} {
+				if p := e.pairing("job_2", dest); p.Status != inbox.StatusDone || len(p.Earlier) != 0 {
+					t.Errorf("%s, which took job_2, after replay %+v = %+v, want done, not handed it again", dest, f, p)
+				}
+			}
+			got := e.claimFor("failures", "o", later, 10)
+			if len(got) != 1 {
+				t.Fatalf("failures claimed %v after the replay, want job_2", ids(got))
+			}
+			e.settle("o", later, inbox.Settlement{Job: got[0], Fate: inbox.FatePark, At: later, Reason: inbox.ReasonHandlerRejected, Error: "HTTP 422"})
+			if r := e.get("job_2"); r.Status != inbox.StatusParked || r.Reason != inbox.ReasonHandlerRejected {
+				t.Fatalf("job_2 parked again at failures = %s %s, want parked handler_rejected", r.Status, r.Reason)
+			}
+			later = later.Add(time.Minute)
+		}
+	})
+
 	t.Run("paced", func(t *testing.T) {
 		e := o.fresh(t)
 		var all, bodies []string
