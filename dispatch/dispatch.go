@@ -379,8 +379,10 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 			// counted ahead now (a token of ahead each), which go to the
 			// workers at once; the starter counts the rest. With a Rate
 			// the starter counts them all, each in its turn.
+			// A row's last attempt is never counted ahead (LastAttempt):
+			// a crash must not leave a row parked with no request sent.
 			start := 0
-			for d.limit == nil && start < want && tryTake(ahead) {
+			for d.limit == nil && len(d.cfg.Schedule) > 0 && start < want && tryTake(ahead) {
 				start++
 			}
 			// Not cut short by ctx: a claim that commits after Settle gave
@@ -458,6 +460,11 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 type counted struct {
 	job inbox.Job
 	at  time.Time
+	// last: the job's last attempt, not counted yet. Its worker counts it
+	// just before sending it (Store.Start of it alone), so a dispatcher
+	// that dies never leaves a row whose last attempt was counted and not
+	// sent, which its next claim would park unsent.
+	last bool
 }
 
 // tryTake puts a token in c if there is room, and reports whether it did.
@@ -513,7 +520,7 @@ func (d *Dispatcher) settle(ctx context.Context, now time.Time, pending []inbox.
 			want, start = 0, 0 // a reload removed this destination: it only settles
 		}
 		got, stale, err = d.store.Settle(ctx, d.cfg.Owner, pending, inbox.Claim{Now: now, Until: now.Add(d.cfg.Lease), Max: want,
-			Destination: d.cfg.Route.Name, Routes: routes, Start: start, LastAttempt: len(d.cfg.Schedule) + 1})
+			Destination: d.cfg.Route.Name, Routes: routes, Start: start, LastAttempt: len(d.cfg.Schedule)})
 	})
 	var partial *inbox.PartialError
 	switch {
@@ -543,6 +550,26 @@ func (d *Dispatcher) settle(ctx context.Context, now time.Time, pending []inbox.
 func (d *Dispatcher) work(ctx context.Context, ready <-chan counted, results chan<- inbox.Settlement, ahead chan struct{}, p *pool, wg *sync.WaitGroup) {
 	for c := range ready {
 		j := c.job
+		if c.last {
+			// Counted now, just before it is sent; given back
+			// unattempted when it may not start.
+			now := d.cfg.Now()
+			var started []inbox.Job
+			var err error
+			if ctx.Err() == nil && d.reachable() == nil {
+				// Not cut short by ctx: an error must mean nothing was counted.
+				started, err = d.store.Start(context.WithoutCancel(ctx), d.cfg.Owner, []inbox.Job{j}, now, now.Add(d.cfg.Lease))
+				if err != nil {
+					d.log.Warn().Err(err).Str(keyJob, j.ID).Msg("cannot count the attempt: giving the row back")
+				}
+			}
+			if len(started) != 1 {
+				<-ahead
+				results <- release(j, now)
+				continue
+			}
+			j, c.at = started[0], now
+		}
 		// A row that waited long for a worker (every one held by an
 		// attempt that could not go aside) no longer has the lease its
 		// attempt and outcome need: it is given back, to be claimed anew.
@@ -632,12 +659,20 @@ func (d *Dispatcher) runStarter(ctx context.Context, jobs <-chan inbox.Job, read
 		if !d.mayStart(ctx, j, results, ahead) {
 			continue
 		}
+		if d.isLast(j) {
+			ready <- counted{job: j, at: d.cfg.Now(), last: true}
+			continue
+		}
 		batch := []inbox.Job{j}
 	fill:
 		for d.limit == nil && len(batch) < maxStartBatch && tryTake(ahead) {
 			select {
 			case j, ok := <-jobs:
 				if ok && d.mayStart(ctx, j, results, ahead) {
+					if d.isLast(j) {
+						ready <- counted{job: j, at: d.cfg.Now(), last: true}
+						break fill
+					}
 					batch = append(batch, j)
 					continue
 				}
@@ -657,6 +692,10 @@ func (d *Dispatcher) runStarter(ctx context.Context, jobs <-chan inbox.Job, read
 		})
 	}
 }
+
+// isLast reports whether j's attempt is the last its schedule allows: one
+// never counted ahead of its worker (counted.last).
+func (d *Dispatcher) isLast(j inbox.Job) bool { return j.Attempt > len(d.cfg.Schedule) }
 
 // mayStart reports whether j's attempt may be counted now, holding a token
 // of ahead; if not, it gives j back unattempted and the token with it.

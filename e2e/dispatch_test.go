@@ -810,3 +810,53 @@ events = ["job.completed"]
 		}
 	}
 }
+
+// TestCrashNeverParksAnUnsentLastAttempt: with no retries every attempt is
+// a row's last, and a row whose last attempt was counted but never sent
+// would be parked handler_failed when claimed again, unsent. `inbox
+// dispatch` is killed with SIGKILL again and again while it holds a row
+// under way and one waiting: no attempt goes uncounted or counted unsent,
+// and every row parked was parked after a request reached the application.
+func TestCrashNeverParksAnUnsentLastAttempt(t *testing.T) {
+	const n, crashes = 8, 3
+	db := fillDB(t, n)
+	app := newRecorder(t)
+	app.hanging.Store(true)
+	args := []string{"--db", db, "--forward-url", app.URL, "--workers", "1", "--max-slow", "0",
+		"--timeout", "2s", "--lease", "4s", "--retry-schedule", "none"}
+	for i := range crashes {
+		before := app.requests()
+		d := startDispatch(t, args...)
+		waitFor := time.Now().Add(20 * time.Second)
+		for {
+			_, leased := rowStates(t, db)
+			if app.requests() > before && leased >= 2 {
+				break
+			}
+			if time.Now().After(waitFor) {
+				t.Fatalf("crash %d: the dispatcher never held a row under way and one waiting:\n%s", i+1, d.logs)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		d.kill(syscall.SIGKILL)
+		if unsent := unsentAttempts(t, rowAttempts(t, db), app.attempts(), false); unsent != 0 {
+			t.Fatalf("crash %d: %d last attempts counted and never sent", i+1, unsent)
+		}
+	}
+	app.hanging.Store(false)
+	d := startDispatch(t, args...)
+	deadline := time.Now().Add(40 * time.Second)
+	for states, _ := rowStates(t, db); states["done"]+states["parked"] != n; states, _ = rowStates(t, db) {
+		if time.Now().After(deadline) {
+			t.Fatalf("rows %v, want all %d done or parked\n%s", states, n, d.logs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	d.kill(syscall.SIGTERM)
+	sent := app.attempts()
+	for id, r := range rowAttempts(t, db) {
+		if r.Status == "parked" && len(sent[id]) == 0 {
+			t.Errorf("%s parked after %d attempts with no request sent", id, r.Attempts)
+		}
+	}
+}
