@@ -469,6 +469,7 @@ type result struct {
 	// With -pin, the CPUs the receiver's and the bench's threads were
 	// allowed on as the load ended, read back from the kernel.
 	pinnedTo, loadPinnedTo []int
+	loadAvg                string // the 1-minute load average as the load started -> ended
 }
 
 // measure starts one receiver (all its replicas) on a fresh database, or
@@ -549,11 +550,15 @@ func measure(ctx context.Context, spec receiverSpec, cfg config, secret string, 
 		}()
 	}
 	meter := newCPUMeter(pids...)
+	if spec.pg {
+		meter.server = &serverMeter{dsn: cfg.postgres, appName: schema.name, hz: meter.hz}
+	}
 	start := time.Now()
 	sampled := make(chan []rssSample, 1)
 	sctx, stopSampling := context.WithCancel(lctx)
 	go func() { sampled <- sampleRSS(sctx, start, pids...) }()
 
+	avgBefore := loadAvg()
 	lr := load{
 		urls:        urls,
 		secret:      secret,
@@ -568,7 +573,8 @@ func measure(ctx context.Context, spec receiverSpec, cfg config, secret string, 
 		meter:       meter.read,
 	}.run(lctx)
 	stopSampling()
-	res := result{name: spec.name, load: lr, warmup: cfg.warmup, samples: <-sampled, rows: -1}
+	res := result{name: spec.name, load: lr, warmup: cfg.warmup, samples: <-sampled, rows: -1,
+		loadAvg: avgBefore + " -> " + loadAvg()}
 
 	// Checked first: an interrupt reaches the receiver too, and then it is
 	// the reason the receiver exited.

@@ -74,11 +74,14 @@ func newSchema(ctx context.Context, base, runID string) (pgSchema, error) {
 	return s, nil
 }
 
-// url is the base URL with the run's schema as its search_path.
+// url is the base URL with the run's schema as its search_path, and its
+// name as the application_name, by which serverMeter finds the run's
+// backends.
 func (s pgSchema) url() string {
 	u, _ := url.Parse(s.base) // checked by checkPostgresURL
 	q := u.Query()
 	q.Set("search_path", s.name)
+	q.Set("application_name", s.name)
 	u.RawQuery = q.Encode()
 	return u.String()
 }
