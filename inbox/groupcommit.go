@@ -41,7 +41,10 @@ type Written struct {
 }
 
 // GroupCommit is the loop of a store's writer. Set its fields, then run
-// Run in one goroutine until Stop is closed; Send from any number.
+// Run until Stop is closed; Send from any number of goroutines. Run may run
+// in several goroutines at once (a store whose database commits several
+// transactions at once): each takes batches of its own, so that several
+// commits are in flight, and Commit is then called from each.
 type GroupCommit[Op any] struct {
 	// MaxBatch bounds how many writes one commit carries.
 	MaxBatch int

@@ -20,7 +20,8 @@ import (
 // (pgxpool's AfterConnect, so a new connection is checked as the first
 // was), and tryTx reads the settings again in each transaction, just before
 // COMMIT, since fsync and full_page_writes can change on a reload under a
-// connection already made.
+// connection already made (the writer's transactions: commitGuard, in the
+// round trip of COMMIT).
 
 // forceDurable sets synchronous_commit to on in params unless the
 // connection string chose a value itself (as a parameter or in options),
@@ -96,6 +97,28 @@ func (s *Store) beforeCommit(ctx context.Context, tx pgx.Tx) (*int64, error) {
 		return nil, fmt.Errorf("refuse to commit: %w", err)
 	}
 	return xid, nil
+}
+
+// commitGuard is the writer's check of notDurable's rules, sent with COMMIT
+// in the same round trip (tryWriteTx) rather than a round trip before it:
+// it runs in the transaction, just before COMMIT, on the session's settings
+// then, and fails, so that the server skips the COMMIT and the transaction
+// is rolled back, when the commit would not be durable. $1 is
+// unsafeNoFsync. Plain SQL has no statement that raises an error of its
+// own, so it reads a setting no one sets, into a number: that fails
+// whatever the setting holds; refusedCommit then says why.
+const commitGuard = `SELECT CASE WHEN lower(current_setting('synchronous_commit')) IN ('off', 'local')
+	OR (NOT $1::boolean AND (lower(current_setting('fsync')) = 'off' OR lower(current_setting('full_page_writes')) = 'off'))
+	THEN ('x' || current_setting('inbox.commit_would_not_be_durable'))::int END`
+
+// refusedCommit is the error of a writer's transaction that commitGuard
+// failed (err): it reads the session's settings again, on c, to say which
+// one refused it.
+func (s *Store) refusedCommit(ctx context.Context, c *pgx.Conn, err error) error {
+	if derr := checkDurable(ctx, c, s.unsafeNoFsync); derr != nil {
+		return fmt.Errorf("refuse to commit: %w", derr)
+	}
+	return fmt.Errorf("refuse to commit: the server's durability settings (synchronous_commit, fsync, full_page_writes) did not allow it: %w", err)
 }
 
 // outcomeKnown reports whether err, from COMMIT, says the transaction did

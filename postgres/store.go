@@ -32,7 +32,17 @@ const (
 	// claims, the readiness probe and an unknown commit's resolution need
 	// another meanwhile.
 	MinMaxConns = 2
+	// maxWriters bounds the group commits one store has in flight at once,
+	// each on a connection of its own: enough that a batch fills while
+	// others wait for their WAL flush, which the server then does for
+	// several at once.
+	maxWriters = 4
 )
+
+// writers is how many group commits a store with a pool of maxConns has
+// in flight at once: up to maxWriters, leaving half the pool to the rest
+// of the store.
+func writers(maxConns int) int { return max(1, min(maxWriters, maxConns/2)) }
 
 // Options configure Open.
 type Options struct {
@@ -60,17 +70,19 @@ type Options struct {
 	// due time is the database's now(), so the clocks of the machines the
 	// replicas run on never shorten a lease.
 	Now func() time.Time
-	// OnCommit, when set, is called by the writer after each group commit
-	// with what it carried, how long it took and its error. It runs on the
-	// writer goroutine, so it must return at once.
+	// OnCommit, when set, is called by the writers after each group commit
+	// with what it carried, how long it took and its error. It runs on a
+	// writer's goroutine, so it must return at once, and several writers
+	// may call it at once.
 	OnCommit func(inbox.Commit)
 }
 
-// Store is the PostgreSQL inbox. Deliveries (Put) go through one writer
-// goroutine per process, which commits those waiting together in one
-// transaction; every other operation runs in its own transaction on the
-// pool. Rows held by another replica's transaction are waited for up to
-// the busy timeout.
+// Store is the PostgreSQL inbox. Deliveries (Put) go through the store's
+// writers (writers of the pool's size), each of which commits those
+// waiting together in one transaction, on a connection of its own; every
+// other operation runs in its own transaction on the pool. Rows held by
+// another transaction (another writer's, another replica's) are waited
+// for up to the busy timeout.
 type Store struct {
 	// What inbox makes of the store's statements (counting, secretUses,
 	// reconciling, purging, reprocessing).
@@ -80,6 +92,7 @@ type Store struct {
 	now      func() time.Time // nil: the database's clock
 	busy     time.Duration
 	maxBatch int
+	writers  int // group commits in flight at once
 	readOnly bool
 	onCommit func(inbox.Commit)
 	// unsafeNoFsync: see Options.UnsafeNoFsync.
@@ -169,7 +182,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("open store: %w", explainRefusal(err))
 	}
-	s := &Store{pool: pool, now: opts.Now, busy: opts.BusyTimeout, maxBatch: opts.MaxBatch,
+	s := &Store{pool: pool, now: opts.Now, busy: opts.BusyTimeout, maxBatch: opts.MaxBatch, writers: writers(opts.MaxConns),
 		readOnly: opts.ReadOnly, onCommit: opts.OnCommit, unsafeNoFsync: opts.UnsafeNoFsync, closing: make(chan struct{}), probeID: rand.Text()}
 	s.Sequences = inbox.NewSequences(counting{s}, secretUses{s}, reconciling{s}, purging{s}, reprocessing{s})
 	if !opts.ReadOnly {
@@ -180,8 +193,10 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 			return nil, fmt.Errorf("open store: clear old probe rows: %w", explainRefusal(err))
 		}
 		s.writer = s.newWriter()
-		s.stopped.Add(1)
-		go s.runWriter()
+		for range s.writers {
+			s.stopped.Add(1)
+			go s.runWriter()
+		}
 	}
 	return s, nil
 }
