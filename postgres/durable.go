@@ -105,20 +105,32 @@ func (s *Store) beforeCommit(ctx context.Context, tx pgx.Tx) (*int64, error) {
 // then, and fails, so that the server skips the COMMIT and the transaction
 // is rolled back, when the commit would not be durable. $1 is
 // unsafeNoFsync. Plain SQL has no statement that raises an error of its
-// own, so it reads a setting no one sets, into a number: that fails
-// whatever the setting holds; refusedCommit then says why.
+// own, so it casts a text that is never a number, guardPrefix and the
+// three settings, to one: the error carries the settings (which the
+// rollback may undo, when the transaction itself changed them) to
+// refusedCommit.
 const commitGuard = `SELECT CASE WHEN lower(current_setting('synchronous_commit')) IN ('off', 'local')
 	OR (NOT $1::boolean AND (lower(current_setting('fsync')) = 'off' OR lower(current_setting('full_page_writes')) = 'off'))
-	THEN ('x' || current_setting('inbox.commit_would_not_be_durable'))::int END`
+	THEN ('` + guardPrefix + `' || current_setting('synchronous_commit') || ' ' || current_setting('fsync')
+		|| ' ' || current_setting('full_page_writes'))::int END`
+
+// guardPrefix starts the text commitGuard fails on.
+const guardPrefix = "inbox durability: "
 
 // refusedCommit is the error of a writer's transaction that commitGuard
-// failed (err): it reads the session's settings again, on c, to say which
-// one refused it.
-func (s *Store) refusedCommit(ctx context.Context, c *pgx.Conn, err error) error {
-	if derr := checkDurable(ctx, c, s.unsafeNoFsync); derr != nil {
-		return fmt.Errorf("refuse to commit: %w", derr)
+// failed with err: notDurable's, for the settings err carries.
+func (s *Store) refusedCommit(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		if _, settings, ok := strings.Cut(pgErr.Message, guardPrefix); ok {
+			if f := strings.Fields(strings.TrimSuffix(settings, `"`)); len(f) == 3 {
+				if derr := notDurable(f[0], f[1], f[2], s.unsafeNoFsync); derr != nil {
+					return fmt.Errorf("refuse to commit: %w", derr)
+				}
+			}
+		}
 	}
-	return fmt.Errorf("refuse to commit: the server's durability settings (synchronous_commit, fsync, full_page_writes) did not allow it: %w", err)
+	return fmt.Errorf("refuse to commit: the session's synchronous_commit, fsync or full_page_writes does not make the commit durable: %w", err)
 }
 
 // outcomeKnown reports whether err, from COMMIT, says the transaction did

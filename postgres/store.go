@@ -57,6 +57,10 @@ type Options struct {
 	BusyTimeout time.Duration
 	// MaxBatch bounds how many deliveries one group commit carries.
 	MaxBatch int
+	// Writers is how many group commits are in flight at once, each on a
+	// connection of its own; when zero, up to maxWriters, leaving half the
+	// pool to the rest of the store.
+	Writers int
 	// MaxConns bounds the connection pool; DefaultMaxConns when zero.
 	// Open refuses fewer than MinMaxConns for a writable store.
 	MaxConns int
@@ -129,6 +133,9 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if opts.MaxConns <= 0 {
 		opts.MaxConns = DefaultMaxConns
 	}
+	if opts.Writers <= 0 {
+		opts.Writers = writers(opts.MaxConns)
+	}
 	if opts.MaxConns < MinMaxConns && !opts.ReadOnly {
 		return nil, fmt.Errorf("open store: a pool of %d connections is too small: the writer holds one through each commit and the rest of the store needs another; want at least %d", opts.MaxConns, MinMaxConns)
 	}
@@ -182,7 +189,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("open store: %w", explainRefusal(err))
 	}
-	s := &Store{pool: pool, now: opts.Now, busy: opts.BusyTimeout, maxBatch: opts.MaxBatch, writers: writers(opts.MaxConns),
+	s := &Store{pool: pool, now: opts.Now, busy: opts.BusyTimeout, maxBatch: opts.MaxBatch, writers: opts.Writers,
 		readOnly: opts.ReadOnly, onCommit: opts.OnCommit, unsafeNoFsync: opts.UnsafeNoFsync, closing: make(chan struct{}), probeID: rand.Text()}
 	s.Sequences = inbox.NewSequences(counting{s}, secretUses{s}, reconciling{s}, purging{s}, reprocessing{s})
 	if !opts.ReadOnly {

@@ -60,6 +60,15 @@ func (s *Store) send(ctx context.Context, w *write) inbox.Written {
 // busy timeout rather than one it may not.
 const maxBatchBytes = 16 << 20
 
+// minFill is how many deliveries a writer's batch waits for, fillWait at
+// most, while another writer's commit is under way
+// (inbox.GroupCommit.MinFill): a commit of one delivery costs the server
+// a WAL flush as one of many does.
+const (
+	minFill  = 8
+	fillWait = 2 * time.Millisecond
+)
+
 // heldRetry is how soon deliveries whose rows another session held are
 // tried again when no new delivery comes first.
 const heldRetry = 20 * time.Millisecond
@@ -71,6 +80,7 @@ const heldRetry = 20 * time.Millisecond
 func (s *Store) newWriter() *inbox.GroupCommit[int] {
 	return inbox.NewGroupCommit(inbox.GroupCommit[int]{
 		MaxBatch: s.maxBatch, MaxBytes: maxBatchBytes, Retry: heldRetry,
+		MinFill: minFill, FillWait: fillWait,
 		Commit: s.commit, OnCommit: s.onCommit, Stop: s.closing,
 	})
 }
@@ -209,7 +219,7 @@ func (s *Store) tryWriteTx(ctx context.Context, fn func(c *pgx.Conn, last *tail)
 			// A statement before COMMIT failed: the server skipped the rest.
 			rollback(ctx, c)
 			if what == last.what[len(last.what)-2] {
-				return false, s.refusedCommit(ctx, c, err)
+				return false, s.refusedCommit(err)
 			}
 			return retryable(err), fmt.Errorf("%s: %w", what, err)
 		}
