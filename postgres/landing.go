@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -166,42 +167,48 @@ type txStart struct {
 	xid int64
 }
 
-// begin sends BEGIN, the batch's insert-and-lock statement (insertLock) on
-// the deliveries of batch at the indexes firsts (one a key), and a read of
-// the transaction's clock and id, in one round trip. It marks in keys the
-// keys it inserted, reads into keys the rows it locked, and records both
-// in found. With no deliveries it only begins.
+// begin sends BEGIN and the batch's insert-and-lock statement (insertLock)
+// on the deliveries of batch at the indexes firsts (one a key), in one
+// round trip, and returns the transaction's clock and id. It marks in keys
+// the keys it inserted, reads into keys the rows it locked, and records
+// both in found. With no deliveries it reads only the clock and the id.
 func (s *Store) begin(ctx context.Context, c *pgx.Conn, batch []inbox.Delivery, firsts []int, keys map[string]*keyState, found map[string]bool) (txStart, error) {
 	clock := s.clockArg()
 	b := &pgx.Batch{}
 	b.Queue(`BEGIN`)
+	var tx txStart
 	if len(firsts) > 0 {
 		sql, args := insertStatement(insertLock, batch, firsts, clock)
 		b.Queue(sql, args...).Query(func(rows pgx.Rows) error {
 			for rows.Next() {
-				var fresh bool
-				var id string
+				var fresh *bool
+				var id *string
 				var r inbox.Event
-				if err := rows.Scan(&fresh, &id, &r.Status, &r.Reason, &r.SHA256, &r.Event, &r.JobStatus, &r.Source, &r.Response); err != nil {
+				var now, xid *int64
+				if err := rows.Scan(&fresh, &id, &r.Status, &r.Reason, &r.SHA256, &r.Event, &r.JobStatus, &r.Source, &r.Response, &now, &xid); err != nil {
 					return err
 				}
-				k := keys[id]
-				if fresh {
-					k.inserted = true
-				} else {
-					k.row = r
+				switch {
+				case id == nil && now != nil && xid != nil:
+					tx = txStart{now: *now, xid: *xid}
+				case id == nil:
+					return errors.New("no clock or transaction id")
+				case *fresh:
+					keys[*id].inserted = true
+				default:
+					keys[*id].row = r
 				}
-				found[id] = true
+				if id != nil {
+					found[*id] = true
+				}
 			}
 			return rows.Err()
 		})
+	} else {
+		b.Queue(`SELECT coalesce($1::bigint, `+dbNow+`), txid_current()`, clock).QueryRow(func(row pgx.Row) error {
+			return row.Scan(&tx.now, &tx.xid)
+		})
 	}
-	var tx txStart
-	// txid_current, not _if_assigned: the id must be known before COMMIT
-	// is sent, and a batch that writes nothing yet may write later.
-	b.Queue(`SELECT coalesce($1::bigint, `+dbNow+`), txid_current()`, clock).QueryRow(func(row pgx.Row) error {
-		return row.Scan(&tx.now, &tx.xid)
-	})
 	if err := c.SendBatch(ctx, b).Close(); err != nil {
 		return txStart{}, fmt.Errorf("insert and lock %d rows: %w", len(firsts), err)
 	}
@@ -235,14 +242,20 @@ const insertPlain = `INSERT INTO events
 // keys ($1): one row each, fresh for one it inserted. Its snapshot
 // predates its inserts, so it never locks a row it made; nor one another
 // transaction committed while the insert waited for it (land locks those
-// by a statement of its own). A row another session holds is skipped.
+// by a statement of its own). A row another session holds is skipped. A
+// last row, with no id, holds the transaction's clock and id:
+// txid_current, not _if_assigned, since the id must be known before
+// COMMIT is sent.
 const insertLock = `WITH fresh AS (` + insertPlain + `),
 	locked AS (SELECT id, status, coalesce(reason, '') AS reason, sha256, coalesce(event, '') AS event,
 		coalesce(job_status, '') AS job_status, source, response
-		FROM events WHERE id = ANY($1) ORDER BY id FOR UPDATE SKIP LOCKED)
-	SELECT true, id, '', '', '', '', '', '', NULL::bytea FROM fresh
+		FROM events WHERE id = ANY($1) ORDER BY id FOR UPDATE SKIP LOCKED),
+	tx AS (SELECT coalesce($14::bigint, ` + dbNow + `) AS now, txid_current() AS xid)
+	SELECT true, id, '', '', '', '', '', '', NULL::bytea, NULL::bigint, NULL::bigint FROM fresh
 	UNION ALL
-	SELECT false, id, status, reason, sha256, event, job_status, source, response FROM locked`
+	SELECT false, id, status, reason, sha256, event, job_status, source, response, NULL, NULL FROM locked
+	UNION ALL
+	SELECT NULL, NULL, '', '', '', '', '', '', NULL, now, xid FROM tx`
 
 // insertStatement is sql (insertPlain or insertLock) with its arguments:
 // the deliveries of batch at the indexes idx, in key order, stamped with
