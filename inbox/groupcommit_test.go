@@ -109,7 +109,9 @@ func TestGroupCommitFill(t *testing.T) {
 	defer func() { close(stop); loops.Wait() }()
 	send := func(key string) chan inbox.Written {
 		c := make(chan inbox.Written, 1)
-		go func() { c <- g.Send(context.Background(), context.Background(), &inbox.Write[int]{Delivery: inbox.Delivery{Key: key}}) }()
+		go func() {
+			c <- g.Send(context.Background(), context.Background(), &inbox.Write[int]{Delivery: inbox.Delivery{Key: key}})
+		}()
 		return c
 	}
 	slow := send("slow")

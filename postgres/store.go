@@ -32,17 +32,15 @@ const (
 	// claims, the readiness probe and an unknown commit's resolution need
 	// another meanwhile.
 	MinMaxConns = 2
-	// maxWriters bounds the group commits one store has in flight at once,
-	// each on a connection of its own: enough that a batch fills while
-	// others wait for their WAL flush, which the server then does for
-	// several at once.
-	maxWriters = 4
+	// DefaultWriters is how many group commits a store has in flight at
+	// once, each on a connection of its own, when Options.Writers is zero:
+	// one, whose batch grows with the load, so each WAL flush carries as
+	// many deliveries as it can. Several writers pay where the server's
+	// flush is slow (the one batch in flight waits on it), and cost the
+	// server CPU where it is fast: their transactions are smaller, and
+	// contend for the same index pages.
+	DefaultWriters = 1
 )
-
-// writers is how many group commits a store with a pool of maxConns has
-// in flight at once: up to maxWriters, leaving half the pool to the rest
-// of the store.
-func writers(maxConns int) int { return max(1, min(maxWriters, maxConns/2)) }
 
 // Options configure Open.
 type Options struct {
@@ -58,8 +56,9 @@ type Options struct {
 	// MaxBatch bounds how many deliveries one group commit carries.
 	MaxBatch int
 	// Writers is how many group commits are in flight at once, each on a
-	// connection of its own; when zero, up to maxWriters, leaving half the
-	// pool to the rest of the store.
+	// connection of its own; DefaultWriters when zero. Open refuses as many
+	// as MaxConns or more for a writable store: the rest of the store needs
+	// a connection beside them.
 	Writers int
 	// MaxConns bounds the connection pool; DefaultMaxConns when zero.
 	// Open refuses fewer than MinMaxConns for a writable store.
@@ -82,7 +81,7 @@ type Options struct {
 }
 
 // Store is the PostgreSQL inbox. Deliveries (Put) go through the store's
-// writers (writers of the pool's size), each of which commits those
+// writers (Options.Writers), each of which commits those
 // waiting together in one transaction, on a connection of its own; every
 // other operation runs in its own transaction on the pool. Rows held by
 // another transaction (another writer's, another replica's) are waited
@@ -134,10 +133,13 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		opts.MaxConns = DefaultMaxConns
 	}
 	if opts.Writers <= 0 {
-		opts.Writers = writers(opts.MaxConns)
+		opts.Writers = DefaultWriters
 	}
 	if opts.MaxConns < MinMaxConns && !opts.ReadOnly {
 		return nil, fmt.Errorf("open store: a pool of %d connections is too small: the writer holds one through each commit and the rest of the store needs another; want at least %d", opts.MaxConns, MinMaxConns)
+	}
+	if opts.Writers >= opts.MaxConns && !opts.ReadOnly {
+		return nil, fmt.Errorf("open store: %d writers need a pool of more than %d connections: each holds one through its commits and the rest of the store needs another", opts.Writers, opts.MaxConns)
 	}
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {

@@ -134,3 +134,12 @@ func TestCommitRefusedWhenNotDurable(t *testing.T) {
 		t.Errorf("the next put: %v", err)
 	}
 }
+
+// TestWritersWithinThePool: Open refuses as many writers as the pool has
+// connections, which would leave none for the rest of the store.
+func TestWritersWithinThePool(t *testing.T) {
+	_, err := postgres.Open(context.Background(), testURL(t), postgres.Options{MaxConns: 4, Writers: 4})
+	if err == nil || !strings.Contains(err.Error(), "4 writers need a pool of more than 4 connections") {
+		t.Fatalf("4 writers on 4 connections: %v, want refused", err)
+	}
+}
