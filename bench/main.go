@@ -132,7 +132,7 @@ the CPU time each receiver and the load generator use per delivery.
   go run ./bench -pin -rounds 3        each receiver on one CPU, the load on another
   go run ./bench -repeat 0.5 -rounds 3 one delivery in two a repeat, against all new
   go run ./bench -postgres 'postgres://postgres@127.0.0.1:5432/test?sslmode=disable' -rounds 3
-                                       inbox on PostgreSQL, one and two replicas, and commit-each-pg too
+                                       inbox on PostgreSQL (one replica, two, one with four writers), and commit-each-pg
   go run ./bench -prefill 5000000 -order inbox
                                        inbox on a database that already holds 5 million rows
 
@@ -362,7 +362,7 @@ func receiverSpecs(ctx context.Context, cfg *config, dir string, stderr io.Write
 	var specs []receiverSpec
 	for _, name := range cfg.receivers {
 		switch name {
-		case nameInboxPG, nameInboxPGx2:
+		case nameInboxPG, nameInboxPGx2, nameInboxPGw4:
 			ok, err := inboxOnPostgres(ctx)
 			if err != nil {
 				return nil, err
@@ -376,8 +376,11 @@ func receiverSpecs(ctx context.Context, cfg *config, dir string, stderr io.Write
 				return nil, err
 			}
 			spec := receiverSpec{name: name, table: "events", argv: argv, repeat: cfg.repeat, pg: true}
-			if name == nameInboxPGx2 {
+			switch name {
+			case nameInboxPGx2:
 				spec.replicas = 2
+			case nameInboxPGw4:
+				spec.argv = func(addr, db string) []string { return append(argv(addr, db), "--db-writers", "4") }
 			}
 			specs = append(specs, spec)
 		case commitEachPG:

@@ -20,13 +20,18 @@ const (
 	// nameInboxPGx2 is two replicas of it on one database, the load split
 	// across both.
 	nameInboxPGx2 = "inbox-pg-x2"
+	// nameInboxPGw4 is one replica with four writers (serve --db-writers
+	// 4): four batches in flight rather than one.
+	nameInboxPGw4 = "inbox-pg-w4"
 	// commitEachPG commits every request in a PostgreSQL transaction of its
 	// own.
 	commitEachPG = "commit-each-pg"
 )
 
 // postgresNames lists the receivers -postgres adds, in the default order.
-func postgresNames() []string { return []string{nameInboxPG, commitEachPG, nameInboxPGx2} }
+func postgresNames() []string {
+	return []string{nameInboxPG, commitEachPG, nameInboxPGx2, nameInboxPGw4}
+}
 
 // pgTimeout bounds each statement the bench itself runs on PostgreSQL.
 const pgTimeout = 10 * time.Second

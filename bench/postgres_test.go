@@ -173,7 +173,7 @@ func TestPostgresFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(cfg.receivers, ","); got != "inbox,store-nothing,commit-each,inbox-pg,commit-each-pg,inbox-pg-x2" {
+	if got := strings.Join(cfg.receivers, ","); got != "inbox,store-nothing,commit-each,inbox-pg,commit-each-pg,inbox-pg-x2,inbox-pg-w4" {
 		t.Errorf("default order with -postgres: %s", got)
 	}
 	t.Setenv("INBOX_BENCH_POSTGRES", "postgres://u@h/db")

@@ -345,6 +345,7 @@ func reportPGTargets(w io.Writer, cfg config, results []result) {
 	}
 	var vsCommitEach, p99s, x2VsOne, x2P99s, vsSQLite []float64
 	var cpuVsCommitEach, cpuWith, ceCPUWith, cpuReceiver, ceCPUReceiver []float64
+	var w4VsOne, w4CPUVsOne, w4P99s []float64
 	var errs int64
 	for _, round := range slices.Sorted(maps.Keys(byRound)) {
 		rs := byRound[round]
@@ -377,6 +378,16 @@ func reportPGTargets(w io.Writer, cfg config, results []result) {
 			}
 			p99s = append(p99s, p99ms(pg.load.hist))
 			errs += pg.load.errors()
+			if w4, ok := rs[nameInboxPGw4]; ok && pg.load.rate() > 0 {
+				w4VsOne = append(w4VsOne, w4.load.rate()/pg.load.rate())
+				w4P99s = append(w4P99s, p99ms(w4.load.hist))
+				errs += w4.load.errors()
+				c4, ok4 := w4.cpuWithServer()
+				c1, ok1 := pg.cpuWithServer()
+				if ok4 && ok1 && c1 > 0 {
+					w4CPUVsOne = append(w4CPUVsOne, float64(c4)/float64(c1))
+				}
+			}
 			if x2, ok := rs[nameInboxPGx2]; ok && pg.load.rate() > 0 {
 				x2VsOne = append(x2VsOne, x2.load.rate()/pg.load.rate())
 			}
@@ -412,7 +423,16 @@ func reportPGTargets(w io.Writer, cfg config, results []result) {
 			fmt.Fprintf(tw, "%s\t%s\t-\t\n", f.name, spread(f.vals, "%.1f µs"))
 		}
 	}
-	fmt.Fprintf(tw, "errors (one and two replicas)\t%d\t0\t%s\n", errs, verdict(errs == 0))
+	fmt.Fprintf(tw, "errors (every inbox-pg run)\t%d\t0\t%s\n", errs, verdict(errs == 0))
+	if len(w4VsOne) > 0 {
+		fmt.Fprintf(tw, "four writers vs one\t%s\t-\t\n", spread(w4VsOne, "%.2fx"))
+	}
+	if len(w4CPUVsOne) > 0 {
+		fmt.Fprintf(tw, "CPU/delivery with server, four writers vs one\t%s\t-\t\n", spread(w4CPUVsOne, "%.2f"))
+	}
+	if len(w4P99s) > 0 {
+		fmt.Fprintf(tw, "p99 four writers\t%s\t-\t\n", spread(w4P99s, "%.2f ms"))
+	}
 	if len(x2VsOne) > 0 {
 		fmt.Fprintf(tw, "two replicas vs one\t%s\t-\t\n", spread(x2VsOne, "%.2fx"))
 	}

@@ -100,6 +100,21 @@ func TestReportPGTargets(t *testing.T) {
 		}
 	}
 
+	// Four writers beside one: their rates and CPU side by side.
+	w4 := fakeRun(nameInboxPGw4, 1, 3500, 8*time.Millisecond, 3500*120*time.Microsecond)
+	w4.load.cpu.server, w4.load.cpu.serverOK = 3500*105*time.Microsecond, true
+	out.Reset()
+	report(&out, cfg, []result{pg, ce, w4})
+	for _, want := range []string{
+		`four writers vs one +0\.50x`,
+		`CPU/delivery with server, four writers vs one +1\.50`,
+		`p99 four writers +8\.\d\d ms`,
+	} {
+		if !regexp.MustCompile(want).MatchString(out.String()) {
+			t.Errorf("no line matching %q:\n%s", want, out.String())
+		}
+	}
+
 	// Without the server's time on one side there is no CPU verdict.
 	ce.load.cpu.serverOK, ce.load.cpu.serverErr = false, errors.New("not on this machine")
 	out.Reset()
