@@ -412,35 +412,24 @@ func reportPGTargets(w io.Writer, cfg config, results []result) {
 		m := median(p99s)
 		fmt.Fprintf(tw, "p99\t%s\t<= %s\t%s\n", spread(p99s, "%.2f ms"), ms(targetPGP99), verdict(m <= float64(targetPGP99)/float64(time.Millisecond)))
 	}
-	for _, f := range []struct {
-		name string
-		vals []float64
-	}{
-		{"CPU/delivery with server", cpuWith}, {"commit-each-pg's with server", ceCPUWith},
-		{"CPU/delivery, receiver only", cpuReceiver}, {"commit-each-pg's, receiver only", ceCPUReceiver},
-	} {
-		if len(f.vals) > 0 {
-			fmt.Fprintf(tw, "%s\t%s\t-\t\n", f.name, spread(f.vals, "%.1f µs"))
-		}
-	}
+	figure(tw, "CPU/delivery with server", cpuWith, "%.1f µs")
+	figure(tw, "commit-each-pg's with server", ceCPUWith, "%.1f µs")
+	figure(tw, "CPU/delivery, receiver only", cpuReceiver, "%.1f µs")
+	figure(tw, "commit-each-pg's, receiver only", ceCPUReceiver, "%.1f µs")
 	fmt.Fprintf(tw, "errors (every inbox-pg run)\t%d\t0\t%s\n", errs, verdict(errs == 0))
-	if len(w4VsOne) > 0 {
-		fmt.Fprintf(tw, "four writers vs one\t%s\t-\t\n", spread(w4VsOne, "%.2fx"))
-	}
-	if len(w4CPUVsOne) > 0 {
-		fmt.Fprintf(tw, "CPU/delivery with server, four writers vs one\t%s\t-\t\n", spread(w4CPUVsOne, "%.2f"))
-	}
-	if len(w4P99s) > 0 {
-		fmt.Fprintf(tw, "p99 four writers\t%s\t-\t\n", spread(w4P99s, "%.2f ms"))
-	}
-	if len(x2VsOne) > 0 {
-		fmt.Fprintf(tw, "two replicas vs one\t%s\t-\t\n", spread(x2VsOne, "%.2fx"))
-	}
-	if len(x2P99s) > 0 {
-		fmt.Fprintf(tw, "p99 two replicas\t%s\t-\t\n", spread(x2P99s, "%.2f ms"))
-	}
-	if len(vsSQLite) > 0 {
-		fmt.Fprintf(tw, "vs inbox on SQLite\t%s\t-\t\n", spread(vsSQLite, "%.2fx"))
-	}
+	figure(tw, "four writers vs one", w4VsOne, "%.2fx")
+	figure(tw, "CPU/delivery with server, four writers vs one", w4CPUVsOne, "%.2f")
+	figure(tw, "p99 four writers", w4P99s, "%.2f ms")
+	figure(tw, "two replicas vs one", x2VsOne, "%.2fx")
+	figure(tw, "p99 two replicas", x2P99s, "%.2f ms")
+	figure(tw, "vs inbox on SQLite", vsSQLite, "%.2fx")
 	tw.Flush()
+}
+
+// figure prints a line of a targets table for a figure with no target:
+// its median and range over the rounds, when it was measured at all.
+func figure(tw io.Writer, name string, vals []float64, format string) {
+	if len(vals) > 0 {
+		fmt.Fprintf(tw, "%s\t%s\t-\t\n", name, spread(vals, format))
+	}
 }

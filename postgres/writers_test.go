@@ -2,16 +2,12 @@ package postgres_test
 
 import (
 	"context"
-	"fmt"
-	"math/rand/v2"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
-	"inbox/inbox"
 	"inbox/postgres"
 )
 
@@ -54,52 +50,7 @@ func TestSlowCommitHoldsUpNoOtherBatch(t *testing.T) {
 // key (and one beside it for another event of the same job), every
 // delivery counted once, and no batch deadlocks or fails.
 func TestWritersPutOverlappingKeys(t *testing.T) {
-	s := mustOpen(t, testURL(t), postgres.Options{Writers: 4, MaxConns: 8})
-	const keys, senders, conflicting = 60, 24, 6
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	outcomes := map[inbox.Outcome]int{}
-	var firstErr error
-	for range senders {
-		wg.Go(func() {
-			for _, k := range rand.Perm(keys) {
-				ds := []inbox.Delivery{job(fmt.Sprintf("job_%03d", k))}
-				if k < conflicting {
-					ds = append(ds, failed(fmt.Sprintf("job_%03d", k)))
-				}
-				for _, d := range ds {
-					res, err := s.Put(context.Background(), d)
-					mu.Lock()
-					if err != nil && firstErr == nil {
-						firstErr = err
-					}
-					outcomes[res.Outcome]++
-					mu.Unlock()
-				}
-			}
-		})
-	}
-	wg.Wait()
-	if firstErr != nil {
-		t.Fatalf("put: %v", firstErr)
-	}
-	puts := senders * (keys + conflicting)
-	if outcomes[inbox.OutcomeStored] != keys || outcomes[inbox.OutcomeParked] != conflicting ||
-		outcomes[inbox.OutcomeDuplicate] != puts-keys-conflicting {
-		t.Errorf("outcomes %v, want %d stored, %d parked, the rest duplicate", outcomes, keys, conflicting)
-	}
-	rows, err := s.List(context.Background(), inbox.Filter{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(rows) != keys+conflicting {
-		t.Fatalf("%d rows, want %d", len(rows), keys+conflicting)
-	}
-	for _, r := range rows {
-		if r.Deliveries != senders {
-			t.Errorf("%s (%s %s) has %d deliveries, want %d", r.ID, r.Status, r.Reason, r.Deliveries, senders)
-		}
-	}
+	putOverlapping(t, []*postgres.Store{mustOpen(t, testURL(t), postgres.Options{Writers: 4, MaxConns: 8})}, 24)
 }
 
 // TestCommitRefusedWhenNotDurable: a transaction of the writer's whose
