@@ -45,14 +45,18 @@ type keyState struct {
 func (s *Store) land(ctx context.Context, c *pgx.Conn, batch []inbox.Delivery, last *tail) (results []inbox.Result, held []bool, tx txStart, err error) {
 	results, held = make([]inbox.Result, len(batch)), make([]bool, len(batch))
 	keys := make(map[string]*keyState, len(batch))
-	var firsts []int
+	// One allocation for the keys' states: states never grows past its
+	// capacity, so the pointers into it hold.
+	states := make([]keyState, 0, len(batch))
+	firsts := make([]int, 0, len(batch))
 	for i, d := range batch {
 		if _, ok := keys[d.Key]; !ok {
-			keys[d.Key] = &keyState{first: i, row: rowOf(d)}
+			states = append(states, keyState{first: i, row: rowOf(d)})
+			keys[d.Key] = &states[len(states)-1]
 			firsts = append(firsts, i)
 		}
 	}
-	found := map[string]bool{} // the keys the first statement inserted or locked
+	found := make(map[string]bool, len(firsts)) // the keys the first statement inserted or locked
 	if tx, err = s.begin(ctx, c, batch, firsts, keys, found); err != nil {
 		return nil, nil, txStart{}, err
 	}
@@ -176,6 +180,11 @@ func (s *Store) begin(ctx context.Context, c *pgx.Conn, batch []inbox.Delivery, 
 	clock := s.clockArg()
 	b := &pgx.Batch{}
 	b.Queue(`BEGIN`)
+	// Each of the transaction's statements planned for its own arguments
+	// and the tables as they are now: a generic plan made while events was
+	// small (the server makes one after five runs of a statement, and keeps
+	// it) scans the whole table for the keys once it is large.
+	b.Queue(`SET LOCAL plan_cache_mode = force_custom_plan`)
 	var tx txStart
 	if len(firsts) > 0 {
 		sql, args := insertStatement(insertLock, batch, firsts, clock)
