@@ -45,6 +45,7 @@ type storeOptions struct {
 // pgOptions are the PostgreSQL store's settings a writing command takes.
 type pgOptions struct {
 	maxConns      int  // 0: postgres.DefaultMaxConns
+	writers       int  // 0: postgres.DefaultWriters
 	unsafeNoFsync bool // see postgres.Options.UnsafeNoFsync
 }
 
@@ -53,6 +54,7 @@ type pgOptions struct {
 func dbWriteFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.IntFlag{Name: "db-max-conns", Value: postgres.DefaultMaxConns, Usage: fmt.Sprintf("PostgreSQL only: the most connections this process holds to the database (at least %d: the writer holds one through each commit); mind the server's max_connections across every replica", postgres.MinMaxConns), EnvVars: []string{"INBOX_DB_MAX_CONNS"}},
+		&cli.IntFlag{Name: "db-writers", Value: postgres.DefaultWriters, Usage: "PostgreSQL only: how many group commits of deliveries are in flight at once, each on a connection of its own (fewer than --db-max-conns); more pay where the server's WAL flush is slow (network storage), one costs the server least where it is fast", EnvVars: []string{"INBOX_DB_WRITERS"}},
 		&cli.BoolFlag{Name: "db-unsafe-no-fsync", Usage: "PostgreSQL only, throwaway test servers only: accept a server with fsync or full_page_writes off, where a crash of the server loses rows already answered 204 (without it such a server is refused)", EnvVars: []string{"INBOX_DB_UNSAFE_NO_FSYNC"}},
 	}
 }
@@ -63,9 +65,9 @@ func parsePGOptions(c *cli.Context, db string) (pgOptions, error) {
 	if err := checkKeywordValue(db); err != nil {
 		return pgOptions{}, err
 	}
-	o := pgOptions{maxConns: c.Int("db-max-conns"), unsafeNoFsync: c.Bool("db-unsafe-no-fsync")}
+	o := pgOptions{maxConns: c.Int("db-max-conns"), writers: c.Int("db-writers"), unsafeNoFsync: c.Bool("db-unsafe-no-fsync")}
 	if !isPostgres(db) {
-		for _, name := range []string{"db-max-conns", "db-unsafe-no-fsync"} {
+		for _, name := range []string{"db-max-conns", "db-writers", "db-unsafe-no-fsync"} {
 			if c.IsSet(name) {
 				return pgOptions{}, fmt.Errorf("--%s (or INBOX_%s) applies to PostgreSQL only, and --db is a SQLite file (which writes through one connection, fsynced): unset it", name, strings.ToUpper(strings.ReplaceAll(name, "-", "_")))
 			}
@@ -74,6 +76,9 @@ func parsePGOptions(c *cli.Context, db string) (pgOptions, error) {
 	}
 	if o.maxConns < postgres.MinMaxConns {
 		return pgOptions{}, fmt.Errorf("--db-max-conns %d: want at least %d (the writer holds one connection through each commit, and the rest of the store needs another)", o.maxConns, postgres.MinMaxConns)
+	}
+	if o.writers < 1 || o.writers >= o.maxConns {
+		return pgOptions{}, fmt.Errorf("--db-writers %d: want at least 1 and fewer than --db-max-conns (%d): each writer holds a connection through its commits, and the rest of the store needs another", o.writers, o.maxConns)
 	}
 	return o, nil
 }
@@ -138,6 +143,7 @@ func openStore(ctx context.Context, db string, o storeOptions) (inbox.Store, err
 			ReadOnly:      o.readOnly,
 			BusyTimeout:   o.busyTimeout,
 			MaxConns:      o.pg.maxConns,
+			Writers:       o.pg.writers,
 			UnsafeNoFsync: o.pg.unsafeNoFsync,
 			OnCommit:      o.onCommit,
 		})

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -152,13 +153,18 @@ type cpuReading struct {
 	receiver, load               time.Duration
 	receiverThreads, loadThreads map[int]procStat // nil when they could not be read
 	err                          error            // the first read that failed; the reading is then unusable
+	// server is the CPU time of the PostgreSQL server's processes the run
+	// makes work for, by pid: nil when the receiver has no server.
+	server    map[int]time.Duration
+	serverErr error // why server could not be read
 }
 
 // cpuMeter reads the CPU time of the receiver's processes (one, or each
 // replica's) and of this one.
 type cpuMeter struct {
-	pids []int
-	hz   int64 // clock ticks a second in /proc stat
+	pids   []int
+	hz     int64        // clock ticks a second in /proc stat
+	server *serverMeter // the PostgreSQL server's processes, when the receiver uses one
 }
 
 func newCPUMeter(pids ...int) cpuMeter { return cpuMeter{pids: pids, hz: clockTicks()} }
@@ -195,6 +201,9 @@ func (m cpuMeter) read() cpuReading {
 		maps.Copy(r.receiverThreads, ts)
 	}
 	r.loadThreads, _ = threadStats(os.Getpid())
+	if m.server != nil {
+		r.server, r.serverErr = m.server.read(context.Background())
+	}
 	return r
 }
 
@@ -205,6 +214,12 @@ type cpuWindow struct {
 	receiver, load     time.Duration
 	delivered          int64
 	receiverOn, loadOn []int
+	// server is the PostgreSQL server's CPU time on the run's behalf
+	// (serverBetween); serverOK is false when the receiver has none or it
+	// could not be read, serverErr then saying why (nil for none).
+	server    time.Duration
+	serverOK  bool
+	serverErr error
 }
 
 // cpuBetween is the window from one reading to a later one. It fails when
@@ -219,14 +234,23 @@ func cpuBetween(from, to cpuReading, delivered int64) (cpuWindow, error) {
 	case to.receiver < from.receiver || to.load < from.load || to.at.Before(from.at):
 		return cpuWindow{}, errors.New("cpu time went backwards")
 	}
-	return cpuWindow{
+	w := cpuWindow{
 		wall:       to.at.Sub(from.at),
 		receiver:   to.receiver - from.receiver,
 		load:       to.load - from.load,
 		delivered:  delivered,
 		receiverOn: ranOn(from.receiverThreads, to.receiverThreads),
 		loadOn:     ranOn(from.loadThreads, to.loadThreads),
-	}, nil
+	}
+	switch {
+	case from.serverErr != nil:
+		w.serverErr = from.serverErr
+	case to.serverErr != nil:
+		w.serverErr = to.serverErr
+	case from.server != nil && to.server != nil:
+		w.server, w.serverOK = serverBetween(from.server, to.server), true
+	}
+	return w, nil
 }
 
 // perDelivery divides CPU time by the deliveries it served; false when

@@ -79,3 +79,17 @@ func describeFsync(dir string) string {
 func ms(d time.Duration) string {
 	return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond))
 }
+
+// loadAvg is the 1-minute load average (/proc/loadavg), "?" where there is
+// none: how busy the machine was around a run.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return "?"
+	}
+	return f[0]
+}

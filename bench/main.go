@@ -132,7 +132,7 @@ the CPU time each receiver and the load generator use per delivery.
   go run ./bench -pin -rounds 3        each receiver on one CPU, the load on another
   go run ./bench -repeat 0.5 -rounds 3 one delivery in two a repeat, against all new
   go run ./bench -postgres 'postgres://postgres@127.0.0.1:5432/test?sslmode=disable' -rounds 3
-                                       inbox on PostgreSQL, one and two replicas, and commit-each-pg too
+                                       inbox on PostgreSQL (one replica, two, one with four writers), and commit-each-pg
   go run ./bench -prefill 5000000 -order inbox
                                        inbox on a database that already holds 5 million rows
 
@@ -362,7 +362,7 @@ func receiverSpecs(ctx context.Context, cfg *config, dir string, stderr io.Write
 	var specs []receiverSpec
 	for _, name := range cfg.receivers {
 		switch name {
-		case nameInboxPG, nameInboxPGx2:
+		case nameInboxPG, nameInboxPGx2, nameInboxPGw4:
 			ok, err := inboxOnPostgres(ctx)
 			if err != nil {
 				return nil, err
@@ -376,8 +376,11 @@ func receiverSpecs(ctx context.Context, cfg *config, dir string, stderr io.Write
 				return nil, err
 			}
 			spec := receiverSpec{name: name, table: "events", argv: argv, repeat: cfg.repeat, pg: true}
-			if name == nameInboxPGx2 {
+			switch name {
+			case nameInboxPGx2:
 				spec.replicas = 2
+			case nameInboxPGw4:
+				spec.argv = func(addr, db string) []string { return append(argv(addr, db), "--db-writers", "4") }
 			}
 			specs = append(specs, spec)
 		case commitEachPG:
@@ -469,6 +472,7 @@ type result struct {
 	// With -pin, the CPUs the receiver's and the bench's threads were
 	// allowed on as the load ended, read back from the kernel.
 	pinnedTo, loadPinnedTo []int
+	loadAvg                string // the 1-minute load average as the load started -> ended
 }
 
 // measure starts one receiver (all its replicas) on a fresh database, or
@@ -549,11 +553,15 @@ func measure(ctx context.Context, spec receiverSpec, cfg config, secret string, 
 		}()
 	}
 	meter := newCPUMeter(pids...)
+	if spec.pg {
+		meter.server = &serverMeter{dsn: cfg.postgres, appName: schema.name, hz: meter.hz}
+	}
 	start := time.Now()
 	sampled := make(chan []rssSample, 1)
 	sctx, stopSampling := context.WithCancel(lctx)
 	go func() { sampled <- sampleRSS(sctx, start, pids...) }()
 
+	avgBefore := loadAvg()
 	lr := load{
 		urls:        urls,
 		secret:      secret,
@@ -568,7 +576,8 @@ func measure(ctx context.Context, spec receiverSpec, cfg config, secret string, 
 		meter:       meter.read,
 	}.run(lctx)
 	stopSampling()
-	res := result{name: spec.name, load: lr, warmup: cfg.warmup, samples: <-sampled, rows: -1}
+	res := result{name: spec.name, load: lr, warmup: cfg.warmup, samples: <-sampled, rows: -1,
+		loadAvg: avgBefore + " -> " + loadAvg()}
 
 	// Checked first: an interrupt reaches the receiver too, and then it is
 	// the reason the receiver exited.

@@ -20,13 +20,18 @@ const (
 	// nameInboxPGx2 is two replicas of it on one database, the load split
 	// across both.
 	nameInboxPGx2 = "inbox-pg-x2"
+	// nameInboxPGw4 is one replica with four writers (serve --db-writers
+	// 4): four batches in flight rather than one.
+	nameInboxPGw4 = "inbox-pg-w4"
 	// commitEachPG commits every request in a PostgreSQL transaction of its
 	// own.
 	commitEachPG = "commit-each-pg"
 )
 
 // postgresNames lists the receivers -postgres adds, in the default order.
-func postgresNames() []string { return []string{nameInboxPG, commitEachPG, nameInboxPGx2} }
+func postgresNames() []string {
+	return []string{nameInboxPG, commitEachPG, nameInboxPGx2, nameInboxPGw4}
+}
 
 // pgTimeout bounds each statement the bench itself runs on PostgreSQL.
 const pgTimeout = 10 * time.Second
@@ -74,11 +79,14 @@ func newSchema(ctx context.Context, base, runID string) (pgSchema, error) {
 	return s, nil
 }
 
-// url is the base URL with the run's schema as its search_path.
+// url is the base URL with the run's schema as its search_path, and its
+// name as the application_name, by which serverMeter finds the run's
+// backends.
 func (s pgSchema) url() string {
 	u, _ := url.Parse(s.base) // checked by checkPostgresURL
 	q := u.Query()
 	q.Set("search_path", s.name)
+	q.Set("application_name", s.name)
 	u.RawQuery = q.Encode()
 	return u.String()
 }

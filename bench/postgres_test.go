@@ -173,7 +173,7 @@ func TestPostgresFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(cfg.receivers, ","); got != "inbox,store-nothing,commit-each,inbox-pg,commit-each-pg,inbox-pg-x2" {
+	if got := strings.Join(cfg.receivers, ","); got != "inbox,store-nothing,commit-each,inbox-pg,commit-each-pg,inbox-pg-x2,inbox-pg-w4" {
 		t.Errorf("default order with -postgres: %s", got)
 	}
 	t.Setenv("INBOX_BENCH_POSTGRES", "postgres://u@h/db")
@@ -203,5 +203,56 @@ func TestInboxPGNeedsTheOpener(t *testing.T) {
 	}
 	if len(specs) != 1 || specs[0].name != commitEachPG || len(cfg.notes) != 2 || !strings.Contains(cfg.notes[0], "inbox-pg not run") {
 		t.Errorf("specs %v, notes %q; want commit-each-pg alone, and why the others are not run", specs, cfg.notes)
+	}
+}
+
+// TestServerMeter reads the CPU time of the backends of one
+// application_name and of the server's own processes, and no other
+// client's: a backend that works between two readings is charged with it.
+func TestServerMeter(t *testing.T) {
+	base := testPostgres(t)
+	ctx := t.Context()
+	appName := "inbox_bench_meter_" + strconv.Itoa(os.Getpid())
+	conn, err := pgx.Connect(ctx, base+"&application_name="+appName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	other, err := pgx.Connect(ctx, base+"&application_name=someone_else")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(context.Background())
+	var pid, otherPID int
+	if err := conn.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&otherPID); err != nil {
+		t.Fatal(err)
+	}
+	m := serverMeter{dsn: base, appName: appName, hz: clockTicks()}
+	from, err := m.read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := from[pid]; !ok {
+		t.Fatalf("the run's backend %d not read: %v", pid, from)
+	}
+	if _, ok := from[otherPID]; ok {
+		t.Fatalf("another client's backend %d read", otherPID)
+	}
+	// About 0.3 s of the backend's CPU.
+	if _, err := conn.Exec(ctx, `SELECT count(*) FROM generate_series(1, 3000000)`); err != nil {
+		t.Fatal(err)
+	}
+	to, err := m.read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := serverBetween(from, to); got < 100*time.Millisecond {
+		t.Errorf("server CPU between the readings: got %v, want the backend's work (>= 100ms)", got)
+	}
+	if got := serverBetween(map[int]time.Duration{1: time.Second}, map[int]time.Duration{1: 3 * time.Second, 2: time.Second}); got != 3*time.Second {
+		t.Errorf("serverBetween: got %v, want 2s of a process in both and 1s of one new", got)
 	}
 }

@@ -35,10 +35,11 @@ const (
 	commitEach = "commit-each"
 )
 
-// refPGConns is the commit-each-pg pool's size: the PostgreSQL store's
-// default (postgres.DefaultMaxConns), so the two differ only in how they
-// commit.
-const refPGConns = 8
+// refPGConns is the commit-each-pg pool's size: a connection for each of
+// the targetConns senders, so no request waits for a connection and the
+// server groups the WAL flushes of their concurrent commits, the obvious
+// receiver at its best.
+const refPGConns = targetConns
 
 // The reference receivers mirror inbox's defaults, so that the only
 // difference is what happens after the signature is verified.

@@ -46,7 +46,7 @@ func TestReportCPUAndRepeats(t *testing.T) {
 	report(&out, cfg, results)
 	t.Log("\n" + out.String())
 	for _, want := range []string{
-		`inbox #1 +125\.0 µs +31\.2 µs +1\.00 cores +0\.25 cores +8000 +0 +1`,
+		`inbox #1 +125\.0 µs +- +- +31\.2 µs +1\.00 cores +0\.25 cores +8000 +0 +1`,
 		`store-nothing #2 +25\.0 µs`,
 		`CPU/delivery +125\.0 µs \[100\.0 µs to 150\.0 µs\]`,
 		`CPU/delivery vs store-nothing +5\.00x \[4\.00x to 6\.00x\]`,
@@ -70,5 +70,59 @@ func TestReportCPUAndRepeats(t *testing.T) {
 	}
 	if !regexp.MustCompile(`CPU/delivery vs store-nothing +5\.00x \[4\.00x to 6\.00x\]`).MatchString(out.String()) {
 		t.Errorf("ratio with one round unmeasured: want the median of 4x and 6x:\n%s", out.String())
+	}
+}
+
+// TestReportPGTargets judges inbox on PostgreSQL against commit-each-pg
+// with the server's CPU counted on both sides: 150 µs (receiver 90, server
+// 60) against commit-each-pg's 250 µs (70 and 180) is 0.60, met, though
+// the receiver alone costs more.
+func TestReportPGTargets(t *testing.T) {
+	cfg := config{conns: 32, rounds: 1}
+	pg := fakeRun(nameInboxPG, 1, 7000, 5*time.Millisecond, 7000*90*time.Microsecond)
+	pg.load.cpu.server, pg.load.cpu.serverOK = 7000*60*time.Microsecond, true
+	ce := fakeRun(commitEachPG, 1, 5000, 6*time.Millisecond, 5000*70*time.Microsecond)
+	ce.load.cpu.server, ce.load.cpu.serverOK = 5000*180*time.Microsecond, true
+	var out bytes.Buffer
+	report(&out, cfg, []result{pg, ce})
+	t.Log("\n" + out.String())
+	for _, want := range []string{
+		`inbox-pg +90\.0 µs +60\.0 µs +150\.0 µs`,
+		`commit-each-pg +70\.0 µs +180\.0 µs +250\.0 µs`,
+		`vs commit-each-pg +1\.40x +>= 1\.3x +met`,
+		`CPU/delivery with server vs commit-each-pg +0\.60 +<= 0\.70 +met`,
+		`CPU/delivery with server +150\.0 µs`,
+		`CPU/delivery, receiver only +90\.0 µs`,
+		`commit-each-pg's with server +250\.0 µs`,
+	} {
+		if !regexp.MustCompile(want).MatchString(out.String()) {
+			t.Errorf("no line matching %q", want)
+		}
+	}
+
+	// Four writers beside one: their rates and CPU side by side.
+	w4 := fakeRun(nameInboxPGw4, 1, 3500, 8*time.Millisecond, 3500*120*time.Microsecond)
+	w4.load.cpu.server, w4.load.cpu.serverOK = 3500*105*time.Microsecond, true
+	out.Reset()
+	report(&out, cfg, []result{pg, ce, w4})
+	for _, want := range []string{
+		`four writers vs one +0\.50x`,
+		`CPU/delivery with server, four writers vs one +1\.50`,
+		`p99 four writers +8\.\d\d ms`,
+	} {
+		if !regexp.MustCompile(want).MatchString(out.String()) {
+			t.Errorf("no line matching %q:\n%s", want, out.String())
+		}
+	}
+
+	// Without the server's time on one side there is no CPU verdict.
+	ce.load.cpu.serverOK, ce.load.cpu.serverErr = false, errors.New("not on this machine")
+	out.Reset()
+	report(&out, cfg, []result{pg, ce})
+	if strings.Contains(out.String(), "with server vs commit-each-pg") {
+		t.Errorf("a CPU verdict without commit-each-pg's server time:\n%s", out.String())
+	}
+	if !strings.Contains(out.String(), "commit-each-pg server CPU time not measured: not on this machine") {
+		t.Errorf("no note of the unmeasured server time:\n%s", out.String())
 	}
 }

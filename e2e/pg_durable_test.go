@@ -322,6 +322,55 @@ func TestPGMaxConnsFlag(t *testing.T) {
 	}
 }
 
+// TestPGWritersFlag: --db-writers is refused below 1, at or above
+// --db-max-conns and on SQLite; with 3 writers, every delivery of a burst,
+// each job sent twice at once, is answered 204 and stored once, counted
+// twice, within the pool.
+func TestPGWritersFlag(t *testing.T) {
+	dsn := pgSchema(t)
+	env := []string{"SUME_COM_WEBHOOK_SIGNING_SECRET=" + e2eSecret}
+	for name, args := range map[string][]string{
+		"none":             {"serve", "--addr", "127.0.0.1:0", "--db", dsn, "--db-writers", "0"},
+		"as many as conns": {"serve", "--addr", "127.0.0.1:0", "--db", dsn, "--db-max-conns", "4", "--db-writers", "4"},
+		"on SQLite":        {"serve", "--addr", "127.0.0.1:0", "--db", filepath.Join(t.TempDir(), "inbox.db"), "--db-writers", "2"},
+	} {
+		stderr, code := refusedAtStart(t, env, args...)
+		t.Logf("%s: exit %d: %s", name, code, strings.TrimSpace(stderr))
+		if code == 0 || !strings.Contains(stderr, "--db-writers") {
+			t.Errorf("%s: exit %d, %q; want refused, naming --db-writers", name, code, stderr)
+		}
+	}
+	app := "inbox_" + pgSearchPath(dsn)
+	srv := startInbox(t, append(env, "INBOX_DB_WRITERS=3"), "serve", "--addr", "127.0.0.1:0", "--db-max-conns", "6",
+		"--db", withQuery(dsn, "application_name", app), "--forward-url", "http://127.0.0.1:1/unreachable")
+	client := &http.Client{Timeout: 10 * time.Second}
+	var wg sync.WaitGroup
+	var ok atomic.Int64
+	const jobs = 40
+	for i := range 2 * jobs {
+		wg.Go(func() {
+			if send(t, client, srv.url, jobBody(fmt.Sprintf("job_%02d", i%jobs)), e2eSecret) == http.StatusNoContent {
+				ok.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if ok.Load() != 2*jobs {
+		t.Fatalf("%d of %d answered 204, want all", ok.Load(), 2*jobs)
+	}
+	db := pgDatabase(t)
+	schema := pgSearchPath(dsn)
+	if n := pgQueryInt(t, db, `SELECT count(*) FROM `+schema+`.events WHERE deliveries = 2`); n != jobs {
+		t.Errorf("%d rows counted twice, want %d (one a job)", n, jobs)
+	}
+	if n := pgQueryInt(t, db, `SELECT count(*) FROM `+schema+`.events`); n != jobs {
+		t.Errorf("%d rows, want %d", n, jobs)
+	}
+	if n := pgQueryInt(t, db, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1`, app); n == 0 || n > 6 {
+		t.Errorf("serve holds %d sessions, want at most --db-max-conns (6)", n)
+	}
+}
+
 // TestPGHeldRowFailsOnlyItsDeliveries holds one job's row from another
 // session (SELECT ... FOR UPDATE) while that job is delivered again and
 // many others arrive: every other delivery is answered 204 (none is left

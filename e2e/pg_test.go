@@ -193,9 +193,9 @@ func (p *pgProxy) relay(dst, src net.Conn, swallow *atomic.Bool) {
 // message, dropping what it reads unless relaying. It follows each
 // transaction's statements (simple queries, and prepared ones by name), and
 // the COMMIT of the first transaction one of whose statements holds
-// commitCut is passed to the server, which commits, while its answer is
-// dropped and the client's connection closed: the client never learns the
-// outcome.
+// commitCut is passed to the server (with the rest of its pipeline, when it
+// comes in one), which commits, while its answer is dropped and the
+// client's connection closed: the client never learns the outcome.
 func (p *pgProxy) relayClient(dst, src net.Conn, swallow *atomic.Bool) {
 	closeDst := true
 	defer func() {
@@ -205,7 +205,7 @@ func (p *pgProxy) relayClient(dst, src net.Conn, swallow *atomic.Bool) {
 	}()
 	r := bufio.NewReader(src)
 	stmts := map[string]string{}
-	matched, startup := false, true
+	matched, cutAtSync, startup := false, false, true
 	for {
 		// The startup message (and an SSL or GSS request before it) has no
 		// type byte; every later message has one.
@@ -236,7 +236,18 @@ func (p *pgProxy) relayClient(dst, src net.Conn, swallow *atomic.Bool) {
 				stmts[strs[0]] = strs[1]
 				matched = matched || (match != "" && strings.Contains(strs[1], match))
 			case 'B': // Bind: portal, statement
-				matched = matched || (match != "" && strings.Contains(stmts[strs[1]], match))
+				// A COMMIT in a pipeline (extended protocol) is cut once the
+				// pipeline's Sync has passed: the server then runs it all.
+				switch q := strings.ToLower(strings.TrimSpace(stmts[strs[1]])); {
+				case q == "commit" && matched && match != "":
+					cutAtSync = true
+				case q == "commit" || q == "rollback":
+					matched = false
+				default:
+					matched = matched || (match != "" && strings.Contains(stmts[strs[1]], match))
+				}
+			case 'S': // Sync
+				cut, cutAtSync = cutAtSync, false
 			case 'Q': // Query
 				q := strings.ToLower(strings.TrimSpace(strs[0]))
 				switch {

@@ -3,6 +3,7 @@ package inbox
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 )
 
@@ -41,7 +42,10 @@ type Written struct {
 }
 
 // GroupCommit is the loop of a store's writer. Set its fields, then run
-// Run in one goroutine until Stop is closed; Send from any number.
+// Run until Stop is closed; Send from any number of goroutines. Run may run
+// in several goroutines at once (a store whose database commits several
+// transactions at once): each takes batches of its own, so that several
+// commits are in flight, and Commit is then called from each.
 type GroupCommit[Op any] struct {
 	// MaxBatch bounds how many writes one commit carries.
 	MaxBatch int
@@ -62,13 +66,54 @@ type GroupCommit[Op any] struct {
 	// Stop, closed, ends Run after the commit under way; writes not taken
 	// by then fail with ErrClosed.
 	Stop <-chan struct{}
+	// MinFill and FillWait matter when Run runs in several goroutines: a
+	// batch taken while another loop's commit is under way waits for
+	// writes until it holds MinFill, that commit ends, or FillWait passes,
+	// so that the loops commit batches of a useful size rather than a
+	// write each (every commit costs the database a flush), and a slow
+	// commit holds up no other batch for longer than FillWait. MinFill 0
+	// never waits.
+	MinFill  int
+	FillWait time.Duration
 
-	reqs chan *Write[Op]
+	reqs    chan *Write[Op]
+	commits *underWay
+}
+
+// underWay counts the commits under way of all of a GroupCommit's loops.
+type underWay struct {
+	mu    sync.Mutex
+	n     int
+	ended chan struct{} // closed, and replaced, as each commit ends
+}
+
+// busy returns whether a commit is under way, and a channel closed when
+// one ends.
+func (u *underWay) busy() (bool, <-chan struct{}) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.n > 0, u.ended
+}
+
+// begun and finished count a commit under way.
+func (u *underWay) begun() {
+	u.mu.Lock()
+	u.n++
+	u.mu.Unlock()
+}
+
+func (u *underWay) finished() {
+	u.mu.Lock()
+	u.n--
+	close(u.ended)
+	u.ended = make(chan struct{})
+	u.mu.Unlock()
 }
 
 // NewGroupCommit returns g ready to Run.
 func NewGroupCommit[Op any](g GroupCommit[Op]) *GroupCommit[Op] {
 	g.reqs = make(chan *Write[Op])
+	g.commits = &underWay{ended: make(chan struct{})}
 	return &g
 }
 
@@ -103,6 +148,7 @@ func (g *GroupCommit[Op]) Run() {
 	batch := make([]*Write[Op], 0, g.MaxBatch)
 	var again []*Write[Op]
 	var retry *time.Timer
+	var fillWait *time.Timer // made when first needed
 	if g.Retry > 0 {
 		retry = time.NewTimer(g.Retry)
 		defer retry.Stop()
@@ -137,14 +183,41 @@ func (g *GroupCommit[Op]) Run() {
 		for _, w := range batch {
 			size += len(w.Delivery.Body)
 		}
+		room := func() bool { return len(batch) < g.MaxBatch && (g.MaxBytes <= 0 || size < g.MaxBytes) }
 	fill:
-		for len(batch) < g.MaxBatch && (g.MaxBytes <= 0 || size < g.MaxBytes) {
+		for room() {
 			select {
 			case w := <-g.reqs:
 				batch = append(batch, w)
 				size += len(w.Delivery.Body)
 			default:
 				break fill
+			}
+		}
+		if len(batch) < g.MinFill {
+			if busy, ended := g.commits.busy(); busy {
+				if fillWait == nil {
+					fillWait = time.NewTimer(g.FillWait)
+					defer fillWait.Stop()
+				} else {
+					fillWait.Reset(g.FillWait)
+				}
+			wait:
+				for len(batch) < g.MinFill && room() {
+					select {
+					case w := <-g.reqs:
+						batch = append(batch, w)
+						size += len(w.Delivery.Body)
+					case <-ended:
+						break wait
+					case <-fillWait.C:
+						break wait
+					case <-g.Stop:
+						closed(batch)
+						return
+					}
+				}
+				fillWait.Stop()
 			}
 		}
 		// A write whose caller has given up is not begun: it was answered
@@ -161,7 +234,9 @@ func (g *GroupCommit[Op]) Run() {
 		if batch = live; len(batch) == 0 {
 			continue
 		}
+		g.commits.begun()
 		out, err := g.Commit(batch)
+		g.commits.finished()
 		if n, largest := counted(batch, out, err); g.OnCommit != nil && n > 0 {
 			g.OnCommit(Commit{N: n, Largest: largest, Took: time.Since(start), Err: err})
 		}

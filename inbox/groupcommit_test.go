@@ -3,6 +3,7 @@ package inbox_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -80,5 +81,60 @@ func TestGroupCommitStopFailsWaiting(t *testing.T) {
 	<-done
 	if w := g.Send(context.Background(), context.Background(), &inbox.Write[int]{}); !errors.Is(w.Err, inbox.ErrClosed) {
 		t.Fatalf("got %v after Stop, want ErrClosed", w.Err)
+	}
+}
+
+// TestGroupCommitFill runs two loops: while one commit is under way, the
+// other loop's batch waits for MinFill writes rather than committing the
+// first alone; and, short of MinFill, it waits no longer than FillWait,
+// so a slow commit holds up no other batch.
+func TestGroupCommitFill(t *testing.T) {
+	stop := make(chan struct{})
+	release := make(chan struct{})
+	sizes := make(chan int, 16)
+	g := inbox.NewGroupCommit(inbox.GroupCommit[int]{
+		MaxBatch: 8, MinFill: 3, FillWait: 300 * time.Millisecond, Stop: stop,
+		Commit: func(batch []*inbox.Write[int]) ([]inbox.Written, error) {
+			if batch[0].Delivery.Key == "slow" {
+				<-release
+			}
+			sizes <- len(batch)
+			return make([]inbox.Written, len(batch)), nil
+		},
+	})
+	var loops sync.WaitGroup
+	for range 2 {
+		loops.Go(g.Run)
+	}
+	defer func() { close(stop); loops.Wait() }()
+	send := func(key string) chan inbox.Written {
+		c := make(chan inbox.Written, 1)
+		go func() {
+			c <- g.Send(context.Background(), context.Background(), &inbox.Write[int]{Delivery: inbox.Delivery{Key: key}})
+		}()
+		return c
+	}
+	slow := send("slow")
+	time.Sleep(50 * time.Millisecond) // under way, and held
+	start := time.Now()
+	var quick []chan inbox.Written
+	for _, k := range []string{"a", "b", "c"} {
+		quick = append(quick, send(k))
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, c := range quick {
+		<-c
+	}
+	if took, n := time.Since(start), <-sizes; n != 3 || took > 250*time.Millisecond {
+		t.Errorf("beside a commit under way: a batch of %d after %v, want the 3 writes together, before FillWait", n, took)
+	}
+	start = time.Now()
+	<-send("d")
+	if took, n := time.Since(start), <-sizes; n != 1 || took < 250*time.Millisecond || took > time.Second {
+		t.Errorf("one write beside a held commit: a batch of %d after %v, want it alone after FillWait (300ms)", n, took)
+	}
+	close(release)
+	if w := <-slow; w.Err != nil {
+		t.Fatal(w.Err)
 	}
 }

@@ -20,7 +20,8 @@ import (
 // (pgxpool's AfterConnect, so a new connection is checked as the first
 // was), and tryTx reads the settings again in each transaction, just before
 // COMMIT, since fsync and full_page_writes can change on a reload under a
-// connection already made.
+// connection already made (the writer's transactions: commitGuard, in the
+// round trip of COMMIT).
 
 // forceDurable sets synchronous_commit to on in params unless the
 // connection string chose a value itself (as a parameter or in options),
@@ -96,6 +97,40 @@ func (s *Store) beforeCommit(ctx context.Context, tx pgx.Tx) (*int64, error) {
 		return nil, fmt.Errorf("refuse to commit: %w", err)
 	}
 	return xid, nil
+}
+
+// commitGuard is the writer's check of notDurable's rules, sent with COMMIT
+// in the same round trip (tryWriteTx) rather than a round trip before it:
+// it runs in the transaction, just before COMMIT, on the session's settings
+// then, and fails, so that the server skips the COMMIT and the transaction
+// is rolled back, when the commit would not be durable. $1 is
+// unsafeNoFsync. Plain SQL has no statement that raises an error of its
+// own, so it casts a text that is never a number, guardPrefix and the
+// three settings, to one: the error carries the settings (which the
+// rollback may undo, when the transaction itself changed them) to
+// refusedCommit.
+const commitGuard = `SELECT CASE WHEN lower(current_setting('synchronous_commit')) IN ('off', 'local')
+	OR (NOT $1::boolean AND (lower(current_setting('fsync')) = 'off' OR lower(current_setting('full_page_writes')) = 'off'))
+	THEN ('` + guardPrefix + `' || current_setting('synchronous_commit') || ' ' || current_setting('fsync')
+		|| ' ' || current_setting('full_page_writes'))::int END`
+
+// guardPrefix starts the text commitGuard fails on.
+const guardPrefix = "inbox durability: "
+
+// refusedCommit is the error of a writer's transaction that commitGuard
+// failed with err: notDurable's, for the settings err carries.
+func (s *Store) refusedCommit(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		if _, settings, ok := strings.Cut(pgErr.Message, guardPrefix); ok {
+			if f := strings.Fields(strings.TrimSuffix(settings, `"`)); len(f) == 3 {
+				if derr := notDurable(f[0], f[1], f[2], s.unsafeNoFsync); derr != nil {
+					return fmt.Errorf("refuse to commit: %w", derr)
+				}
+			}
+		}
+	}
+	return fmt.Errorf("refuse to commit: the session's synchronous_commit, fsync or full_page_writes does not make the commit durable: %w", err)
 }
 
 // outcomeKnown reports whether err, from COMMIT, says the transaction did

@@ -2,8 +2,10 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -23,43 +25,51 @@ type keyState struct {
 	revive   *inbox.Delivery
 }
 
-// land applies the batch inside tx, with the landing rules of the SQLite
-// store, and returns each delivery's result. Deliveries are taken by key,
-// each key once and in key order, so two replicas' batches lock rows in
-// the same order: the inserts (unnest, ON CONFLICT (id) DO NOTHING) first,
-// then the rows that already existed, locked (FOR UPDATE) and read by a
-// separate statement, which sees another replica's committed row. A row
-// another session holds is not waited for: its deliveries are left out,
-// marked in held (by index in batch), and the rest land. Then each
+// land begins the writer's transaction on c and applies the batch in it,
+// with the landing rules of the SQLite store, and returns each delivery's
+// result, the transaction's clock and its id (for commitOutcome). What
+// needs no answer before COMMIT (the counted repeats, the revivals, the
+// settled arrivals) it queues in last, which is sent with COMMIT.
+//
+// Deliveries are taken by key, each key once and in key order, so two
+// batches (this process's other writers', another replica's) lock rows in
+// the same order. One statement, sent with BEGIN, inserts the new keys
+// (unnest, ON CONFLICT (id) DO NOTHING) and locks (FOR UPDATE) and reads
+// the rows that already held the others; a key it did neither to (its
+// row committed by another batch while the statement ran, so after its
+// snapshot) is locked and read by a statement of its own, which sees it.
+// A row another session holds is not waited for: its deliveries are left
+// out, marked in held (by index in batch), and the rest land. Then each
 // delivery lands, in the order it came, on its row as the deliveries
 // before it left it; those parked beside get a second round of inserts.
-func (s *Store) land(ctx context.Context, tx pgx.Tx, batch []inbox.Delivery) (results []inbox.Result, held []bool, err error) {
-	now, err := s.txNow(ctx, tx)
-	if err != nil {
-		return nil, nil, err
-	}
+func (s *Store) land(ctx context.Context, c *pgx.Conn, batch []inbox.Delivery, last *tail) (results []inbox.Result, held []bool, tx txStart, err error) {
 	results, held = make([]inbox.Result, len(batch)), make([]bool, len(batch))
-	keys := map[string]*keyState{}
-	var firsts []int
+	keys := make(map[string]*keyState, len(batch))
+	// One allocation for the keys' states: states never grows past its
+	// capacity, so the pointers into it hold.
+	states := make([]keyState, 0, len(batch))
+	firsts := make([]int, 0, len(batch))
 	for i, d := range batch {
 		if _, ok := keys[d.Key]; !ok {
-			keys[d.Key] = &keyState{first: i, row: rowOf(d)}
+			states = append(states, keyState{first: i, row: rowOf(d)})
+			keys[d.Key] = &states[len(states)-1]
 			firsts = append(firsts, i)
 		}
 	}
-	inserted, err := insert(ctx, tx, batch, firsts, now)
-	if err != nil {
-		return nil, nil, err
+	found := make(map[string]bool, len(firsts)) // the keys the first statement inserted or locked
+	if tx, err = s.begin(ctx, c, batch, firsts, keys, found); err != nil {
+		return nil, nil, txStart{}, err
 	}
-	var existing []string
-	for key, k := range keys {
-		if k.inserted = inserted[key]; !k.inserted {
-			existing = append(existing, key)
+	now := tx.now
+	var rest []string // keys neither inserted nor locked
+	for key := range keys {
+		if !found[key] {
+			rest = append(rest, key)
 		}
 	}
-	heldKeys, err := lockRows(ctx, tx, existing, keys)
+	heldKeys, err := lockRows(ctx, c, rest, keys)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, txStart{}, err
 	}
 	var landing []inbox.Delivery // the deliveries whose rows the batch holds
 	for i, d := range batch {
@@ -119,13 +129,20 @@ func (s *Store) land(ctx context.Context, tx pgx.Tx, batch []inbox.Delivery) (re
 				secondFirsts = append(secondFirsts, b.i)
 			}
 		}
-		inserted, err := insert(ctx, tx, besideBatch, secondFirsts, now)
+		inserted, err := insert(ctx, c, besideBatch, secondFirsts, now)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, txStart{}, err
 		}
+		var taken []string
 		for key, k := range second {
-			k.inserted = inserted[key]
+			if k.inserted = inserted[key]; !k.inserted {
+				taken = append(taken, key)
+			}
 			keys[key] = k
+		}
+		// Locked now, so the count queued for COMMIT finds them.
+		if err := lockTaken(ctx, c, taken); err != nil {
+			return nil, nil, txStart{}, err
 		}
 		for _, b := range beside {
 			k := keys[b.d.Key]
@@ -139,16 +156,72 @@ func (s *Store) land(ctx context.Context, tx pgx.Tx, batch []inbox.Delivery) (re
 		}
 	}
 
-	if err := countRepeats(ctx, tx, keys, now); err != nil {
-		return nil, nil, err
-	}
+	countRepeats(last, keys, now)
 	// In the same transaction: a stored key is never also missing.
 	if len(landing) > 0 {
-		if err := settleArrivals(ctx, tx, landing, now); err != nil {
-			return nil, nil, err
-		}
+		settleArrivals(last, landing, now)
 	}
-	return results, held, nil
+	return results, held, tx, nil
+}
+
+// txStart is what the writer's transaction learns as it begins: its clock
+// (Unix milliseconds) and its id.
+type txStart struct {
+	now int64
+	xid int64
+}
+
+// begin sends BEGIN and the batch's insert-and-lock statement (insertLock)
+// on the deliveries of batch at the indexes firsts (one a key), in one
+// round trip, and returns the transaction's clock and id. It marks in keys
+// the keys it inserted, reads into keys the rows it locked, and records
+// both in found. With no deliveries it reads only the clock and the id.
+func (s *Store) begin(ctx context.Context, c *pgx.Conn, batch []inbox.Delivery, firsts []int, keys map[string]*keyState, found map[string]bool) (txStart, error) {
+	clock := s.clockArg()
+	b := &pgx.Batch{}
+	b.Queue(`BEGIN`)
+	// Each of the transaction's statements planned for its own arguments
+	// and the tables as they are now: a generic plan made while events was
+	// small (the server makes one after five runs of a statement, and keeps
+	// it) scans the whole table for the keys once it is large.
+	b.Queue(`SET LOCAL plan_cache_mode = force_custom_plan`)
+	var tx txStart
+	if len(firsts) > 0 {
+		sql, args := insertStatement(insertLock, batch, firsts, clock)
+		b.Queue(sql, args...).Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				var fresh *bool
+				var id *string
+				var r inbox.Event
+				var now, xid *int64
+				if err := rows.Scan(&fresh, &id, &r.Status, &r.Reason, &r.SHA256, &r.Event, &r.JobStatus, &r.Source, &r.Response, &now, &xid); err != nil {
+					return err
+				}
+				switch {
+				case id == nil && now != nil && xid != nil:
+					tx = txStart{now: *now, xid: *xid}
+				case id == nil:
+					return errors.New("no clock or transaction id")
+				case *fresh:
+					keys[*id].inserted = true
+				default:
+					keys[*id].row = r
+				}
+				if id != nil {
+					found[*id] = true
+				}
+			}
+			return rows.Err()
+		})
+	} else {
+		b.Queue(`SELECT coalesce($1::bigint, `+dbNow+`), txid_current()`, clock).QueryRow(func(row pgx.Row) error {
+			return row.Scan(&tx.now, &tx.xid)
+		})
+	}
+	if err := c.SendBatch(ctx, b).Close(); err != nil {
+		return txStart{}, fmt.Errorf("insert and lock %d rows: %w", len(firsts), err)
+	}
+	return tx, nil
 }
 
 // rowOf is the row a delivery makes, as landing reads it.
@@ -157,56 +230,84 @@ func rowOf(d inbox.Delivery) inbox.Event {
 		JobStatus: d.JobStatus, Source: inbox.SourceOf(d), Response: d.Response}
 }
 
-// insert inserts, in key order in one statement, the deliveries of batch at
-// the indexes idx, and returns the keys it inserted: those not already
-// taken.
-func insert(ctx context.Context, tx pgx.Tx, batch []inbox.Delivery, idx []int, now int64) (map[string]bool, error) {
-	if len(idx) == 0 {
-		return nil, nil
-	}
-	idx = slices.Clone(idx)
-	slices.SortFunc(idx, func(a, b int) int {
-		switch ka, kb := batch[a].Key, batch[b].Key; {
-		case ka < kb:
-			return -1
-		case ka > kb:
-			return 1
-		}
-		return 0
-	})
-	n := len(idx)
-	var (
-		ids, jobIDs, statuses, reasons, events = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		jobStatuses, resultURLs, shas, sources = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		bodies, responses                      = make([][]byte, n), make([][]byte, n)
-		sizes, deliveryTS                      = make([]int64, n), make([]int64, n)
-	)
-	for j, i := range idx {
-		d := batch[i]
-		ids[j], jobIDs[j], statuses[j], reasons[j], events[j] = d.Key, d.JobID, string(d.Status), string(d.Reason), d.Event
-		jobStatuses[j], resultURLs[j], shas[j], sources[j] = d.JobStatus, d.ResultURL, d.SHA256, inbox.SourceOf(d)
-		bodies[j], responses[j] = d.Body, d.Response
-		sizes[j], deliveryTS[j] = int64(len(d.Body)), d.DeliveryTS
-	}
-	rows, err := tx.Query(ctx, `INSERT INTO events
+// insertPlain inserts the rows (insertStatement) and returns their ids:
+// those whose keys were not already taken.
+const insertPlain = `INSERT INTO events
 		(id, job_id, status, reason, event, job_status, result_url, body, size, sha256,
 		 delivery_ts, received_at, deliveries, last_seen_at, updated_at, source, response)
 		SELECT u.id, NULLIF(u.job_id, ''), u.status, NULLIF(u.reason, ''), NULLIF(u.event, ''),
 			NULLIF(u.job_status, ''), NULLIF(u.result_url, ''), u.body, u.size, u.sha256,
-			u.delivery_ts, $14, 1, $14, $14, u.source, u.response
+			u.delivery_ts, n.now, 1, n.now, n.now, u.source, u.response
 		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
 			$8::bytea[], $9::bigint[], $10::text[], $11::bigint[], $12::text[], $13::bytea[])
-			AS u(id, job_id, status, reason, event, job_status, result_url, body, size, sha256, delivery_ts, source, response)
+			AS u(id, job_id, status, reason, event, job_status, result_url, body, size, sha256, delivery_ts, source, response),
+			(SELECT coalesce($14::bigint, ` + dbNow + `) AS now) n
 		ORDER BY u.id
 		ON CONFLICT (id) DO NOTHING
-		RETURNING id`,
-		ids, jobIDs, statuses, reasons, events, jobStatuses, resultURLs, bodies, sizes, shas, deliveryTS, sources, responses, now)
+		RETURNING id`
+
+// insertLock inserts the rows as insertPlain does and, in the same
+// statement, locks and reads the rows that already held the others of the
+// keys ($1): one row each, fresh for one it inserted. Its snapshot
+// predates its inserts, so it never locks a row it made; nor one another
+// transaction committed while the insert waited for it (land locks those
+// by a statement of its own). A row another session holds is skipped. A
+// last row, with no id, holds the transaction's clock and id:
+// txid_current, not _if_assigned, since the id must be known before
+// COMMIT is sent.
+const insertLock = `WITH fresh AS (` + insertPlain + `),
+	locked AS (SELECT id, status, coalesce(reason, '') AS reason, sha256, coalesce(event, '') AS event,
+		coalesce(job_status, '') AS job_status, source, response
+		FROM events WHERE id = ANY($1) ORDER BY id FOR UPDATE SKIP LOCKED),
+	tx AS (SELECT coalesce($14::bigint, ` + dbNow + `) AS now, txid_current() AS xid)
+	SELECT true, id, '', '', '', '', '', '', NULL::bytea, NULL::bigint, NULL::bigint FROM fresh
+	UNION ALL
+	SELECT false, id, status, reason, sha256, event, job_status, source, response, NULL, NULL FROM locked
+	UNION ALL
+	SELECT NULL, NULL, '', '', '', '', '', '', NULL, now, xid FROM tx`
+
+// insertStatement is sql (insertPlain or insertLock) with its arguments:
+// the deliveries of batch at the indexes idx, in key order, stamped with
+// clock (nil for the database's).
+func insertStatement(sql string, batch []inbox.Delivery, idx []int, clock any) (string, []any) {
+	idx = slices.Clone(idx)
+	slices.SortFunc(idx, func(a, b int) int { return strings.Compare(batch[a].Key, batch[b].Key) })
+	n := len(idx)
+	var (
+		// One backing array for the text columns: one allocation, not nine.
+		text                                   = make([]string, 9*n)
+		ids, jobIDs, statuses, reasons, events = text[:n:n], text[n : 2*n : 2*n], text[2*n : 3*n : 3*n], text[3*n : 4*n : 4*n], text[4*n : 5*n : 5*n]
+		jobStatuses, resultURLs, shas, sources = text[5*n : 6*n : 6*n], text[6*n : 7*n : 7*n], text[7*n : 8*n : 8*n], text[8*n:]
+		bytes                                  = make([][]byte, 2*n)
+		bodies, responses                      = bytes[:n:n], bytes[n:]
+		ints                                   = make([]int64, 2*n)
+		sizes, deliveryTS                      = ints[:n:n], ints[n:]
+	)
+	for j, i := range idx {
+		d := &batch[i]
+		ids[j], jobIDs[j], statuses[j], reasons[j], events[j] = d.Key, d.JobID, string(d.Status), string(d.Reason), d.Event
+		jobStatuses[j], resultURLs[j], shas[j], sources[j] = d.JobStatus, d.ResultURL, d.SHA256, inbox.SourceOf(*d)
+		bodies[j], responses[j] = d.Body, d.Response
+		sizes[j], deliveryTS[j] = int64(len(d.Body)), d.DeliveryTS
+	}
+	return sql, []any{ids, jobIDs, statuses, reasons, events, jobStatuses, resultURLs, bodies, sizes, shas, deliveryTS, sources, responses, clock}
+}
+
+// insert inserts, in key order in one statement, the deliveries of batch at
+// the indexes idx, and returns the keys it inserted: those not already
+// taken.
+func insert(ctx context.Context, q querier, batch []inbox.Delivery, idx []int, now int64) (map[string]bool, error) {
+	if len(idx) == 0 {
+		return nil, nil
+	}
+	sql, args := insertStatement(insertPlain, batch, idx, now)
+	rows, err := q.Query(ctx, sql, args...)
 	if err != nil {
-		return nil, fmt.Errorf("insert %d rows: %w", n, err)
+		return nil, fmt.Errorf("insert %d rows: %w", len(idx), err)
 	}
 	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return nil, fmt.Errorf("insert %d rows: %w", n, err)
+		return nil, fmt.Errorf("insert %d rows: %w", len(idx), err)
 	}
 	inserted := make(map[string]bool, len(got))
 	for _, id := range got {
@@ -219,7 +320,7 @@ func insert(ctx context.Context, tx pgx.Tx, batch []inbox.Delivery, idx []int, n
 // batch's insert found taken, into keys. It does not wait for a row
 // another session holds (SKIP LOCKED): it returns those keys in held. A
 // row gone meanwhile (purged) makes the batch run again.
-func lockRows(ctx context.Context, tx pgx.Tx, ids []string, keys map[string]*keyState) (held map[string]bool, err error) {
+func lockRows(ctx context.Context, tx querier, ids []string, keys map[string]*keyState) (held map[string]bool, err error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
@@ -272,16 +373,37 @@ func lockRows(ctx context.Context, tx pgx.Tx, ids []string, keys map[string]*key
 	return held, nil
 }
 
-// countRepeats writes what the batch did to rows it did not make: the
-// revivals, one statement each, and the counted repeats, in one statement.
-func countRepeats(ctx context.Context, tx pgx.Tx, keys map[string]*keyState, now int64) error {
+// lockTaken locks, in key order, waiting for them, the rows at ids, which
+// a beside insert found taken. A row gone meanwhile (purged) makes the
+// batch run again.
+func lockTaken(ctx context.Context, q querier, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	slices.Sort(ids)
+	rows, err := q.Query(ctx, `SELECT id FROM events WHERE id = ANY($1) ORDER BY id FOR UPDATE`, ids)
+	if err != nil {
+		return fmt.Errorf("lock %d rows: %w", len(ids), err)
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("lock %d rows: %w", len(ids), err)
+	}
+	if len(got) != len(ids) {
+		return errRetry
+	}
+	return nil
+}
+
+// countRepeats queues in t what the batch did to rows it did not make:
+// the revivals, one statement each, and the counted repeats, in one
+// statement. Each row is one the transaction has locked, so none is gone
+// by the time they run.
+func countRepeats(t *tail, keys map[string]*keyState, now int64) {
 	var ids []string
-	var counts []int64
 	for key, k := range keys {
 		if k.revive != nil {
-			if err := revive(ctx, tx, *k.revive, k.extra, now); err != nil {
-				return err
-			}
+			revive(t, *k.revive, k.extra, now)
 			continue
 		}
 		if k.extra > 0 {
@@ -289,30 +411,23 @@ func countRepeats(ctx context.Context, tx pgx.Tx, keys map[string]*keyState, now
 		}
 	}
 	if len(ids) == 0 {
-		return nil
+		return
 	}
 	slices.Sort(ids)
-	counts = make([]int64, len(ids))
+	counts := make([]int64, len(ids))
 	for i, id := range ids {
 		counts[i] = keys[id].extra
 	}
-	tag, err := tx.Exec(ctx, `UPDATE events e SET deliveries = e.deliveries + u.n,
+	t.queue(fmt.Sprintf("count repeats on %d rows", len(ids)), `UPDATE events e SET deliveries = e.deliveries + u.n,
 		last_seen_at = greatest(e.last_seen_at, $3)
 		FROM unnest($1::text[], $2::bigint[]) AS u(id, n) WHERE e.id = u.id`, ids, counts, now)
-	if err != nil {
-		return fmt.Errorf("count repeats on %d rows: %w", len(ids), err)
-	}
-	if tag.RowsAffected() != int64(len(ids)) {
-		return errRetry
-	}
-	return nil
 }
 
-// revive makes the parked row at d.Key new with d's body, and counts n
-// deliveries on it. The row is queued afresh: no attempts, no lease, no
-// error.
-func revive(ctx context.Context, tx pgx.Tx, d inbox.Delivery, n, now int64) error {
-	tag, err := tx.Exec(ctx, `UPDATE events SET status = 'new', reason = NULL,
+// revive queues in t the statement that makes the parked row at d.Key new
+// with d's body, and counts n deliveries on it. The row is queued afresh:
+// no attempts, no lease, no error.
+func revive(t *tail, d inbox.Delivery, n, now int64) {
+	t.queue("revive "+d.Key, `UPDATE events SET status = 'new', reason = NULL,
 		event = $1, job_status = $2, result_url = NULL, body = $3, size = $4, sha256 = $5,
 		delivery_ts = $6, deliveries = deliveries + $7, last_seen_at = greatest(last_seen_at, $8), updated_at = $8,
 		attempts = 0, next_attempt_at = 0, lease_owner = NULL, lease_until = NULL,
@@ -320,11 +435,4 @@ func revive(ctx context.Context, tx pgx.Tx, d inbox.Delivery, n, now int64) erro
 		WHERE id = $10`,
 		nullable(d.Event), nullable(d.JobStatus), d.Body, int64(len(d.Body)), d.SHA256,
 		d.DeliveryTS, n, now, d.Response, d.Key)
-	if err != nil {
-		return fmt.Errorf("revive %s: %w", d.Key, err)
-	}
-	if tag.RowsAffected() != 1 {
-		return errRetry
-	}
-	return nil
 }

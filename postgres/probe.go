@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"inbox/inbox"
@@ -47,42 +46,25 @@ func (s *Store) Probe(ctx context.Context, size int) error {
 	return nil
 }
 
-// probe writes the probe inside tx: a row of size bytes inserted into
-// events under this store's own key, claimed and settled as an arrival,
-// all undone, then this
-// store's probe row. Any failure fails the transaction, as a delivery's
-// would.
-func (s *Store) probe(ctx context.Context, tx pgx.Tx, size int) error {
-	now, err := s.txNow(ctx, tx)
-	if err != nil {
-		return err
-	}
-	if _, err := tx.Exec(ctx, `SAVEPOINT probe_row`); err != nil {
-		return fmt.Errorf("probe events: %w", err)
-	}
+// probe queues in t, for the writer's transaction, the probe: a row of
+// size bytes inserted into events under this store's own key, claimed and
+// settled as an arrival, all undone, then this store's probe row. Any
+// failure fails the transaction, as a delivery's would.
+func (s *Store) probe(t *tail, size int, now int64) {
+	t.queue("probe events", `SAVEPOINT probe_row`)
 	key := "inbox probe " + s.probeID // no delivery makes a key with a space
 	row := []inbox.Delivery{inbox.ProbeRow(key, size)}
-	if _, err := insert(ctx, tx, row, []int{0}, now); err != nil {
-		return fmt.Errorf("probe events: %w", err)
-	}
-	if _, err := tx.Exec(ctx, `UPDATE events SET attempts = attempts + 1, lease_owner = 'probe',
-		lease_until = $2, next_attempt_at = $2 WHERE id = $1`, key, now); err != nil {
-		return fmt.Errorf("probe events: claim: %w", err)
-	}
+	sql, args := insertStatement(insertPlain, row, []int{0}, now)
+	t.queue("probe events", sql, args...)
+	t.queue("probe events: claim", `UPDATE events SET attempts = attempts + 1, lease_owner = 'probe',
+		lease_until = $2, next_attempt_at = $2 WHERE id = $1`, key, now)
 	// A batch settles its arrivals in refusals and expectations too: the
 	// same statement, on the probe's key as a job's, meets the locks and
 	// privileges they need.
 	arrival := row[0]
 	arrival.JobID = key
-	if err := settleArrivals(ctx, tx, []inbox.Delivery{arrival}, now); err != nil {
-		return fmt.Errorf("probe: %w", err)
-	}
-	if _, err := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT probe_row`); err != nil {
-		return fmt.Errorf("probe events: %w", err)
-	}
-	if _, err := tx.Exec(ctx, `INSERT INTO probe (id, at) VALUES ($1, $2)
-		ON CONFLICT (id) DO UPDATE SET at = excluded.at`, s.probeID, now); err != nil {
-		return fmt.Errorf("write the probe: %w", err)
-	}
-	return nil
+	settleArrivals(t, []inbox.Delivery{arrival}, now)
+	t.queue("probe events", `ROLLBACK TO SAVEPOINT probe_row`)
+	t.queue("write the probe", `INSERT INTO probe (id, at) VALUES ($1, $2)
+		ON CONFLICT (id) DO UPDATE SET at = excluded.at`, s.probeID, now)
 }

@@ -187,27 +187,25 @@ func (s *Store) Missed(ctx context.Context, before time.Time) ([]inbox.Refusal, 
 	return out, nil
 }
 
-// settleArrivals runs in the transaction of a batch of deliveries, after
-// they landed: each one clears its key's refusal and settles its job's
-// waiting expectation as done, so a key is never both stored and missing.
-// One statement, which finds nothing to do through the primary keys.
-func settleArrivals(ctx context.Context, tx pgx.Tx, landed []inbox.Delivery, now int64) error {
+// settleArrivals queues in t, for the transaction of a batch of
+// deliveries, after they landed: each one clears its key's refusal and
+// settles its job's waiting expectation as done, so a key is never both
+// stored and missing. One statement, which finds nothing to do through the
+// primary keys.
+func settleArrivals(t *tail, landed []inbox.Delivery, now int64) {
 	n := len(landed)
-	sources, keys, jobs := make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
+	text := make([]string, 3*n) // one allocation for the three columns
+	sources, keys, jobs := text[:0:n], text[n:n:2*n], text[2*n:2*n]
 	for _, d := range landed {
 		sources, keys, jobs = append(sources, inbox.SourceOf(d)), append(keys, d.Key), append(jobs, d.JobID)
 	}
 	// A poll under way keeps its lease, so it can still record the
 	// redelivery it asked for (SettlePolls).
-	_, err := tx.Exec(ctx, `WITH d AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[]) AS d(source, key, job_id)),
+	t.queue("settle arrivals", `WITH d AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[]) AS d(source, key, job_id)),
 		cleared AS (DELETE FROM refusals f USING d WHERE f.source = d.source AND f.key = d.key)
 		UPDATE expectations x SET state = 'done', settled_at = $4
 		FROM d WHERE x.source = d.source AND x.job_id = d.job_id AND d.job_id <> '' AND x.state = 'waiting'`,
 		sources, keys, jobs, now)
-	if err != nil {
-		return fmt.Errorf("settle arrivals: %w", err)
-	}
-	return nil
 }
 
 // expectationColumns are what inbox.ScanExpectation reads.

@@ -48,8 +48,16 @@ func replicas(t *testing.T, n int, opts postgres.Options) []*postgres.Store {
 // and some as another event too: one row per key (and one beside it for
 // the other event), every delivery counted exactly once.
 func TestReplicasPutOverlappingKeys(t *testing.T) {
-	stores := replicas(t, 3, postgres.Options{})
-	const keys, perStore, conflicting = 100, 8, 10
+	putOverlapping(t, replicas(t, 3, postgres.Options{}), 8)
+}
+
+// putOverlapping has perStore goroutines on each of stores put the same
+// keys at once, in an order of their own, every key as its job event and
+// some as another event too, and checks that each key made one row (and
+// one beside it for the other event), every delivery counted exactly once.
+func putOverlapping(t *testing.T, stores []*postgres.Store, perStore int) {
+	t.Helper()
+	const keys, conflicting = 100, 10
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	outcomes := map[inbox.Outcome]int{}
@@ -78,8 +86,9 @@ func TestReplicasPutOverlappingKeys(t *testing.T) {
 		}
 	}
 	wg.Wait()
-	puts := 3 * perStore * (keys + conflicting)
-	t.Logf("%d puts from %d goroutines on 3 replicas in %s (%.0f/s)", puts, 3*perStore, time.Since(start), float64(puts)/time.Since(start).Seconds())
+	senders := len(stores) * perStore
+	puts := senders * (keys + conflicting)
+	t.Logf("%d puts from %d goroutines on %d stores in %s (%.0f/s)", puts, senders, len(stores), time.Since(start), float64(puts)/time.Since(start).Seconds())
 	if firstErr != nil {
 		t.Fatalf("put: %v", firstErr)
 	}
@@ -94,10 +103,9 @@ func TestReplicasPutOverlappingKeys(t *testing.T) {
 	if len(rows) != keys+conflicting {
 		t.Fatalf("%d rows, want %d", len(rows), keys+conflicting)
 	}
-	want := int64(3 * perStore)
 	for _, r := range rows {
-		if r.Deliveries != want {
-			t.Errorf("%s (%s %s) has %d deliveries, want %d", r.ID, r.Status, r.Reason, r.Deliveries, want)
+		if r.Deliveries != int64(senders) {
+			t.Errorf("%s (%s %s) has %d deliveries, want %d", r.ID, r.Status, r.Reason, r.Deliveries, senders)
 		}
 	}
 }

@@ -32,6 +32,14 @@ const (
 	// claims, the readiness probe and an unknown commit's resolution need
 	// another meanwhile.
 	MinMaxConns = 2
+	// DefaultWriters is how many group commits a store has in flight at
+	// once, each on a connection of its own, when Options.Writers is zero:
+	// one, whose batch grows with the load, so each WAL flush carries as
+	// many deliveries as it can. Several writers pay where the server's
+	// flush is slow (the one batch in flight waits on it), and cost the
+	// server CPU where it is fast: their transactions are smaller, and
+	// contend for the same index pages.
+	DefaultWriters = 1
 )
 
 // Options configure Open.
@@ -47,6 +55,11 @@ type Options struct {
 	BusyTimeout time.Duration
 	// MaxBatch bounds how many deliveries one group commit carries.
 	MaxBatch int
+	// Writers is how many group commits are in flight at once, each on a
+	// connection of its own; DefaultWriters when zero. Open refuses as many
+	// as MaxConns or more for a writable store: the rest of the store needs
+	// a connection beside them.
+	Writers int
 	// MaxConns bounds the connection pool; DefaultMaxConns when zero.
 	// Open refuses fewer than MinMaxConns for a writable store.
 	MaxConns int
@@ -60,17 +73,19 @@ type Options struct {
 	// due time is the database's now(), so the clocks of the machines the
 	// replicas run on never shorten a lease.
 	Now func() time.Time
-	// OnCommit, when set, is called by the writer after each group commit
-	// with what it carried, how long it took and its error. It runs on the
-	// writer goroutine, so it must return at once.
+	// OnCommit, when set, is called by the writers after each group commit
+	// with what it carried, how long it took and its error. It runs on a
+	// writer's goroutine, so it must return at once, and several writers
+	// may call it at once.
 	OnCommit func(inbox.Commit)
 }
 
-// Store is the PostgreSQL inbox. Deliveries (Put) go through one writer
-// goroutine per process, which commits those waiting together in one
-// transaction; every other operation runs in its own transaction on the
-// pool. Rows held by another replica's transaction are waited for up to
-// the busy timeout.
+// Store is the PostgreSQL inbox. Deliveries (Put) go through the store's
+// writers (Options.Writers), each of which commits those
+// waiting together in one transaction, on a connection of its own; every
+// other operation runs in its own transaction on the pool. Rows held by
+// another transaction (another writer's, another replica's) are waited
+// for up to the busy timeout.
 type Store struct {
 	// What inbox makes of the store's statements (counting, secretUses,
 	// reconciling, purging, reprocessing).
@@ -80,6 +95,7 @@ type Store struct {
 	now      func() time.Time // nil: the database's clock
 	busy     time.Duration
 	maxBatch int
+	writers  int // group commits in flight at once
 	readOnly bool
 	onCommit func(inbox.Commit)
 	// unsafeNoFsync: see Options.UnsafeNoFsync.
@@ -116,8 +132,14 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if opts.MaxConns <= 0 {
 		opts.MaxConns = DefaultMaxConns
 	}
+	if opts.Writers <= 0 {
+		opts.Writers = DefaultWriters
+	}
 	if opts.MaxConns < MinMaxConns && !opts.ReadOnly {
 		return nil, fmt.Errorf("open store: a pool of %d connections is too small: the writer holds one through each commit and the rest of the store needs another; want at least %d", opts.MaxConns, MinMaxConns)
+	}
+	if opts.Writers >= opts.MaxConns && !opts.ReadOnly {
+		return nil, fmt.Errorf("open store: %d writers need a pool of more than %d connections: each holds one through its commits and the rest of the store needs another", opts.Writers, opts.MaxConns)
 	}
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
@@ -169,7 +191,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("open store: %w", explainRefusal(err))
 	}
-	s := &Store{pool: pool, now: opts.Now, busy: opts.BusyTimeout, maxBatch: opts.MaxBatch,
+	s := &Store{pool: pool, now: opts.Now, busy: opts.BusyTimeout, maxBatch: opts.MaxBatch, writers: opts.Writers,
 		readOnly: opts.ReadOnly, onCommit: opts.OnCommit, unsafeNoFsync: opts.UnsafeNoFsync, closing: make(chan struct{}), probeID: rand.Text()}
 	s.Sequences = inbox.NewSequences(counting{s}, secretUses{s}, reconciling{s}, purging{s}, reprocessing{s}, replaying{s})
 	if !opts.ReadOnly {
@@ -180,8 +202,10 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 			return nil, fmt.Errorf("open store: clear old probe rows: %w", explainRefusal(err))
 		}
 		s.writer = s.newWriter()
-		s.stopped.Add(1)
-		go s.runWriter()
+		for range s.writers {
+			s.stopped.Add(1)
+			go s.runWriter()
+		}
 	}
 	return s, nil
 }

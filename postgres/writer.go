@@ -60,22 +60,32 @@ func (s *Store) send(ctx context.Context, w *write) inbox.Written {
 // busy timeout rather than one it may not.
 const maxBatchBytes = 16 << 20
 
+// minFill is how many deliveries a writer's batch waits for, fillWait at
+// most, while another writer's commit is under way
+// (inbox.GroupCommit.MinFill): a commit of one delivery costs the server
+// a WAL flush as one of many does.
+const (
+	minFill  = 8
+	fillWait = 2 * time.Millisecond
+)
+
 // heldRetry is how soon deliveries whose rows another session held are
 // tried again when no new delivery comes first.
 const heldRetry = 20 * time.Millisecond
 
 // newWriter is the store's group commit (inbox.GroupCommit), up to
-// maxBatch deliveries and maxBatchBytes of bodies a commit. Deliveries
-// whose rows another session held lead the next batch, until their
-// callers' deadlines.
+// maxBatch deliveries and maxBatchBytes of bodies a commit, run by
+// s.writers loops at once. Deliveries whose rows another session held lead
+// their loop's next batch, until their callers' deadlines.
 func (s *Store) newWriter() *inbox.GroupCommit[int] {
 	return inbox.NewGroupCommit(inbox.GroupCommit[int]{
 		MaxBatch: s.maxBatch, MaxBytes: maxBatchBytes, Retry: heldRetry,
+		MinFill: minFill, FillWait: fillWait,
 		Commit: s.commit, OnCommit: s.onCommit, Stop: s.closing,
 	})
 }
 
-// runWriter runs the group commit until Close.
+// runWriter runs one of the group commit's loops until Close.
 func (s *Store) runWriter() {
 	defer s.stopped.Done()
 	s.writer.Run()
@@ -112,8 +122,8 @@ func (s *Store) commitTx(batch []*write) ([]inbox.Result, map[int]bool, error) {
 	// the busy timeout anyway.
 	ctx, cancel := context.WithTimeout(context.Background(), s.busy)
 	defer cancel()
-	var deliveries []inbox.Delivery
-	var idx []int
+	deliveries := make([]inbox.Delivery, 0, len(batch))
+	idx := make([]int, 0, len(batch))
 	probed, probeSize := false, 0
 	for i, w := range batch {
 		if w.Probe {
@@ -124,25 +134,120 @@ func (s *Store) commitTx(batch []*write) ([]inbox.Result, map[int]bool, error) {
 	}
 	results := make([]inbox.Result, len(batch))
 	var waiting map[int]bool
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	err := s.inWriteTx(ctx, func(c *pgx.Conn, last *tail) (int64, error) {
 		waiting = map[int]bool{}
-		if len(deliveries) > 0 {
-			landed, held, err := s.land(ctx, tx, deliveries)
-			if err != nil {
-				return err
-			}
-			for j, i := range idx {
-				results[i] = landed[j]
-				if held[j] {
-					waiting[i] = true
-				}
+		landed, held, tx, err := s.land(ctx, c, deliveries, last)
+		if err != nil {
+			return 0, err
+		}
+		for j, i := range idx {
+			results[i] = landed[j]
+			if held[j] {
+				waiting[i] = true
 			}
 		}
 		if probed {
 			// Last, so the row is held only for the commit.
-			return s.probe(ctx, tx, probeSize)
+			s.probe(last, probeSize, tx.now)
 		}
-		return nil
+		return tx.xid, nil
 	})
 	return results, waiting, err
+}
+
+// tail is what the writer's transaction sends with its COMMIT, in one
+// round trip: the statements whose answers it does not wait for, and what
+// each does, for its error.
+type tail struct {
+	b    pgx.Batch
+	what []string
+}
+
+// queue adds a statement to t.
+func (t *tail) queue(what, sql string, args ...any) {
+	t.b.Queue(sql, args...)
+	t.what = append(t.what, what)
+}
+
+// inWriteTx runs the writer's transaction as inTx runs others: again (up
+// to maxAttempts, while ctx lasts) when it failed in a way a new attempt
+// can cure, and, when the answer to COMMIT was lost, looked up rather
+// than guessed at.
+func (s *Store) inWriteTx(ctx context.Context, fn func(c *pgx.Conn, last *tail) (xid int64, err error)) error {
+	for attempt := 1; ; attempt++ {
+		again, err := s.tryWriteTx(ctx, fn)
+		if err == nil || !again || attempt == maxAttempts || ctx.Err() != nil {
+			return err
+		}
+	}
+}
+
+// tryWriteTx runs one attempt on a connection of the pool: fn begins the
+// transaction on c, does what needs answers, and leaves the rest in last,
+// which goes in one round trip with the durability check (commitGuard)
+// and COMMIT. again reports whether a new attempt may succeed where this
+// one failed.
+func (s *Store) tryWriteTx(ctx context.Context, fn func(c *pgx.Conn, last *tail) (xid int64, err error)) (again bool, err error) {
+	pc, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return true, err
+	}
+	// The pool closes a connection released inside a transaction, or
+	// broken, rather than hand it out again.
+	defer pc.Release()
+	c := pc.Conn()
+	last := &tail{}
+	xid, err := fn(c, last)
+	if err != nil {
+		broken := c.IsClosed()
+		rollback(ctx, c)
+		return retryable(err) || broken, err
+	}
+	last.queue("check that the commit is durable", commitGuard, s.unsafeNoFsync)
+	last.queue("commit", `COMMIT`)
+	br := c.SendBatch(ctx, &last.b)
+	for i, what := range last.what {
+		tag, err := br.Exec()
+		switch {
+		case err == nil && what == "commit" && tag.String() == "ROLLBACK":
+			err = pgx.ErrTxCommitRollback
+		case err == nil:
+			continue
+		}
+		br.Close()
+		if outcomeKnown(err) && i < len(last.what)-1 {
+			// A statement before COMMIT failed: the server skipped the rest.
+			rollback(ctx, c)
+			if what == last.what[len(last.what)-2] {
+				return false, s.refusedCommit(err)
+			}
+			return retryable(err), fmt.Errorf("%s: %w", what, err)
+		}
+		if outcomeKnown(err) {
+			return retryable(err), fmt.Errorf("commit: %w", err)
+		}
+		// The answers were lost with COMMIT sent: ask the server what became
+		// of the transaction rather than guess. Known not to have committed,
+		// it may run again.
+		committed, oerr := s.commitOutcome(ctx, xid)
+		switch {
+		case oerr != nil:
+			return false, fmt.Errorf("commit: %w; whether it committed is unknown: %w", err, oerr)
+		case committed:
+			return false, nil
+		}
+		return true, fmt.Errorf("commit: %w", err)
+	}
+	if err := br.Close(); err != nil {
+		return false, fmt.Errorf("commit: %w", err)
+	}
+	return false, nil
+}
+
+// rollback ends the transaction on c, if one is open; bounded by ctx, and
+// at once on a broken connection.
+func rollback(ctx context.Context, c *pgx.Conn) {
+	if !c.IsClosed() && c.PgConn().TxStatus() != 'I' {
+		c.Exec(ctx, `ROLLBACK`)
+	}
 }
