@@ -105,7 +105,7 @@ func TestReplayBeforeUpgrade(t *testing.T) {
 	}
 	db.Close()
 	before := snapshot(t, path)
-	if _, err := run(t, "replay", "--db", path, "job_1"); err == nil || !strings.Contains(err.Error(), "start serve or dispatch of this version once") {
+	if _, err := run(t, "replay", "--db", path, "job_1"); err == nil || !strings.Contains(err.Error(), "run inbox migrate once") {
 		t.Errorf("replay before the upgrade: %v", err)
 	}
 	if snapshot(t, path) != before {

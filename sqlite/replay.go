@@ -20,7 +20,7 @@ func (r replaying) ReadOnly() bool { return r.s.write == nil }
 
 // errNoHistory is Replay's error on a database that serve or dispatch of
 // this version has not opened yet: the admin commands do not upgrade it.
-var errNoHistory = errors.New("the database has no delivery_history table yet: start serve or dispatch of this version once, which upgrades it")
+var errNoHistory = errors.New("the database has no delivery_history table yet: run inbox migrate once, which upgrades it")
 
 // InReplayTx runs fn in one IMMEDIATE transaction of the write
 // connection, rolled back when dryRun, at the store's clock.
