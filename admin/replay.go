@@ -40,11 +40,15 @@ is not handed it again. With --destination only the rows
 routed to that destination are taken, and only their pair for it is
 reset: no row reaches a destination whose filters did not take it. It
 refuses to run without a selection (--status done selects every done
-row).
+row), and a selection flag given empty (--source "", or its variable set
+to ""), which would select as the flag left out does. Rows named by id
+that the other flags leave out are counted in the output.
 
 --rate N/s (or N/m) spaces the rows: row i is due i/N seconds after the
 start, so the application is never handed a whole backlog at once; the
-destinations' own rate ceilings apply on top. Without it every row is due
+destinations' own rate ceilings apply on top. A rate slower than one an
+hour, or at which the last row would be due more than 30 days on, is
+refused. Without it every row is due
 at once. It prints how many rows and pairs it took, how many already
 waited, how many it skipped and why, and when the last one is due;
 --dry-run prints the same and the first rows (--show, as inbox list does)
@@ -73,6 +77,9 @@ Examples:
 		Action: func(c *cli.Context) error {
 			ids, err := args(c)
 			if err != nil {
+				return err
+			}
+			if err := refuseEmpty(c, "source", "event", "status", "reason", "job-status", "destination", "since", "until"); err != nil {
 				return err
 			}
 			status := inbox.Status(c.String("status"))
@@ -144,6 +151,9 @@ func printReplay(c *cli.Context, rep inbox.ReplayReport) error {
 	if rep.Changed > 0 {
 		fmt.Fprintf(w, "changed meanwhile, left as they are: %s pairs\n", thousands(int64(rep.Changed)))
 	}
+	if rep.LeftOut > 0 {
+		fmt.Fprintf(w, "named but left out by the other filters: %s\n", thousands(int64(rep.LeftOut)))
+	}
 	if n := rep.Skipped["ignored"]; n > 0 {
 		fmt.Fprintf(w, "skipped, ignored (test pings): %s\n", thousands(int64(n)))
 	}
@@ -161,7 +171,8 @@ func printReplay(c *cli.Context, rep inbox.ReplayReport) error {
 	}
 	switch {
 	case rep.Pairs == 0:
-	case !rep.LastDue.After(rep.FirstDue):
+	case formatTime(rep.LastDue) == formatTime(rep.FirstDue):
+		// Due within the same second: batches of an unpaced run differ by milliseconds.
 		fmt.Fprintf(w, "due: at once (%s)\n", formatTime(rep.FirstDue))
 	default:
 		fmt.Fprintf(w, "due: from %s to %s (the last one)\n", formatTime(rep.FirstDue), formatTime(rep.LastDue))
@@ -171,4 +182,17 @@ func printReplay(c *cli.Context, rep inbox.ReplayReport) error {
 	}
 	fmt.Fprintln(w)
 	return printRows(c, rep.First, listHead, listCells)
+}
+
+// refuseEmpty fails when one of the selection flags names is given empty,
+// on the command line or as its variable set to "": an empty one selects
+// as the flag left out does, so --source "$SRC" with SRC unset would
+// replay the rows of every source.
+func refuseEmpty(c *cli.Context, names ...string) error {
+	for _, n := range names {
+		if c.IsSet(n) && strings.TrimSpace(c.String(n)) == "" {
+			return fmt.Errorf("--%s is empty (given so, or its variable set to \"\"): name one, or leave the flag out", n)
+		}
+	}
+	return nil
 }

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/url"
 	"reflect"
 	"strconv"
@@ -180,18 +181,27 @@ func decodeFile(path string) (fileConfig, error) {
 }
 
 // ParseRate reads a ceiling on requests, "50/s" or "600/m", as requests a
-// second.
+// second. It refuses NaN and infinities, which ParseFloat takes, and a
+// rate slower than MinRate: a destination's limiter would never start a
+// second attempt, and a replay's rows would be due centuries on.
 func ParseRate(s string) (float64, error) {
 	n, per, ok := strings.Cut(strings.TrimSpace(s), "/")
 	v, err := strconv.ParseFloat(n, 64)
-	if !ok || err != nil || v <= 0 {
+	if !ok || err != nil || !(v > 0) || math.IsInf(v, 0) {
 		return 0, fmt.Errorf("rate %q: want requests per second or minute, such as 50/s or 600/m", s)
 	}
 	switch per {
 	case "s":
-		return v, nil
 	case "m":
-		return v / 60, nil
+		v /= 60
+	default:
+		return 0, fmt.Errorf("rate %q: want requests per second or minute, such as 50/s or 600/m", s)
 	}
-	return 0, fmt.Errorf("rate %q: want requests per second or minute, such as 50/s or 600/m", s)
+	if v < MinRate {
+		return 0, fmt.Errorf("rate %q: slower than one an hour (0.0167/m): want requests per second or minute, such as 50/s or 600/m", s)
+	}
+	return v, nil
 }
+
+// MinRate is the slowest rate ParseRate takes, a second: one an hour.
+const MinRate = 1.0 / 3600

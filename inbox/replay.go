@@ -37,7 +37,8 @@ import (
 // ceilings apply on top.
 //
 // It fails, changing nothing, when the store is read-only, the selection
-// is empty or searches bodies, Rate is negative, or an id names no row.
+// is empty or searches bodies, Rate is negative, an id names no row, or
+// at Rate the last row selected would be due more than MaxReplaySpan on.
 // When a batch fails it is rolled back, and the report counts the batches
 // before it.
 func Replay(ctx context.Context, store ReplayStore, sel ReplaySelection, opts ReplayOptions) (ReplayReport, error) {
@@ -65,6 +66,14 @@ func Replay(ctx context.Context, store ReplayStore, sel ReplaySelection, opts Re
 	if err != nil {
 		return rep, fmt.Errorf("replay: select the rows: %w", err)
 	}
+	if len(sel.IDs) > 0 {
+		// Named, but not matching the other filters: said, not an error.
+		rep.LeftOut = len(slices.Compact(slices.Sorted(slices.Values(sel.IDs)))) - len(ids)
+	}
+	if span := float64(len(ids)) / opts.Rate; opts.Rate > 0 && span > MaxReplaySpan.Seconds() {
+		return rep, fmt.Errorf("replay: at %g rows a second the last of the %d rows selected would be due in %.1f days, more than %.0f: raise the rate, or select fewer rows",
+			opts.Rate, len(ids), span/86400, MaxReplaySpan.Hours()/24)
+	}
 	var start time.Time
 	for from := 0; from < len(ids); from += replayBatch {
 		batch := ids[from:min(from+replayBatch, len(ids))]
@@ -89,6 +98,11 @@ func Replay(ctx context.Context, store ReplayStore, sel ReplaySelection, opts Re
 	}
 	return rep, nil
 }
+
+// MaxReplaySpan bounds how long after its start a paced replay's last row
+// is due: a rate that spaces the rows further is refused, rather than
+// leaving them new for months (or past what a time.Duration holds).
+const MaxReplaySpan = 30 * 24 * time.Hour
 
 // replayBatch bounds the rows one replay transaction takes.
 const replayBatch = 500
@@ -297,6 +311,9 @@ type ReplayReport struct {
 	// Changed counts the pairs a dispatcher or another command changed
 	// between reading and resetting them, left as they are.
 	Changed int `json:"changed"`
+	// LeftOut counts the rows named by id that the selection's filters
+	// leave out (not routed to its destination, of another status, ...).
+	LeftOut int `json:"left_out"`
 	// Skipped counts the rows not handed on, by why: the reason of a row
 	// parked on receipt (see Reprocess), or "ignored".
 	Skipped map[string]int `json:"skipped"`

@@ -1,0 +1,178 @@
+package e2e
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// replayFixture serves rows to two destinations, jobs (job.completed
+// only) and all, until each is done, and returns the completed, failed
+// and push rows' ids and the server (SIGKILLed when the test ends).
+func replayFixture(t *testing.T, db string, completed int) (done, fail, gh []string) {
+	t.Helper()
+	jobs, all := newDestApp(t, 204), newDestApp(t, 204)
+	cfg := fanOutConfig(t, `
+[[destination]]
+name = "jobs"
+url = "`+jobs.URL+`"
+events = ["job.completed"]
+
+[[destination]]
+name = "all"
+url = "`+all.URL+`"
+`)
+	s := startServer(t, db, "--config", cfg)
+	done, fail, gh = sendFanOut(t, s, completed, 1, 1)
+	rows := len(done) + len(fail) + len(gh)
+	waitLong(t, 60*time.Second, "every row handed on", func() bool {
+		st := destinationStats(t, db)
+		return st["jobs"].ByStatus["done"] == len(done) && st["all"].ByStatus["done"] == rows
+	})
+	return done, fail, gh
+}
+
+// TestReplayRefusesEmptyFlags and TestReplayRefusesEmptyFlagsPostgres: a
+// selection flag of inbox replay given empty, on the command line or as
+// its variable set to "", is refused, naming the flag, and changes
+// nothing; it used to select as the flag left out does, so
+// --source "$SRC" with SRC unset replayed the rows of every source.
+func TestReplayRefusesEmptyFlags(t *testing.T) {
+	testReplayRefusesEmptyFlags(t, filepath.Join(t.TempDir(), "inbox.db"))
+}
+
+func TestReplayRefusesEmptyFlagsPostgres(t *testing.T) { testReplayRefusesEmptyFlags(t, pgSchema(t)) }
+
+func testReplayRefusesEmptyFlags(t *testing.T, db string) {
+	done, _, _ := replayFixture(t, db, 2)
+	for _, flag := range []string{"source", "event", "status", "reason", "job-status", "destination", "since", "until"} {
+		for _, via := range []string{"flag", "env"} {
+			args := []string{"replay", "--db", db, "--json"}
+			var env []string
+			if via == "flag" {
+				args = append(args, "--"+flag, "")
+			} else {
+				env = []string{"INBOX_REPLAY_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_")) + "="}
+			}
+			if flag != "status" {
+				args = append(args, "--status", "done")
+			} else {
+				args = append(args, "--since", "1h")
+			}
+			out, errOut, code := runCLI(t, env, args...)
+			if code == 0 || !strings.Contains(errOut, "--"+flag+" is empty") || strings.Count(strings.TrimSpace(errOut), "\n") > 0 {
+				t.Errorf("replay with --%s empty (%s): exit %d %q %q, want one line naming --%s", flag, via, code, out, errOut, flag)
+			}
+		}
+	}
+	st := destinationStats(t, db)
+	if st["jobs"].ByStatus["done"] != len(done) || st["jobs"].ByStatus["new"] != 0 || st["all"].ByStatus["new"] != 0 {
+		t.Errorf("after the refused replays: jobs %v, all %v, want every pair still done", st["jobs"].ByStatus, st["all"].ByStatus)
+	}
+	// A real value still works.
+	if out, errOut, code := runCLI(t, nil, "replay", "--db", db, "--dry-run", "--source", "gh", "--status", "done"); code != 0 || !strings.Contains(out, "rows handed on again: 1 (1 pairs made new") {
+		t.Errorf("replay --source gh --status done --dry-run: exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+// TestReplayRateBounds: inbox replay refuses a --rate that is not a
+// finite rate of at least one an hour (NaN/s, inf/s and 0.0001/s were
+// taken: the first two failed late, the last spaced rows months apart,
+// and slower ones overflowed into rows all due at once), and a rate at
+// which the last selected row would be due more than 30 days on; a
+// destination's rate ceiling is read the same way, so serve refuses
+// rate = "NaN/s" at start instead of running with no ceiling.
+func TestReplayRateBounds(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "inbox.db")
+	done, fail, gh := replayFixture(t, db, 800)
+	rows := len(done) + len(fail) + len(gh)
+	for _, rate := range []string{"NaN/s", "inf/s", "Infinity/m", "0.0001/s", "1e-300/s", "0.01/m"} {
+		out, errOut, code := runCLI(t, nil, "replay", "--db", db, "--dry-run", "--status", "done", "--rate", rate)
+		if code == 0 || !strings.Contains(errOut, "--rate") {
+			t.Errorf("replay --rate %s: exit %d %q %q, want refused naming --rate", rate, code, out, errOut)
+		}
+	}
+	// 0.0167/m is just over one an hour: 802 rows would take 33 days.
+	out, errOut, code := runCLI(t, nil, "replay", "--db", db, "--status", "done", "--rate", "0.0167/m")
+	if code == 0 || !strings.Contains(errOut, "more than 30") || !strings.Contains(errOut, "raise the rate") {
+		t.Errorf("replay of %d rows at 0.0167/m: exit %d %q %q, want refused: the last due in more than 30 days", rows, code, out, errOut)
+	}
+	if st := destinationStats(t, db); st["all"].ByStatus["new"] != 0 {
+		t.Errorf("after the refused replay all has %d new pairs, want none", st["all"].ByStatus["new"])
+	}
+	// The same rate, with fewer rows, is taken.
+	out, errOut, code = runCLI(t, nil, "replay", "--db", db, "--dry-run", "--json", "--rate", "0.0167/m", gh[0])
+	var rep struct{ Rows int }
+	if code != 0 || json.Unmarshal([]byte(out), &rep) != nil || rep.Rows != 1 {
+		t.Errorf("replay --rate 0.0167/m %s: exit %d %q %q", gh[0], code, out, errOut)
+	}
+
+	for _, rate := range []string{"NaN/s", "inf/s", "1e-300/s"} {
+		cfg := fanOutConfig(t, `
+[[destination]]
+name = "slow"
+url = "http://127.0.0.1:1/"
+rate = "`+rate+`"
+`)
+		_, errOut, code := runBriefly(t, []string{"SUME_COM_WEBHOOK_SIGNING_SECRET=" + e2eSecret},
+			"serve", "--addr", "127.0.0.1:0", "--db", filepath.Join(t.TempDir(), "inbox.db"), "--config", cfg)
+		if code != 1 || !strings.Contains(errOut, `rate "`+rate+`"`) {
+			t.Errorf("serve with a destination's rate = %q: exit %d %q, want refused at start naming the rate", rate, code, errOut)
+		}
+	}
+}
+
+// TestReplaySaysRowsLeftOut: rows named by id that the other filters
+// leave out (here, not routed to --destination) are counted in the
+// report, text and JSON, instead of vanishing from it: inbox replay
+// --destination jobs job_f0 used to print "rows handed on again: 0" and
+// nothing of why.
+func TestReplaySaysRowsLeftOut(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "inbox.db")
+	done, fail, _ := replayFixture(t, db, 2)
+	out, errOut, code := runCLI(t, nil, "replay", "--db", db, "--dry-run", "--destination", "jobs", fail[0], done[0], done[0])
+	if code != 0 || !strings.Contains(out, "rows handed on again: 1 (1 pairs made new") || !strings.Contains(out, "named but left out by the other filters: 1\n") {
+		t.Errorf("replay --destination jobs %s %s: exit %d\n%s%s", fail[0], done[0], code, out, errOut)
+	}
+	out, errOut, code = runCLI(t, nil, "replay", "--db", db, "--json", "--destination", "jobs", fail[0])
+	var rep struct {
+		Rows    int `json:"rows"`
+		LeftOut int `json:"left_out"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &rep) != nil || rep.Rows != 0 || rep.LeftOut != 1 {
+		t.Errorf("replay --json --destination jobs %s: exit %d %q %s, want rows 0, left_out 1", fail[0], code, out, errOut)
+	}
+}
+
+// TestMigrateWithoutCreatePostgres: on a schema of an older version, a
+// role that may write the tables (SELECT, INSERT, UPDATE, DELETE) but
+// has no CREATE on the schema is told that the upgrade needs a role with
+// CREATE that owns the tables, by inbox migrate and by a command that
+// writes; it used to be told to connect as a role with the very
+// privileges it had. Nothing is changed, and once the owner migrates,
+// the same role runs the command.
+func TestMigrateWithoutCreatePostgres(t *testing.T) {
+	dsn := oldPostgres(t)
+	role, asRole := pgRole(t, dsn)
+	schema := pgSearchPath(dsn)
+	pgExec(t, pgDatabase(t), `REVOKE CREATE ON SCHEMA `+schema+` FROM `+role)
+	pgExec(t, pgDatabase(t), `GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA `+schema+` TO `+role)
+	for _, args := range [][]string{{"migrate"}, {"replay", "--status", "done"}, {"pause", "billing"}} {
+		out, errOut, code := adminRun(t, asRole, args...)
+		if code == 0 || !strings.Contains(errOut, "version 3 and this inbox needs") || !strings.Contains(errOut, "CREATE on the schema") || !strings.Contains(errOut, "run inbox migrate once as") {
+			t.Errorf("%v as a role without CREATE: exit %d %q %q, want told the upgrade needs CREATE and the tables' owner", args, code, out, errOut)
+		}
+	}
+	if n := pgQueryInt(t, dsn, `SELECT max(version) FROM inbox_migrations`); n != 3 {
+		t.Fatalf("schema version after the refused upgrades = %d, want still 3", n)
+	}
+	if out, errOut, code := adminRun(t, dsn, "migrate"); code != 0 || !strings.Contains(out, "upgraded") {
+		t.Fatalf("inbox migrate as the owner: exit %d %q %s", code, out, errOut)
+	}
+	pgExec(t, pgDatabase(t), `GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA `+schema+` TO `+role)
+	if out, errOut, code := adminRun(t, asRole, "pause", "billing"); code != 0 {
+		t.Errorf("pause as the role once the owner migrated: exit %d %q %s", code, out, errOut)
+	}
+}
