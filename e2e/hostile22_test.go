@@ -176,3 +176,39 @@ func TestMigrateWithoutCreatePostgres(t *testing.T) {
 		t.Errorf("pause as the role once the owner migrated: exit %d %q %s", code, out, errOut)
 	}
 }
+
+// TestForwardErrorsNameOnlyTheOrigin: a destination whose URL carries
+// its credential in the path and query (as Slack's and Discord's hook
+// URLs do) and cannot be reached: the attempt's log line, the pair's
+// last_error in inbox show (text and JSON) name the host it tried, never
+// the path, the query or the password; GET /destinations names no URL
+// either. They used to quote the whole URL, password masked, on every
+// failed attempt.
+func TestForwardErrorsNameOnlyTheOrigin(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "inbox.db")
+	cfg := fanOutConfig(t, `
+[[destination]]
+name = "hook"
+url = "http://user:pw-SEKRIT-3@127.0.0.1:1/services/T0/B0/path-SEKRIT-1?token=query-SEKRIT-2"
+retry_schedule = "1m"
+`)
+	s := startServer(t, db, "--config", cfg, "--admin-addr", "127.0.0.1:0")
+	done, _, _ := sendFanOut(t, s, 1, 0, 0)
+	waitLong(t, 30*time.Second, "the first attempt to fail", func() bool {
+		return destinationStats(t, db)["hook"].Retrying == 1
+	})
+	text, _, _ := runCLI(t, nil, "show", "--db", db, done[0])
+	js, _, _ := runCLI(t, nil, "show", "--db", db, "--json", done[0])
+	dests, _, _ := runCLI(t, nil, "destinations", "--admin", s.admin, "--json")
+	if !strings.Contains(dests, `"hook"`) {
+		t.Errorf("inbox destinations --json does not list hook: %q", dests)
+	}
+	if !strings.Contains(text, "127.0.0.1:1") || !strings.Contains(s.logs.String(), "127.0.0.1:1") {
+		t.Errorf("the failure does not name the host it tried:\n%s\n%s", text, s.logs)
+	}
+	for what, out := range map[string]string{"serve's log": s.logs.String(), "show": text, "show --json": js, "destinations": dests} {
+		if strings.Contains(out, "SEKRIT") || strings.Contains(out, "/services/") {
+			t.Errorf("%s holds the URL's path, query or password:\n%s", what, out)
+		}
+	}
+}
