@@ -38,7 +38,10 @@ own (which sums up its destinations); a row selected as parked has only
 its parked pairs (of that --reason) reset, so a destination that took it
 is not handed it again. With --destination only the rows
 routed to that destination are taken, and only their pair for it is
-reset: no row reaches a destination whose filters did not take it. It
+reset: no row reaches a destination whose filters did not take it. With
+--config (INBOX_CONFIG, as dispatch reads it), a pair whose destination's
+filters in that file no longer take its row is left as it is and counted:
+no row reaches a destination narrowed since. It
 refuses to run without a selection (--status done selects every done
 row), and a selection flag given empty (--source "", or its variable set
 to ""), which would select as the flag left out does. Rows named by id
@@ -62,9 +65,11 @@ Examples:
    inbox replay --since 2026-12-01T09:00:00Z --until 2026-12-01T10:00:00Z --event job.completed --destination crm --dry-run
    inbox replay --status done --since 6h --destination crm --rate 20/s
    inbox replay --status parked --reason handler_failed --source github
-   inbox replay --job-status ERROR --since 24h --rate 600/m --json`,
+   inbox replay --job-status ERROR --since 24h --rate 600/m --json
+   inbox replay --config /etc/inbox/inbox.toml --status done --since 6h`,
 		Flags: append([]cli.Flag{
 			config.DBFlag(),
+			config.FileFlag("the config whose [[destination]] filters the replay keeps to: a pair whose destination's sources or events no longer take its row is left as it is (only names and filters are read)"),
 			sourceFlag("only rows of this source", "INBOX_REPLAY_SOURCE"),
 			&cli.StringFlag{Name: "status", Usage: "only rows with this status (new, done, parked)", EnvVars: []string{"INBOX_REPLAY_STATUS"}},
 			reasonFlag("only rows parked for this reason (handler_failed, handler_rejected)", "INBOX_REPLAY_REASON"),
@@ -105,6 +110,11 @@ Examples:
 			if s := c.String("rate"); s != "" {
 				if opts.Rate, err = config.ParseRate(s); err != nil {
 					return fmt.Errorf("--rate: %w", err)
+				}
+			}
+			if file := c.String("config"); file != "" {
+				if opts.Routes, err = config.LoadRoutes(file); err != nil {
+					return err
 				}
 			}
 			sel := inbox.ReplaySelection{IDs: ids, Filter: f}
@@ -150,6 +160,9 @@ func printReplay(c *cli.Context, rep inbox.ReplayReport) error {
 	}
 	if rep.Changed > 0 {
 		fmt.Fprintf(w, "changed meanwhile, left as they are: %s pairs\n", thousands(int64(rep.Changed)))
+	}
+	if rep.Filtered > 0 {
+		fmt.Fprintf(w, "left as they are, their destination's filters in --config no longer take them: %s pairs\n", thousands(int64(rep.Filtered)))
 	}
 	if rep.LeftOut > 0 {
 		fmt.Fprintf(w, "named but left out by the other filters: %s\n", thousands(int64(rep.LeftOut)))

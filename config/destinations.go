@@ -94,6 +94,28 @@ func LoadDestinations(path string, getenv func(string) string) ([]Destination, e
 	return out, nil
 }
 
+// LoadRoutes reads the names and filters of the [[destination]] tables of
+// a configuration file, and nothing else: no secret is read, so a command
+// that only needs to know which rows each destination takes runs without
+// the destinations' environment. It fails on an unreadable file, an
+// unknown key, and a missing, invalid or repeated name.
+func LoadRoutes(path string) ([]inbox.Route, error) {
+	fc, err := decodeFile(path)
+	if err != nil {
+		return nil, err
+	}
+	routes := []inbox.Route{}
+	names := map[string]bool{}
+	for i, fd := range fc.Destination {
+		if !ValidName(fd.Name) || names[fd.Name] {
+			return nil, fmt.Errorf("config %s: destination %d (%s): name must be 1 to 32 of a-z, 0-9, - and _, and used once", path, i+1, fd.Name)
+		}
+		names[fd.Name] = true
+		routes = append(routes, inbox.Route{Name: fd.Name, Sources: fd.Sources, Events: fd.Events})
+	}
+	return routes, nil
+}
+
 func (fd fileDestination) destination(getenv func(string) string, sources map[string]bool) (Destination, error) {
 	if !ValidName(fd.Name) {
 		return Destination{}, errors.New("name must be 1 to 32 of a-z, 0-9, - and _")

@@ -2,8 +2,10 @@ package e2e
 
 import (
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -13,25 +15,88 @@ import (
 // and push rows' ids and the server (SIGKILLed when the test ends).
 func replayFixture(t *testing.T, db string, completed int) (done, fail, gh []string) {
 	t.Helper()
-	jobs, all := newDestApp(t, 204), newDestApp(t, 204)
-	cfg := fanOutConfig(t, `
-[[destination]]
-name = "jobs"
-url = "`+jobs.URL+`"
-events = ["job.completed"]
+	done, fail, gh, _, _, _ = replayServe(t, db, completed)
+	return done, fail, gh
+}
 
-[[destination]]
-name = "all"
-url = "`+all.URL+`"
-`)
-	s := startServer(t, db, "--config", cfg)
+// replayServe is replayFixture, which also returns the server, its
+// config file and the two applications.
+func replayServe(t *testing.T, db string, completed int) (done, fail, gh []string, s *server, cfg string, apps [2]*destApp) {
+	t.Helper()
+	jobs, all := newDestApp(t, 204), newDestApp(t, 204)
+	cfg = fanOutConfig(t, replayDests(jobs, all, ""))
+	s = startServer(t, db, "--config", cfg)
 	done, fail, gh = sendFanOut(t, s, completed, 1, 1)
 	rows := len(done) + len(fail) + len(gh)
 	waitLong(t, 60*time.Second, "every row handed on", func() bool {
 		st := destinationStats(t, db)
 		return st["jobs"].ByStatus["done"] == len(done) && st["all"].ByStatus["done"] == rows
 	})
-	return done, fail, gh
+	return done, fail, gh, s, cfg, [2]*destApp{jobs, all}
+}
+
+// replayDests is the [[destination]] tables of replayServe, all's
+// filter lines allFilter.
+func replayDests(jobs, all *destApp, allFilter string) string {
+	return `
+[[destination]]
+name = "jobs"
+url = "` + jobs.URL + `"
+events = ["job.completed"]
+
+[[destination]]
+name = "all"
+url = "` + all.URL + `"
+` + allFilter + "\n"
+}
+
+// TestReplayKeepsToTheFiltersNow and ...Postgres: once a destination is
+// narrowed (all takes job.failed alone, reloaded), inbox replay --config
+// with that file hands its rows on again only to the destinations whose
+// filters take them now, and counts the pairs it leaves; without it a
+// replay handed all the job.completed and push rows it no longer takes.
+func TestReplayKeepsToTheFiltersNow(t *testing.T) {
+	testReplayKeepsToTheFiltersNow(t, filepath.Join(t.TempDir(), "inbox.db"))
+}
+
+func TestReplayKeepsToTheFiltersNowPostgres(t *testing.T) {
+	testReplayKeepsToTheFiltersNow(t, pgSchema(t))
+}
+
+func testReplayKeepsToTheFiltersNow(t *testing.T, db string) {
+	done, fail, gh, s, cfg, apps := replayServe(t, db, 3)
+	jobs, all := apps[0], apps[1]
+	if err := os.WriteFile(cfg, []byte(fanOutText(replayDests(jobs, all, `events = ["job.failed"]`))), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s.signal(syscall.SIGHUP)
+	waitLong(t, 10*time.Second, "the reload", func() bool { return strings.Count(s.logs.String(), "reloaded destinations") == 1 })
+	before := [2]int{jobs.requests(), all.requests()}
+	out, errOut, code := runCLI(t, nil, "replay", "--db", db, "--config", cfg, "--json", "--status", "done")
+	var rep struct {
+		Rows     int `json:"rows"`
+		Pairs    int `json:"pairs"`
+		Filtered int `json:"filtered"`
+	}
+	// jobs takes its 3 again, all only job_f0: its 3 job.completed and 1 push pairs stay.
+	if code != 0 || json.Unmarshal([]byte(out), &rep) != nil || rep.Rows != 4 || rep.Pairs != 4 || rep.Filtered != 4 {
+		t.Fatalf("replay --config --status done: exit %d %q %s, want 4 rows, 4 pairs, 4 filtered", code, out, errOut)
+	}
+	waitLong(t, 30*time.Second, "the replayed pairs", func() bool {
+		return jobs.requests() == before[0]+3 && all.requests() == before[1]+1
+	})
+	time.Sleep(500 * time.Millisecond) // anything more would have come by now
+	if n := all.requests(); n != before[1]+1 || len(all.attempts(fail[0])) != 2 {
+		t.Errorf("all got %d requests after the replay (%s %d times), want %d: job_f0 alone again", n, fail[0], len(all.attempts(fail[0])), before[1]+1)
+	}
+	for _, id := range append(done, gh...) {
+		if n := len(all.attempts(id)); n != 1 {
+			t.Errorf("all got %s %d times, want once: its filters no longer take it", id, n)
+		}
+	}
+	if st := destinationStats(t, db); st["all"].ByStatus["done"] != 5 || st["jobs"].ByStatus["done"] != 3 {
+		t.Errorf("after the replay: all %v, jobs %v, want every pair done", st["all"].ByStatus, st["jobs"].ByStatus)
+	}
 }
 
 // TestReplayRefusesEmptyFlags and TestReplayRefusesEmptyFlagsPostgres: a
