@@ -277,3 +277,25 @@ retry_schedule = "1m"
 		}
 	}
 }
+
+// TestEmptyFileNotAnInbox: --db naming an empty file (a copy or restore
+// that did not finish, a touch) is refused by inbox migrate, the commands
+// that write and those that read, one line naming the file, and the file
+// stays empty. inbox migrate used to say it was up to date, a command
+// that writes made an empty inbox in it, and one that reads failed with
+// "no such table".
+func TestEmptyFileNotAnInbox(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "inbox.db")
+	if err := os.WriteFile(db, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"migrate"}, {"pause", "billing"}, {"replay", "--status", "done"}, {"purge"}, {"stats"}, {"list"}} {
+		out, errOut, code := adminRun(t, db, args...)
+		if code == 0 || !strings.Contains(errOut, db+" is an empty file, not an inbox database") || strings.Count(strings.TrimSpace(errOut), "\n") > 0 {
+			t.Errorf("%v on an empty file: exit %d %q %q, want one line saying it is empty", args, code, out, errOut)
+		}
+	}
+	if fi, err := os.Stat(db); err != nil || fi.Size() != 0 {
+		t.Errorf("the empty file after the commands: %v, %v bytes, want still empty", err, fi.Size())
+	}
+}
