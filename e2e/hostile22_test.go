@@ -299,3 +299,24 @@ func TestEmptyFileNotAnInbox(t *testing.T) {
 		t.Errorf("the empty file after the commands: %v, %v bytes, want still empty", err, fi.Size())
 	}
 }
+
+// TestNATSTokenNotLogged: a JetStream destination whose servers carry a
+// token (nats://TOKEN@host, NATS's token form) and a user and password:
+// serve's log names the servers with both masked. The token, a user with
+// no password, used to be logged as it is, as url.URL.Redacted leaves it.
+func TestNATSTokenNotLogged(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "inbox.db")
+	cfg := fanOutConfig(t, `
+[[destination]]
+name = "stream"
+nats_url = "nats://user:pw-SEKRIT-1@127.0.0.1:1,nats://tok-SEKRIT-2@127.0.0.1:2"
+nats_subject = "jobs.terminal"
+`)
+	s := startServer(t, db, "--config", cfg)
+	waitLong(t, 10*time.Second, "the unreachable servers logged", func() bool {
+		return strings.Contains(s.logs.String(), "nats server unreachable")
+	})
+	if logs := s.logs.String(); strings.Contains(logs, "SEKRIT") || !strings.Contains(logs, "nats://xxxxx@127.0.0.1:2") {
+		t.Errorf("serve's log holds a NATS credential, or does not name the servers masked:\n%s", logs)
+	}
+}
