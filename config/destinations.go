@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/url"
 	"reflect"
 	"strconv"
@@ -93,6 +94,28 @@ func LoadDestinations(path string, getenv func(string) string) ([]Destination, e
 	return out, nil
 }
 
+// LoadRoutes reads the names and filters of the [[destination]] tables of
+// a configuration file, and nothing else: no secret is read, so a command
+// that only needs to know which rows each destination takes runs without
+// the destinations' environment. It fails on an unreadable file, an
+// unknown key, and a missing, invalid or repeated name.
+func LoadRoutes(path string) ([]inbox.Route, error) {
+	fc, err := decodeFile(path)
+	if err != nil {
+		return nil, err
+	}
+	routes := []inbox.Route{}
+	names := map[string]bool{}
+	for i, fd := range fc.Destination {
+		if !ValidName(fd.Name) || names[fd.Name] {
+			return nil, fmt.Errorf("config %s: destination %d (%s): name must be 1 to 32 of a-z, 0-9, - and _, and used once", path, i+1, fd.Name)
+		}
+		names[fd.Name] = true
+		routes = append(routes, inbox.Route{Name: fd.Name, Sources: fd.Sources, Events: fd.Events})
+	}
+	return routes, nil
+}
+
 func (fd fileDestination) destination(getenv func(string) string, sources map[string]bool) (Destination, error) {
 	if !ValidName(fd.Name) {
 		return Destination{}, errors.New("name must be 1 to 32 of a-z, 0-9, - and _")
@@ -180,18 +203,27 @@ func decodeFile(path string) (fileConfig, error) {
 }
 
 // ParseRate reads a ceiling on requests, "50/s" or "600/m", as requests a
-// second.
+// second. It refuses NaN and infinities, which ParseFloat takes, and a
+// rate slower than MinRate: a destination's limiter would never start a
+// second attempt, and a replay's rows would be due centuries on.
 func ParseRate(s string) (float64, error) {
 	n, per, ok := strings.Cut(strings.TrimSpace(s), "/")
 	v, err := strconv.ParseFloat(n, 64)
-	if !ok || err != nil || v <= 0 {
+	if !ok || err != nil || !(v > 0) || math.IsInf(v, 0) {
 		return 0, fmt.Errorf("rate %q: want requests per second or minute, such as 50/s or 600/m", s)
 	}
 	switch per {
 	case "s":
-		return v, nil
 	case "m":
-		return v / 60, nil
+		v /= 60
+	default:
+		return 0, fmt.Errorf("rate %q: want requests per second or minute, such as 50/s or 600/m", s)
 	}
-	return 0, fmt.Errorf("rate %q: want requests per second or minute, such as 50/s or 600/m", s)
+	if v < MinRate {
+		return 0, fmt.Errorf("rate %q: slower than one an hour (0.0167/m): want requests per second or minute, such as 50/s or 600/m", s)
+	}
+	return v, nil
 }
+
+// MinRate is the slowest rate ParseRate takes, a second: one an hour.
+const MinRate = 1.0 / 3600

@@ -3,6 +3,7 @@ package dispatch
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -40,6 +41,7 @@ const (
 // retried; any other 4xx is the application's "never retry".
 type Forward struct {
 	url    string
+	origin string // scheme and host of url: what an error may name
 	key    []byte // nil: unsigned
 	client *http.Client
 	now    func() time.Time
@@ -67,8 +69,9 @@ func NewForward(rawURL, secret string, now func() time.Time) (*Forward, error) {
 	// Keep a connection per worker alive (the default keeps 2).
 	tr.MaxIdleConnsPerHost = 1024
 	return &Forward{
-		url: u.String(),
-		key: key,
+		url:    u.String(),
+		origin: u.Scheme + "://" + u.Host,
+		key:    key,
 		client: &http.Client{
 			Transport: tr,
 			// A redirect would turn the POST into a GET: answer it as a
@@ -104,7 +107,14 @@ func (f *Forward) Deliver(ctx context.Context, j inbox.Job) error {
 	}
 	resp, err := f.client.Do(req)
 	if err != nil {
-		return err // *url.Error: the URL without its password, never the body
+		// *url.Error quotes the URL, and a hook URL's path or query is
+		// often its credential (Slack's, Discord's): name only its origin,
+		// in the logs and last_error alike.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			ue.URL = f.origin
+		}
+		return err
 	}
 	defer resp.Body.Close()
 	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, maxSnippet))

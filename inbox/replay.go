@@ -37,7 +37,8 @@ import (
 // ceilings apply on top.
 //
 // It fails, changing nothing, when the store is read-only, the selection
-// is empty or searches bodies, Rate is negative, or an id names no row.
+// is empty or searches bodies, Rate is negative, an id names no row, or
+// at Rate the last row selected would be due more than MaxReplaySpan on.
 // When a batch fails it is rolled back, and the report counts the batches
 // before it.
 func Replay(ctx context.Context, store ReplayStore, sel ReplaySelection, opts ReplayOptions) (ReplayReport, error) {
@@ -65,6 +66,14 @@ func Replay(ctx context.Context, store ReplayStore, sel ReplaySelection, opts Re
 	if err != nil {
 		return rep, fmt.Errorf("replay: select the rows: %w", err)
 	}
+	if len(sel.IDs) > 0 {
+		// Named, but not matching the other filters: said, not an error.
+		rep.LeftOut = len(slices.Compact(slices.Sorted(slices.Values(sel.IDs)))) - len(ids)
+	}
+	if span := float64(len(ids)) / opts.Rate; opts.Rate > 0 && span > MaxReplaySpan.Seconds() {
+		return rep, fmt.Errorf("replay: at %g rows a second the last of the %d rows selected would be due in %.1f days, more than %.0f: raise the rate, or select fewer rows",
+			opts.Rate, len(ids), span/86400, MaxReplaySpan.Hours()/24)
+	}
 	var start time.Time
 	for from := 0; from < len(ids); from += replayBatch {
 		batch := ids[from:min(from+replayBatch, len(ids))]
@@ -79,7 +88,7 @@ func Replay(ctx context.Context, store ReplayStore, sel ReplaySelection, opts Re
 			if err != nil {
 				return err
 			}
-			b, err = replayRows(tx, rows, sel.Filter, start, rep.Rows-rep.Rerouted, opts.Rate, now)
+			b, err = replayRows(tx, rows, sel.Filter, opts.Routes, start, rep.Rows-rep.Rerouted, opts.Rate, now)
 			return err
 		})
 		if err != nil {
@@ -90,19 +99,25 @@ func Replay(ctx context.Context, store ReplayStore, sel ReplaySelection, opts Re
 	return rep, nil
 }
 
+// MaxReplaySpan bounds how long after its start a paced replay's last row
+// is due: a rate that spaces the rows further is refused, rather than
+// leaving them new for months (or past what a time.Duration holds).
+const MaxReplaySpan = 30 * 24 * time.Hour
+
 // replayBatch bounds the rows one replay transaction takes.
 const replayBatch = 500
 
 // replayRows plans and applies one batch of rows, selected by f, in tx at
 // now, the rows handed on paced at rate from start, after the paced ones
 // of the batches before.
-func replayRows(tx ReplayTx, rows []ReplayRow, f Filter, start time.Time, paced int, rate float64, now time.Time) (ReplayReport, error) {
+func replayRows(tx ReplayTx, rows []ReplayRow, f Filter, routes []Route, start time.Time, paced int, rate float64, now time.Time) (ReplayReport, error) {
 	b := ReplayReport{Skipped: map[string]int{}}
 	var reset []ReplayPair
 	var reroute []string
 	for _, r := range rows {
-		p := planReplay(r, f)
+		p := planReplay(r, f, routes)
 		b.Waiting += p.waiting
+		b.Filtered += p.filtered
 		switch {
 		case p.skip != "":
 			b.Skipped[p.skip]++
@@ -179,19 +194,22 @@ func pace(taken int, rate float64) time.Duration {
 // replayPlan is what a replay does with one row: reset its pairs, route
 // it again, or skip it (why), with how many of its pairs already wait.
 type replayPlan struct {
-	reset   []Pairing
-	reroute bool
-	skip    string
-	waiting int
+	reset    []Pairing
+	reroute  bool
+	skip     string
+	waiting  int
+	filtered int
 }
 
 // planReplay returns what a replay does with row r, selected by f: reset
 // the pairs that are done or parked (only f.Destination's when it is set)
-// and leave the new ones waiting; route again a row with no pair that was
-// handed on; skip a row parked on receipt or ignored. A row selected as
-// parked (f.Status parked, or f.Reason) has only its parked pairs of that
-// reason reset: a destination that took the row is not handed it again.
-func planReplay(r ReplayRow, f Filter) replayPlan {
+// and leave the new ones waiting, and those of a destination of routes
+// whose filters no longer take the row as they are; route again a row with
+// no pair that was handed on; skip a row parked on receipt or ignored. A
+// row selected as parked (f.Status parked, or f.Reason) has only its
+// parked pairs of that reason reset: a destination that took the row is
+// not handed it again.
+func planReplay(r ReplayRow, f Filter, routes []Route) replayPlan {
 	pairs := r.Pairs
 	keep := func(p Pairing) bool {
 		if f.Destination != "" && p.Destination != f.Destination {
@@ -224,9 +242,13 @@ func planReplay(r ReplayRow, f Filter) replayPlan {
 	}
 	var p replayPlan
 	for _, d := range pairs {
-		if d.Status == StatusNew {
+		i := slices.IndexFunc(routes, func(rt Route) bool { return rt.Name == d.Destination })
+		switch {
+		case d.Status == StatusNew:
 			p.waiting++
-		} else {
+		case i >= 0 && !routes[i].Takes(r.Event.Source, r.Event.Event):
+			p.filtered++
+		default:
 			p.reset = append(p.reset, d)
 		}
 	}
@@ -267,6 +289,12 @@ type ReplayOptions struct {
 	DryRun bool
 	// Sample is how many of the rows taken the report lists in First.
 	Sample int
+	// Routes, when not nil, are the destinations' filters now: a pair of
+	// one of them whose filters no longer take its row is left as it is,
+	// counted in Filtered, so a replay never hands a row to a destination
+	// narrowed since it was routed. A pair of a destination not among
+	// them is reset, to wait for it.
+	Routes []Route
 }
 
 // ReplayRow is a row a replay selected, without its body, with every pair
@@ -297,6 +325,12 @@ type ReplayReport struct {
 	// Changed counts the pairs a dispatcher or another command changed
 	// between reading and resetting them, left as they are.
 	Changed int `json:"changed"`
+	// Filtered counts the pairs left as they are because their
+	// destination's filters (ReplayOptions.Routes) no longer take the row.
+	Filtered int `json:"filtered"`
+	// LeftOut counts the rows named by id that the selection's filters
+	// leave out (not routed to its destination, of another status, ...).
+	LeftOut int `json:"left_out"`
 	// Skipped counts the rows not handed on, by why: the reason of a row
 	// parked on receipt (see Reprocess), or "ignored".
 	Skipped map[string]int `json:"skipped"`
@@ -317,6 +351,7 @@ func (r *ReplayReport) add(b ReplayReport, sample int) {
 	r.Pairs += b.Pairs
 	r.Waiting += b.Waiting
 	r.Changed += b.Changed
+	r.Filtered += b.Filtered
 	for k, n := range b.Skipped {
 		r.Skipped[k] += n
 	}

@@ -187,13 +187,18 @@ func checkURL(rawURL string) error {
 	return nil
 }
 
-// redact masks the passwords of a comma-separated URL list, for logs and
-// errors.
+// redact masks the credentials of a comma-separated URL list, for logs
+// and errors: a password, and a user with none, which NATS takes for a
+// token (nats://TOKEN@host), and which url.URL.Redacted, like nats.go's
+// ConnectedUrlRedacted, leaves as it is.
 func redact(rawURL string) string {
 	parts := strings.Split(rawURL, ",")
 	for i, one := range parts {
 		one = strings.TrimSpace(one)
 		if u, err := url.Parse(one); err == nil && u.User != nil {
+			if _, ok := u.User.Password(); !ok {
+				u.User = url.User("xxxxx")
+			}
 			parts[i] = u.Redacted()
 			continue
 		}
@@ -210,7 +215,7 @@ func redact(rawURL string) string {
 func (p *Publisher) firstConnected(nc *natsgo.Conn) {
 	<-p.ready
 	if p.upAtStart {
-		p.log.Debug().Str(keyServer, nc.ConnectedUrlRedacted()).Msg("nats connected")
+		p.log.Debug().Str(keyServer, redact(nc.ConnectedUrl())).Msg("nats connected")
 		return
 	}
 	p.connected(nc)
@@ -227,7 +232,7 @@ func (p *Publisher) connected(nc *natsgo.Conn) {
 	p.mu.Lock()
 	p.warned = false
 	p.mu.Unlock()
-	p.log.Info().Str(keyServer, nc.ConnectedUrlRedacted()).Msg("nats connected")
+	p.log.Info().Str(keyServer, redact(nc.ConnectedUrl())).Msg("nats connected")
 	ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
 	defer cancel()
 	if err := p.Check(ctx); err != nil && !errors.Is(err, ErrUnreachable) {

@@ -80,7 +80,8 @@ func migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	}
 	// A schema already current needs nothing, and no CREATE: a role with
 	// only SELECT, INSERT, UPDATE and DELETE on the tables opens it.
-	switch have, err := schemaVersion(ctx, pool); {
+	have, err := schemaVersion(ctx, pool)
+	switch {
 	case err != nil:
 		return fmt.Errorf("migrate: read the schema's version: %w", err)
 	case have > len(ms):
@@ -88,7 +89,7 @@ func migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	case have == len(ms):
 		return nil
 	}
-	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		var schema *string
 		if err := tx.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
 			return fmt.Errorf("migrate: %w", err)
@@ -119,7 +120,22 @@ func migrate(ctx context.Context, pool *pgxpool.Pool) error {
 		}
 		return nil
 	})
+	if err != nil {
+		return &upgradeError{from: have, to: len(ms), err: err}
+	}
+	return nil
 }
+
+// upgradeError is migrate's failure to upgrade the schema from version
+// from to to: a refusal there is of CREATE, which writing the tables
+// does not need.
+type upgradeError struct {
+	from, to int
+	err      error
+}
+
+func (e *upgradeError) Error() string { return e.err.Error() }
+func (e *upgradeError) Unwrap() error { return e.err }
 
 // checkVersion fails unless the database's schema is the one this build
 // reads; a read-only store cannot upgrade it.

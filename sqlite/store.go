@@ -295,8 +295,15 @@ func openPool(path, dsn string, conns int, g *guard, parsed *parseCounter) (*sql
 // It refuses to when a -wal or -shm file is there without its database:
 // the database was moved or removed while in use, and an empty one in its
 // place would hide that every row is gone.
+//
+// With mustExist it also refuses an empty file, which SQLite would take
+// for a new database (a command that writes would make an empty inbox in
+// it): one left by a copy or a restore that did not finish, or by touch.
 func createFile(path string, mustExist bool) error {
-	if _, err := os.Stat(path); err == nil {
+	if fi, err := os.Stat(path); err == nil {
+		if wal, err := os.Stat(path + "-wal"); mustExist && fi.Mode().IsRegular() && fi.Size() == 0 && (err != nil || wal.Size() == 0) {
+			return fmt.Errorf("%s is an empty file, not an inbox database (a copy or restore that did not finish?): point --db at the database", path)
+		}
 		return nil
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return err

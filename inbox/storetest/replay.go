@@ -128,6 +128,29 @@ func runReplay(t *testing.T, o opener) {
 		}
 	})
 
+	t.Run("a pair whose destination no longer takes the row is left", func(t *testing.T) {
+		e := o.fresh(t)
+		e.put(failed("job_2"))
+		at := t0.Add(time.Second)
+		e.deliverAll(at)
+		e.clock.Set(at.Add(time.Minute))
+		// failures narrowed to job.completed since job_2 was routed;
+		// audit is not among the routes: its pair waits for it.
+		routes := []inbox.Route{{Name: "app"}, {Name: "failures", Events: []string{"job.completed"}}}
+		rep := e.replay(inbox.ReplaySelection{IDs: []string{"job_2"}}, inbox.ReplayOptions{Routes: routes})
+		if rep.Rows != 1 || rep.Pairs != 2 || rep.Filtered != 1 {
+			t.Fatalf("replay = %+v, want 2 pairs made new and 1 filtered", rep)
+		}
+		if p := e.pairing("job_2", "failures"); p.Status != inbox.StatusDone || len(p.Earlier) != 0 {
+			t.Errorf("failures' pair = %+v, want still done, with no earlier series", p)
+		}
+		for _, dest := range []string{"app", "audit"} {
+			if p := e.pairing("job_2", dest); p.Status != inbox.StatusNew {
+				t.Errorf("%s's pair = %s, want new", dest, p.Status)
+			}
+		}
+	})
+
 	t.Run("a destination's pair alone, of the rows routed to it", func(t *testing.T) {
 		e := o.fresh(t)
 		e.put(job("job_1"))
