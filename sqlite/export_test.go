@@ -87,3 +87,7 @@ func WhereForTest(f inbox.Filter) (string, []any) { return where(f) }
 // ParsedForTest returns how many statements the write connection has run
 // from their text rather than prepared.
 func ParsedForTest(s *Store) int64 { return s.parsed.n.Load() }
+
+// GuardChecksForTest returns how many times the store's guard has checked
+// its files.
+func GuardChecksForTest(s *Store) int64 { return s.guard.checks.Load() }

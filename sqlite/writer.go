@@ -52,18 +52,30 @@ func (s *Store) writeOp(ctx context.Context, op txOp) error {
 // after the writer's wait and then one of its own.
 func (s *Store) send(ctx context.Context, w *write) inbox.Written {
 	w.Deadline = time.Now().Add(s.busy)
-	handoff, cancel := context.WithDeadlineCause(ctx, w.Deadline,
-		fmt.Errorf("%w: waited %s, the writer waiting for it too", errLocked, s.busy))
+	handoff, cancel := context.WithDeadlineCause(ctx, w.Deadline, s.causes.handoff)
 	defer cancel()
 	// Taken by the writer: its lock wait ends at w.Deadline, and its
 	// commit should follow at once. A commit that hangs (an fsync stuck on
 	// a failing disk) must not hold the caller past the busy timeout's
 	// promise: the answer is then an error, although the commit may still
 	// land later (the sender's retry is a counted repeat).
-	wait, cancelWait := context.WithDeadlineCause(ctx, w.Deadline.Add(commitGrace),
-		fmt.Errorf("it has not returned %s after the busy timeout: still running", commitGrace))
+	wait, cancelWait := context.WithDeadlineCause(ctx, w.Deadline.Add(commitGrace), s.causes.commit)
 	defer cancelWait()
 	return s.writer.Send(handoff, wait, w)
+}
+
+// sendCauses are why send gives up, made once per store rather than per
+// request.
+type sendCauses struct {
+	handoff error // the writer did not take the request in time
+	commit  error // the commit that carries it did not end in time
+}
+
+func newSendCauses(busy time.Duration) sendCauses {
+	return sendCauses{
+		handoff: fmt.Errorf("%w: waited %s, the writer waiting for it too", errLocked, busy),
+		commit:  fmt.Errorf("it has not returned %s after the busy timeout: still running", commitGrace),
+	}
 }
 
 // commitGrace is how long past its busy timeout a request waits for the
@@ -98,6 +110,11 @@ var errLocked = errors.New("database is locked")
 // not fail for want of them.
 const minLockWait = 10 * time.Millisecond
 
+// writerCtx is the context of the writer's transactions: commitTx checks
+// the files once each has committed, so BeginTx need not (see
+// checkedAtCommit).
+var writerCtx = context.WithValue(context.Background(), checkedAtCommit{}, true)
+
 // begin starts the IMMEDIATE transaction of batch. The wait for another
 // process's write lock ends at the earliest deadline of the batch, so no
 // request waits longer than the busy timeout in all. done is to be called
@@ -113,7 +130,7 @@ func (s *Store) begin(batch []*write) (tx *sql.Tx, done func(), err error) {
 	// transaction that carries its neighbours. The driver ends the lock
 	// wait, and rolls back, when the transaction's context is done, so the
 	// deadline cancels it only while BEGIN is still waiting.
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(writerCtx)
 	timer := time.AfterFunc(max(time.Until(deadline), minLockWait), cancel)
 	tx, err = s.write.BeginTx(ctx, nil)
 	if !timer.Stop() {
