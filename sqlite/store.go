@@ -78,6 +78,7 @@ type Store struct {
 	maxBatch int
 	busy     time.Duration
 	causes   sendCauses // why send gives up, for busy
+	handoffs handoffs   // what deliveries wait for the writer under
 	onCommit func(inbox.Commit)
 
 	guard *guard // nil when read-only

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"inbox/inbox"
@@ -27,8 +28,10 @@ func (s *Store) Put(ctx context.Context, d inbox.Delivery) (inbox.Result, error)
 		return inbox.Result{}, errors.New("put: store is read-only")
 	}
 	// The delivery may commit after ctx is done; the sender retries and the
-	// repeat is counted on the row.
-	r := s.send(ctx, &write{Delivery: d})
+	// repeat is counted on the row. So its hand-off to the writer need not
+	// end with ctx: it ends at the busy timeout, on a timer shared with the
+	// deliveries sent in the same millisecond (see handoffs).
+	r := s.send(ctx, &write{Delivery: d}, true)
 	return r.Result, r.Err
 }
 
@@ -43,17 +46,25 @@ func (s *Store) writeOp(ctx context.Context, op txOp) error {
 	if s.write == nil {
 		return errors.New("store is read-only")
 	}
-	return s.send(ctx, &write{Op: op}).Err
+	return s.send(ctx, &write{Op: op}, false).Err
 }
 
 // send hands w to the writer and waits for its result. The busy timeout
 // counts from here: a request that waits for the writer while the writer
 // waits for another process's lock gives up when its own time is up, not
-// after the writer's wait and then one of its own.
-func (s *Store) send(ctx context.Context, w *write) inbox.Written {
+// after the writer's wait and then one of its own. With shared, the
+// hand-off does not end with ctx, and ends up to a millisecond past the
+// busy timeout (see handoffs).
+func (s *Store) send(ctx context.Context, w *write, shared bool) inbox.Written {
 	w.Deadline = time.Now().Add(s.busy)
-	handoff, cancel := context.WithDeadlineCause(ctx, w.Deadline, s.causes.handoff)
-	defer cancel()
+	var handoff context.Context
+	if shared {
+		handoff = s.handoffs.until(w.Deadline, s.causes.handoff)
+	} else {
+		var cancel context.CancelFunc
+		handoff, cancel = context.WithDeadlineCause(ctx, w.Deadline, s.causes.handoff)
+		defer cancel()
+	}
 	// Taken by the writer: its lock wait ends at w.Deadline, and its
 	// commit should follow at once. A commit that hangs (an fsync stuck on
 	// a failing disk) must not hold the caller past the busy timeout's
@@ -62,6 +73,34 @@ func (s *Store) send(ctx context.Context, w *write) inbox.Written {
 	wait, cancelWait := context.WithDeadlineCause(ctx, w.Deadline.Add(commitGrace), s.causes.commit)
 	defer cancelWait()
 	return s.writer.Send(handoff, wait, w)
+}
+
+// handoffs are the contexts deliveries wait for the writer under: one per
+// millisecond of deadline, shared by every delivery sent within it, so that
+// a delivery costs one timer (its wait for the commit) rather than two.
+type handoffs struct {
+	mu  sync.Mutex
+	at  time.Time       // the deadline of ctx
+	ctx context.Context // done at at
+	// stop is ctx's cancel. Nothing calls it: deliveries may still be
+	// waiting under ctx when the next one is made; its timer ends it.
+	stop context.CancelFunc
+}
+
+// until returns the shared context done at deadline rounded up to the
+// millisecond, with cause.
+func (h *handoffs) until(deadline time.Time, cause error) context.Context {
+	at := deadline.Truncate(time.Millisecond)
+	if at.Before(deadline) {
+		at = at.Add(time.Millisecond)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ctx == nil || !h.at.Equal(at) {
+		h.ctx, h.stop = context.WithDeadlineCause(context.Background(), at, cause)
+		h.at = at
+	}
+	return h.ctx
 }
 
 // sendCauses are why send gives up, made once per store rather than per
