@@ -15,8 +15,11 @@ CREATE TABLE IF NOT EXISTS events (
   job_id       TEXT,
   -- new: stored, waiting for the application (claimed or not, see lease_*);
   -- done: handed on; parked: never processable as received, or given up on
-  -- by the dispatcher, see reason; ignored: a test ping.
-  status       TEXT    NOT NULL CHECK (status IN ('new', 'done', 'parked', 'ignored')),
+  -- by the dispatcher, see reason; ignored: a test ping. Comparisons, not
+  -- IN: SQLite checks an IN list of more than two values by building a
+  -- temporary table of them for every row inserted (sqlite/migrate.go
+  -- rewrites the IN of earlier versions).
+  status       TEXT    NOT NULL CHECK (status = 'new' OR status = 'done' OR status = 'parked' OR status = 'ignored'),
   -- Why a row is parked: unparseable, missing_job_id, unknown_event,
   -- payload_too_large, too_large, conflict (set on receipt), handler_failed,
   -- handler_rejected (set by the dispatcher). Set exactly when status is parked.

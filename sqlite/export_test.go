@@ -3,6 +3,8 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"fmt"
+	"strings"
 
 	"inbox/inbox"
 )
@@ -87,3 +89,33 @@ func WhereForTest(f inbox.Filter) (string, []any) { return where(f) }
 // ParsedForTest returns how many statements the write connection has run
 // from their text rather than prepared.
 func ParsedForTest(s *Store) int64 { return s.parsed.n.Load() }
+
+// GuardChecksForTest returns how many times the store's guard has checked
+// its files.
+func GuardChecksForTest(s *Store) int64 { return s.guard.checks.Load() }
+
+// InsertOpsForTest counts, by opcode, the instructions SQLite compiles the
+// writer's insert of a delivery into.
+func InsertOpsForTest(s *Store) (map[string]int, error) {
+	rows, err := s.read.Query(`EXPLAIN `+insertSQL, make([]any, strings.Count(insertSQL, "?"))...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return nil, err
+	}
+	ops := map[string]int{}
+	vals := make([]any, len(cols))
+	for i := range vals {
+		vals[i] = new(any)
+	}
+	for rows.Next() {
+		if err := rows.Scan(vals...); err != nil {
+			return nil, err
+		}
+		ops[fmt.Sprint(*vals[1].(*any))]++
+	}
+	return ops, rows.Err()
+}

@@ -48,6 +48,8 @@ type guard struct {
 	// overwritten is the final verdict, once the header shows the file
 	// was overwritten; read without mu by the connections' every query.
 	overwritten atomic.Pointer[error]
+	// checks counts the checks made, each a stat of every watched path.
+	checks atomic.Int64
 }
 
 type watchedFile struct {
@@ -114,6 +116,7 @@ func (g *guard) check() error {
 	if g == nil {
 		return nil
 	}
+	g.checks.Add(1)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	var err error
@@ -268,21 +271,35 @@ func (c *guardedConn) Begin() (driver.Tx, error) {
 }
 
 // BeginTx refuses to begin once a file is lost, and checks again once the
-// BEGIN has its lock: it may have waited for it while the file went.
+// BEGIN has its lock: it may have waited for it while the file went. A
+// transaction begun with checkedAtCommit skips both: the writer's commits
+// are checked by the commit hook and again once committed (commitTx), which
+// a loss before or during the commit cannot pass, and the two checks here
+// would double the stat calls of every commit.
 func (c *guardedConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
-	if err := c.g.check(); err != nil {
-		return nil, err
+	checked := ctx.Value(checkedAtCommit{}) != nil
+	if !checked {
+		if err := c.g.check(); err != nil {
+			return nil, err
+		}
 	}
 	tx, err := c.sqliteConn.BeginTx(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
-	if err := c.g.check(); err != nil {
-		tx.Rollback()
-		return nil, err
+	if !checked {
+		if err := c.g.check(); err != nil {
+			tx.Rollback()
+			return nil, err
+		}
 	}
 	return &guardedTx{Tx: tx, g: c.g}, nil
 }
+
+// checkedAtCommit, as a context's value, tells BeginTx that whoever begins
+// the transaction checks the files after its commit; the commit hook checks
+// them before it.
+type checkedAtCommit struct{}
 
 type guardedTx struct {
 	driver.Tx

@@ -210,3 +210,23 @@ func writeOver(t *testing.T, path string, b []byte) {
 		t.Fatal(err)
 	}
 }
+
+// TestCommitChecksFilesTwice commits deliveries one at a time: each commit
+// checks the files twice, inside the COMMIT and once it has returned, and
+// no more (each check stats every watched path).
+func TestCommitChecksFilesTwice(t *testing.T) {
+	s, _ := guarded(t, filepath.Join(t.TempDir(), "inbox.db"))
+	const n = 20
+	before := sqlite.GuardChecksForTest(s)
+	for i := range n {
+		if _, err := s.Put(t.Context(), bigJob(fmt.Sprintf("job_%d", i), 10)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The checkpointer's tick checks too, every 100ms.
+	checks := sqlite.GuardChecksForTest(s) - before
+	t.Logf("%d checks for %d commits", checks, n)
+	if checks > 2*n+3 {
+		t.Errorf("%d checks for %d commits, want at most two a commit", checks, n)
+	}
+}

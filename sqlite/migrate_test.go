@@ -354,3 +354,41 @@ func TestReadOnlyNeedsEveryTable(t *testing.T) {
 		t.Errorf("stats after the upgrade: %v", err)
 	}
 }
+
+// TestStatusCheckBuildsNoTable opens a new database and databases of
+// earlier versions: in each, the insert of a delivery builds no temporary
+// table for the CHECK on status (an IN list would, for every row), and the
+// CHECK still takes the four statuses and refuses any other.
+func TestStatusCheckBuildsNoTable(t *testing.T) {
+	for _, tt := range []struct{ name, fixture string }{{"new", ""}, {"first version", "schema-v1.sql"}, {"before sources", "schema-v2.sql"}} {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "inbox.db")
+			if tt.fixture != "" {
+				path = oldDBOf(t, tt.fixture)
+			}
+			s := sqlitetest.MustOpenPath(t, path, sqlite.Options{})
+			ops, err := sqlite.InsertOpsForTest(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ops["Insert"] != 1 || ops["OpenEphemeral"] != 0 {
+				t.Errorf("the insert compiles to %d Insert and %d OpenEphemeral, want 1 and 0", ops["Insert"], ops["OpenEphemeral"])
+			}
+			if _, err := s.Put(t.Context(), job("job_check")); err != nil {
+				t.Fatal(err)
+			}
+			for _, status := range []string{"done", "ignored", "new", "bogus", "New", ""} {
+				err := sqlite.WriteOpForTest(s, func(ctx context.Context, tx *sql.Tx) error {
+					_, err := tx.ExecContext(ctx, `UPDATE events SET status = ? WHERE id = 'job_check'`, status)
+					return err
+				})
+				if ok := status == "done" || status == "ignored" || status == "new"; ok != (err == nil) {
+					t.Errorf("status %q: %v", status, err)
+				}
+			}
+			if e, err := s.Get(t.Context(), "job_check"); err != nil || e.Status != inbox.StatusNew {
+				t.Errorf("read back: %+v, %v", e, err)
+			}
+		})
+	}
+}

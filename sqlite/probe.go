@@ -51,7 +51,7 @@ func (s *Store) Probe(ctx context.Context, size int) error {
 		}
 		return nil
 	}
-	if err := s.send(ctx, &write{Op: probe, Probe: true}).Err; err != nil {
+	if err := s.send(ctx, &write{Op: probe, Probe: true}, false).Err; err != nil {
 		return fmt.Errorf("ping store: %w", err)
 	}
 	return nil

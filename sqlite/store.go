@@ -77,6 +77,8 @@ type Store struct {
 	now      func() time.Time
 	maxBatch int
 	busy     time.Duration
+	causes   sendCauses // why send gives up, for busy
+	handoffs handoffs   // what deliveries wait for the writer under
 	onCommit func(inbox.Commit)
 
 	guard *guard // nil when read-only
@@ -119,7 +121,8 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if err := oneName(path); err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
-	s := &Store{path: path, now: opts.Now, maxBatch: opts.MaxBatch, busy: opts.BusyTimeout, onCommit: opts.OnCommit}
+	s := &Store{path: path, now: opts.Now, maxBatch: opts.MaxBatch, busy: opts.BusyTimeout,
+		causes: newSendCauses(opts.BusyTimeout), onCommit: opts.OnCommit}
 	s.Sequences = inbox.NewSequences(counting{s}, secretUses{s}, reconciling{s}, purging{s}, reprocessing{s}, replaying{s})
 
 	var err error

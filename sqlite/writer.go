@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"inbox/inbox"
@@ -27,8 +28,10 @@ func (s *Store) Put(ctx context.Context, d inbox.Delivery) (inbox.Result, error)
 		return inbox.Result{}, errors.New("put: store is read-only")
 	}
 	// The delivery may commit after ctx is done; the sender retries and the
-	// repeat is counted on the row.
-	r := s.send(ctx, &write{Delivery: d})
+	// repeat is counted on the row. So its hand-off to the writer need not
+	// end with ctx: it ends at the busy timeout, on a timer shared with the
+	// deliveries sent in the same millisecond (see handoffs).
+	r := s.send(ctx, &write{Delivery: d}, true)
 	return r.Result, r.Err
 }
 
@@ -43,27 +46,75 @@ func (s *Store) writeOp(ctx context.Context, op txOp) error {
 	if s.write == nil {
 		return errors.New("store is read-only")
 	}
-	return s.send(ctx, &write{Op: op}).Err
+	return s.send(ctx, &write{Op: op}, false).Err
 }
 
 // send hands w to the writer and waits for its result. The busy timeout
 // counts from here: a request that waits for the writer while the writer
 // waits for another process's lock gives up when its own time is up, not
-// after the writer's wait and then one of its own.
-func (s *Store) send(ctx context.Context, w *write) inbox.Written {
+// after the writer's wait and then one of its own. With shared, the
+// hand-off does not end with ctx, and ends up to a millisecond past the
+// busy timeout (see handoffs).
+func (s *Store) send(ctx context.Context, w *write, shared bool) inbox.Written {
 	w.Deadline = time.Now().Add(s.busy)
-	handoff, cancel := context.WithDeadlineCause(ctx, w.Deadline,
-		fmt.Errorf("%w: waited %s, the writer waiting for it too", errLocked, s.busy))
-	defer cancel()
+	var handoff context.Context
+	if shared {
+		handoff = s.handoffs.until(w.Deadline, s.causes.handoff)
+	} else {
+		var cancel context.CancelFunc
+		handoff, cancel = context.WithDeadlineCause(ctx, w.Deadline, s.causes.handoff)
+		defer cancel()
+	}
 	// Taken by the writer: its lock wait ends at w.Deadline, and its
 	// commit should follow at once. A commit that hangs (an fsync stuck on
 	// a failing disk) must not hold the caller past the busy timeout's
 	// promise: the answer is then an error, although the commit may still
 	// land later (the sender's retry is a counted repeat).
-	wait, cancelWait := context.WithDeadlineCause(ctx, w.Deadline.Add(commitGrace),
-		fmt.Errorf("it has not returned %s after the busy timeout: still running", commitGrace))
+	wait, cancelWait := context.WithDeadlineCause(ctx, w.Deadline.Add(commitGrace), s.causes.commit)
 	defer cancelWait()
 	return s.writer.Send(handoff, wait, w)
+}
+
+// handoffs are the contexts deliveries wait for the writer under: one per
+// millisecond of deadline, shared by every delivery sent within it, so that
+// a delivery costs one timer (its wait for the commit) rather than two.
+type handoffs struct {
+	mu  sync.Mutex
+	at  time.Time       // the deadline of ctx
+	ctx context.Context // done at at
+	// stop is ctx's cancel. Nothing calls it: deliveries may still be
+	// waiting under ctx when the next one is made; its timer ends it.
+	stop context.CancelFunc
+}
+
+// until returns the shared context done at deadline rounded up to the
+// millisecond, with cause.
+func (h *handoffs) until(deadline time.Time, cause error) context.Context {
+	at := deadline.Truncate(time.Millisecond)
+	if at.Before(deadline) {
+		at = at.Add(time.Millisecond)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ctx == nil || !h.at.Equal(at) {
+		h.ctx, h.stop = context.WithDeadlineCause(context.Background(), at, cause)
+		h.at = at
+	}
+	return h.ctx
+}
+
+// sendCauses are why send gives up, made once per store rather than per
+// request.
+type sendCauses struct {
+	handoff error // the writer did not take the request in time
+	commit  error // the commit that carries it did not end in time
+}
+
+func newSendCauses(busy time.Duration) sendCauses {
+	return sendCauses{
+		handoff: fmt.Errorf("%w: waited %s, the writer waiting for it too", errLocked, busy),
+		commit:  fmt.Errorf("it has not returned %s after the busy timeout: still running", commitGrace),
+	}
 }
 
 // commitGrace is how long past its busy timeout a request waits for the
@@ -98,6 +149,11 @@ var errLocked = errors.New("database is locked")
 // not fail for want of them.
 const minLockWait = 10 * time.Millisecond
 
+// writerCtx is the context of the writer's transactions: commitTx checks
+// the files once each has committed, so BeginTx need not (see
+// checkedAtCommit).
+var writerCtx = context.WithValue(context.Background(), checkedAtCommit{}, true)
+
 // begin starts the IMMEDIATE transaction of batch. The wait for another
 // process's write lock ends at the earliest deadline of the batch, so no
 // request waits longer than the busy timeout in all. done is to be called
@@ -113,7 +169,7 @@ func (s *Store) begin(batch []*write) (tx *sql.Tx, done func(), err error) {
 	// transaction that carries its neighbours. The driver ends the lock
 	// wait, and rolls back, when the transaction's context is done, so the
 	// deadline cancels it only while BEGIN is still waiting.
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(writerCtx)
 	timer := time.AfterFunc(max(time.Until(deadline), minLockWait), cancel)
 	tx, err = s.write.BeginTx(ctx, nil)
 	if !timer.Stop() {
