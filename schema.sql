@@ -17,8 +17,8 @@ CREATE TABLE IF NOT EXISTS events (
   -- done: handed on; parked: never processable as received, or given up on
   -- by the dispatcher, see reason; ignored: a test ping. Comparisons, not
   -- IN: SQLite checks an IN list of more than two values by building a
-  -- temporary table of them for every row inserted (sqlite/migrate.go
-  -- rewrites the IN of earlier versions).
+  -- temporary table of them for every row inserted. A file made by an
+  -- earlier version keeps its IN list: its stored schema is never edited.
   status       TEXT    NOT NULL CHECK (status = 'new' OR status = 'done' OR status = 'parked' OR status = 'ignored'),
   -- Why a row is parked: unparseable, missing_job_id, unknown_event,
   -- payload_too_large, too_large, conflict (set on receipt), handler_failed,

@@ -73,56 +73,8 @@ func migrate(ctx context.Context, db *sql.DB, schema string) error {
 			return fmt.Errorf("migrate: keep the rows' queue state as destination default's: %w", err)
 		}
 	}
-	if err := rewriteStatusCheck(ctx, tx); err != nil {
-		return fmt.Errorf("migrate: %w", err)
-	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("migrate: commit: %w", err)
-	}
-	return nil
-}
-
-// The events table's CHECK on status as earlier versions wrote it, and as
-// schema.sql writes it now. SQLite checks the IN list by building a
-// temporary table of its four values for every row inserted; the
-// comparisons cost a few instructions. They accept the same values.
-const (
-	statusIn  = `CHECK (status IN ('new', 'done', 'parked', 'ignored'))`
-	statusEqs = `CHECK (status = 'new' OR status = 'done' OR status = 'parked' OR status = 'ignored')`
-)
-
-// rewriteStatusCheck gives an events table made by an earlier version the
-// CHECK on status that schema.sql has. As the two accept the same rows, no
-// row is read and the table is not rebuilt: only its text in sqlite_schema
-// changes, the way SQLite documents for a change of a constraint that
-// leaves the file format as it is, and the schema version goes up, so that
-// every connection, in this process or another, reads the schema again.
-func rewriteStatusCheck(ctx context.Context, tx *sql.Tx) error {
-	var old bool
-	if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM sqlite_schema
-		WHERE type = 'table' AND name = 'events' AND instr(sql, ?) > 0)`, statusIn).Scan(&old); err != nil {
-		return fmt.Errorf("read the status check: %w", err)
-	}
-	if !old {
-		return nil
-	}
-	var version int64
-	if err := tx.QueryRowContext(ctx, `PRAGMA schema_version`).Scan(&version); err != nil {
-		return fmt.Errorf("read the schema version: %w", err)
-	}
-	if _, err := tx.ExecContext(ctx, `PRAGMA writable_schema = ON`); err != nil {
-		return fmt.Errorf("rewrite the status check: %w", err)
-	}
-	_, err := tx.ExecContext(ctx, `UPDATE sqlite_schema SET sql = replace(sql, ?, ?)
-		WHERE type = 'table' AND name = 'events'`, statusIn, statusEqs)
-	if err == nil {
-		_, err = tx.ExecContext(ctx, fmt.Sprintf(`PRAGMA schema_version = %d`, version+1))
-	}
-	if _, offErr := tx.ExecContext(ctx, `PRAGMA writable_schema = OFF`); err == nil {
-		err = offErr
-	}
-	if err != nil {
-		return fmt.Errorf("rewrite the status check: %w", err)
 	}
 	return nil
 }
