@@ -88,3 +88,53 @@ func TestRecordVerificationsFlood(t *testing.T) {
 		t.Errorf("%d forged requests made %d saves, want 2 (the failed one and its retry)", forged, n)
 	}
 }
+
+// TestFailuresAfterAVerifiedDelivery: a request that fails verification,
+// then a delivery that verifies, then another failure, all within one save
+// period: the failure after the verified delivery is still counted once
+// saved (the run before it is ended by it, not the one after).
+func TestFailuresAfterAVerifiedDelivery(t *testing.T) {
+	ctx := context.Background()
+	store, err := openStore(ctx, filepath.Join(t.TempDir(), "inbox.db"), storeOptions{schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	clock := time.Now()
+	h, err := receiver.NewHandler(store, receiver.Config{Scheme: scheme.Sume{Tolerance: time.Minute},
+		Keys: []scheme.Secret{{Key: []byte("the-secret")}}, HardCap: 1 << 20, Now: func() time.Time { return clock }}, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := func(secret string, want int) {
+		t.Helper()
+		body := `{"event":"job.completed","job_id":"job_1","status":"COMPLETED"}`
+		ts := strconv.FormatInt(clock.Unix(), 10)
+		r := httptest.NewRequest(http.MethodPost, "/webhooks/sume", strings.NewReader(body))
+		r.Header.Set(sume.HeaderTimestamp, ts)
+		r.Header.Set(sume.HeaderSignature, sume.SignatureHeader(ts, []byte(body), secret))
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != want {
+			t.Fatalf("request signed with %s: %d, want %d", secret, w.Code, want)
+		}
+		clock = clock.Add(time.Second)
+	}
+	send("a-rotated-secret", http.StatusUnauthorized)
+	send("the-secret", http.StatusNoContent)
+	after := clock
+	send("a-rotated-secret", http.StatusUnauthorized)
+	if err := store.RecordSecretUses(ctx, h.SecretUses()); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.RecordUnverified(ctx, []inbox.Unverified{h.Unverified()}); err != nil {
+		t.Fatal(err)
+	}
+	runs, err := store.Unverified(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) != 1 || runs[0].Count != 1 || !runs[0].First.Equal(after.UTC().Truncate(time.Millisecond)) {
+		t.Fatalf("saved runs = %+v, want the one failure after the verified delivery, at %s", runs, after)
+	}
+}

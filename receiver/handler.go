@@ -131,6 +131,9 @@ type Handler struct {
 	unverified struct {
 		sync.Mutex
 		run inbox.Unverified
+		// any is set while run counts a failure: a verified delivery
+		// takes the lock only then.
+		any atomic.Bool
 	}
 }
 
@@ -214,6 +217,7 @@ func (h *Handler) Unverified() inbox.Unverified {
 	defer h.unverified.Unlock()
 	run := h.unverified.run
 	h.unverified.run = inbox.Unverified{}
+	h.unverified.any.Store(false)
 	return run
 }
 
@@ -223,6 +227,24 @@ func (h *Handler) failed(now time.Time) {
 	h.unverified.Lock()
 	defer h.unverified.Unlock()
 	h.unverified.run = h.unverified.run.Add(inbox.Unverified{Source: h.cfg.Source, Count: 1, First: now.UTC(), Last: now.UTC()})
+	h.unverified.any.Store(true)
+}
+
+// verifiedAt ends the run of failures that came before a delivery that
+// verified at now: the store ends a saved run so too, and a run that
+// began before the delivery would otherwise take the failures after it
+// down with it. Failures counted after now (a request racing this one)
+// keep the run.
+func (h *Handler) verifiedAt(now time.Time) {
+	if !h.unverified.any.Load() {
+		return
+	}
+	h.unverified.Lock()
+	defer h.unverified.Unlock()
+	if !h.unverified.run.Last.After(now.UTC()) {
+		h.unverified.run = inbox.Unverified{}
+		h.unverified.any.Store(false)
+	}
 }
 
 // Request failures that are not the signature's.
@@ -346,6 +368,7 @@ func (h *Handler) receive(r *http.Request, body []byte) (inbox.Delivery, inbox.R
 		return inbox.Delivery{}, inbox.Result{}, fmt.Errorf("%w: %w", errUnverified, err)
 	}
 	h.verified[v.Secret].Store(now.UnixMilli())
+	h.verifiedAt(now)
 	if v.Signed && h.cfg.OnSkew != nil {
 		h.cfg.OnSkew(now.Sub(time.Unix(v.TS, 0)))
 	}
