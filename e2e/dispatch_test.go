@@ -399,20 +399,7 @@ func TestCrashBeforeSendCostsNoAttempt(t *testing.T) {
 		"--timeout", "2s", "--lease", "4s", "--retry-schedule", "1s,1s,1s"}
 	unsent := 0
 	for i := range crashes {
-		before := app.requests()
-		d := startDispatch(t, args...)
-		waitFor := time.Now().Add(20 * time.Second)
-		for {
-			_, leased := rowStates(t, db)
-			if app.requests() > before && leased >= 2 {
-				break
-			}
-			if time.Now().After(waitFor) {
-				t.Fatalf("crash %d: the dispatcher never held a row under way and one waiting:\n%s", i+1, d.logs)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-		d.kill(syscall.SIGKILL)
+		crashHolding(t, db, app, i+1, args...)
 		// Every row sent so far was claimed by a dispatcher now dead; the
 		// next one claims the rows no lease holds.
 		now := unsentAttempts(t, rowAttempts(t, db), app.attempts(), false)
@@ -438,6 +425,27 @@ func TestCrashBeforeSendCostsNoAttempt(t *testing.T) {
 	if got := unsentAttempts(t, rowAttempts(t, db), app.attempts(), true); got != unsent {
 		t.Errorf("%d attempts never sent once every row is done, want the %d the crashes cost", got, unsent)
 	}
+}
+
+// crashHolding starts `inbox dispatch` with args and kills it with SIGKILL
+// (crash n) once it holds a row under way, its request at app (which
+// hangs), and another one waiting.
+func crashHolding(t *testing.T, db string, app *recorder, n int, args ...string) {
+	t.Helper()
+	before := app.requests()
+	d := startDispatch(t, args...)
+	waitFor := time.Now().Add(20 * time.Second)
+	for {
+		_, leased := rowStates(t, db)
+		if app.requests() > before && leased >= 2 {
+			break
+		}
+		if time.Now().After(waitFor) {
+			t.Fatalf("crash %d: the dispatcher never held a row under way and one waiting:\n%s", n, d.logs)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	d.kill(syscall.SIGKILL)
 }
 
 // unsentAttempts checks each row's recorded attempts against the requests
@@ -825,20 +833,7 @@ func TestCrashNeverParksAnUnsentLastAttempt(t *testing.T) {
 	args := []string{"--db", db, "--forward-url", app.URL, "--workers", "1", "--max-slow", "0",
 		"--timeout", "2s", "--lease", "4s", "--retry-schedule", "none"}
 	for i := range crashes {
-		before := app.requests()
-		d := startDispatch(t, args...)
-		waitFor := time.Now().Add(20 * time.Second)
-		for {
-			_, leased := rowStates(t, db)
-			if app.requests() > before && leased >= 2 {
-				break
-			}
-			if time.Now().After(waitFor) {
-				t.Fatalf("crash %d: the dispatcher never held a row under way and one waiting:\n%s", i+1, d.logs)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-		d.kill(syscall.SIGKILL)
+		crashHolding(t, db, app, i+1, args...)
 		if unsent := unsentAttempts(t, rowAttempts(t, db), app.attempts(), false); unsent != 0 {
 			t.Fatalf("crash %d: %d last attempts counted and never sent", i+1, unsent)
 		}
