@@ -214,8 +214,8 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 // ended without Close long ago.
 const staleProbe = 7 * 24 * time.Hour
 
-// closeTimeout bounds each of Close's waits on a database that stopped
-// answering: the probe row's delete, and the pool's close, in which pgx
+// closeTimeout bounds Close's wait on a database that stopped answering:
+// the probe row's delete and the pool's close together, in which pgx
 // gives each connection it gave up on up to 15 s to deliver a cancel
 // request that a hung server or network never takes.
 const closeTimeout = time.Second
@@ -229,13 +229,15 @@ func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.closing)
 		s.stopped.Wait()
-		if !s.readOnly {
-			ctx, cancel := context.WithTimeout(context.Background(), min(s.busy, closeTimeout))
-			s.pool.Exec(ctx, `DELETE FROM probe WHERE id = $1`, s.probeID) // best effort: Open clears what stays
-			cancel()
-		}
+		// The probe row's delete and the pool's close share one wait: on a
+		// database that hangs, Close returns within closeTimeout.
 		closed := make(chan struct{})
 		go func() {
+			if !s.readOnly {
+				ctx, cancel := context.WithTimeout(context.Background(), min(s.busy, closeTimeout))
+				s.pool.Exec(ctx, `DELETE FROM probe WHERE id = $1`, s.probeID) // best effort: Open clears what stays
+				cancel()
+			}
 			s.pool.Close()
 			close(closed)
 		}()

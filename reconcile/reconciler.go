@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -183,6 +184,11 @@ func (r *Reconciler) Run(ctx context.Context) error {
 func (r *Reconciler) flush(ctx context.Context) error {
 	tick := time.NewTicker(r.cfg.FlushEvery)
 	defer tick.Stop()
+	// When ctx ended: the last write ends WriteTimeout after it, even when
+	// a write under way then (not cut short, see below) used up part of it,
+	// so a stop while the store hangs waits no longer than one write.
+	var stopped atomic.Int64
+	defer context.AfterFunc(ctx, func() { stopped.Store(time.Now().UnixNano()) })()
 	failing := false
 	for {
 		select {
@@ -199,7 +205,11 @@ func (r *Reconciler) flush(ctx context.Context) error {
 			}
 			failing = err != nil
 		case <-ctx.Done():
-			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.WriteTimeout)
+			by := time.Now().Add(r.cfg.WriteTimeout)
+			if at := stopped.Load(); at != 0 {
+				by = time.Unix(0, at).Add(r.cfg.WriteTimeout)
+			}
+			fctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), latest(by, time.Now().Add(minLastWrite)))
 			defer cancel()
 			if err := r.write(fctx); err != nil {
 				return fmt.Errorf("%d refused keys were not recorded (the store refused them too; each is logged): %w", r.logLost(), err)
@@ -207,6 +217,18 @@ func (r *Reconciler) flush(ctx context.Context) error {
 			return nil
 		}
 	}
+}
+
+// minLastWrite is the least time the last write of the refusals gets,
+// however long the write under way at the stop took.
+const minLastWrite = 100 * time.Millisecond
+
+// latest returns the later of a and b.
+func latest(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // logLost logs, a line each, the refusals the memory still holds, which
