@@ -40,8 +40,9 @@ is not handed it again. With --destination only the rows
 routed to that destination are taken, and only their pair for it is
 reset: no row reaches a destination whose filters did not take it. With
 --config (INBOX_CONFIG, as dispatch reads it), a pair whose destination's
-filters in that file no longer take its row is left as it is and counted:
-no row reaches a destination narrowed since. It
+filters in that file no longer take its row, or that the file no longer
+has, is left as it is and counted: no row reaches a destination narrowed
+since, and none waits for one removed. It
 refuses to run without a selection (--status done selects every done
 row), and a selection flag given empty (--source "", or its variable set
 to ""), which would select as the flag left out does. Rows named by id
@@ -162,7 +163,7 @@ func printReplay(c *cli.Context, rep inbox.ReplayReport) error {
 		fmt.Fprintf(w, "changed meanwhile, left as they are: %s pairs\n", thousands(int64(rep.Changed)))
 	}
 	if rep.Filtered > 0 {
-		fmt.Fprintf(w, "left as they are, their destination's filters in --config no longer take them: %s pairs\n", thousands(int64(rep.Filtered)))
+		fmt.Fprintf(w, "left as they are, their destination in --config no longer takes them or is gone: %s pairs\n", thousands(int64(rep.Filtered)))
 	}
 	if rep.LeftOut > 0 {
 		fmt.Fprintf(w, "named but left out by the other filters: %s\n", thousands(int64(rep.LeftOut)))

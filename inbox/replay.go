@@ -246,7 +246,9 @@ func planReplay(r ReplayRow, f Filter, routes []Route) replayPlan {
 		switch {
 		case d.Status == StatusNew:
 			p.waiting++
-		case i >= 0 && !routes[i].Takes(r.Event.Source, r.Event.Event):
+		case routes != nil && (i < 0 || !routes[i].Takes(r.Event.Source, r.Event.Event)):
+			// Narrowed since, or no longer configured: no dispatcher
+			// would take a pair made new for it, which would wait for good.
 			p.filtered++
 		default:
 			p.reset = append(p.reset, d)
@@ -326,7 +328,8 @@ type ReplayReport struct {
 	// between reading and resetting them, left as they are.
 	Changed int `json:"changed"`
 	// Filtered counts the pairs left as they are because their
-	// destination's filters (ReplayOptions.Routes) no longer take the row.
+	// destination's filters (ReplayOptions.Routes) no longer take the row,
+	// or Routes no longer has their destination.
 	Filtered int `json:"filtered"`
 	// LeftOut counts the rows named by id that the selection's filters
 	// leave out (not routed to its destination, of another status, ...).
