@@ -76,8 +76,9 @@ func (t queueTx) AddPairs(pairs []inbox.Pair, now time.Time) error {
 // mirrorSQL sets the queue columns of the new rows ?1 lists (a JSON array
 // of ids) from their pairs, a row with no pair done at ?2. Each row's pairs
 // are read by its id alone (the deliveries key's prefix), with no grouping
-// or sorting across the rows, and +status keeps the planner off the queue
-// index, which would have it walk every new row.
+// or sorting across the rows (nor, for a row with one pair, to find its
+// last error), and +status keeps the planner off the queue index, which
+// would have it walk every new row.
 const mirrorSQL = `UPDATE events SET (status, reason, attempts, next_attempt_at, lease_owner, lease_until,
 			last_error, done_at, updated_at) = (SELECT
 		CASE WHEN max(d.status = 'new') THEN 'new' WHEN max(d.status = 'parked') THEN 'parked' ELSE 'done' END,
@@ -86,8 +87,9 @@ const mirrorSQL = `UPDATE events SET (status, reason, attempts, next_attempt_at,
 		coalesce(min(CASE WHEN d.status = 'new' THEN d.next_attempt_at END), 0),
 		max(CASE WHEN d.status = 'new' THEN d.lease_owner END),
 		max(CASE WHEN d.status = 'new' THEN d.lease_until END),
-		coalesce((SELECT l.last_error FROM deliveries l WHERE l.event_id = events.id
-			AND l.last_error IS NOT NULL ORDER BY l.updated_at DESC LIMIT 1), events.last_error),
+		coalesce(CASE WHEN count(*) = 1 THEN max(d.last_error) ELSE (SELECT l.last_error FROM deliveries l
+			WHERE l.event_id = events.id AND l.last_error IS NOT NULL ORDER BY l.updated_at DESC LIMIT 1) END,
+			events.last_error),
 		CASE WHEN NOT max(d.status = 'new') AND NOT max(d.status = 'parked') THEN coalesce(max(d.done_at), ?2)
 			WHEN count(*) = 0 THEN ?2 END,
 		CASE WHEN count(*) = 0 THEN ?2
