@@ -14,10 +14,11 @@ import (
 // rows as claim asks (none when claim.Max is 0) for owner, in one
 // transaction. Claims take the oldest due rows that no other transaction
 // holds (FOR UPDATE SKIP LOCKED), so dispatchers on several replicas never
-// claim one row twice. A claim leases the row and leaves its attempt count
-// alone: an attempt counts when it starts (Start), so a dispatcher that
-// dies between claiming and sending costs the row no attempt; the outcome
-// of a claim that Start did not mark counts its attempt then.
+// claim one row twice. A claim leases the rows and counts the attempts of
+// only those claim.Start asks for (inbox.Claim.Counts), in the statement
+// that leases them: any other attempt counts when it starts (Start), so a
+// dispatcher that dies between claiming and sending costs those rows no
+// attempt.
 //
 // Times come from the store's clock (the database's, see Options.Now), not
 // the caller's: a row is due when its next_attempt_at has passed on that

@@ -15,10 +15,11 @@ import (
 // does, all in one transaction of the store's writer, shared with whatever
 // else it commits then. A claim sets the row's next_attempt_at to the
 // lease's end, so a row whose dispatcher died is claimed again once the
-// lease runs out, and leaves its attempt count alone: an attempt counts
-// when it starts (Start), so a dispatcher that dies between claiming and
-// sending costs the row no attempt. The outcome of a claim that Start did
-// not mark counts its attempt then. Rows are claimed oldest due first.
+// lease runs out, and counts the attempts of only the rows claim.Start
+// asks for (inbox.Claim.Counts), in the statement that leases them: any
+// other attempt counts when it starts (Start), so a dispatcher that dies
+// between claiming and sending costs those rows no attempt. Rows are
+// claimed oldest due first.
 // When ctx ends first, Settle returns its error, yet the transaction may
 // still commit, claims included: pass a ctx that ends only when giving up
 // is right.
