@@ -3,7 +3,6 @@ package dispatch
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -43,8 +42,14 @@ type Forward struct {
 	url    string
 	origin string // scheme and host of url: what an error may name
 	key    []byte // nil: unsigned
-	client *http.Client
-	now    func() time.Time
+	// user, when the URL has one, goes as Basic authentication, as an
+	// http.Client sends it.
+	user *url.Userinfo
+	// transport sends each request as it is: no redirect is followed (one
+	// would turn the POST into a GET; its answer is a failure), and no
+	// client copies the headers for one.
+	transport http.RoundTripper
+	now       func() time.Time
 }
 
 // NewForward returns a Forward to rawURL, signing with secret when it is
@@ -69,16 +74,12 @@ func NewForward(rawURL, secret string, now func() time.Time) (*Forward, error) {
 	// Keep a connection per worker alive (the default keeps 2).
 	tr.MaxIdleConnsPerHost = 1024
 	return &Forward{
-		url:    u.String(),
-		origin: u.Scheme + "://" + u.Host,
-		key:    key,
-		client: &http.Client{
-			Transport: tr,
-			// A redirect would turn the POST into a GET: answer it as a
-			// failure instead.
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		},
-		now: now,
+		url:       u.String(),
+		origin:    u.Scheme + "://" + u.Host,
+		key:       key,
+		user:      u.User,
+		transport: tr,
+		now:       now,
 	}, nil
 }
 
@@ -99,22 +100,22 @@ func (f *Forward) Deliver(ctx context.Context, j inbox.Job) error {
 	req.Header.Set(HeaderRowID, j.ID)
 	req.Header.Set(HeaderEvent, j.Event)
 	req.Header.Set(HeaderAttempt, strconv.Itoa(j.Attempt))
+	if f.user != nil {
+		pass, _ := f.user.Password()
+		req.SetBasicAuth(f.user.Username(), pass)
+	}
 	if f.key != nil {
 		ts := f.now().Unix()
 		req.Header.Set(scheme.HeaderWebhookID, key)
 		req.Header.Set(scheme.HeaderWebhookTimestamp, strconv.FormatInt(ts, 10))
 		req.Header.Set(scheme.HeaderWebhookSignature, scheme.SignStandard(f.key, key, ts, j.Body))
 	}
-	resp, err := f.client.Do(req)
+	resp, err := f.transport.RoundTrip(req)
 	if err != nil {
-		// *url.Error quotes the URL, and a hook URL's path or query is
-		// often its credential (Slack's, Discord's): name only its origin,
-		// in the logs and last_error alike.
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			ue.URL = f.origin
-		}
-		return err
+		// Worded as http.Client words it, but naming only the URL's
+		// origin: a hook URL's path or query is often its credential
+		// (Slack's, Discord's), in the logs and last_error alike.
+		return &url.Error{Op: "Post", URL: f.origin, Err: err}
 	}
 	defer resp.Body.Close()
 	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, maxSnippet))

@@ -64,6 +64,30 @@ func TestForwardSigned(t *testing.T) {
 	}
 }
 
+// TestForwardUserInfo: a URL's user and password go as Basic
+// authentication, as an http.Client sends them, and not in the request
+// line.
+func TestForwardUserInfo(t *testing.T) {
+	var user, pass, uri string
+	var ok bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		user, pass, ok = r.BasicAuth()
+		uri = r.RequestURI
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer srv.Close()
+	f, err := dispatch.NewForward(strings.Replace(srv.URL, "http://", "http://app:s%3Acret@", 1)+"/hooks?x=1", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Deliver(context.Background(), inbox.Job{ID: "job_1", Body: []byte(body("job_1")), Attempt: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if !ok || user != "app" || pass != "s:cret" || uri != "/hooks?x=1" {
+		t.Errorf("basic auth %v %q %q, request URI %q; want app, s:cret, /hooks?x=1", ok, user, pass, uri)
+	}
+}
+
 // TestForwardStatuses checks which answers are success, which are retried
 // and which park the row at once; no error text carries the body.
 func TestForwardStatuses(t *testing.T) {

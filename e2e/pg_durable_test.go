@@ -443,7 +443,8 @@ func TestPGCommitAnswerLost(t *testing.T) {
 }
 
 // TestPGStartAnswerLost cuts dispatch's connection just after it sent the
-// COMMIT that counts an attempt (Start), which the server carries out:
+// COMMIT that counts an attempt (the claim that counts it ahead, in its
+// own statement), which the server carries out:
 // dispatch asks the server, finds the attempt counted, and makes it at
 // once; the row is done after one attempt, not left on its lease with an
 // attempt that never ran.
@@ -457,7 +458,7 @@ func TestPGStartAnswerLost(t *testing.T) {
 	}))
 	t.Cleanup(app.Close)
 	proxy, dsn := startPGProxy(t, base)
-	cut := proxy.cutCommitOf("SET attempts = u.attempt, lease_until")
+	cut := proxy.cutCommitOf("attempts = d.attempts + CASE WHEN r.counts")
 	startInbox(t, nil, "dispatch", "--db", dsn, "--forward-url", app.URL, "--lease", "1m", "--busy-timeout", "2s")
 	deadline := time.Now().Add(15 * time.Second)
 	for pgQueryInt(t, base, `SELECT count(*) FROM events WHERE status = 'done'`) != 1 {

@@ -74,6 +74,14 @@ type Claim struct {
 	LastAttempt int
 }
 
+// Counts reports whether c counts the attempt of a row it claims, whose
+// next attempt is attempt, when it counted n of the rows it took before
+// it (oldest due first): up to Start rows, none past LastAttempt. A store
+// whose claim is one SQL statement writes the same rule in it.
+func (c Claim) Counts(attempt, n int) bool {
+	return n < c.Start && (c.LastAttempt <= 0 || attempt <= c.LastAttempt)
+}
+
 // Dest returns c's destination, DefaultDestination for "".
 func (c Claim) Dest() string {
 	if c.Destination == "" {

@@ -46,8 +46,11 @@ type QueueTx interface {
 	// returns how many it marked.
 	SettleDone(owner string, done []Settlement) (int, error)
 	// Claim leases up to claim.Max due new rows, oldest due first, to
-	// owner until claim.Until, their attempts not counted yet.
-	Claim(owner string, claim Claim) ([]Job, error)
+	// owner until claim.Until, counts in the same statements the attempts
+	// of those claim.Counts takes in that order (as Start does from
+	// claim.Now to claim.Until), and returns the jobs, each Attempt its
+	// count's next, with the ids of the rows it counted.
+	Claim(owner string, claim Claim) (jobs []Job, counted []string, err error)
 	// Start counts the attempts of jobs whose claims hold and whose
 	// leases have not run out at now, renews those leases to run out at
 	// until, and returns the ids of the rows it counted.
@@ -206,12 +209,11 @@ func settleTx(ctx context.Context, store QueueStore, ref time.Time, owner string
 			if err != nil {
 				return err
 			}
-			if gotJobs, err = tx.Claim(owner, claim); err != nil {
+			var counted []string
+			if gotJobs, counted, err = tx.Claim(owner, claim); err != nil {
 				return err
 			}
-			if err := startClaimed(tx, owner, gotJobs, claim); err != nil {
-				return err
-			}
+			markCounted(gotJobs, counted)
 			mirror = append(mirror, routed...)
 			for _, j := range gotJobs {
 				mirror = append(mirror, j.ID)
@@ -229,22 +231,10 @@ func settleTx(ctx context.Context, store QueueStore, ref time.Time, owner string
 	return gotJobs, gotStale, gotHeld, nil
 }
 
-// startClaimed counts, in tx, the attempts of up to claim.Start of jobs,
-// just claimed, as Start does, and marks those it counted started.
-func startClaimed(tx QueueTx, owner string, jobs []Job, claim Claim) error {
-	var todo []Job
-	for _, j := range jobs {
-		if len(todo) < claim.Start && (claim.LastAttempt <= 0 || j.Attempt <= claim.LastAttempt) {
-			todo = append(todo, j)
-		}
-	}
-	if len(todo) == 0 {
-		return nil
-	}
-	slices.SortFunc(todo, func(a, b Job) int { return strings.Compare(a.ID, b.ID) })
-	ids, err := tx.Start(owner, todo, claim.Now, claim.Until)
-	if err != nil {
-		return err
+// markCounted marks started the jobs whose ids a claim counted.
+func markCounted(jobs []Job, ids []string) {
+	if len(ids) == 0 {
+		return
 	}
 	counted := make(map[string]bool, len(ids))
 	for _, id := range ids {
@@ -255,7 +245,6 @@ func startClaimed(tx QueueTx, owner string, jobs []Job, claim Claim) error {
 			jobs[i] = markStarted(j)
 		}
 	}
-	return nil
 }
 
 // Start counts on store the attempts of jobs, as the dispatcher is about

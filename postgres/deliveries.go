@@ -56,38 +56,34 @@ func (t queueTx) AddPairs(pairs []inbox.Pair, now time.Time) error {
 	return nil
 }
 
-// Mirror sets the queue columns of the new rows of ids from their pairs.
-// Both statements find the rows by id: coalesce keeps the planner off the
-// queue index on status, which it takes while its statistics say few rows
-// are new and which then has it walk every new row (and its dead
-// versions) for each call, a replay of many rows or a deep queue.
+// Mirror sets the queue columns of the new rows of ids from their pairs,
+// a row with no pair done at now, in one statement. It finds the rows by
+// id: coalesce keeps the planner off the queue index on status, which it
+// takes while its statistics say few rows are new and which then has it
+// walk every new row (and its dead versions) for each call, a replay of
+// many rows or a deep queue.
 func (t queueTx) Mirror(ids []string, now time.Time) error {
-	_, err := t.tx.Exec(t.ctx, `WITH m AS (SELECT event_id AS id,
-			CASE WHEN bool_or(status = 'new') THEN 'new' WHEN bool_or(status = 'parked') THEN 'parked' ELSE 'done' END AS status,
-			max(attempts) AS attempts,
-			min(next_attempt_at) FILTER (WHERE status = 'new') AS next_at,
-			max(lease_owner) FILTER (WHERE status = 'new') AS owner,
-			max(lease_until) FILTER (WHERE status = 'new') AS until,
-			max(reason) FILTER (WHERE status = 'parked') AS reason,
-			max(done_at) AS done_at, max(updated_at) AS at
-			FROM deliveries WHERE event_id = ANY($1::text[]) GROUP BY event_id)
+	_, err := t.tx.Exec(t.ctx, `WITH m AS (SELECT e.id, count(d.event_id) AS n,
+			CASE WHEN bool_or(d.status = 'new') THEN 'new' WHEN bool_or(d.status = 'parked') THEN 'parked' ELSE 'done' END AS status,
+			max(d.attempts) AS attempts,
+			min(d.next_attempt_at) FILTER (WHERE d.status = 'new') AS next_at,
+			max(d.lease_owner) FILTER (WHERE d.status = 'new') AS owner,
+			max(d.lease_until) FILTER (WHERE d.status = 'new') AS until,
+			max(d.reason) FILTER (WHERE d.status = 'parked') AS reason,
+			max(d.done_at) AS done_at, max(d.updated_at) AS at
+			FROM events e LEFT JOIN deliveries d ON d.event_id = e.id
+			WHERE e.id = ANY($1::text[]) AND coalesce(e.status, '') = 'new' GROUP BY e.id)
 		UPDATE events e SET status = m.status, reason = CASE WHEN m.status = 'parked' THEN m.reason END,
-			attempts = m.attempts, next_attempt_at = CASE WHEN m.status = 'new' THEN m.next_at ELSE 0 END,
+			attempts = CASE WHEN m.n = 0 THEN e.attempts ELSE m.attempts END,
+			next_attempt_at = CASE WHEN m.status = 'new' THEN m.next_at ELSE 0 END,
 			lease_owner = m.owner, lease_until = m.until,
-			last_error = coalesce((SELECT d.last_error FROM deliveries d WHERE d.event_id = e.id
-				AND d.last_error IS NOT NULL ORDER BY d.updated_at DESC LIMIT 1), e.last_error),
+			last_error = CASE WHEN m.n = 0 THEN e.last_error ELSE coalesce((SELECT d.last_error FROM deliveries d
+				WHERE d.event_id = e.id AND d.last_error IS NOT NULL ORDER BY d.updated_at DESC LIMIT 1), e.last_error) END,
 			done_at = CASE WHEN m.status = 'done' THEN coalesce(m.done_at, $2) END,
-			updated_at = CASE WHEN m.status <> e.status THEN m.at ELSE e.updated_at END
-		FROM m WHERE e.id = m.id AND e.id = ANY($1::text[]) AND coalesce(e.status, '') = 'new'`, ids, t.at(now))
+			updated_at = CASE WHEN m.n = 0 THEN $2 WHEN m.status <> e.status THEN m.at ELSE e.updated_at END
+		FROM m WHERE e.id = m.id AND coalesce(e.status, '') = 'new'`, ids, t.at(now))
 	if err != nil {
 		return fmt.Errorf("mirror %d rows: %w", len(ids), err)
-	}
-	_, err = t.tx.Exec(t.ctx, `UPDATE events e SET status = 'done', done_at = $2, updated_at = $2,
-			next_attempt_at = 0, lease_owner = NULL, lease_until = NULL
-		WHERE e.id = ANY($1::text[]) AND coalesce(e.status, '') = 'new'
-		AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id)`, ids, t.at(now))
-	if err != nil {
-		return fmt.Errorf("finish %d rows no destination takes: %w", len(ids), err)
 	}
 	return nil
 }

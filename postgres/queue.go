@@ -14,10 +14,11 @@ import (
 // rows as claim asks (none when claim.Max is 0) for owner, in one
 // transaction. Claims take the oldest due rows that no other transaction
 // holds (FOR UPDATE SKIP LOCKED), so dispatchers on several replicas never
-// claim one row twice. A claim leases the row and leaves its attempt count
-// alone: an attempt counts when it starts (Start), so a dispatcher that
-// dies between claiming and sending costs the row no attempt; the outcome
-// of a claim that Start did not mark counts its attempt then.
+// claim one row twice. A claim leases the rows and counts the attempts of
+// only those claim.Start asks for (inbox.Claim.Counts), in the statement
+// that leases them: any other attempt counts when it starts (Start), so a
+// dispatcher that dies between claiming and sending costs those rows no
+// attempt.
 //
 // Times come from the store's clock (the database's, see Options.Now), not
 // the caller's: a row is due when its next_attempt_at has passed on that
@@ -151,39 +152,51 @@ func (t queueTx) Settle(owner string, st inbox.Settlement) (bool, error) {
 
 // Claim leases up to c.Max due new pairs of c's destination to owner for
 // c.Until-c.Now from the store's clock, none while the destination is
-// paused, their attempts not counted yet. SKIP LOCKED passes over pairs
-// another claimer (or a delivery being counted) holds, and over pairs
-// whose row another session holds (the claim then mirrors onto the row
-// without waiting), and FOR UPDATE
-// re-checks a pair that another transaction changed since the query's
-// snapshot, so no pair is claimed twice.
-func (t queueTx) Claim(owner string, c inbox.Claim) ([]inbox.Job, error) {
+// paused, and counts the attempts of those c.Counts takes (the rule is
+// written again in the statement: up to $6 pairs, oldest due first, none
+// whose attempt would be past $7 when $7 is above 0). SKIP LOCKED passes
+// over pairs another claimer (or a delivery being counted) holds, and over
+// pairs whose row another session holds (the claim then mirrors onto the
+// row without waiting), and FOR UPDATE re-checks a pair that another
+// transaction changed since the query's snapshot, so no pair is claimed
+// twice.
+func (t queueTx) Claim(owner string, c inbox.Claim) (jobs []inbox.Job, counted []string, err error) {
 	now, lease := t.now, c.Until.Sub(c.Now).Milliseconds()
 	rows, err := t.tx.Query(t.ctx, `WITH due AS (
-			SELECT d.event_id, d.destination FROM deliveries d JOIN events e ON e.id = d.event_id
+			SELECT d.event_id, d.destination, d.attempts, d.next_attempt_at, d.received_at
+			FROM deliveries d JOIN events e ON e.id = d.event_id
 			WHERE d.destination = $5 AND d.status = 'new' AND d.next_attempt_at <= $3
 			AND NOT EXISTS (SELECT 1 FROM paused_destinations WHERE name = $5)
 			ORDER BY d.next_attempt_at, d.received_at LIMIT $4
 			FOR UPDATE OF d, e SKIP LOCKED),
-		claimed AS (UPDATE deliveries d SET lease_owner = $1, lease_until = $2, next_attempt_at = $2
-			FROM due WHERE d.event_id = due.event_id AND d.destination = due.destination
-			RETURNING d.event_id, d.attempts + 1 AS attempt, d.received_at)
-		SELECT e.id, e.source, coalesce(e.event, ''), e.body, claimed.attempt
+		ranked AS (SELECT event_id, destination, ($7::bigint <= 0 OR attempts + 1 <= $7::bigint)
+				AND row_number() OVER (PARTITION BY ($7::bigint <= 0 OR attempts + 1 <= $7::bigint)
+					ORDER BY next_attempt_at, received_at, event_id) <= $6::bigint AS counts
+			FROM due),
+		claimed AS (UPDATE deliveries d SET lease_owner = $1, lease_until = $2, next_attempt_at = $2,
+				attempts = d.attempts + CASE WHEN r.counts THEN 1 ELSE 0 END
+			FROM ranked r WHERE d.event_id = r.event_id AND d.destination = r.destination
+			RETURNING d.event_id, d.attempts + CASE WHEN r.counts THEN 0 ELSE 1 END AS attempt, r.counts, d.received_at)
+		SELECT e.id, e.source, coalesce(e.event, ''), e.body, claimed.attempt, claimed.counts
 		FROM claimed JOIN events e ON e.id = claimed.event_id ORDER BY claimed.received_at, e.id`,
-		pgText(owner), now+lease, now, c.Max, c.Dest())
+		pgText(owner), now+lease, now, c.Max, c.Dest(), c.Start, c.LastAttempt)
 	if err != nil {
-		return nil, fmt.Errorf("claim: %w", err)
+		return nil, nil, fmt.Errorf("claim: %w", err)
 	}
-	jobs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (inbox.Job, error) {
+	jobs, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (inbox.Job, error) {
 		j := inbox.Job{Destination: c.Dest()}
-		err := r.Scan(&j.ID, &j.Source, &j.Event, &j.Body, &j.Attempt)
+		var counts bool
+		err := r.Scan(&j.ID, &j.Source, &j.Event, &j.Body, &j.Attempt, &counts)
 		j.Key = inbox.KeyOf(j.Source, j.ID)
+		if counts {
+			counted = append(counted, j.ID)
+		}
 		return j, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("claim: %w", err)
+		return nil, nil, fmt.Errorf("claim: %w", err)
 	}
-	return jobs, nil
+	return jobs, counted, nil
 }
 
 // Start counts the attempts of jobs, as the dispatcher is about to make

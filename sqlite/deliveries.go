@@ -74,49 +74,39 @@ func (t queueTx) AddPairs(pairs []inbox.Pair, now time.Time) error {
 }
 
 // mirrorSQL sets the queue columns of the new rows ?1 lists (a JSON array
-// of ids) from their pairs; mirrorNoneSQL finishes those with no pair.
-// Both find the rows by id (+status keeps the planner off the queue index,
-// which would have it walk every new row).
-const (
-	mirrorSQL = `UPDATE events SET status = m.status,
-			reason = CASE WHEN m.status = 'parked' THEN m.reason END,
-			attempts = m.attempts, next_attempt_at = CASE WHEN m.status = 'new' THEN m.next_at ELSE 0 END,
-			lease_owner = m.owner, lease_until = m.until,
-			last_error = coalesce(m.last_error, events.last_error),
-			done_at = CASE WHEN m.status = 'done' THEN coalesce(m.done_at, ?2) END,
-			updated_at = CASE WHEN m.status <> events.status THEN m.at ELSE events.updated_at END
-		FROM (SELECT event_id AS id,
-			CASE WHEN max(status = 'new') THEN 'new' WHEN max(status = 'parked') THEN 'parked' ELSE 'done' END AS status,
-			max(attempts) AS attempts,
-			min(CASE WHEN status = 'new' THEN next_attempt_at END) AS next_at,
-			max(CASE WHEN status = 'new' THEN lease_owner END) AS owner,
-			max(CASE WHEN status = 'new' THEN lease_until END) AS until,
-			max(CASE WHEN status = 'parked' THEN reason END) AS reason,
-			(SELECT d.last_error FROM deliveries d WHERE d.event_id = deliveries.event_id
-				AND d.last_error IS NOT NULL ORDER BY d.updated_at DESC LIMIT 1) AS last_error,
-			max(done_at) AS done_at, max(updated_at) AS at
-			FROM deliveries WHERE event_id IN (SELECT value FROM json_each(?1)) GROUP BY event_id) AS m
-		WHERE events.id = m.id AND +events.status = 'new'`
-
-	mirrorNoneSQL = `UPDATE events SET status = 'done', done_at = ?2, updated_at = ?2,
-			next_attempt_at = 0, lease_owner = NULL, lease_until = NULL
-		WHERE id IN (SELECT value FROM json_each(?1)) AND +status = 'new'
-		AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = events.id)`
-)
+// of ids) from their pairs, a row with no pair done at ?2. Each row's pairs
+// are read by its id alone (the deliveries key's prefix), with no grouping
+// or sorting across the rows (nor, for a row with one pair, to find its
+// last error), and +status keeps the planner off the queue index, which
+// would have it walk every new row.
+const mirrorSQL = `UPDATE events SET (status, reason, attempts, next_attempt_at, lease_owner, lease_until,
+			last_error, done_at, updated_at) = (SELECT
+		CASE WHEN max(d.status = 'new') THEN 'new' WHEN max(d.status = 'parked') THEN 'parked' ELSE 'done' END,
+		CASE WHEN NOT max(d.status = 'new') AND max(d.status = 'parked') THEN max(CASE WHEN d.status = 'parked' THEN d.reason END) END,
+		coalesce(max(d.attempts), events.attempts),
+		coalesce(min(CASE WHEN d.status = 'new' THEN d.next_attempt_at END), 0),
+		max(CASE WHEN d.status = 'new' THEN d.lease_owner END),
+		max(CASE WHEN d.status = 'new' THEN d.lease_until END),
+		coalesce(CASE WHEN count(*) = 1 THEN max(d.last_error) ELSE (SELECT l.last_error FROM deliveries l
+			WHERE l.event_id = events.id AND l.last_error IS NOT NULL ORDER BY l.updated_at DESC LIMIT 1) END,
+			events.last_error),
+		CASE WHEN NOT max(d.status = 'new') AND NOT max(d.status = 'parked') THEN coalesce(max(d.done_at), ?2)
+			WHEN count(*) = 0 THEN ?2 END,
+		CASE WHEN count(*) = 0 THEN ?2
+			WHEN max(d.status = 'new') THEN events.updated_at
+			ELSE max(d.updated_at) END
+		FROM deliveries d WHERE d.event_id = events.id)
+	WHERE id IN (SELECT value FROM json_each(?1)) AND +status = 'new'`
 
 // Mirror sets the queue columns of the new rows of ids from their pairs, in
-// two statements: one for the rows with pairs, one for those with none.
+// one statement.
 func (t queueTx) Mirror(ids []string, now time.Time) error {
 	b, err := json.Marshal(ids)
 	if err != nil {
 		return fmt.Errorf("mirror %d rows: %w", len(ids), err)
 	}
-	list := string(b)
-	if _, err := t.st.exec(stmtMirror, list, millis(now)); err != nil {
+	if _, err := t.st.exec(stmtMirror, string(b), millis(now)); err != nil {
 		return fmt.Errorf("mirror %d rows: %w", len(ids), err)
-	}
-	if _, err := t.st.exec(stmtMirrorNone, list, millis(now)); err != nil {
-		return fmt.Errorf("finish %d rows no destination takes: %w", len(ids), err)
 	}
 	return nil
 }

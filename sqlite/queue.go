@@ -15,10 +15,11 @@ import (
 // does, all in one transaction of the store's writer, shared with whatever
 // else it commits then. A claim sets the row's next_attempt_at to the
 // lease's end, so a row whose dispatcher died is claimed again once the
-// lease runs out, and leaves its attempt count alone: an attempt counts
-// when it starts (Start), so a dispatcher that dies between claiming and
-// sending costs the row no attempt. The outcome of a claim that Start did
-// not mark counts its attempt then. Rows are claimed oldest due first.
+// lease runs out, and counts the attempts of only the rows claim.Start
+// asks for (inbox.Claim.Counts), in the statement that leases them: any
+// other attempt counts when it starts (Start), so a dispatcher that dies
+// between claiming and sending costs those rows no attempt. Rows are
+// claimed oldest due first.
 // When ctx ends first, Settle returns its error, yet the transaction may
 // still commit, claims included: pass a ctx that ends only when giving up
 // is right.
@@ -167,83 +168,65 @@ func (t queueTx) Settle(owner string, st inbox.Settlement) (bool, error) {
 	return n == 1, nil
 }
 
-// claimSQL leases up to ?5 due new pairs of the destination ?3 to ?1
-// until ?2. The deliveries_queue index serves the inner query, so it reads
-// only the pairs it takes.
-const claimSQL = `UPDATE deliveries
-		SET lease_owner = ?1, lease_until = ?2, next_attempt_at = ?2
-		WHERE rowid IN (SELECT rowid FROM deliveries WHERE destination = ?3 AND status = 'new' AND next_attempt_at <= ?4
-			AND NOT EXISTS (SELECT 1 FROM paused_destinations WHERE name = ?3)
-			ORDER BY next_attempt_at, received_at LIMIT ?5)
-		RETURNING event_id, attempts + 1`
+// claimSQL reads up to ?3 due new pairs of the destination ?1 at ?2, none
+// while it is paused, oldest due first, with their rows. The
+// deliveries_queue index serves it, so it reads only the pairs it takes.
+const claimSQL = `SELECT d.rowid, d.event_id, d.attempts, e.source, coalesce(e.event, ''), e.body
+		FROM deliveries d JOIN events e ON e.id = d.event_id
+		WHERE d.destination = ?1 AND d.status = 'new' AND d.next_attempt_at <= ?2
+		AND NOT EXISTS (SELECT 1 FROM paused_destinations WHERE name = ?1)
+		ORDER BY d.next_attempt_at, d.received_at LIMIT ?3`
 
-// claimReadSQL reads the rows ?1 lists (a JSON array of ids).
-const claimReadSQL = `SELECT id, source, coalesce(event, ''), body FROM events
-		WHERE id IN (SELECT value FROM json_each(?1))`
+// claimLeaseSQL leases the pairs ?3 lists (a JSON array of [rowid,
+// attempts to count]) to ?1 until ?2, counting their attempts.
+const claimLeaseSQL = `UPDATE deliveries SET lease_owner = ?1, lease_until = ?2, next_attempt_at = ?2,
+			attempts = attempts + v.n
+		FROM (SELECT value ->> 0 AS rid, value ->> 1 AS n FROM json_each(?3)) AS v
+		WHERE deliveries.rowid = v.rid`
 
 // Claim leases up to c.Max due new pairs of c's destination to owner,
-// none while it is paused, their attempts not counted yet, and reads their
-// rows in one more statement.
-func (t queueTx) Claim(owner string, c inbox.Claim) ([]inbox.Job, error) {
-	rows, err := t.st.query(stmtClaim, owner, millis(c.Until), c.Dest(), millis(c.Now), c.Max)
+// none while it is paused, and counts the attempts of those c.Counts
+// takes, in two statements: one reads the pairs and their rows, one
+// leases them. The writer's transaction holds the database between the
+// two.
+func (t queueTx) Claim(owner string, c inbox.Claim) (jobs []inbox.Job, counted []string, err error) {
+	rows, err := t.st.query(stmtClaim, c.Dest(), millis(c.Now), c.Max)
 	if err != nil {
-		return nil, fmt.Errorf("claim: %w", err)
+		return nil, nil, fmt.Errorf("claim: %w", err)
 	}
 	defer rows.Close()
-	var jobs []inbox.Job
+	var lease [][2]int64
 	for rows.Next() {
 		j := inbox.Job{Destination: c.Dest()}
-		if err := rows.Scan(&j.ID, &j.Attempt); err != nil {
-			return nil, fmt.Errorf("claim: %w", err)
+		var rid int64
+		if err := rows.Scan(&rid, &j.ID, &j.Attempt, &j.Source, &j.Event, &j.Body); err != nil {
+			return nil, nil, fmt.Errorf("claim: %w", err)
 		}
+		j.Attempt++
+		j.Key = inbox.KeyOf(j.Source, j.ID)
+		n := int64(0)
+		if c.Counts(j.Attempt, len(counted)) {
+			n = 1
+			counted = append(counted, j.ID)
+		}
+		lease = append(lease, [2]int64{rid, n})
 		jobs = append(jobs, j)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("claim: %w", err)
+		return nil, nil, fmt.Errorf("claim: %w", err)
 	}
 	rows.Close()
 	if len(jobs) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
-	ids := make([]string, len(jobs))
-	for i, j := range jobs {
-		ids[i] = j.ID
-	}
-	arg, err := json.Marshal(ids)
+	arg, err := json.Marshal(lease)
 	if err != nil {
-		return nil, fmt.Errorf("claim: %w", err)
+		return nil, nil, fmt.Errorf("claim: %w", err)
 	}
-	type row struct {
-		source, event string
-		body          []byte
+	if _, err := t.st.exec(stmtClaimLease, owner, millis(c.Until), string(arg)); err != nil {
+		return nil, nil, fmt.Errorf("claim %d rows: %w", len(jobs), err)
 	}
-	read := make(map[string]row, len(jobs))
-	rows, err = t.st.query(stmtClaimRead, string(arg))
-	if err != nil {
-		return nil, fmt.Errorf("claim: read the rows: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var id string
-		var r row
-		if err := rows.Scan(&id, &r.source, &r.event, &r.body); err != nil {
-			return nil, fmt.Errorf("claim: read the rows: %w", err)
-		}
-		read[id] = r
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("claim: read the rows: %w", err)
-	}
-	for i := range jobs {
-		j := &jobs[i]
-		r, ok := read[j.ID]
-		if !ok {
-			return nil, fmt.Errorf("claim: read %s: %w", j.ID, sql.ErrNoRows)
-		}
-		j.Source, j.Event, j.Body = r.source, r.event, r.body
-		j.Key = inbox.KeyOf(j.Source, j.ID)
-	}
-	return jobs, nil
+	return jobs, counted, nil
 }
 
 // Start counts the attempts of jobs whose claims hold, one statement per

@@ -62,7 +62,7 @@ const (
 	stmtClearRefusal
 	stmtSettleExpectation
 	stmtClaim
-	stmtClaimRead
+	stmtClaimLease
 	stmtStart
 	stmtSettleDone
 	stmtSettleRetry
@@ -73,7 +73,6 @@ const (
 	stmtUnrouted
 	stmtAddPairs
 	stmtMirror
-	stmtMirrorNone
 	numStmts
 )
 
@@ -90,7 +89,7 @@ var writerSQL = [numStmts]string{
 	stmtClearRefusal:      clearRefusalSQL,
 	stmtSettleExpectation: settleExpectationSQL,
 	stmtClaim:             claimSQL,
-	stmtClaimRead:         claimReadSQL,
+	stmtClaimLease:        claimLeaseSQL,
 	stmtStart:             startSQL,
 	stmtSettleDone:        settleDoneSQL,
 	stmtSettleRetry:       settleRetrySQL,
@@ -101,7 +100,6 @@ var writerSQL = [numStmts]string{
 	stmtUnrouted:          unroutedSQL,
 	stmtAddPairs:          addPairsSQL,
 	stmtMirror:            mirrorSQL,
-	stmtMirrorNone:        mirrorNoneSQL,
 }
 
 // writerStmts are the writer's prepared statements. The settle statements

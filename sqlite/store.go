@@ -237,12 +237,18 @@ func openWriter(ctx context.Context, path string, opts Options, g *guard, parsed
 // writeDSN carries every pragma in the DSN so that each connection the pool
 // opens gets them (a PRAGMA through Exec reaches only one connection).
 // Transactions begin IMMEDIATE: busy_timeout does not cover a read
-// transaction that later upgrades to a write.
+// transaction that later upgrades to a write. temp_store(MEMORY) keeps the
+// statement journal of each op's savepoint in memory: past 64 KiB (a
+// dispatcher's transaction of settlements and claims) SQLite otherwise
+// spills it to a temporary file, written page by page, in every
+// transaction. It holds only what a savepoint would roll back; the WAL
+// alone makes a commit durable.
 func writeDSN(busy time.Duration) string {
 	q := busyDSN(busy)
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "synchronous(FULL)")
 	q.Add("_pragma", "foreign_keys(ON)")
+	q.Add("_pragma", "temp_store(MEMORY)")
 	q.Set("_txlock", "immediate")
 	return q.Encode()
 }

@@ -330,6 +330,38 @@ func runQueue(t *testing.T, o opener) {
 		}
 	})
 
+	t.Run("claim and start past a row at its last attempt", func(t *testing.T) {
+		// A row claimed at an attempt past the last is not counted, and
+		// does not use up what the claim may count: the next row is.
+		e := o.fresh(t)
+		e.queued("job_1", "job_2")
+		lease := time.Minute
+		ctx := context.Background()
+		e.clock.Set(t0)
+		jobs, _, err := e.s.Settle(ctx, "b", nil, inbox.Claim{Now: t0, Until: t0.Add(lease), Max: 1, Start: 1})
+		if err != nil || len(jobs) != 1 || jobs[0].ID != "job_1" || !jobs[0].Started() {
+			t.Fatalf("claim and start = %v, %v; want job_1 started", ids(jobs), err)
+		}
+		if stale := e.settle("b", t0, inbox.Settlement{Job: jobs[0], Fate: inbox.FateRetry, At: t0, RetryAt: t0}); stale != 0 {
+			t.Fatalf("retry: stale %d", stale)
+		}
+		jobs, _, err = e.s.Settle(ctx, "b", nil, inbox.Claim{Now: t0, Until: t0.Add(lease), Max: 2, Start: 1, LastAttempt: 1})
+		if err != nil || len(jobs) != 2 {
+			t.Fatalf("claim = %v, %v; want both rows", ids(jobs), err)
+		}
+		for _, j := range jobs {
+			if want := j.ID == "job_2"; j.Started() != want {
+				t.Errorf("%s at attempt %d started %v, want %v", j.ID, j.Attempt, j.Started(), want)
+			}
+		}
+		if r := e.get("job_1"); r.Attempts != 1 {
+			t.Errorf("the row claimed past its last attempt = %+v, want still 1 attempt", r)
+		}
+		if r := e.get("job_2"); r.Attempts != 1 {
+			t.Errorf("the row counted = %+v, want 1 attempt", r)
+		}
+	})
+
 	t.Run("uncount an attempt not sent", func(t *testing.T) {
 		// A counted attempt the dispatcher never sent is undone: the row
 		// is claimable at once, at the attempt it would have been.
