@@ -94,6 +94,8 @@ type config struct {
 	pins        pinning // where -pin runs each side, once chosen
 	postgres    string  // the database of the PostgreSQL receivers; "" runs none
 	prefill     int64   // rows inbox's SQLite database holds before each run
+	dispatch    []int   // -dispatch: worker counts to run ./bench/dispatch at, after the receivers
+	dispatchN   int     // rows each of those ingests and drains
 	notes       []string
 }
 
@@ -121,6 +123,10 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		"stored through SQL before serve starts: the check that a full inbox takes deliveries as fast as an empty one (e.g. -prefill 5000000)")
 	fs.BoolVar(&cfg.pin, "pin", false, "pin each receiver to one CPU and the load generator to another (needs two CPUs, Linux):\n"+
 		"the fair way to compare CPU per delivery on a small machine")
+	var dispatchList string
+	fs.StringVar(&dispatchList, "dispatch", "", "after the receivers, also measure the dispatcher (./bench/dispatch, SQLite, HTTP sink) at these\n"+
+		"--workers counts, comma-separated (e.g. -dispatch 4,32): its ingest and drain rates and CPU per row, -rounds times each")
+	fs.IntVar(&cfg.dispatchN, "dispatch-rows", 20000, "rows each -dispatch run ingests and drains")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), `Usage: go run ./bench [flags]
 
@@ -135,6 +141,8 @@ the CPU time each receiver and the load generator use per delivery.
                                        inbox on PostgreSQL (one replica, two, one with four writers), and commit-each-pg
   go run ./bench -prefill 5000000 -order inbox
                                        inbox on a database that already holds 5 million rows
+  go run ./bench -rounds 3 -dispatch 4,32
+                                       then the dispatcher at 4 and 32 workers against the ingest rate
 
 Flags:`)
 		fs.PrintDefaults()
@@ -167,7 +175,14 @@ Flags:`)
 		return config{}, fmt.Errorf("-repeat %v: want at least 0 and less than 1 (a share of deliveries)", cfg.repeat)
 	case cfg.prefill < 0 || cfg.prefill > maxPrefill:
 		return config{}, fmt.Errorf("-prefill %d: want 0 to %d rows", cfg.prefill, maxPrefill)
+	case cfg.dispatchN < 1 || cfg.dispatchN > 1_000_000:
+		return config{}, fmt.Errorf("-dispatch-rows %d: want 1 to 1000000", cfg.dispatchN)
 	}
+	workers, err := parseWorkers(dispatchList)
+	if err != nil {
+		return config{}, err
+	}
+	cfg.dispatch = workers
 	fs.Visit(func(f *flag.Flag) {
 		if f.Name == "repeat" && cfg.repeat > 0 {
 			cfg.allNew = true
@@ -212,6 +227,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	// and, for each receiver, starting, the load, and stopping.
 	perReceiver := cfg.warmup + cfg.duration + startTimeout + stopTimeout + requestTimeout + 30*time.Second
 	deadline := buildTimeout + time.Duration(cfg.rounds*runsPerRound(cfg))*perReceiver
+	if len(cfg.dispatch) > 0 {
+		deadline += buildTimeout + time.Duration(cfg.rounds*len(cfg.dispatch))*dispatchRoundTimeout
+	}
 	ctx, cancel := context.WithTimeout(ctx, deadline)
 	defer cancel()
 
@@ -299,7 +317,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	report(stdout, cfg, results)
-	return nil
+	return runDispatch(ctx, cfg, stdout, stderr)
 }
 
 // runsPerRound counts the receiver runs in a round: inbox-all-new is one

@@ -2,6 +2,7 @@ package main
 
 import (
 	"io"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -109,5 +110,44 @@ func TestParseFlagsPrefill(t *testing.T) {
 				t.Errorf("prefill %d, want %d", cfg.prefill, tc.want)
 			}
 		})
+	}
+}
+
+func TestParseFlagsDispatch(t *testing.T) {
+	for _, tc := range []struct {
+		args    []string
+		want    []int
+		wantErr string
+	}{
+		{args: nil},
+		{args: []string{"-dispatch", "4,32"}, want: []int{4, 32}},
+		{args: []string{"-dispatch", " 32 "}, want: []int{32}},
+		{args: []string{"-dispatch", "0"}, wantErr: "-dispatch"},
+		{args: []string{"-dispatch", "4,,32"}, wantErr: "-dispatch"},
+		{args: []string{"-dispatch", "4,4"}, wantErr: "listed twice"},
+		{args: []string{"-dispatch", "32", "-dispatch-rows", "0"}, wantErr: "-dispatch-rows 0"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			cfg, err := parseFlags(tc.args, io.Discard)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err %v, want one with %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(cfg.dispatch, tc.want) {
+				t.Errorf("dispatch %v, want %v", cfg.dispatch, tc.want)
+			}
+		})
+	}
+	cfg, err := parseFlags([]string{"-dispatch", "32", "-rounds", "3", "-conns", "16"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.Join(dispatchArgs(cfg, 32), " "), "-n 20000 -conns 16 -workers 32 -rounds 3 -jetstream=false"; got != want {
+		t.Errorf("dispatch command line %q, want %q", got, want)
 	}
 }
