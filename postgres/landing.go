@@ -251,14 +251,16 @@ const insertPlain = `INSERT INTO events
 
 // lockExisting locks, in key order, and reads the rows that held the keys
 // ($1, sorted) before the transaction's insert: those it did not make
-// (xmin), which the insert just before it locked already. A row another
-// session holds is skipped (land locks what is left by a statement of its
-// own, lockRows, which tells a held row from a gone one). It runs after
-// the insert, so it sees a row another transaction committed while the
-// insert waited for it.
+// (their xmin is not the transaction's id, the low 32 bits of
+// txid_current: PostgreSQL 12 has no xid8), which the insert just before
+// it locked already. A row another session holds is skipped; so is an old
+// frozen row whose xmin merely matches: land locks what is left by a
+// statement of its own (lockRows, which tells a held row from a gone
+// one). It runs after the insert, so it sees a row another transaction
+// committed while the insert waited for it.
 const lockExisting = `SELECT id, status, coalesce(reason, ''), sha256, coalesce(event, ''),
 		coalesce(job_status, ''), source, response
-		FROM events WHERE id = ANY($1) AND xmin <> xid(pg_current_xact_id())
+		FROM events WHERE id = ANY($1) AND xmin::text::bigint <> txid_current() % 4294967296
 		ORDER BY id FOR UPDATE SKIP LOCKED`
 
 // insertStatement is sql (insertPlain) with its arguments:
