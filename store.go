@@ -54,7 +54,7 @@ type pgOptions struct {
 func dbWriteFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.IntFlag{Name: "db-max-conns", Value: postgres.DefaultMaxConns, Usage: fmt.Sprintf("PostgreSQL only: the most connections this process holds to the database (at least %d: the writer holds one through each commit); mind the server's max_connections across every replica", postgres.MinMaxConns), EnvVars: []string{"INBOX_DB_MAX_CONNS"}},
-		&cli.IntFlag{Name: "db-writers", Value: postgres.DefaultWriters, Usage: "PostgreSQL only: how many group commits of deliveries are in flight at once, each on a connection of its own (fewer than --db-max-conns); more pay where the server's WAL flush is slow (network storage), one costs the server least where it is fast", EnvVars: []string{"INBOX_DB_WRITERS"}},
+		&cli.IntFlag{Name: "db-writers", Value: postgres.DefaultWriters, Usage: "PostgreSQL only: how many group commits of deliveries are in flight at once, each on a connection of its own (fewer than --db-max-conns), each batch beginning while the one before waits for its COMMIT; more pay where the server's WAL flush is slow (network storage), one costs the server least where it is fast", EnvVars: []string{"INBOX_DB_WRITERS"}},
 		&cli.BoolFlag{Name: "db-unsafe-no-fsync", Usage: "PostgreSQL only, throwaway test servers only: accept a server with fsync or full_page_writes off, where a crash of the server loses rows already answered 204 (without it such a server is refused)", EnvVars: []string{"INBOX_DB_UNSAFE_NO_FSYNC"}},
 	}
 }

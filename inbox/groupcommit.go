@@ -60,6 +60,21 @@ type GroupCommit[Op any] struct {
 	// committed; a write it failed without an error of its own gets the
 	// commit's. It is never called with an empty batch.
 	Commit func(batch []*Write[Op]) ([]Written, error)
+	// CommitTurn, when set, is called in place of Commit, and makes the
+	// loops take their batches in turn: a loop takes a batch only while it
+	// holds the turn, which CommitTurn passes on (pass) once the batch
+	// needs it no longer, as soon as its first statements are answered,
+	// so that the next loop's batch begins while this one's COMMIT (and
+	// its flush) is under way. Calling pass again does nothing; the turn
+	// is passed on when CommitTurn returns at the latest. Batches then
+	// hold what waited while the one before them began, as one loop's
+	// would, rather than the loops sharing out the writes as they come.
+	CommitTurn func(batch []*Write[Op], pass func()) ([]Written, error)
+	// TurnWait, when above 0, is how long a loop waits for the turn
+	// (CommitTurn) before it takes a batch without it, so that a batch
+	// slow to begin (its rows' inserts wait on another session's) holds
+	// up the others no longer than that.
+	TurnWait time.Duration
 	// OnCommit, when set, is told of each commit that carried more than
 	// the probe.
 	OnCommit func(Commit)
@@ -78,6 +93,7 @@ type GroupCommit[Op any] struct {
 
 	reqs    chan *Write[Op]
 	commits *underWay
+	turn    chan struct{} // holds the turn while no loop does (CommitTurn)
 }
 
 // underWay counts the commits under way of all of a GroupCommit's loops.
@@ -114,6 +130,8 @@ func (u *underWay) finished() {
 func NewGroupCommit[Op any](g GroupCommit[Op]) *GroupCommit[Op] {
 	g.reqs = make(chan *Write[Op])
 	g.commits = &underWay{ended: make(chan struct{})}
+	g.turn = make(chan struct{}, 1)
+	g.turn <- struct{}{}
 	return &g
 }
 
@@ -148,7 +166,7 @@ func (g *GroupCommit[Op]) Run() {
 	batch := make([]*Write[Op], 0, g.MaxBatch)
 	var again []*Write[Op]
 	var retry *time.Timer
-	var fillWait *time.Timer // made when first needed
+	var fillWait, turnWait *time.Timer // made when first needed
 	if g.Retry > 0 {
 		retry = time.NewTimer(g.Retry)
 		defer retry.Stop()
@@ -156,6 +174,36 @@ func (g *GroupCommit[Op]) Run() {
 	for {
 		batch = append(batch[:0], again...)
 		again = again[:0]
+		held := false // the turn (CommitTurn)
+		pass := func() {
+			if held {
+				held = false
+				g.turn <- struct{}{}
+			}
+		}
+		if g.CommitTurn != nil {
+			var late <-chan time.Time // nil, which a select never takes, without TurnWait
+			if g.TurnWait > 0 {
+				if turnWait == nil {
+					turnWait = time.NewTimer(g.TurnWait)
+					defer turnWait.Stop()
+				} else {
+					turnWait.Reset(g.TurnWait)
+				}
+				late = turnWait.C
+			}
+			select {
+			case <-g.turn:
+				held = true
+			case <-late:
+			case <-g.Stop:
+				closed(batch)
+				return
+			}
+			if turnWait != nil {
+				turnWait.Stop()
+			}
+		}
 		switch {
 		case len(batch) == 0 || retry != nil:
 			var retryC <-chan time.Time // nil, which a select never takes, unless writes wait
@@ -168,12 +216,14 @@ func (g *GroupCommit[Op]) Run() {
 				batch = append(batch, w)
 			case <-retryC:
 			case <-g.Stop:
+				pass()
 				closed(batch)
 				return
 			}
 		default:
 			select {
 			case <-g.Stop:
+				pass()
 				closed(batch)
 				return
 			default:
@@ -213,6 +263,7 @@ func (g *GroupCommit[Op]) Run() {
 					case <-fillWait.C:
 						break wait
 					case <-g.Stop:
+						pass()
 						closed(batch)
 						return
 					}
@@ -232,10 +283,18 @@ func (g *GroupCommit[Op]) Run() {
 			live = append(live, w)
 		}
 		if batch = live; len(batch) == 0 {
+			pass()
 			continue
 		}
 		g.commits.begun()
-		out, err := g.Commit(batch)
+		var out []Written
+		var err error
+		if g.CommitTurn != nil {
+			out, err = g.CommitTurn(batch, pass)
+			pass()
+		} else {
+			out, err = g.Commit(batch)
+		}
 		g.commits.finished()
 		if n, largest := counted(batch, out, err); g.OnCommit != nil && n > 0 {
 			g.OnCommit(Commit{N: n, Largest: largest, Took: time.Since(start), Err: err})

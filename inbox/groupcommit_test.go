@@ -3,6 +3,7 @@ package inbox_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -102,18 +103,7 @@ func TestGroupCommitFill(t *testing.T) {
 			return make([]inbox.Written, len(batch)), nil
 		},
 	})
-	var loops sync.WaitGroup
-	for range 2 {
-		loops.Go(g.Run)
-	}
-	defer func() { close(stop); loops.Wait() }()
-	send := func(key string) chan inbox.Written {
-		c := make(chan inbox.Written, 1)
-		go func() {
-			c <- g.Send(context.Background(), context.Background(), &inbox.Write[int]{Delivery: inbox.Delivery{Key: key}})
-		}()
-		return c
-	}
+	send := runLoops(t, g, 2, stop)
 	slow := send("slow")
 	time.Sleep(50 * time.Millisecond) // under way, and held
 	start := time.Now()
@@ -136,5 +126,88 @@ func TestGroupCommitFill(t *testing.T) {
 	close(release)
 	if w := <-slow; w.Err != nil {
 		t.Fatal(w.Err)
+	}
+}
+
+// TestGroupCommitTurns runs two loops that take their batches in turn
+// (CommitTurn): while the first batch holds the turn, no other batch
+// begins; once it passes the turn, the next batch begins while the first
+// commit is still under way, and holds the writes that waited meanwhile.
+func TestGroupCommitTurns(t *testing.T) {
+	stop := make(chan struct{})
+	firstIn, gate, secondIn := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var mu sync.Mutex
+	var batches [][]string
+	g := inbox.NewGroupCommit(inbox.GroupCommit[int]{
+		MaxBatch: 8, MinFill: 3, FillWait: time.Minute, Stop: stop,
+		CommitTurn: func(batch []*inbox.Write[int], pass func()) ([]inbox.Written, error) {
+			var keys []string
+			for _, w := range batch {
+				keys = append(keys, w.Delivery.Key)
+			}
+			mu.Lock()
+			batches = append(batches, keys)
+			n := len(batches)
+			mu.Unlock()
+			switch n {
+			case 1:
+				close(firstIn)
+				<-gate
+				pass()
+				pass() // again: nothing
+				select {
+				case <-secondIn:
+				case <-time.After(10 * time.Second):
+					t.Error("the next batch did not begin while the first commit was under way")
+				}
+			case 2:
+				close(secondIn)
+			}
+			return make([]inbox.Written, len(batch)), nil
+		},
+	})
+	send := runLoops(t, g, 2, stop)
+	first := send("first")
+	<-firstIn
+	var rest []chan inbox.Written
+	for _, k := range []string{"a", "b", "c"} {
+		rest = append(rest, send(k))
+	}
+	for range 1000 { // time for a loop that does not wait its turn to take them
+		runtime.Gosched()
+	}
+	mu.Lock()
+	if len(batches) != 1 {
+		t.Errorf("batches %v before the first passed the turn, want only the first", batches)
+	}
+	mu.Unlock()
+	close(gate)
+	for _, c := range append(rest, first) {
+		if w := <-c; w.Err != nil {
+			t.Fatal(w.Err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(batches) != 2 || len(batches[1]) != 3 {
+		t.Errorf("batches %v, want the first alone and then a, b and c together", batches)
+	}
+}
+
+// runLoops runs n loops of g until the test ends (closing stop then), and
+// returns a send that hands g a write of key from a goroutine of its own
+// and gives its answer on the channel it returns.
+func runLoops(t *testing.T, g *inbox.GroupCommit[int], n int, stop chan struct{}) func(key string) chan inbox.Written {
+	var loops sync.WaitGroup
+	for range n {
+		loops.Go(g.Run)
+	}
+	t.Cleanup(func() { close(stop); loops.Wait() })
+	return func(key string) chan inbox.Written {
+		c := make(chan inbox.Written, 1)
+		go func() {
+			c <- g.Send(context.Background(), context.Background(), &inbox.Write[int]{Delivery: inbox.Delivery{Key: key}})
+		}()
+		return c
 	}
 }

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -33,11 +32,10 @@ type keyState struct {
 //
 // Deliveries are taken by key, each key once and in key order, so two
 // batches (this process's other writers', another replica's) lock rows in
-// the same order. One statement, sent with BEGIN, inserts the new keys
-// (unnest, ON CONFLICT (id) DO NOTHING) and locks (FOR UPDATE) and reads
-// the rows that already held the others; a key it did neither to (its
-// row committed by another batch while the statement ran, so after its
-// snapshot) is locked and read by a statement of its own, which sees it.
+// the same order. Two statements, sent with BEGIN, insert the new keys
+// (unnest, ON CONFLICT (id) DO NOTHING), then lock (FOR UPDATE) and read
+// the rows that already held the others; a key they did neither to (its
+// row held by another session) is looked at by a statement of its own.
 // A row another session holds is not waited for: its deliveries are left
 // out, marked in held (by index in batch), and the rest land. Then each
 // delivery lands, in the order it came, on its row as the deliveries
@@ -56,7 +54,7 @@ func (s *Store) land(ctx context.Context, c *pgx.Conn, batch []inbox.Delivery, l
 			firsts = append(firsts, i)
 		}
 	}
-	found := make(map[string]bool, len(firsts)) // the keys the first statement inserted or locked
+	found := make(map[string]bool, len(firsts)) // the keys the first round trip inserted or locked
 	if tx, err = s.begin(ctx, c, batch, firsts, keys, found); err != nil {
 		return nil, nil, txStart{}, err
 	}
@@ -171,53 +169,58 @@ type txStart struct {
 	xid int64
 }
 
-// begin sends BEGIN and the batch's insert-and-lock statement (insertLock)
-// on the deliveries of batch at the indexes firsts (one a key), in one
-// round trip, and returns the transaction's clock and id. It marks in keys
-// the keys it inserted, reads into keys the rows it locked, and records
-// both in found. With no deliveries it reads only the clock and the id.
+// begin sends BEGIN, the batch's insert (insertPlain) and the lock and
+// read of the rows that already held its other keys (lockExisting) on the
+// deliveries of batch at the indexes firsts (one a key), in one round
+// trip, and returns the transaction's clock and id. It marks in keys the
+// keys it inserted, reads into keys the rows it locked, and records both
+// in found. With no deliveries it reads only the clock and the id.
+//
+// The insert runs on a plan the server made once for the connection
+// (force_generic_plan): it reads no table but through the primary key's
+// conflict check, so no plan it could make scans events, and planning it
+// afresh for each batch's arguments (the bodies among them) cost the
+// server more than running it. Every other statement of the transaction
+// is planned for its own arguments and the tables as they are now
+// (force_custom_plan): a generic plan made while events was small (the
+// server makes one after five runs of a statement, and keeps it) scans
+// the whole table for the batch's keys once it is large.
 func (s *Store) begin(ctx context.Context, c *pgx.Conn, batch []inbox.Delivery, firsts []int, keys map[string]*keyState, found map[string]bool) (txStart, error) {
 	clock := s.clockArg()
 	b := &pgx.Batch{}
 	b.Queue(`BEGIN`)
-	// Each of the transaction's statements planned for its own arguments
-	// and the tables as they are now: a generic plan made while events was
-	// small (the server makes one after five runs of a statement, and keeps
-	// it) scans the whole table for the keys once it is large.
-	b.Queue(`SET LOCAL plan_cache_mode = force_custom_plan`)
-	var tx txStart
 	if len(firsts) > 0 {
-		sql, args := insertStatement(insertLock, batch, firsts, clock)
+		sql, args := insertStatement(insertPlain, batch, firsts, clock)
+		b.Queue(`SET LOCAL plan_cache_mode = force_generic_plan`)
 		b.Queue(sql, args...).Query(func(rows pgx.Rows) error {
 			for rows.Next() {
-				var fresh *bool
-				var id *string
-				var r inbox.Event
-				var now, xid *int64
-				if err := rows.Scan(&fresh, &id, &r.Status, &r.Reason, &r.SHA256, &r.Event, &r.JobStatus, &r.Source, &r.Response, &now, &xid); err != nil {
+				var id string
+				if err := rows.Scan(&id); err != nil {
 					return err
 				}
-				switch {
-				case id == nil && now != nil && xid != nil:
-					tx = txStart{now: *now, xid: *xid}
-				case id == nil:
-					return errors.New("no clock or transaction id")
-				case *fresh:
-					keys[*id].inserted = true
-				default:
-					keys[*id].row = r
+				keys[id].inserted, found[id] = true, true
+			}
+			return rows.Err()
+		})
+		b.Queue(`SET LOCAL plan_cache_mode = force_custom_plan`)
+		b.Queue(lockExisting, args[0]).Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				var id string
+				var r inbox.Event
+				if err := rows.Scan(&id, &r.Status, &r.Reason, &r.SHA256, &r.Event, &r.JobStatus, &r.Source, &r.Response); err != nil {
+					return err
 				}
-				if id != nil {
-					found[*id] = true
-				}
+				keys[id].row, found[id] = r, true
 			}
 			return rows.Err()
 		})
 	} else {
-		b.Queue(`SELECT coalesce($1::bigint, `+dbNow+`), txid_current()`, clock).QueryRow(func(row pgx.Row) error {
-			return row.Scan(&tx.now, &tx.xid)
-		})
+		b.Queue(`SET LOCAL plan_cache_mode = force_custom_plan`)
 	}
+	var tx txStart
+	b.Queue(`SELECT coalesce($1::bigint, `+dbNow+`), txid_current()`, clock).QueryRow(func(row pgx.Row) error {
+		return row.Scan(&tx.now, &tx.xid)
+	})
 	if err := c.SendBatch(ctx, b).Close(); err != nil {
 		return txStart{}, fmt.Errorf("insert and lock %d rows: %w", len(firsts), err)
 	}
@@ -246,27 +249,21 @@ const insertPlain = `INSERT INTO events
 		ON CONFLICT (id) DO NOTHING
 		RETURNING id`
 
-// insertLock inserts the rows as insertPlain does and, in the same
-// statement, locks and reads the rows that already held the others of the
-// keys ($1): one row each, fresh for one it inserted. Its snapshot
-// predates its inserts, so it never locks a row it made; nor one another
-// transaction committed while the insert waited for it (land locks those
-// by a statement of its own). A row another session holds is skipped. A
-// last row, with no id, holds the transaction's clock and id:
-// txid_current, not _if_assigned, since the id must be known before
-// COMMIT is sent.
-const insertLock = `WITH fresh AS (` + insertPlain + `),
-	locked AS (SELECT id, status, coalesce(reason, '') AS reason, sha256, coalesce(event, '') AS event,
-		coalesce(job_status, '') AS job_status, source, response
-		FROM events WHERE id = ANY($1) ORDER BY id FOR UPDATE SKIP LOCKED),
-	tx AS (SELECT coalesce($14::bigint, ` + dbNow + `) AS now, txid_current() AS xid)
-	SELECT true, id, '', '', '', '', '', '', NULL::bytea, NULL::bigint, NULL::bigint FROM fresh
-	UNION ALL
-	SELECT false, id, status, reason, sha256, event, job_status, source, response, NULL, NULL FROM locked
-	UNION ALL
-	SELECT NULL, NULL, '', '', '', '', '', '', NULL, now, xid FROM tx`
+// lockExisting locks, in key order, and reads the rows that held the keys
+// ($1, sorted) before the transaction's insert: those it did not make
+// (their xmin is not the transaction's id, the low 32 bits of
+// txid_current: PostgreSQL 12 has no xid8), which the insert just before
+// it locked already. A row another session holds is skipped; so is an old
+// frozen row whose xmin merely matches: land locks what is left by a
+// statement of its own (lockRows, which tells a held row from a gone
+// one). It runs after the insert, so it sees a row another transaction
+// committed while the insert waited for it.
+const lockExisting = `SELECT id, status, coalesce(reason, ''), sha256, coalesce(event, ''),
+		coalesce(job_status, ''), source, response
+		FROM events WHERE id = ANY($1) AND xmin::text::bigint <> txid_current() % 4294967296
+		ORDER BY id FOR UPDATE SKIP LOCKED`
 
-// insertStatement is sql (insertPlain or insertLock) with its arguments:
+// insertStatement is sql (insertPlain) with its arguments:
 // the deliveries of batch at the indexes idx, in key order, stamped with
 // clock (nil for the database's).
 func insertStatement(sql string, batch []inbox.Delivery, idx []int, clock any) (string, []any) {

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -190,22 +191,37 @@ func (s *Store) Missed(ctx context.Context, before time.Time) ([]inbox.Refusal, 
 // settleArrivals queues in t, for the transaction of a batch of
 // deliveries, after they landed: each one clears its key's refusal and
 // settles its job's waiting expectation as done, so a key is never both
-// stored and missing. One statement, which finds nothing to do through the
-// primary keys.
+// stored and missing. One statement a source (sources in order, so two
+// batches take the rows in the same order), which finds nothing to do
+// through the primary keys: a statement the server plans in a small part
+// of what a join of the batch's pairs took it.
 func settleArrivals(t *tail, landed []inbox.Delivery, now int64) {
-	n := len(landed)
-	text := make([]string, 3*n) // one allocation for the three columns
-	sources, keys, jobs := text[:0:n], text[n:n:2*n], text[2*n:2*n]
+	bySource := map[string][]inbox.Delivery{}
+	var sources []string
 	for _, d := range landed {
-		sources, keys, jobs = append(sources, inbox.SourceOf(d)), append(keys, d.Key), append(jobs, d.JobID)
+		src := inbox.SourceOf(d)
+		if _, ok := bySource[src]; !ok {
+			sources = append(sources, src)
+		}
+		bySource[src] = append(bySource[src], d)
 	}
-	// A poll under way keeps its lease, so it can still record the
-	// redelivery it asked for (SettlePolls).
-	t.queue("settle arrivals", `WITH d AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[]) AS d(source, key, job_id)),
-		cleared AS (DELETE FROM refusals f USING d WHERE f.source = d.source AND f.key = d.key)
-		UPDATE expectations x SET state = 'done', settled_at = $4
-		FROM d WHERE x.source = d.source AND x.job_id = d.job_id AND d.job_id <> '' AND x.state = 'waiting'`,
-		sources, keys, jobs, now)
+	slices.Sort(sources)
+	for _, src := range sources {
+		ds := bySource[src]
+		keys, jobs := make([]string, 0, len(ds)), make([]string, 0, len(ds))
+		for _, d := range ds {
+			keys = append(keys, d.Key)
+			if d.JobID != "" {
+				jobs = append(jobs, d.JobID)
+			}
+		}
+		// A poll under way keeps its lease, so it can still record the
+		// redelivery it asked for (SettlePolls).
+		t.queue("settle arrivals", `WITH cleared AS (DELETE FROM refusals WHERE source = $1 AND key = ANY($2))
+		UPDATE expectations SET state = 'done', settled_at = $4
+		WHERE source = $1 AND job_id = ANY($3) AND state = 'waiting'`,
+			src, keys, jobs, now)
+	}
 }
 
 // expectationColumns are what inbox.ScanExpectation reads.

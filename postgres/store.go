@@ -35,10 +35,11 @@ const (
 	// DefaultWriters is how many group commits a store has in flight at
 	// once, each on a connection of its own, when Options.Writers is zero:
 	// one, whose batch grows with the load, so each WAL flush carries as
-	// many deliveries as it can. Several writers pay where the server's
-	// flush is slow (the one batch in flight waits on it), and cost the
-	// server CPU where it is fast: their transactions are smaller, and
-	// contend for the same index pages.
+	// many deliveries as it can. Several writers take their batches in
+	// turn, each beginning while the one before it waits for its COMMIT;
+	// they pay where the server's flush is slow (the one batch in flight
+	// waits on it), and cost the server a little more CPU where it is
+	// fast, for no more deliveries: their batches are smaller.
 	DefaultWriters = 1
 )
 
@@ -56,7 +57,8 @@ type Options struct {
 	// MaxBatch bounds how many deliveries one group commit carries.
 	MaxBatch int
 	// Writers is how many group commits are in flight at once, each on a
-	// connection of its own; DefaultWriters when zero. Open refuses as many
+	// connection of its own, taking their batches in turn;
+	// DefaultWriters when zero. Open refuses as many
 	// as MaxConns or more for a writable store: the rest of the store needs
 	// a connection beside them.
 	Writers int

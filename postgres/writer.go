@@ -69,19 +69,28 @@ const (
 	fillWait = 2 * time.Millisecond
 )
 
+// turnWait is how long a writer waits for its turn to begin a batch
+// (inbox.GroupCommit.TurnWait) while another's inserts are slow: several
+// times what a batch's first round trip takes on a server that keeps up.
+const turnWait = 10 * time.Millisecond
+
 // heldRetry is how soon deliveries whose rows another session held are
 // tried again when no new delivery comes first.
 const heldRetry = 20 * time.Millisecond
 
 // newWriter is the store's group commit (inbox.GroupCommit), up to
 // maxBatch deliveries and maxBatchBytes of bodies a commit, run by
-// s.writers loops at once. Deliveries whose rows another session held lead
+// s.writers loops at once. The loops take their batches in turn
+// (GroupCommit.CommitTurn): the next batch begins, on a connection of its
+// own, once this one's inserts and locks are answered, while its COMMIT
+// waits for the server's flush; a writer whose turn is turnWait late
+// begins without it. Deliveries whose rows another session held lead
 // their loop's next batch, until their callers' deadlines.
 func (s *Store) newWriter() *inbox.GroupCommit[int] {
 	return inbox.NewGroupCommit(inbox.GroupCommit[int]{
 		MaxBatch: s.maxBatch, MaxBytes: maxBatchBytes, Retry: heldRetry,
 		MinFill: minFill, FillWait: fillWait,
-		Commit: s.commit, OnCommit: s.onCommit, Stop: s.closing,
+		CommitTurn: s.commit, TurnWait: turnWait, OnCommit: s.onCommit, Stop: s.closing,
 	})
 }
 
@@ -93,9 +102,10 @@ func (s *Store) runWriter() {
 
 // commit writes a batch as commitTx does, and says what it made of each
 // write: a delivery whose row another session holds waits for a later
-// batch until its caller's deadline.
-func (s *Store) commit(batch []*write) ([]inbox.Written, error) {
-	results, waiting, err := s.commitTx(batch)
+// batch until its caller's deadline. It calls pass once the batch's rows
+// are inserted and locked (the next batch may begin).
+func (s *Store) commit(batch []*write, pass func()) ([]inbox.Written, error) {
+	results, waiting, err := s.commitTx(batch, pass)
 	out := make([]inbox.Written, len(batch))
 	for i, w := range batch {
 		switch {
@@ -116,7 +126,9 @@ func (s *Store) commit(batch []*write) ([]inbox.Written, error) {
 // Any error fails the whole batch, and only it: each sender retries. The
 // deliveries whose rows another session holds are left out and marked in
 // waiting (by index in batch), so one held row does not fail the rest.
-func (s *Store) commitTx(batch []*write) ([]inbox.Result, map[int]bool, error) {
+// It calls pass once the first attempt has landed the batch: what is left
+// is the round trip of COMMIT, which another batch need not wait for.
+func (s *Store) commitTx(batch []*write, pass func()) ([]inbox.Result, map[int]bool, error) {
 	// Not the callers' contexts: a request that gives up must not abort the
 	// transaction that carries its neighbours. Every caller has given up by
 	// the busy timeout anyway.
@@ -140,6 +152,7 @@ func (s *Store) commitTx(batch []*write) ([]inbox.Result, map[int]bool, error) {
 		if err != nil {
 			return 0, err
 		}
+		pass()
 		for j, i := range idx {
 			results[i] = landed[j]
 			if held[j] {
