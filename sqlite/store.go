@@ -168,7 +168,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 			s.closeDBs()
 			return nil, fmt.Errorf("open store: %w", err)
 		}
-		if s.ckpt, err = openPool(path, writeDSN(opts.BusyTimeout), 1, s.guard, nil); err != nil {
+		if s.ckpt, err = openPool(path, writeDSN(opts.BusyTimeout).Encode(), 1, s.guard, nil); err != nil {
 			s.closeDBs()
 			return nil, fmt.Errorf("open store: %w", err)
 		}
@@ -209,7 +209,9 @@ func openWriter(ctx context.Context, path string, opts Options, g *guard, parsed
 	// transactions, one after another) serializes our own writes without
 	// busy-waiting on ourselves, leaving busy_timeout for other processes
 	// (the admin CLI).
-	db, err := openPool(path, writeDSN(opts.BusyTimeout), 1, g, parsed)
+	q := writeDSN(opts.BusyTimeout)
+	q.Add("_pragma", fmt.Sprintf("wal_autocheckpoint(%d)", writerCheckpointFrames))
+	db, err := openPool(path, q.Encode(), 1, g, parsed)
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
@@ -238,13 +240,13 @@ func openWriter(ctx context.Context, path string, opts Options, g *guard, parsed
 // opens gets them (a PRAGMA through Exec reaches only one connection).
 // Transactions begin IMMEDIATE: busy_timeout does not cover a read
 // transaction that later upgrades to a write.
-func writeDSN(busy time.Duration) string {
+func writeDSN(busy time.Duration) url.Values {
 	q := busyDSN(busy)
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "synchronous(FULL)")
 	q.Add("_pragma", "foreign_keys(ON)")
 	q.Set("_txlock", "immediate")
-	return q.Encode()
+	return q
 }
 
 // readDSN opens connections that refuse writes.
