@@ -89,7 +89,7 @@ type Store struct {
 	ckpt   *sql.DB       // the checkpointer's own connection; nil when read-only
 	read   *sql.DB
 
-	writer    *inbox.GroupCommit[txOp]
+	writer    *inbox.GroupCommit[task]
 	closing   chan struct{}
 	stopped   sync.WaitGroup // the writer and the checkpointer
 	closeOnce sync.Once

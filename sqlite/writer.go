@@ -15,8 +15,15 @@ import (
 // transaction (see Store.writeOp).
 type txOp func(context.Context, *sql.Tx) error
 
+// task is what a write asks of the writer: its op, or, for a delivery, the
+// insert's arguments Put made (insertArgs).
+type task struct {
+	op   txOp
+	args []any
+}
+
 // write is one request to the writer: a delivery, or an op.
-type write = inbox.Write[txOp]
+type write = inbox.Write[task]
 
 // Put stores one classified delivery and returns once the transaction that
 // holds it has committed (with synchronous FULL, once the WAL is fsynced).
@@ -31,7 +38,7 @@ func (s *Store) Put(ctx context.Context, d inbox.Delivery) (inbox.Result, error)
 	// repeat is counted on the row. So its hand-off to the writer need not
 	// end with ctx: it ends at the busy timeout, on a timer shared with the
 	// deliveries sent in the same millisecond (see handoffs).
-	r := s.send(ctx, &write{Delivery: d}, true)
+	r := s.send(ctx, &write{Delivery: d, Op: task{args: insertArgs(d, nil)}}, true)
 	return r.Result, r.Err
 }
 
@@ -46,7 +53,7 @@ func (s *Store) writeOp(ctx context.Context, op txOp) error {
 	if s.write == nil {
 		return errors.New("store is read-only")
 	}
-	return s.send(ctx, &write{Op: op}, false).Err
+	return s.send(ctx, &write{Op: task{op: op}}, false).Err
 }
 
 // send hands w to the writer and waits for its result. The busy timeout
@@ -127,8 +134,8 @@ const commitGrace = 400 * time.Millisecond
 // process's lock at the batch's earliest deadline, the requests whose own
 // deadline is still ahead wait on in the next batch rather than fail
 // early.
-func (s *Store) newWriter() *inbox.GroupCommit[txOp] {
-	return inbox.NewGroupCommit(inbox.GroupCommit[txOp]{
+func (s *Store) newWriter() *inbox.GroupCommit[task] {
+	return inbox.NewGroupCommit(inbox.GroupCommit[task]{
 		MaxBatch: s.maxBatch, Commit: s.commit, OnCommit: s.onCommit, Stop: s.closing,
 	})
 }
@@ -211,18 +218,20 @@ func (s *Store) commitTx(batch []*write) ([]inbox.Written, error) {
 	}
 	defer done()
 	now := millis(s.now())
+	nowArg := any(now) // boxed once for the batch's rows
 	st := &txStmts{ctx: ctx, tx: tx, st: s.stmts}
 	results := make([]inbox.Written, len(batch))
 	var landed []inbox.Delivery
 	for i, w := range batch {
-		if w.Op != nil {
-			if results[i].Err, err = runOp(st, w.Op); err != nil {
+		if w.Op.op != nil {
+			if results[i].Err, err = runOp(st, w.Op.op); err != nil {
 				tx.Rollback()
 				return nil, err
 			}
 			continue
 		}
-		if results[i].Result, err = put(ctx, st, w.Delivery, now); err != nil {
+		setNow(w.Op.args, nowArg)
+		if results[i].Result, err = put(ctx, st, w.Delivery, w.Op.args, now); err != nil {
 			tx.Rollback()
 			return nil, err
 		}
