@@ -77,8 +77,9 @@ type Store struct {
 	now      func() time.Time
 	maxBatch int
 	busy     time.Duration
-	causes   sendCauses // why send gives up, for busy
-	handoffs handoffs   // what deliveries wait for the writer under
+	causes   sendCauses     // why send gives up, for busy
+	handoffs sharedDeadline // what deliveries wait for the writer under
+	commits  sharedDeadline // what deliveries wait for their commit under
 	onCommit func(inbox.Commit)
 
 	guard *guard // nil when read-only

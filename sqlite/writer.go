@@ -35,9 +35,10 @@ func (s *Store) Put(ctx context.Context, d inbox.Delivery) (inbox.Result, error)
 		return inbox.Result{}, errors.New("put: store is read-only")
 	}
 	// The delivery may commit after ctx is done; the sender retries and the
-	// repeat is counted on the row. So its hand-off to the writer need not
-	// end with ctx: it ends at the busy timeout, on a timer shared with the
-	// deliveries sent in the same millisecond (see handoffs).
+	// repeat is counted on the row. So neither its hand-off to the writer
+	// nor its wait for the commit need end with ctx: they end at the busy
+	// timeout and past it, on timers shared with the deliveries sent in the
+	// same millisecond (see sharedDeadline).
 	r := s.send(ctx, &write{Delivery: d, Op: task{args: insertArgs(d, nil)}}, true)
 	return r.Result, r.Err
 }
@@ -59,33 +60,32 @@ func (s *Store) writeOp(ctx context.Context, op txOp) error {
 // send hands w to the writer and waits for its result. The busy timeout
 // counts from here: a request that waits for the writer while the writer
 // waits for another process's lock gives up when its own time is up, not
-// after the writer's wait and then one of its own. With shared, the
-// hand-off does not end with ctx, and ends up to a millisecond past the
-// busy timeout (see handoffs).
+// after the writer's wait and then one of its own. With shared, neither
+// the hand-off nor the wait for the commit ends with ctx, and each ends up
+// to a millisecond past its deadline (see sharedDeadline).
 func (s *Store) send(ctx context.Context, w *write, shared bool) inbox.Written {
 	w.Deadline = time.Now().Add(s.busy)
-	var handoff context.Context
+	// The wait for the commit: the writer's lock wait ends at w.Deadline,
+	// and its commit should follow at once. A commit that hangs (an fsync
+	// stuck on a failing disk) must not hold the caller past the busy
+	// timeout's promise: the answer is then an error, although the commit
+	// may still land later (the sender's retry is a counted repeat).
 	if shared {
-		handoff = s.handoffs.until(w.Deadline, s.causes.handoff)
-	} else {
-		var cancel context.CancelFunc
-		handoff, cancel = context.WithDeadlineCause(ctx, w.Deadline, s.causes.handoff)
-		defer cancel()
+		return s.writer.Send(s.handoffs.until(w.Deadline, s.causes.handoff),
+			s.commits.until(w.Deadline.Add(commitGrace), s.causes.commit), w)
 	}
-	// Taken by the writer: its lock wait ends at w.Deadline, and its
-	// commit should follow at once. A commit that hangs (an fsync stuck on
-	// a failing disk) must not hold the caller past the busy timeout's
-	// promise: the answer is then an error, although the commit may still
-	// land later (the sender's retry is a counted repeat).
+	handoff, cancel := context.WithDeadlineCause(ctx, w.Deadline, s.causes.handoff)
+	defer cancel()
 	wait, cancelWait := context.WithDeadlineCause(ctx, w.Deadline.Add(commitGrace), s.causes.commit)
 	defer cancelWait()
 	return s.writer.Send(handoff, wait, w)
 }
 
-// handoffs are the contexts deliveries wait for the writer under: one per
-// millisecond of deadline, shared by every delivery sent within it, so that
-// a delivery costs one timer (its wait for the commit) rather than two.
-type handoffs struct {
+// sharedDeadline makes contexts done at a deadline rounded up to the
+// millisecond, one per millisecond, shared by every delivery whose
+// deadline falls within it, so that a delivery's hand-off to the writer
+// and its wait for the commit cost it no timer of its own.
+type sharedDeadline struct {
 	mu  sync.Mutex
 	at  time.Time       // the deadline of ctx
 	ctx context.Context // done at at
@@ -96,7 +96,7 @@ type handoffs struct {
 
 // until returns the shared context done at deadline rounded up to the
 // millisecond, with cause.
-func (h *handoffs) until(deadline time.Time, cause error) context.Context {
+func (h *sharedDeadline) until(deadline time.Time, cause error) context.Context {
 	at := deadline.Truncate(time.Millisecond)
 	if at.Before(deadline) {
 		at = at.Add(time.Millisecond)
