@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 
 	"inbox/inbox"
 )
@@ -74,7 +75,7 @@ func probeEvents(ctx context.Context, st *txStmts, now int64) error {
 		// A batch settles its arrivals too: the same statements, on the
 		// probe's key as a job's.
 		row.JobID = probeKey
-		err = settleArrivals(ctx, st, []inbox.Delivery{row}, now)
+		err = settleArrivals(ctx, st, slices.Values([]inbox.Delivery{row}), now)
 	}
 	if _, rerr := st.tx.ExecContext(ctx, `ROLLBACK TO probe_row`); rerr != nil && err == nil {
 		err = rerr

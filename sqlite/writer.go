@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"iter"
 	"sync"
 	"time"
 
@@ -221,7 +222,6 @@ func (s *Store) commitTx(batch []*write) ([]inbox.Written, error) {
 	nowArg := any(now) // boxed once for the batch's rows
 	st := &txStmts{ctx: ctx, tx: tx, st: s.stmts}
 	results := make([]inbox.Written, len(batch))
-	var landed []inbox.Delivery
 	for i, w := range batch {
 		if w.Op.op != nil {
 			if results[i].Err, err = runOp(st, w.Op.op); err != nil {
@@ -235,10 +235,9 @@ func (s *Store) commitTx(batch []*write) ([]inbox.Written, error) {
 			tx.Rollback()
 			return nil, err
 		}
-		landed = append(landed, w.Delivery)
 	}
 	// In the same transaction: a stored key is never also missing.
-	if err := settleArrivals(ctx, st, landed, now); err != nil {
+	if err := settleArrivals(ctx, st, batchDeliveries(batch), now); err != nil {
 		tx.Rollback()
 		return nil, err
 	}
@@ -249,6 +248,17 @@ func (s *Store) commitTx(batch []*write) ([]inbox.Written, error) {
 		return nil, fmt.Errorf("commit: %w", err)
 	}
 	return results, nil
+}
+
+// batchDeliveries yields the deliveries of batch, leaving its ops out.
+func batchDeliveries(batch []*write) iter.Seq[inbox.Delivery] {
+	return func(yield func(inbox.Delivery) bool) {
+		for _, w := range batch {
+			if w.Op.op == nil && !yield(w.Delivery) {
+				return
+			}
+		}
+	}
 }
 
 // runOp runs op inside a savepoint of st's transaction and returns op's
