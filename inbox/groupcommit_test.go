@@ -211,3 +211,36 @@ func runLoops(t *testing.T, g *inbox.GroupCommit[int], n int, stop chan struct{}
 		return c
 	}
 }
+
+// TestGroupCommitOneP runs the loop and 32 senders on one P: the senders
+// the loop's answers woke get their turn before the next batch is taken,
+// so batches carry many writes rather than one each.
+func TestGroupCommitOneP(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	stop := make(chan struct{})
+	var commits, writes int
+	g := inbox.NewGroupCommit(inbox.GroupCommit[int]{
+		MaxBatch: 64, Stop: stop,
+		Commit: func(batch []*inbox.Write[int]) ([]inbox.Written, error) {
+			commits++
+			writes += len(batch)
+			return make([]inbox.Written, len(batch)), nil
+		},
+	})
+	done := make(chan struct{})
+	go func() { defer close(done); g.Run() }()
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Go(func() {
+			for range 10 {
+				g.Send(context.Background(), context.Background(), &inbox.Write[int]{})
+			}
+		})
+	}
+	wg.Wait()
+	close(stop)
+	<-done
+	if per := float64(writes) / float64(commits); per < 8 {
+		t.Errorf("%d writes in %d commits, %.1f a commit: want batches of 8 or more", writes, commits, per)
+	}
+}

@@ -15,6 +15,8 @@ type Pragmas struct {
 	Synchronous int
 	BusyTimeout int
 	QueryOnly   bool
+	// AutoCheckpoint is wal_autocheckpoint, in frames.
+	AutoCheckpoint int
 }
 
 // PragmasForTest holds every connection of each pool at once, so each is a
@@ -38,6 +40,7 @@ func PragmasForTest(s *Store) map[string][]Pragmas {
 			for q, dst := range map[string]any{
 				"PRAGMA journal_mode": &p.JournalMode, "PRAGMA synchronous": &p.Synchronous,
 				"PRAGMA busy_timeout": &p.BusyTimeout, "PRAGMA query_only": &p.QueryOnly,
+				"PRAGMA wal_autocheckpoint": &p.AutoCheckpoint,
 			} {
 				if err := c.QueryRowContext(context.Background(), q).Scan(dst); err != nil {
 					panic(err)

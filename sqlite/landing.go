@@ -17,13 +17,34 @@ const insertSQL = `INSERT INTO events
 	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?)
 	ON CONFLICT(id) DO NOTHING`
 
+// insertNow is the index in insertArgs of the first of the three times,
+// received, last seen and updated at, all the same. (Numbered parameters,
+// one ?12 three times, would cost the driver a string for each parameter's
+// name on every insert.)
+const insertNow = 11
+
+// insertArgs are insertSQL's arguments for d, received at now (nil: set
+// later, by setNow). Put makes them in the request's goroutine, so that
+// the writer does not box them for each row; every value is already of a
+// type database/sql passes on as it is.
+func insertArgs(d inbox.Delivery, now any) []any {
+	return []any{d.Key, nullable(d.JobID), string(d.Status), nullable(string(d.Reason)),
+		nullable(d.Event), nullable(d.JobStatus), nullable(d.ResultURL),
+		d.Body, int64(len(d.Body)), d.SHA256, d.DeliveryTS, now, now, now, inbox.SourceOf(d), d.Response}
+}
+
+// setNow sets the three times of args, insertArgs' result, to now.
+func setNow(args []any, now any) {
+	args[insertNow], args[insertNow+1], args[insertNow+2] = now, now, now
+}
+
 // put applies one delivery inside st's transaction, through its prepared
 // statements only: a repeat parses no more SQL than a new row. The primary
 // key decides whether the row is new: insert, and only when the key is
-// taken look at what holds it.
-func put(ctx context.Context, st *txStmts, d inbox.Delivery, now int64) (inbox.Result, error) {
+// taken look at what holds it. args are insertArgs(d, now).
+func put(ctx context.Context, st *txStmts, d inbox.Delivery, args []any, now int64) (inbox.Result, error) {
 	ins := st.get(stmtInsert)
-	inserted, err := insert(ctx, ins, d, now)
+	inserted, err := insert(ctx, ins, d.Key, args)
 	if err != nil {
 		return inbox.Result{}, err
 	}
@@ -53,7 +74,7 @@ func put(ctx context.Context, st *txStmts, d inbox.Delivery, now int64) (inbox.R
 	// The job's row holds something else: park this delivery beside it,
 	// keyed by its bytes, so it is never silently dropped.
 	beside := inbox.Beside(d)
-	if inserted, err = insert(ctx, ins, beside, now); err != nil {
+	if inserted, err = insert(ctx, ins, beside.Key, insertArgs(beside, now)); err != nil {
 		return inbox.Result{}, err
 	}
 	if !inserted {
@@ -65,17 +86,16 @@ func put(ctx context.Context, st *txStmts, d inbox.Delivery, now int64) (inbox.R
 	return inbox.Fresh(beside), nil
 }
 
-func insert(ctx context.Context, ins *sql.Stmt, d inbox.Delivery, now int64) (bool, error) {
-	res, err := ins.ExecContext(ctx,
-		d.Key, nullable(d.JobID), string(d.Status), nullable(string(d.Reason)),
-		nullable(d.Event), nullable(d.JobStatus), nullable(d.ResultURL),
-		d.Body, len(d.Body), d.SHA256, d.DeliveryTS, now, now, now, inbox.SourceOf(d), d.Response)
+// insert runs ins, insertSQL, with args, the row's at key, and tells
+// whether the row is new.
+func insert(ctx context.Context, ins *sql.Stmt, key string, args []any) (bool, error) {
+	res, err := ins.ExecContext(ctx, args...)
 	if err != nil {
-		return false, fmt.Errorf("insert %s: %w", d.Key, err)
+		return false, fmt.Errorf("insert %s: %w", key, err)
 	}
 	n, err := res.RowsAffected()
 	if err != nil {
-		return false, fmt.Errorf("insert %s: %w", d.Key, err)
+		return false, fmt.Errorf("insert %s: %w", key, err)
 	}
 	return n == 1, nil
 }

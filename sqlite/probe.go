@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 
 	"inbox/inbox"
 )
@@ -51,7 +52,7 @@ func (s *Store) Probe(ctx context.Context, size int) error {
 		}
 		return nil
 	}
-	if err := s.send(ctx, &write{Op: probe, Probe: true}, false).Err; err != nil {
+	if err := s.send(ctx, &write{Op: task{op: probe}, Probe: true}, false).Err; err != nil {
 		return fmt.Errorf("ping store: %w", err)
 	}
 	return nil
@@ -65,7 +66,7 @@ func probeEvents(ctx context.Context, st *txStmts, now int64) error {
 		return fmt.Errorf("probe events: %w", err)
 	}
 	row := inbox.ProbeRow(probeKey, 0)
-	_, err := insert(ctx, st.get(stmtInsert), row, now)
+	_, err := insert(ctx, st.get(stmtInsert), row.Key, insertArgs(row, now))
 	if err == nil {
 		_, err = st.tx.ExecContext(ctx, `UPDATE events SET attempts = attempts + 1, lease_owner = 'probe',
 			lease_until = ?, next_attempt_at = ? WHERE id = ?`, now, now, probeKey)
@@ -74,7 +75,7 @@ func probeEvents(ctx context.Context, st *txStmts, now int64) error {
 		// A batch settles its arrivals too: the same statements, on the
 		// probe's key as a job's.
 		row.JobID = probeKey
-		err = settleArrivals(ctx, st, []inbox.Delivery{row}, now)
+		err = settleArrivals(ctx, st, slices.Values([]inbox.Delivery{row}), now)
 	}
 	if _, rerr := st.tx.ExecContext(ctx, `ROLLBACK TO probe_row`); rerr != nil && err == nil {
 		err = rerr

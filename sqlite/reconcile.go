@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"iter"
 	"time"
 
 	"inbox/inbox"
@@ -250,11 +251,12 @@ func (s *Store) hasTable(ctx context.Context, name string) (bool, error) {
 // settleArrivals runs in the writer's transaction, after the batch's
 // deliveries landed: each one clears its key's refusal and settles its job's
 // waiting expectation as done, so a key is never both stored and missing.
-// While there is nothing to settle it costs one prepared query per batch.
+// While there is nothing to settle it costs one prepared query per batch,
+// and landed is not gone through.
 // A database that had no refusals or expectations table at open (the admin
 // commands open it without the schema) is looked at for them in each
 // commit, and settled with statements parsed for it, once they appear.
-func settleArrivals(ctx context.Context, st *txStmts, landed []inbox.Delivery, now int64) error {
+func settleArrivals(ctx context.Context, st *txStmts, landed iter.Seq[inbox.Delivery], now int64) error {
 	pending := st.get(stmtPending)
 	var clear, settle execer
 	if pending != nil {
@@ -282,7 +284,7 @@ func settleArrivals(ctx context.Context, st *txStmts, landed []inbox.Delivery, n
 	if !waiting {
 		return nil
 	}
-	for _, d := range landed {
+	for d := range landed {
 		if _, err := clear.ExecContext(ctx, inbox.SourceOf(d), d.Key); err != nil {
 			return fmt.Errorf("clear refusal of %s: %w", d.Key, err)
 		}

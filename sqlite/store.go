@@ -77,8 +77,9 @@ type Store struct {
 	now      func() time.Time
 	maxBatch int
 	busy     time.Duration
-	causes   sendCauses // why send gives up, for busy
-	handoffs handoffs   // what deliveries wait for the writer under
+	causes   sendCauses     // why send gives up, for busy
+	handoffs sharedDeadline // what deliveries wait for the writer under
+	commits  sharedDeadline // what deliveries wait for their commit under
 	onCommit func(inbox.Commit)
 
 	guard *guard // nil when read-only
@@ -89,7 +90,7 @@ type Store struct {
 	ckpt   *sql.DB       // the checkpointer's own connection; nil when read-only
 	read   *sql.DB
 
-	writer    *inbox.GroupCommit[txOp]
+	writer    *inbox.GroupCommit[task]
 	closing   chan struct{}
 	stopped   sync.WaitGroup // the writer and the checkpointer
 	closeOnce sync.Once
@@ -168,7 +169,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 			s.closeDBs()
 			return nil, fmt.Errorf("open store: %w", err)
 		}
-		if s.ckpt, err = openPool(path, writeDSN(opts.BusyTimeout), 1, s.guard, nil); err != nil {
+		if s.ckpt, err = openPool(path, writeDSN(opts.BusyTimeout).Encode(), 1, s.guard, nil); err != nil {
 			s.closeDBs()
 			return nil, fmt.Errorf("open store: %w", err)
 		}
@@ -209,7 +210,9 @@ func openWriter(ctx context.Context, path string, opts Options, g *guard, parsed
 	// transactions, one after another) serializes our own writes without
 	// busy-waiting on ourselves, leaving busy_timeout for other processes
 	// (the admin CLI).
-	db, err := openPool(path, writeDSN(opts.BusyTimeout), 1, g, parsed)
+	q := writeDSN(opts.BusyTimeout)
+	q.Add("_pragma", fmt.Sprintf("wal_autocheckpoint(%d)", writerCheckpointFrames))
+	db, err := openPool(path, q.Encode(), 1, g, parsed)
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
@@ -243,14 +246,14 @@ func openWriter(ctx context.Context, path string, opts Options, g *guard, parsed
 // spills it to a temporary file, written page by page, in every
 // transaction. It holds only what a savepoint would roll back; the WAL
 // alone makes a commit durable.
-func writeDSN(busy time.Duration) string {
+func writeDSN(busy time.Duration) url.Values {
 	q := busyDSN(busy)
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "synchronous(FULL)")
 	q.Add("_pragma", "foreign_keys(ON)")
 	q.Add("_pragma", "temp_store(MEMORY)")
 	q.Set("_txlock", "immediate")
-	return q.Encode()
+	return q
 }
 
 // readDSN opens connections that refuse writes.

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"iter"
 	"sync"
 	"time"
 
@@ -15,8 +16,15 @@ import (
 // transaction (see Store.writeOp).
 type txOp func(context.Context, *sql.Tx) error
 
+// task is what a write asks of the writer: its op, or, for a delivery, the
+// insert's arguments Put made (insertArgs).
+type task struct {
+	op   txOp
+	args []any
+}
+
 // write is one request to the writer: a delivery, or an op.
-type write = inbox.Write[txOp]
+type write = inbox.Write[task]
 
 // Put stores one classified delivery and returns once the transaction that
 // holds it has committed (with synchronous FULL, once the WAL is fsynced).
@@ -28,10 +36,11 @@ func (s *Store) Put(ctx context.Context, d inbox.Delivery) (inbox.Result, error)
 		return inbox.Result{}, errors.New("put: store is read-only")
 	}
 	// The delivery may commit after ctx is done; the sender retries and the
-	// repeat is counted on the row. So its hand-off to the writer need not
-	// end with ctx: it ends at the busy timeout, on a timer shared with the
-	// deliveries sent in the same millisecond (see handoffs).
-	r := s.send(ctx, &write{Delivery: d}, true)
+	// repeat is counted on the row. So neither its hand-off to the writer
+	// nor its wait for the commit need end with ctx: they end at the busy
+	// timeout and past it, on timers shared with the deliveries sent in the
+	// same millisecond (see sharedDeadline).
+	r := s.send(ctx, &write{Delivery: d, Op: task{args: insertArgs(d, nil)}}, true)
 	return r.Result, r.Err
 }
 
@@ -46,39 +55,38 @@ func (s *Store) writeOp(ctx context.Context, op txOp) error {
 	if s.write == nil {
 		return errors.New("store is read-only")
 	}
-	return s.send(ctx, &write{Op: op}, false).Err
+	return s.send(ctx, &write{Op: task{op: op}}, false).Err
 }
 
 // send hands w to the writer and waits for its result. The busy timeout
 // counts from here: a request that waits for the writer while the writer
 // waits for another process's lock gives up when its own time is up, not
-// after the writer's wait and then one of its own. With shared, the
-// hand-off does not end with ctx, and ends up to a millisecond past the
-// busy timeout (see handoffs).
+// after the writer's wait and then one of its own. With shared, neither
+// the hand-off nor the wait for the commit ends with ctx, and each ends up
+// to a millisecond past its deadline (see sharedDeadline).
 func (s *Store) send(ctx context.Context, w *write, shared bool) inbox.Written {
 	w.Deadline = time.Now().Add(s.busy)
-	var handoff context.Context
+	// The wait for the commit: the writer's lock wait ends at w.Deadline,
+	// and its commit should follow at once. A commit that hangs (an fsync
+	// stuck on a failing disk) must not hold the caller past the busy
+	// timeout's promise: the answer is then an error, although the commit
+	// may still land later (the sender's retry is a counted repeat).
 	if shared {
-		handoff = s.handoffs.until(w.Deadline, s.causes.handoff)
-	} else {
-		var cancel context.CancelFunc
-		handoff, cancel = context.WithDeadlineCause(ctx, w.Deadline, s.causes.handoff)
-		defer cancel()
+		return s.writer.Send(s.handoffs.until(w.Deadline, s.causes.handoff),
+			s.commits.until(w.Deadline.Add(commitGrace), s.causes.commit), w)
 	}
-	// Taken by the writer: its lock wait ends at w.Deadline, and its
-	// commit should follow at once. A commit that hangs (an fsync stuck on
-	// a failing disk) must not hold the caller past the busy timeout's
-	// promise: the answer is then an error, although the commit may still
-	// land later (the sender's retry is a counted repeat).
+	handoff, cancel := context.WithDeadlineCause(ctx, w.Deadline, s.causes.handoff)
+	defer cancel()
 	wait, cancelWait := context.WithDeadlineCause(ctx, w.Deadline.Add(commitGrace), s.causes.commit)
 	defer cancelWait()
 	return s.writer.Send(handoff, wait, w)
 }
 
-// handoffs are the contexts deliveries wait for the writer under: one per
-// millisecond of deadline, shared by every delivery sent within it, so that
-// a delivery costs one timer (its wait for the commit) rather than two.
-type handoffs struct {
+// sharedDeadline makes contexts done at a deadline rounded up to the
+// millisecond, one per millisecond, shared by every delivery whose
+// deadline falls within it, so that a delivery's hand-off to the writer
+// and its wait for the commit cost it no timer of its own.
+type sharedDeadline struct {
 	mu  sync.Mutex
 	at  time.Time       // the deadline of ctx
 	ctx context.Context // done at at
@@ -89,7 +97,7 @@ type handoffs struct {
 
 // until returns the shared context done at deadline rounded up to the
 // millisecond, with cause.
-func (h *handoffs) until(deadline time.Time, cause error) context.Context {
+func (h *sharedDeadline) until(deadline time.Time, cause error) context.Context {
 	at := deadline.Truncate(time.Millisecond)
 	if at.Before(deadline) {
 		at = at.Add(time.Millisecond)
@@ -127,8 +135,8 @@ const commitGrace = 400 * time.Millisecond
 // process's lock at the batch's earliest deadline, the requests whose own
 // deadline is still ahead wait on in the next batch rather than fail
 // early.
-func (s *Store) newWriter() *inbox.GroupCommit[txOp] {
-	return inbox.NewGroupCommit(inbox.GroupCommit[txOp]{
+func (s *Store) newWriter() *inbox.GroupCommit[task] {
+	return inbox.NewGroupCommit(inbox.GroupCommit[task]{
 		MaxBatch: s.maxBatch, Commit: s.commit, OnCommit: s.onCommit, Stop: s.closing,
 	})
 }
@@ -211,25 +219,25 @@ func (s *Store) commitTx(batch []*write) ([]inbox.Written, error) {
 	}
 	defer done()
 	now := millis(s.now())
+	nowArg := any(now) // boxed once for the batch's rows
 	st := &txStmts{ctx: ctx, tx: tx, st: s.stmts}
 	results := make([]inbox.Written, len(batch))
-	var landed []inbox.Delivery
 	for i, w := range batch {
-		if w.Op != nil {
-			if results[i].Err, err = runOp(st, w.Op); err != nil {
+		if w.Op.op != nil {
+			if results[i].Err, err = runOp(st, w.Op.op); err != nil {
 				tx.Rollback()
 				return nil, err
 			}
 			continue
 		}
-		if results[i].Result, err = put(ctx, st, w.Delivery, now); err != nil {
+		setNow(w.Op.args, nowArg)
+		if results[i].Result, err = put(ctx, st, w.Delivery, w.Op.args, now); err != nil {
 			tx.Rollback()
 			return nil, err
 		}
-		landed = append(landed, w.Delivery)
 	}
 	// In the same transaction: a stored key is never also missing.
-	if err := settleArrivals(ctx, st, landed, now); err != nil {
+	if err := settleArrivals(ctx, st, batchDeliveries(batch), now); err != nil {
 		tx.Rollback()
 		return nil, err
 	}
@@ -240,6 +248,17 @@ func (s *Store) commitTx(batch []*write) ([]inbox.Written, error) {
 		return nil, fmt.Errorf("commit: %w", err)
 	}
 	return results, nil
+}
+
+// batchDeliveries yields the deliveries of batch, leaving its ops out.
+func batchDeliveries(batch []*write) iter.Seq[inbox.Delivery] {
+	return func(yield func(inbox.Delivery) bool) {
+		for _, w := range batch {
+			if w.Op.op == nil && !yield(w.Delivery) {
+				return
+			}
+		}
+	}
 }
 
 // runOp runs op inside a savepoint of st's transaction and returns op's

@@ -73,3 +73,22 @@ func TestHungCommitAnswersInTime(t *testing.T) {
 		t.Errorf("after %v: %v; want an error within %v", took, err, busy+500*time.Millisecond)
 	}
 }
+
+// TestPutOutlivesItsContext puts deliveries whose context is done already:
+// each is committed and answered all the same, since the sender's retry
+// would only count a repeat. Their waits for the writer and for the commit
+// are shared timers, not each request's own context.
+func TestPutOutlivesItsContext(t *testing.T) {
+	s := sqlitetest.MustOpen(t, sqlite.Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for i := range 20 {
+		res, err := s.Put(ctx, job(fmt.Sprintf("job_%d", i)))
+		if err != nil {
+			t.Fatalf("put %d: %v", i, err)
+		}
+		if res.Outcome != inbox.OutcomeStored {
+			t.Fatalf("put %d: outcome %v, want stored", i, res.Outcome)
+		}
+	}
+}
