@@ -136,10 +136,12 @@ func run(set settings) error {
 		if set.rounds > 1 {
 			fmt.Printf("round %d\n", round)
 		}
+		before := loadAvg()
 		in, sink, stream, err := measure(set, string(schema))
 		if err != nil {
 			return err
 		}
+		fmt.Printf("load avg (1 min) as the round started -> ended: %s -> %s\n", before, loadAvg())
 		ingests, sinks = append(ingests, in), append(sinks, sink)
 		if set.jetStream {
 			streams = append(streams, stream)
@@ -530,4 +532,14 @@ func listen(h http.Handler) (*http.Server, string, error) {
 	srv := &http.Server{Handler: h}
 	go srv.Serve(ln)
 	return srv, "http://" + ln.Addr().String() + "/", nil
+}
+
+// loadAvg is the 1-minute load average (/proc/loadavg), "?" where there is
+// none: how busy the machine was around a round.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) > 0 {
+		return f[0]
+	}
+	return "?"
 }
