@@ -1,13 +1,13 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -28,10 +28,8 @@ func parseWorkers(list string) ([]int, error) {
 		if err != nil || n < 1 || n > 1024 {
 			return nil, fmt.Errorf("-dispatch %q: want worker counts from 1 to 1024, comma-separated (e.g. 4,32)", list)
 		}
-		for _, w := range workers {
-			if w == n {
-				return nil, fmt.Errorf("-dispatch %q: %d listed twice", list, n)
-			}
+		if slices.Contains(workers, n) {
+			return nil, fmt.Errorf("-dispatch %q: %d listed twice", list, n)
 		}
 		workers = append(workers, n)
 	}
@@ -86,9 +84,8 @@ func runDispatch(ctx context.Context, cfg config, stdout, stderr io.Writer) erro
 		}
 		fmt.Fprintf(stdout, "\ndispatch at --workers %d (go run ./bench/dispatch %s), load avg %s -> %s:\n",
 			workers, strings.Join(args, " "), before, after)
-		sc := bufio.NewScanner(strings.NewReader(string(out)))
-		for sc.Scan() {
-			fmt.Fprintf(stdout, "  %s\n", sc.Text())
+		for line := range strings.Lines(string(out)) {
+			fmt.Fprintf(stdout, "  %s", line)
 		}
 	}
 	return nil

@@ -24,15 +24,9 @@ func TestParseFlagsRepeat(t *testing.T) {
 		{args: []string{"-repeat", "half"}, wantErr: "invalid value"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
-			cfg, err := parseFlags(tc.args, io.Discard)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("err %v, want one with %q", err, tc.wantErr)
-				}
+			cfg, ok := parseCase(t, tc.args, tc.wantErr)
+			if !ok {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if cfg.repeat != tc.repeat || cfg.allNew != tc.allNew {
 				t.Errorf("repeat %v, allNew %v, want %v, %v", cfg.repeat, cfg.allNew, tc.repeat, tc.allNew)
@@ -96,15 +90,9 @@ func TestParseFlagsPrefill(t *testing.T) {
 	} {
 		t.Run(strings.Join(tc.args, " ")+" env="+tc.env, func(t *testing.T) {
 			t.Setenv("INBOX_BENCH_PREFILL", tc.env)
-			cfg, err := parseFlags(tc.args, io.Discard)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("err %v, want one with %q", err, tc.wantErr)
-				}
+			cfg, ok := parseCase(t, tc.args, tc.wantErr)
+			if !ok {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if cfg.prefill != tc.want {
 				t.Errorf("prefill %d, want %d", cfg.prefill, tc.want)
@@ -128,15 +116,9 @@ func TestParseFlagsDispatch(t *testing.T) {
 		{args: []string{"-dispatch", "32", "-dispatch-rows", "0"}, wantErr: "-dispatch-rows 0"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
-			cfg, err := parseFlags(tc.args, io.Discard)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("err %v, want one with %q", err, tc.wantErr)
-				}
+			cfg, ok := parseCase(t, tc.args, tc.wantErr)
+			if !ok {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if !slices.Equal(cfg.dispatch, tc.want) {
 				t.Errorf("dispatch %v, want %v", cfg.dispatch, tc.want)
@@ -150,4 +132,22 @@ func TestParseFlagsDispatch(t *testing.T) {
 	if got, want := strings.Join(dispatchArgs(cfg, 32), " "), "-n 20000 -conns 16 -workers 32 -rounds 3 -jetstream=false"; got != want {
 		t.Errorf("dispatch command line %q, want %q", got, want)
 	}
+}
+
+// parseCase parses args as the command line and checks its error against
+// wantErr: one containing it when given, none otherwise. ok says whether
+// the flags parsed, so the case goes on to check cfg.
+func parseCase(t *testing.T, args []string, wantErr string) (cfg config, ok bool) {
+	t.Helper()
+	cfg, err := parseFlags(args, io.Discard)
+	if wantErr != "" {
+		if err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Fatalf("err %v, want one with %q", err, wantErr)
+		}
+		return config{}, false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg, true
 }

@@ -12,13 +12,13 @@ const checkpointEvery = 100 * time.Millisecond
 // writerCheckpointFrames is the write connection's wal_autocheckpoint: the
 // WAL's length, in frames, past which the writer's own commit runs a
 // checkpoint and the WAL starts over. It is SQLite's default, 1,000 (about
-// 4 MiB), set here so that a test holds it. A larger one takes the
-// checkpoints out of the writer's commits (at 10,000, ten times fewer
-// commits over 2 ms in a loaded run, but no rate measurable with the
-// machine otherwise idle), and lets the -wal file grow to 40 MiB and stay
-// there: on a disk with little room the WAL alone then fills it, and
-// freeing space no longer ends the outage (TestOutageDiskFull, in 32 MiB,
-// failed so under load).
+// 4 MiB), set here so that a test holds it. A larger one takes most
+// checkpoints out of the writer's commits (at 10,000: 22, 90 and 33
+// commits over 2 ms in 2 s of a loaded run against 87, 73 and 59, and no
+// rate measurable with the machine otherwise idle), and lets the -wal
+// file grow to 40 MiB and stay there: on a disk with little room the WAL
+// alone then fills it, and freeing space no longer ends the outage
+// (TestOutageDiskFull, in 32 MiB, failed so under load).
 const writerCheckpointFrames = 1_000
 
 // runCheckpointer copies committed pages from the WAL into the database on
