@@ -208,8 +208,10 @@ CREATE TABLE IF NOT EXISTS deliveries (
   event_id        TEXT    NOT NULL,
   destination     TEXT    NOT NULL CHECK (destination <> ''),
   -- new: the destination has yet to take it; done: it took it; parked:
-  -- given up on for this destination, see reason.
-  status          TEXT    NOT NULL CHECK (status IN ('new', 'done', 'parked')),
+  -- given up on for this destination, see reason. Comparisons, not IN,
+  -- as on events: every pair routed and settled is checked. A file made
+  -- by an earlier version keeps its IN list.
+  status          TEXT    NOT NULL CHECK (status = 'new' OR status = 'done' OR status = 'parked'),
   reason          TEXT    CHECK ((status = 'parked') = (reason IS NOT NULL)),
   -- As on events: attempts counted as they start, the earliest time a
   -- dispatcher may claim the pair, the claim, the last error (never the body).
@@ -251,7 +253,7 @@ CREATE TABLE IF NOT EXISTS delivery_history (
   series      INTEGER NOT NULL CHECK (series >= 1),
   -- As the pair held them when it was replayed: done or parked, why,
   -- the attempts, the last error, when it last changed and was taken.
-  status      TEXT    NOT NULL CHECK (status IN ('done', 'parked')),
+  status      TEXT    NOT NULL CHECK (status = 'done' OR status = 'parked'),
   reason      TEXT    CHECK ((status = 'parked') = (reason IS NOT NULL)),
   attempts    INTEGER NOT NULL CHECK (attempts >= 0),
   last_error  TEXT,

@@ -60,20 +60,38 @@ type Pair struct {
 	ID, Destination string
 }
 
-// maxRoute bounds the rows one claim routes.
+// maxRoute bounds the rows one claim routes past those it takes.
 const maxRoute = 512
 
-// route matches up to maxRoute (or atLeast) unrouted rows to routes in tx, at now: each
+// route matches unrouted rows to routes in tx, at now, oldest first: each
 // gets a pair for every destination whose filters take it (a parked pair
-// of a revived row becomes new again, a done one stays done). It returns
-// the rows it routed, for the caller to mirror: a row no destination takes
-// is then done, and each is marked routed. A destination configured later therefore
-// gets only the rows routed after it was, and a revived or reprocessed
-// row.
-func route(tx QueueTx, routes []Route, now time.Time, atLeast int) (ids []string, err error) {
-	rows, err := tx.Unrouted(max(maxRoute, atLeast))
-	if err != nil || len(rows) == 0 {
+// of a revived row becomes new again, a done one stays done). It routes
+// as many rows as give dest want pairs, the claim beside it in the
+// transaction, and when those give fewer (dest's filters pass over most
+// rows, or dest is paused or gone from routes) up to maxRoute rows, so
+// that rows only other destinations take, or none does, still leave at
+// that pace. Routing no further ahead than the claim is what lets one
+// mirror at the end of the transaction cover a row routed and claimed:
+// a row routed ahead is mirrored again by the claim that takes it later,
+// and a mirror writes the whole row. It returns the rows it routed, for
+// the caller to mirror: a row no destination takes is then done, and each
+// is marked routed. A destination configured later therefore gets only
+// the rows routed after it was, and a revived or reprocessed row.
+func route(tx QueueTx, routes []Route, now time.Time, dest string, want int) (ids []string, err error) {
+	first := max(want, 1)
+	rows, err := tx.Unrouted(first)
+	if err != nil {
 		return nil, err
+	}
+	if len(rows) == first && first < maxRoute && pairsFor(rows, routes, dest) < want {
+		// Unrouted reads from the oldest again, the rows above with them
+		// (still unrouted until the mirror).
+		if rows, err = tx.Unrouted(maxRoute); err != nil {
+			return nil, err
+		}
+	}
+	if len(rows) == 0 {
+		return nil, nil
 	}
 	var pairs []Pair
 	ids = make([]string, 0, len(rows))
@@ -89,6 +107,21 @@ func route(tx QueueTx, routes []Route, now time.Time, atLeast int) (ids []string
 		return nil, err
 	}
 	return ids, nil
+}
+
+// pairsFor counts the rows of rows that dest's route takes.
+func pairsFor(rows []Unrouted, routes []Route, dest string) int {
+	i := slices.IndexFunc(routes, func(r Route) bool { return r.Name == dest })
+	if i < 0 {
+		return 0
+	}
+	n := 0
+	for _, r := range rows {
+		if routes[i].Takes(r.Source, r.Event) {
+			n++
+		}
+	}
+	return n
 }
 
 // Pairing is where a row stands with one destination.

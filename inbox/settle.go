@@ -205,7 +205,7 @@ func settleTx(ctx context.Context, store QueueStore, ref time.Time, owner string
 			}
 		}
 		if claim.Max > 0 {
-			routed, err := route(tx, claim.routes(), claim.Now, claim.Max)
+			routed, err := route(tx, claim.routes(), claim.Now, claim.Dest(), claim.Max)
 			if err != nil {
 				return err
 			}

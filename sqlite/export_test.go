@@ -99,8 +99,25 @@ func GuardChecksForTest(s *Store) int64 { return s.guard.checks.Load() }
 
 // InsertOpsForTest counts, by opcode, the instructions SQLite compiles the
 // writer's insert of a delivery into.
-func InsertOpsForTest(s *Store) (map[string]int, error) {
-	rows, err := s.read.Query(`EXPLAIN `+insertSQL, make([]any, strings.Count(insertSQL, "?"))...)
+func InsertOpsForTest(s *Store) (map[string]int, error) { return OpsForTest(s, insertSQL) }
+
+// QueueOpsForTest counts the instructions of the queue's statements that
+// add pairs and mark them done.
+func QueueOpsForTest(s *Store) (addPairs, settleDone map[string]int, err error) {
+	if addPairs, err = OpsForTest(s, addPairsSQL); err != nil {
+		return nil, nil, err
+	}
+	settleDone, err = OpsForTest(s, settleDoneSQL)
+	return addPairs, settleDone, err
+}
+
+// OpsForTest counts, by opcode, the instructions SQLite compiles query into.
+func OpsForTest(s *Store, query string) (map[string]int, error) {
+	params := strings.Count(query, "?")
+	for n := 1; strings.Contains(query, fmt.Sprintf("?%d", n)); n++ {
+		params = n // numbered: each bound once, however often it is named
+	}
+	rows, err := s.read.Query(`EXPLAIN `+query, make([]any, params)...)
 	if err != nil {
 		return nil, err
 	}

@@ -355,6 +355,48 @@ func TestReadOnlyNeedsEveryTable(t *testing.T) {
 	}
 }
 
+// TestPairStatusCheckBuildsNoTable opens a new database: adding pairs and
+// marking them done build no temporary table for the CHECK on a pair's
+// status, which the same table with an IN list makes them build (for
+// every pair), and the CHECK still takes the three statuses and refuses
+// any other.
+func TestPairStatusCheckBuildsNoTable(t *testing.T) {
+	schema := sqlitetest.Schema(t)
+	const check = "CHECK (status = 'new' OR status = 'done' OR status = 'parked')"
+	if !strings.Contains(schema, check) {
+		t.Fatalf("schema.sql has no %s on the pairs", check)
+	}
+	open := func(schema string) *sqlite.Store {
+		return sqlitetest.MustOpenPath(t, filepath.Join(t.TempDir(), "inbox.db"), sqlite.Options{Schema: schema})
+	}
+	s := open(schema)
+	add, done, err := sqlite.QueueOpsForTest(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inAdd, inDone, err := sqlite.QueueOpsForTest(open(strings.Replace(schema, check, "CHECK (status IN ('new', 'done', 'parked'))", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if add["OpenEphemeral"] >= inAdd["OpenEphemeral"] || done["OpenEphemeral"] >= inDone["OpenEphemeral"] {
+		t.Errorf("temporary tables: adding pairs %d (%d with an IN list), marking them done %d (%d)",
+			add["OpenEphemeral"], inAdd["OpenEphemeral"], done["OpenEphemeral"], inDone["OpenEphemeral"])
+	}
+	if _, err := s.Put(t.Context(), job("job_check")); err != nil {
+		t.Fatal(err)
+	}
+	for _, status := range []string{"new", "done", "parked", "ignored", "bogus", ""} {
+		err := sqlite.WriteOpForTest(s, func(ctx context.Context, tx *sql.Tx) error {
+			_, err := tx.ExecContext(ctx, `INSERT INTO deliveries (event_id, destination, status, reason, received_at, updated_at)
+				VALUES ('job_check', ?, ?, CASE WHEN ? = 'parked' THEN 'handler_failed' END, 1, 1)`, "d_"+status, status, status)
+			return err
+		})
+		if ok := status == "new" || status == "done" || status == "parked"; ok != (err == nil) {
+			t.Errorf("pair status %q: %v", status, err)
+		}
+	}
+}
+
 // TestStatusCheckBuildsNoTable opens a new database: the insert of a
 // delivery builds no temporary table for the CHECK on status (an IN list
 // would, for every row), and the CHECK still takes the four statuses and

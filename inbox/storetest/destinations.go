@@ -146,6 +146,35 @@ func runDestinations(t *testing.T, o opener) {
 		}
 	})
 
+	t.Run("a claim routes the rows it takes, and past them only for rows it does not take", func(t *testing.T) {
+		e := o.fresh(t)
+		for i := 1; i <= 6; i++ {
+			e.put(job(fmt.Sprintf("job_%d", i)))
+			e.clock.Add(time.Millisecond)
+		}
+		e.put(classify(`{"event":"job.failed","job_id":"job_7","status":"ERROR"}`))
+		at := e.clock.Now().Add(time.Second)
+		// app takes every row: two claimed, two routed, the rest left
+		// for later claims (each routed row is written again by the
+		// claim that takes it).
+		if got := ids(e.claimFor("app", "o", at, 2)); !slices.Equal(got, []string{"job_1#1", "job_2#1"}) {
+			t.Fatalf("app claimed %v, want the two oldest", got)
+		}
+		for i := 3; i <= 7; i++ {
+			if p := e.pairs(fmt.Sprintf("job_%d", i)); len(p) != 0 {
+				t.Errorf("job_%d, not claimed, was routed: %v", i, p)
+			}
+		}
+		// failures takes only job.failed, the newest row: its claim of one
+		// routes past the rows it does not take to reach it.
+		if got := ids(e.claimFor("failures", "o", at, 1)); !slices.Equal(got, []string{"job_7#1"}) {
+			t.Errorf("failures claimed %v, want job_7", got)
+		}
+		if p := e.pairs("job_3"); !slices.Equal(p, []string{"app:new", "audit:new"}) {
+			t.Errorf("job_3, routed on the way to job_7, has pairs %v", p)
+		}
+	})
+
 	t.Run("a destination added later gets only rows routed after", func(t *testing.T) {
 		e := o.fresh(t)
 		e.put(job("job_1"))
