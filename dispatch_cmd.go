@@ -100,7 +100,7 @@ stops a destination on every running dispatcher within about a second
                     inbox_dispatch_paused say how it stands.
 An attempt is counted before it is sent (Inbox-Attempt, from 1), the next
 rows' counts written while the current ones are sent; a count never sent is
-undone, but a dispatcher killed costs at most 2 x --workers rows of each
+undone, but a dispatcher killed costs at most 4 x --workers rows of each
 destination one attempt each. One running past --slow-after goes on beside the workers (at most --max-slow at once),
 so rows that hang at the destination do not hold the workers for --timeout.
 A failure is retried after each wait of --retry-schedule, then the row is

@@ -27,7 +27,7 @@ func attemptsOf(t *testing.T, s *sqlite.Store, ids []string) int64 {
 // TestAttemptsCountedAhead: while every worker's attempt is under way, the
 // attempts of the rows claimed for the workers to take next are counted
 // already, so that no worker waits for a commit before its next request,
-// and never more than twice Workers of them. Stopped before it sends them,
+// and never more than dispatch.HeldPerWorker times Workers of them. Stopped before it sends them,
 // the dispatcher gives those rows back with their counts undone: each row
 // then counts as many attempts as requests it made.
 func TestAttemptsCountedAhead(t *testing.T) {
@@ -56,14 +56,16 @@ func TestAttemptsCountedAhead(t *testing.T) {
 	for range workers {
 		sent = append(sent, <-g.started)
 	}
-	// Two rows wait for the two workers (2 x Workers claimed), counted.
+	// The rows that wait for the two workers (HeldPerWorker x Workers
+	// claimed in all), counted.
+	ahead := dispatch.HeldPerWorker * workers
 	waitFor(t, "the attempts of the rows waiting for a worker counted", func() bool {
-		return attemptsOf(t, s, ids) == int64(len(sent)+workers)
+		return attemptsOf(t, s, ids) == int64(ahead)
 	})
 	for range 10 {
 		settleDown()
-		if n := attemptsOf(t, s, ids); n > int64(len(sent)+2*workers) {
-			t.Fatalf("%d attempts counted with %d requests sent, want at most %d ahead", n, len(sent), 2*workers)
+		if n := attemptsOf(t, s, ids); n > int64(ahead) {
+			t.Fatalf("%d attempts counted with %d requests sent, want at most %d", n, len(sent), ahead)
 		}
 	}
 	if n := len(g.started); n != 0 {

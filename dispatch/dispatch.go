@@ -310,10 +310,10 @@ func (d *Dispatcher) Owner() string { return d.cfg.Owner }
 // when, stopping, it could not record what it had done (those rows are
 // delivered again once their leases run out).
 func (d *Dispatcher) Run(ctx context.Context) error {
-	// Rows claimed and not yet settled: one per worker and one waiting for
-	// each, so a claimed row waits at most one SlowAfter for a worker,
-	// plus one per attempt gone on beside the workers.
-	capacity := 2*d.cfg.Workers + d.cfg.MaxSlow
+	// Rows claimed and not yet settled: heldPerWorker a worker (one under
+	// way, the rest waiting for it), plus one per attempt gone on beside
+	// the workers.
+	capacity := heldPerWorker*d.cfg.Workers + d.cfg.MaxSlow
 	jobs := make(chan inbox.Job, capacity)
 	results := make(chan inbox.Settlement, capacity)
 	p := &pool{
@@ -365,7 +365,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 
 		want := 0
 		if !stopping {
-			want = max(0, 2*d.cfg.Workers+len(p.slots)-(held-len(pending)))
+			want = max(0, heldPerWorker*d.cfg.Workers+len(p.slots)-(held-len(pending)))
 		}
 		if !stopping && d.check(&paused) {
 			want = 0 // the destination is away: claim nothing, settle the rest
@@ -631,14 +631,25 @@ const (
 	maxStartsInFlight = 4
 )
 
+// heldPerWorker is how many rows the dispatcher holds, claimed and not
+// yet settled, for each worker: one under way and the rest waiting for
+// it. A row is held from the transaction that claims it to the one that
+// records its outcome, so the rows held bound the rate at about
+// heldPerWorker*Workers rows a transaction's time: at two a worker, 32
+// workers on a 2-vCPU machine handed on 0.71 of the ingest rate, their
+// transactions about 25 rows each; at four, 0.87 (five rounds of
+// go run ./bench/dispatch, docs/benchmarks.md); at eight, 0.78.
+const heldPerWorker = 4
+
 // ahead is how many attempts the dispatcher may have counted and not yet
-// handed to the destination: twice Workers, the rows it holds for them
-// beside those under way. Their counts are written with the claim that
-// takes them (or by the starter), while the workers send the rows before
-// them, so no worker waits for a commit before its next request; a
-// dispatcher that dies costs at most that many rows an attempt never
-// sent. Given back unsent, a row's count is undone (inbox.FateUnsent).
-func (d *Dispatcher) ahead() int { return 2 * d.cfg.Workers }
+// handed to the destination: heldPerWorker times Workers, the rows it
+// holds, counted with the claim that takes them. Their counts are written
+// with the claim (or by the starter), while the workers send the rows
+// before them, so no worker waits for a commit before its next request,
+// and no row waits for a count of its own; a dispatcher that dies costs
+// at most that many rows an attempt never sent. Given back unsent, a
+// row's count is undone (inbox.FateUnsent).
+func (d *Dispatcher) ahead() int { return heldPerWorker * d.cfg.Workers }
 
 // runStarter counts the attempts of the jobs Run claimed, before any is
 // made, and hands the jobs counted to the workers on ready; it gives a

@@ -62,9 +62,9 @@ func pausedGauge(t *testing.T, reg *prometheus.Registry) float64 {
 }
 
 // TestPauseWhileUnreachable: a destination goes away while one attempt is
-// under way and another row is claimed, waiting for the worker. The
+// under way and more rows are claimed, waiting for the worker. The
 // attempt under way fails (the connection dropped mid-publish) and counts;
-// the row held gives its claim back with no attempt counted; while the
+// the rows held give their claims back with no attempt counted; while the
 // destination stays away, for far longer than the whole schedule, nothing
 // is claimed or attempted and inbox_dispatch_paused is 1. Once it is back
 // every row is delivered, none parked.
@@ -78,9 +78,10 @@ func TestPauseWhileUnreachable(t *testing.T) {
 	start(t, s, dispatch.Config{Destination: g, Workers: 1, MaxSlow: -1, Timeout: 5 * time.Second, Now: c.Now, Schedule: schedule, Registerer: reg})
 
 	first := <-g.started
-	waitFor(t, "a second row claimed, waiting for the worker", func() bool {
+	held := int64(min(dispatch.HeldPerWorker, len(ids)))
+	waitFor(t, "more rows claimed, waiting for the worker", func() bool {
 		q, err := s.Queue(context.Background(), c.Now())
-		return err == nil && q.InFlight == 2
+		return err == nil && q.InFlight == held
 	})
 	g.set(errors.New("broker unreachable"))
 	g.answers <- errors.New("connection lost mid-publish")

@@ -385,11 +385,16 @@ func eachRow(t *testing.T, db, query string, scan func(*sql.Rows) error) {
 // time while it holds rows it claimed but has not sent yet (one worker:
 // one row under way, one waiting for it). A row's attempts count only what
 // the destination really got, but for the attempts counted ahead of the
-// requests (docs/dispatch.md): each crash costs at most twice --workers
+// requests (docs/dispatch.md): each crash costs at most aheadPerWorker x --workers
 // rows an attempt never sent, no row is parked, each row records at least
 // as many attempts as requests reached the application, the requests of a
 // row say increasing attempts, and each attempt number a row's requests
 // skip is one counted ahead and lost to a crash.
+// aheadPerWorker is how many attempts a dispatcher may have counted and
+// not yet sent, per worker and destination: what docs/dispatch.md gives
+// as the most one crash costs.
+const aheadPerWorker = 4
+
 func TestCrashBeforeSendCostsNoAttempt(t *testing.T) {
 	const n, crashes, workers = 12, 6, 1
 	db := fillDB(t, n)
@@ -403,8 +408,8 @@ func TestCrashBeforeSendCostsNoAttempt(t *testing.T) {
 		// Every row sent so far was claimed by a dispatcher now dead; the
 		// next one claims the rows no lease holds.
 		now := unsentAttempts(t, rowAttempts(t, db), app.attempts(), false)
-		if cost := now - unsent; cost > 2*workers {
-			t.Errorf("crash %d cost %d attempts never sent, want at most %d (2 x --workers)", i+1, cost, 2*workers)
+		if cost := now - unsent; cost > aheadPerWorker*workers {
+			t.Errorf("crash %d cost %d attempts never sent, want at most %d (%d x --workers)", i+1, cost, aheadPerWorker*workers, aheadPerWorker)
 		}
 		unsent = now
 	}
@@ -700,7 +705,7 @@ func pairStates(t *testing.T, db string) map[string]pairState {
 // lost, none is made for a destination whose filter does not take the
 // row, none is delivered there, each pair records at least as many
 // attempts as requests reached that destination, and each crash costs each
-// destination at most twice --workers attempts never sent; once the
+// destination at most aheadPerWorker x --workers attempts never sent; once the
 // applications answer, every pair is done by a request saying its last
 // attempt, with no attempt lost but to the crashes.
 func TestCrashMidFanOutCostsNoAttempt(t *testing.T) {
@@ -792,8 +797,8 @@ events = ["job.completed"]
 		}
 		d.kill(syscall.SIGKILL)
 		for name, now := range check(false) {
-			if cost := now - unsent[name]; cost > 2*workers {
-				t.Errorf("crash %d cost %s %d attempts never sent, want at most %d (2 x --workers)", i+1, name, cost, 2*workers)
+			if cost := now - unsent[name]; cost > aheadPerWorker*workers {
+				t.Errorf("crash %d cost %s %d attempts never sent, want at most %d (%d x --workers)", i+1, name, cost, aheadPerWorker*workers, aheadPerWorker)
 			}
 			unsent[name] = now
 		}

@@ -1,0 +1,4 @@
+package dispatch
+
+// HeldPerWorker is heldPerWorker, for the tests.
+const HeldPerWorker = heldPerWorker
