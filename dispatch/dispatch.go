@@ -157,6 +157,11 @@ type Dispatcher struct {
 	times   *durations
 	tally   progress
 	limit   *rate.Limiter // nil: no Rate
+	// What the workers saw, for Run to size the rows it holds (see
+	// heldPerWorker): starved, a worker that had made an attempt found no
+	// row waiting for it; waitedLong, a worker took a row that had waited
+	// longer than heldWait.
+	starved, waitedLong atomic.Bool
 }
 
 // progress counts the outcomes since the dispatcher last logged them.
@@ -310,10 +315,10 @@ func (d *Dispatcher) Owner() string { return d.cfg.Owner }
 // when, stopping, it could not record what it had done (those rows are
 // delivered again once their leases run out).
 func (d *Dispatcher) Run(ctx context.Context) error {
-	// Rows claimed and not yet settled: heldPerWorker a worker (one under
-	// way, the rest waiting for it), plus one per attempt gone on beside
-	// the workers.
-	capacity := heldPerWorker*d.cfg.Workers + d.cfg.MaxSlow
+	// Rows claimed and not yet settled: up to maxHeldPerWorker a worker
+	// (one under way, the rest waiting for it), plus one per attempt gone
+	// on beside the workers.
+	capacity := maxHeldPerWorker*d.cfg.Workers + d.cfg.MaxSlow
 	jobs := make(chan inbox.Job, capacity)
 	results := make(chan inbox.Settlement, capacity)
 	p := &pool{
@@ -339,12 +344,16 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 
 	var (
 		held     int // claimed and not yet settled
-		pending  []inbox.Settlement
-		failing  time.Time // when writes started failing; zero while they succeed
-		stopping bool
-		stopBy   time.Time
-		paused   pause
-		reported = time.Now()
+		heldBody int // the bytes of their bodies
+		// perWorker is how many rows to hold a worker, heldPerWorker to
+		// maxHeldPerWorker (see resize).
+		perWorker = heldPerWorker
+		pending   []inbox.Settlement
+		failing   time.Time // when writes started failing; zero while they succeed
+		stopping  bool
+		stopBy    time.Time
+		paused    pause
+		reported  = time.Now()
 	)
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -365,7 +374,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 
 		want := 0
 		if !stopping {
-			want = max(0, heldPerWorker*d.cfg.Workers+len(p.slots)-(held-len(pending)))
+			want = max(0, perWorker*d.cfg.Workers+len(p.slots)-(held-len(pending)))
 		}
 		if !stopping && d.check(&paused) {
 			want = 0 // the destination is away: claim nothing, settle the rest
@@ -407,13 +416,15 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 				// settlements were not (their rows held by another
 				// session): those are settled again.
 				held -= len(pending) - len(unsettled)
+				heldBody -= bodies(pending) - bodies(unsettled)
 				pending = append(pending[:0], unsettled...)
 				for _, j := range got {
 					held++
+					heldBody += len(j.Body)
 					switch {
 					case j.Started():
 						start--
-						ready <- counted{job: j, at: now}
+						ready <- counted{job: j, at: now, queued: time.Now()}
 					case j.Attempt > len(d.cfg.Schedule)+1:
 						// Its last attempt's outcome was never recorded (the
 						// dispatcher stopped during it): no attempt is left.
@@ -428,6 +439,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 				<-ahead // the tokens of attempts not counted
 			}
 		}
+		perWorker = d.resize(perWorker, claimed > 0 && claimed == want, heldBody)
 		if claimed > 0 && claimed == want && failing.IsZero() {
 			continue // more may be due
 		}
@@ -458,10 +470,43 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	}
 }
 
+// bodies is the bytes of the bodies of the jobs settled.
+func bodies(settled []inbox.Settlement) int {
+	n := 0
+	for _, st := range settled {
+		n += len(st.Job.Body)
+	}
+	return n
+}
+
+// resize returns how many rows to hold a worker from now, given perWorker
+// until now, whether the last claim took all it asked for (more may be
+// due) and the bytes of the bodies held. Held rows that waited long for a
+// worker (a slow destination) halve it, down to heldPerWorker; workers
+// that ran out of rows while the claim found more double it, up to
+// maxHeldPerWorker, while the bodies held stay under heldBodies; past
+// heldBodies it is back to heldPerWorker.
+func (d *Dispatcher) resize(perWorker int, full bool, heldBody int) int {
+	switch {
+	case heldBody > heldBodies:
+		d.starved.Store(false)
+		return heldPerWorker
+	case d.waitedLong.Swap(false):
+		d.starved.Store(false)
+		return max(heldPerWorker, perWorker/2)
+	case full && d.starved.Swap(false):
+		return min(maxHeldPerWorker, perWorker*2)
+	}
+	return perWorker
+}
+
 // counted is a job whose attempt was counted at at, for a worker to make.
 type counted struct {
 	job inbox.Job
 	at  time.Time
+	// queued is when it was handed to the workers, on this process's
+	// clock (not Config.Now): how long it waited for one.
+	queued time.Time
 	// last: the job's last attempt, not counted yet. Its worker counts it
 	// just before sending it (Store.Start of it alone), so a dispatcher
 	// that dies never leaves a row whose last attempt was counted and not
@@ -550,7 +595,13 @@ func (d *Dispatcher) settle(ctx context.Context, now time.Time, pending []inbox.
 // of p is free, and work takes the next job; wg owns the goroutines it
 // starts.
 func (d *Dispatcher) work(ctx context.Context, ready <-chan counted, results chan<- inbox.Settlement, ahead chan struct{}, p *pool, wg *sync.WaitGroup) {
-	for c := range ready {
+	attempted := false
+	for {
+		c, ok := d.next(ready, attempted)
+		if !ok {
+			return
+		}
+		attempted = true
 		j := c.job
 		if c.last {
 			// Counted now, just before it is sent; given back
@@ -603,6 +654,25 @@ func (d *Dispatcher) work(ctx context.Context, ready <-chan counted, results cha
 	}
 }
 
+// next takes the next job of ready, telling Run what it saw (see resize):
+// that the worker ran out of rows, when it had made an attempt before
+// (so not while the first claim is being written), and that the row had
+// waited long for it. ok is false once ready is closed.
+func (d *Dispatcher) next(ready <-chan counted, attempted bool) (c counted, ok bool) {
+	select {
+	case c, ok = <-ready:
+	default:
+		if attempted {
+			d.starved.Store(true)
+		}
+		c, ok = <-ready
+	}
+	if ok && time.Since(c.queued) > heldWait {
+		d.waitedLong.Store(true)
+	}
+	return c, ok
+}
+
 // await waits for the attempt begun at began to end, and returns its
 // settlement, or ok false once it has run past slowAfter. The threshold is
 // looked at again every slowCheck, as the destination's answers come in:
@@ -631,25 +701,35 @@ const (
 	maxStartsInFlight = 4
 )
 
-// heldPerWorker is how many rows the dispatcher holds, claimed and not
-// yet settled, for each worker: one under way and the rest waiting for
-// it. A row is held from the transaction that claims it to the one that
-// records its outcome, so the rows held bound the rate at about
-// heldPerWorker*Workers rows a transaction's time: at two a worker, 32
-// workers on a 2-vCPU machine handed on 0.71 of the ingest rate, their
-// transactions about 25 rows each; at four, 0.87 (five rounds of
-// go run ./bench/dispatch, docs/benchmarks.md); at eight, 0.78.
-const heldPerWorker = 4
+// The rows the dispatcher holds, claimed and not yet settled, for each
+// worker: one under way and the rest waiting for it. A row is held from
+// the transaction that claims it to the one that records its outcome,
+// about two transactions' time, so the rows held bound the rate: at two a
+// worker, 32 workers on a 2-vCPU machine handed on 0.71 of the ingest
+// rate, their transactions about 25 rows each; at four, 0.81 to 0.89; at
+// sixteen, 0.94 to 1.10 (go run ./bench/dispatch, docs/benchmarks.md). So
+// a dispatcher holds heldPerWorker a worker, and more, up to
+// maxHeldPerWorker, while its workers run out of rows (a fast
+// destination), the bodies held under heldBodies; rows that wait longer
+// than heldWait for a worker (a slow destination, where holding more only
+// has them wait, leased, and be given back past half of Timeout) bring it
+// down again.
+const (
+	heldPerWorker    = 4
+	maxHeldPerWorker = 16
+	heldBodies       = 32 << 20
+	heldWait         = 100 * time.Millisecond
+)
 
 // ahead is how many attempts the dispatcher may have counted and not yet
-// handed to the destination: heldPerWorker times Workers, the rows it
-// holds, counted with the claim that takes them. Their counts are written
+// handed to the destination: maxHeldPerWorker times Workers, the most rows
+// it holds, counted with the claim that takes them. Their counts are written
 // with the claim (or by the starter), while the workers send the rows
 // before them, so no worker waits for a commit before its next request,
 // and no row waits for a count of its own; a dispatcher that dies costs
 // at most that many rows an attempt never sent. Given back unsent, a
 // row's count is undone (inbox.FateUnsent).
-func (d *Dispatcher) ahead() int { return heldPerWorker * d.cfg.Workers }
+func (d *Dispatcher) ahead() int { return maxHeldPerWorker * d.cfg.Workers }
 
 // runStarter counts the attempts of the jobs Run claimed, before any is
 // made, and hands the jobs counted to the workers on ready; it gives a
@@ -673,7 +753,7 @@ func (d *Dispatcher) runStarter(ctx context.Context, jobs <-chan inbox.Job, read
 			continue
 		}
 		if d.isLast(j) {
-			ready <- counted{job: j, at: d.cfg.Now(), last: true}
+			ready <- counted{job: j, at: d.cfg.Now(), last: true, queued: time.Now()}
 			continue
 		}
 		batch := []inbox.Job{j}
@@ -683,7 +763,7 @@ func (d *Dispatcher) runStarter(ctx context.Context, jobs <-chan inbox.Job, read
 			case j, ok := <-jobs:
 				if ok && d.mayStart(ctx, j, results, ahead) {
 					if d.isLast(j) {
-						ready <- counted{job: j, at: d.cfg.Now(), last: true}
+						ready <- counted{job: j, at: d.cfg.Now(), last: true, queued: time.Now()}
 						break fill
 					}
 					batch = append(batch, j)
@@ -745,7 +825,7 @@ func (d *Dispatcher) start(ctx context.Context, batch []inbox.Job, ready chan<- 
 	for _, j := range batch {
 		if s, ok := byID[j.ID]; ok {
 			delete(byID, j.ID) // a second copy of one claim does not start
-			ready <- counted{job: s, at: now}
+			ready <- counted{job: s, at: now, queued: time.Now()}
 			continue
 		}
 		if err == nil {

@@ -391,8 +391,9 @@ func eachRow(t *testing.T, db, query string, scan func(*sql.Rows) error) {
 // row say increasing attempts, and each attempt number a row's requests
 // skip is one counted ahead and lost to a crash.
 // aheadPerWorker is how many attempts a dispatcher may have counted and
-// not yet sent, per worker and destination: what docs/dispatch.md gives
-// as the most one crash costs.
+// not yet sent, per worker and destination, while its workers are busy
+// (here: the application hangs), so that it holds no more rows than four
+// a worker: what docs/dispatch.md gives as the most one crash then costs.
 const aheadPerWorker = 4
 
 func TestCrashBeforeSendCostsNoAttempt(t *testing.T) {
