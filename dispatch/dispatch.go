@@ -485,7 +485,9 @@ func bodies(settled []inbox.Settlement) int {
 // worker (a slow destination) halve it, down to heldPerWorker; workers
 // that ran out of rows while the claim found more double it, up to
 // maxHeldPerWorker, while the bodies held stay under heldBodies; past
-// heldBodies it is back to heldPerWorker.
+// heldBodies it is back to heldPerWorker. With a Rate it stays: the
+// workers wait for their turn, not for rows, and more rows held would
+// only wait for it too.
 func (d *Dispatcher) resize(perWorker int, full bool, heldBody int) int {
 	switch {
 	case heldBody > heldBodies:
@@ -494,7 +496,7 @@ func (d *Dispatcher) resize(perWorker int, full bool, heldBody int) int {
 	case d.waitedLong.Swap(false):
 		d.starved.Store(false)
 		return max(heldPerWorker, perWorker/2)
-	case full && d.starved.Swap(false):
+	case full && d.limit == nil && d.starved.Swap(false):
 		return min(maxHeldPerWorker, perWorker*2)
 	}
 	return perWorker

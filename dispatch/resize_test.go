@@ -1,6 +1,10 @@
 package dispatch
 
-import "testing"
+import (
+	"testing"
+
+	"golang.org/x/time/rate"
+)
 
 // TestResize: workers that ran out of rows double the rows held a worker
 // while the claim took all it asked for, up to maxHeldPerWorker; a row
@@ -25,6 +29,12 @@ func TestResize(t *testing.T) {
 		{"waited at the least", false, true, true, 0, heldPerWorker, heldPerWorker},
 		{"bodies past the budget", true, false, true, heldBodies + 1, maxHeldPerWorker, heldPerWorker},
 	}
+	d.limit = rate.NewLimiter(10, 1)
+	d.starved.Store(true)
+	if got := d.resize(heldPerWorker, true, 0); got != heldPerWorker {
+		t.Errorf("with a rate: from %d to %d, want it kept", heldPerWorker, got)
+	}
+	d.limit = nil
 	for _, st := range steps {
 		d.starved.Store(st.starved)
 		d.waitedLong.Store(st.waited)
