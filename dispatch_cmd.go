@@ -101,8 +101,10 @@ stops a destination on every running dispatcher within about a second
 An attempt is counted before it is sent (Inbox-Attempt, from 1), the next
 rows' counts written while the current ones are sent; a count never sent is
 undone, but a dispatcher killed costs at most 16 x --workers rows of each
-destination one attempt each (4 x while the workers are busy). One running past --slow-after goes on beside the workers (at most --max-slow at once),
-so rows that hang at the destination do not hold the workers for --timeout.
+destination one attempt each (4 x when the destination kept the workers
+busy all along). One running past --slow-after goes on beside the workers
+(at most --max-slow at once), so rows that hang at the destination do not
+hold the workers for --timeout.
 A failure is retried after each wait of --retry-schedule, then the row is
 parked handler_failed with the last error. Parked rows come back only
 through inbox reprocess. A row can be delivered more than once: key the

@@ -27,7 +27,8 @@ func attemptsOf(t *testing.T, s *sqlite.Store, ids []string) int64 {
 // TestAttemptsCountedAhead: while every worker's attempt is under way, the
 // attempts of the rows claimed for the workers to take next are counted
 // already, so that no worker waits for a commit before its next request,
-// and never more than dispatch.HeldPerWorker times Workers of them. Stopped before it sends them,
+// and, the workers never running out of rows, never more than
+// dispatch.HeldPerWorker times Workers of them. Stopped before it sends them,
 // the dispatcher gives those rows back with their counts undone: each row
 // then counts as many attempts as requests it made.
 func TestAttemptsCountedAhead(t *testing.T) {

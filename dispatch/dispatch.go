@@ -439,7 +439,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 				<-ahead // the tokens of attempts not counted
 			}
 		}
-		perWorker = d.resize(perWorker, claimed > 0 && claimed == want, heldBody)
+		perWorker = d.resize(perWorker, want > 0, claimed > 0 && claimed == want, heldBody)
 		if claimed > 0 && claimed == want && failing.IsZero() {
 			continue // more may be due
 		}
@@ -480,13 +480,21 @@ func bodies(settled []inbox.Settlement) int {
 }
 
 // resize returns how many rows to hold a worker from now, given perWorker
-// until now, whether the last claim took all it asked for (more may be
-// due) and the bytes of the bodies held. Held rows that waited long for a
-// worker (a slow destination) halve it, down to heldPerWorker; workers
-// that ran out of rows while the claim found more double it, up to
-// maxHeldPerWorker, while the bodies held stay under heldBodies; past
-// heldBodies it is back to heldPerWorker.
-func (d *Dispatcher) resize(perWorker int, full bool, heldBody int) int {
+// until now, whether a claim was asked for and whether it took all it
+// asked for (more may be due), and the bytes of the bodies held. Held rows
+// that waited long for a worker (a slow destination) halve it, down to
+// heldPerWorker; workers that ran out of rows while the claim found more
+// double it, up to maxHeldPerWorker, while the bodies held are under
+// heldBodies; past heldBodies it is back to heldPerWorker. Workers that
+// ran out of rows because the queue did (a claim short of what it asked)
+// are no sign of a fast destination: that is forgotten, so that the next
+// burst does not find the count grown behind a destination that has gone
+// slow meanwhile. With a Rate it stays: the workers wait for their turn,
+// not for rows, and more rows held would only wait for it too.
+func (d *Dispatcher) resize(perWorker int, asked, full bool, heldBody int) int {
+	if asked && !full {
+		d.starved.Store(false)
+	}
 	switch {
 	case heldBody > heldBodies:
 		d.starved.Store(false)
@@ -494,7 +502,7 @@ func (d *Dispatcher) resize(perWorker int, full bool, heldBody int) int {
 	case d.waitedLong.Swap(false):
 		d.starved.Store(false)
 		return max(heldPerWorker, perWorker/2)
-	case full && d.starved.Swap(false):
+	case full && d.limit == nil && d.starved.Swap(false):
 		return min(maxHeldPerWorker, perWorker*2)
 	}
 	return perWorker
@@ -601,7 +609,6 @@ func (d *Dispatcher) work(ctx context.Context, ready <-chan counted, results cha
 		if !ok {
 			return
 		}
-		attempted = true
 		j := c.job
 		if c.last {
 			// Counted now, just before it is sent; given back
@@ -632,6 +639,7 @@ func (d *Dispatcher) work(ctx context.Context, ready <-chan counted, results cha
 			continue
 		}
 		<-ahead
+		attempted = true // not before: a row given back unsent is no sign of a fast destination
 		done := make(chan inbox.Settlement, 1)
 		began := time.Now()
 		wg.Go(func() { done <- d.attempt(ctx, j) })

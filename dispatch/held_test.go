@@ -57,8 +57,10 @@ func TestHeldRowsFollowTheDestination(t *testing.T) {
 	waitFor(t, fmt.Sprintf("at most %d rows held once they wait for the worker", floor), func() bool {
 		return inFlight() <= floor
 	})
-	if got := dest.got.Load(); got >= int64(len(ids)) {
-		t.Fatalf("every row delivered (%d) before the check", got)
+	if got := dest.got.Load(); got > int64(len(ids))/2 {
+		// At 20 ms a row, the rows held would come down to four by
+		// running out: the count itself must have come down well before.
+		t.Fatalf("%d of %d rows delivered before the rows held came down", got, len(ids))
 	}
 	dest.delay.Store(0)
 	waitFor(t, "every row delivered", func() bool { return dest.got.Load() >= int64(len(ids)) })
