@@ -440,6 +440,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 			}
 		}
 		perWorker = d.resize(perWorker, want > 0, claimed > 0 && claimed == want, heldBody)
+		d.metrics.held.Set(float64(held))
 		if claimed > 0 && claimed == want && failing.IsZero() {
 			continue // more may be due
 		}

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"inbox/dispatch"
 	"inbox/inbox"
 )
@@ -30,8 +32,8 @@ func (p *paced) Deliver(ctx context.Context, j inbox.Job) error {
 // rows (a destination that answers at once) holds more rows a worker than
 // HeldPerWorker, so that each transaction records and claims more; once
 // the destination slows down and its rows wait for the worker, it holds
-// HeldPerWorker again. Every row is delivered once, its attempt counted
-// once.
+// HeldPerWorker again; inbox_dispatch_held_rows says so. Every row is
+// delivered once, its attempt counted once.
 func TestHeldRowsFollowTheDestination(t *testing.T) {
 	c := newClock()
 	var ids []string
@@ -41,7 +43,9 @@ func TestHeldRowsFollowTheDestination(t *testing.T) {
 	s := storeWith(t, c, ids...)
 	dest := &paced{}
 	const workers = 1
-	start(t, s, dispatch.Config{Destination: dest, Workers: workers, MaxSlow: -1, Timeout: 30 * time.Second, Now: c.Now})
+	reg := prometheus.NewRegistry()
+	start(t, s, dispatch.Config{Destination: dest, Workers: workers, MaxSlow: -1, Timeout: 30 * time.Second, Now: c.Now, Registerer: reg})
+	held := func() float64 { return gauge(t, reg, "inbox_dispatch_held_rows") }
 	floor := int64(dispatch.HeldPerWorker * workers)
 	inFlight := func() int64 {
 		q, err := s.Queue(context.Background(), c.Now())
@@ -51,11 +55,11 @@ func TestHeldRowsFollowTheDestination(t *testing.T) {
 		return q.InFlight
 	}
 	waitFor(t, fmt.Sprintf("more than %d rows held for a worker that runs out of them", floor), func() bool {
-		return inFlight() > floor
+		return inFlight() > floor && held() > float64(floor)
 	})
 	dest.delay.Store(int64(20 * time.Millisecond))
 	waitFor(t, fmt.Sprintf("at most %d rows held once they wait for the worker", floor), func() bool {
-		return inFlight() <= floor
+		return inFlight() <= floor && held() <= float64(floor)
 	})
 	if got := dest.got.Load(); got > int64(len(ids))/2 {
 		// At 20 ms a row, the rows held would come down to four by
@@ -76,4 +80,5 @@ func TestHeldRowsFollowTheDestination(t *testing.T) {
 		}
 		return true
 	})
+	waitFor(t, "no row held", func() bool { return held() == 0 })
 }

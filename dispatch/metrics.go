@@ -21,6 +21,7 @@ type metrics struct {
 	stale      prometheus.Counter
 	slow       prometheus.Gauge
 	paused     prometheus.Gauge
+	held       prometheus.Gauge
 	// reg is where they are registered (nil: nowhere).
 	reg prometheus.Registerer
 }
@@ -48,6 +49,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		slow: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "inbox_dispatch_slow_attempts",
 			Help: "Attempts under way past the slow threshold, gone on beside the workers (at most --max-slow).",
+		}),
+		held: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "inbox_dispatch_held_rows",
+			Help: "Rows claimed and not yet settled: under way, and waiting for a worker with their attempts counted, 4 to 16 a worker (more while the workers run out of rows); a crash costs each of those waiting one attempt.",
 		}),
 		paused: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "inbox_dispatch_paused",
@@ -84,5 +89,5 @@ func (m *metrics) unregister() {
 }
 
 func (m *metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.deliveries, m.attempts, m.duration, m.stale, m.slow, m.paused}
+	return []prometheus.Collector{m.deliveries, m.attempts, m.duration, m.stale, m.slow, m.paused, m.held}
 }

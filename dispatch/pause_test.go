@@ -48,16 +48,22 @@ func (g *gated) Deliver(ctx context.Context, j inbox.Job) error {
 // pausedGauge reads inbox_dispatch_paused.
 func pausedGauge(t *testing.T, reg *prometheus.Registry) float64 {
 	t.Helper()
+	return gauge(t, reg, "inbox_dispatch_paused")
+}
+
+// gauge reads the dispatcher's gauge name.
+func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, mf := range mfs {
-		if mf.GetName() == "inbox_dispatch_paused" {
+		if mf.GetName() == name {
 			return mf.GetMetric()[0].GetGauge().GetValue()
 		}
 	}
-	t.Fatal("no inbox_dispatch_paused")
+	t.Fatal("no " + name)
 	return 0
 }
 
