@@ -715,7 +715,7 @@ const (
 // the transaction that claims it to the one that records its outcome,
 // about two transactions' time, so the rows held bound the rate: at two a
 // worker, 32 workers on a 2-vCPU machine handed on 0.71 of the ingest
-// rate, their transactions about 25 rows each; at four, 0.81 to 0.89; at
+// rate, their transactions about 25 rows each; at four, 0.81 to 0.92; at
 // sixteen, 0.94 to 1.10 (go run ./bench/dispatch, docs/benchmarks.md). So
 // a dispatcher holds heldPerWorker a worker, and more, up to
 // maxHeldPerWorker, while its workers run out of rows (a fast

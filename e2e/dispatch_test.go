@@ -380,22 +380,23 @@ func eachRow(t *testing.T, db, query string, scan func(*sql.Rows) error) {
 	}
 }
 
-// TestCrashBeforeSendCostsNoAttempt kills `inbox dispatch` with SIGKILL
-// again and again, as systemd's Restart=on-failure would see it die, each
-// time while it holds rows it claimed but has not sent yet (one worker:
-// one row under way, one waiting for it). A row's attempts count only what
-// the destination really got, but for the attempts counted ahead of the
-// requests (docs/dispatch.md): each crash costs at most aheadPerWorker x --workers
-// rows an attempt never sent, no row is parked, each row records at least
-// as many attempts as requests reached the application, the requests of a
-// row say increasing attempts, and each attempt number a row's requests
-// skip is one counted ahead and lost to a crash.
 // aheadPerWorker is how many attempts a dispatcher may have counted and
 // not yet sent, per worker and destination, while its workers are busy
 // (here: the application hangs), so that it holds no more rows than four
 // a worker: what docs/dispatch.md gives as the most one crash then costs.
 const aheadPerWorker = 4
 
+// TestCrashBeforeSendCostsNoAttempt kills `inbox dispatch` with SIGKILL
+// again and again, as systemd's Restart=on-failure would see it die, each
+// time while it holds rows it claimed but has not sent yet (one worker:
+// one row under way, the rest of the aheadPerWorker waiting for it). A
+// row's attempts count only what the destination really got, but for the
+// attempts counted ahead of the requests (docs/dispatch.md): each crash
+// costs at most aheadPerWorker x --workers rows an attempt never sent, no
+// row is parked, each row records at least as many attempts as requests
+// reached the application, the requests of a row say increasing attempts,
+// and each attempt number a row's requests skip is one counted ahead and
+// lost to a crash.
 func TestCrashBeforeSendCostsNoAttempt(t *testing.T) {
 	const n, crashes, workers = 12, 6, 1
 	db := fillDB(t, n)

@@ -78,12 +78,11 @@ const maxRoute = 512
 // is marked routed. A destination configured later therefore gets only
 // the rows routed after it was, and a revived or reprocessed row.
 func route(tx QueueTx, routes []Route, now time.Time, dest string, want int) (ids []string, err error) {
-	first := max(want, 1)
-	rows, err := tx.Unrouted(first)
+	rows, err := tx.Unrouted(want)
 	if err != nil {
 		return nil, err
 	}
-	if len(rows) == first && first < maxRoute && pairsFor(rows, routes, dest) < want {
+	if len(rows) == want && want < maxRoute && pairsFor(rows, routes, dest) < want {
 		// Unrouted reads from the oldest again, the rows above with them
 		// (still unrouted until the mirror).
 		if rows, err = tx.Unrouted(maxRoute); err != nil {
