@@ -148,7 +148,7 @@ func reportTargets(w io.Writer, cfg config, results []result) {
 		}
 		byRound[r.round][r.name] = r
 	}
-	var vsStoreNothing, vsCommitEach, p99s []float64
+	var vsStoreNothing, vsCommitEach, vsGroupCommit, groupVsStoreNothing, p99s []float64
 	var cpuUS, cpuVsStoreNothing, vsAllNew, allNewP99s []float64
 	var peak int64
 	var errs int64
@@ -164,6 +164,12 @@ func reportTargets(w io.Writer, cfg config, results []result) {
 		}
 		if ce, ok := byRound[round][commitEach]; ok && ce.load.rate() > 0 {
 			vsCommitEach = append(vsCommitEach, in.load.rate()/ce.load.rate())
+		}
+		if gc, ok := byRound[round][groupCommit]; ok && gc.load.rate() > 0 {
+			vsGroupCommit = append(vsGroupCommit, in.load.rate()/gc.load.rate())
+			if sn, ok := byRound[round][storeNothing]; ok && sn.load.rate() > 0 {
+				groupVsStoreNothing = append(groupVsStoreNothing, gc.load.rate()/sn.load.rate())
+			}
 		}
 		if c, ok := in.cpuPerDelivery(); ok {
 			cpuUS = append(cpuUS, float64(c)/float64(time.Microsecond))
@@ -202,6 +208,12 @@ func reportTargets(w io.Writer, cfg config, results []result) {
 	if len(vsCommitEach) > 0 {
 		m := median(vsCommitEach)
 		fmt.Fprintf(tw, "vs commit-each\t%s\t>= %.0fx\t%s\n", spread(vsCommitEach, "%.2fx"), targetVsCommitEach, verdict(m >= targetVsCommitEach))
+	}
+	if len(vsGroupCommit) > 0 {
+		fmt.Fprintf(tw, "vs group-commit\t%s\t-\t\n", spread(vsGroupCommit, "%.2f"))
+	}
+	if len(groupVsStoreNothing) > 0 {
+		fmt.Fprintf(tw, "group-commit vs store-nothing\t%s\t-\t\n", spread(groupVsStoreNothing, "%.2f"))
 	}
 	m := median(p99s)
 	fmt.Fprintf(tw, "p99\t%s\t<= %s\t%s\n", spread(p99s, "%.2f ms"), ms(targetP99), verdict(m <= float64(targetP99)/float64(time.Millisecond)))

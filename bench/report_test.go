@@ -126,3 +126,30 @@ func TestReportPGTargets(t *testing.T) {
 		t.Errorf("no note of the unmeasured server time:\n%s", out.String())
 	}
 }
+
+// TestReportGroupCommit sets inbox's rate against group-commit's, and
+// group-commit's against store-nothing's, round by round: 8,000 and 9,000
+// against 10,000 and 12,000 (0.80 and 0.75), which against 40,000 are 0.25
+// and 0.30.
+func TestReportGroupCommit(t *testing.T) {
+	cfg := config{conns: 32, rounds: 2}
+	var results []result
+	for i, c := range []struct{ inbox, group int64 }{{8000, 10000}, {9000, 12000}} {
+		round := i + 1
+		results = append(results,
+			fakeRun(nameInbox, round, c.inbox, 2*time.Millisecond, time.Second),
+			fakeRun(groupCommit, round, c.group, 2*time.Millisecond, time.Second),
+			fakeRun(storeNothing, round, 40000, time.Millisecond, time.Second))
+	}
+	var out bytes.Buffer
+	report(&out, cfg, results)
+	t.Log("\n" + out.String())
+	for _, want := range []string{
+		`vs group-commit +0\.78 \[0\.75 to 0\.80\]`,
+		`group-commit vs store-nothing +0\.28 \[0\.25 to 0\.30\]`,
+	} {
+		if !regexp.MustCompile(want).MatchString(out.String()) {
+			t.Errorf("no line matching %q", want)
+		}
+	}
+}
