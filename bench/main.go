@@ -2,11 +2,10 @@
 // from this program: store-nothing, which verifies and answers;
 // group-commit, which stores key and body through inbox's group commit;
 // and commit-each, which commits every request in a transaction of its
-// own. It
-// starts each receiver as its own process on a fresh database, one after
-// another, drives signed deliveries at it over keep-alive connections, and
-// prints deliveries/s, p50 and p99 latency, RSS and CPU time per delivery
-// for each, and the ratios. docs/benchmarks.md says what it measures and
+// own. It starts each receiver as its own process on a fresh database,
+// one after another, drives signed deliveries at it over keep-alive
+// connections, and prints deliveries/s, p50 and p99 latency, RSS and CPU
+// time per delivery for each, and the ratios. docs/benchmarks.md says what it measures and
 // records runs.
 //
 //	go run ./bench

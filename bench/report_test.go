@@ -129,12 +129,12 @@ func TestReportPGTargets(t *testing.T) {
 
 // TestReportGroupCommit sets inbox's rate against group-commit's, and
 // group-commit's against store-nothing's, round by round: 8,000 and 9,000
-// against 10,000 and 12,000 (0.80 and 0.75), which against 40,000 are 0.25
-// and 0.30.
+// against 10,000 and 12,500 (0.80 and 0.72, median 0.76), which against
+// 40,000 are 0.25 and 0.3125 (median 0.28125).
 func TestReportGroupCommit(t *testing.T) {
 	cfg := config{conns: 32, rounds: 2}
 	var results []result
-	for i, c := range []struct{ inbox, group int64 }{{8000, 10000}, {9000, 12000}} {
+	for i, c := range []struct{ inbox, group int64 }{{8000, 10000}, {9000, 12500}} {
 		round := i + 1
 		results = append(results,
 			fakeRun(nameInbox, round, c.inbox, 2*time.Millisecond, time.Second),
@@ -145,8 +145,8 @@ func TestReportGroupCommit(t *testing.T) {
 	report(&out, cfg, results)
 	t.Log("\n" + out.String())
 	for _, want := range []string{
-		`vs group-commit +0\.78 \[0\.75 to 0\.80\]`,
-		`group-commit vs store-nothing +0\.28 \[0\.25 to 0\.30\]`,
+		`vs group-commit +0\.76 \[0\.72 to 0\.80\]`,
+		`group-commit vs store-nothing +0\.28 \[0\.25 to 0\.31\]`,
 	} {
 		if !regexp.MustCompile(want).MatchString(out.String()) {
 			t.Errorf("no line matching %q", want)
