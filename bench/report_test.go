@@ -153,3 +153,32 @@ func TestReportGroupCommit(t *testing.T) {
 		}
 	}
 }
+
+// TestReportSQLiteTargets judges inbox against store-nothing at 0.50, or
+// 0.45 under -pin, with p99 at most 10 ms, and a share of repeats at 0.95
+// of the all-new rate: 0.47 of store-nothing is missed unpinned and met
+// pinned; 0.96 of all new is met, 0.94 missed.
+func TestReportSQLiteTargets(t *testing.T) {
+	for _, c := range []struct {
+		pin             bool
+		allNew          int64
+		want, wantMatch string
+	}{
+		{false, 19583, `vs store-nothing +0\.47 +>= 0\.50 +MISSED`, `at 50% repeats vs all new +0\.96 +>= 0\.95 +met`},
+		{true, 20000, `vs store-nothing +0\.47 +>= 0\.45 +met`, `at 50% repeats vs all new +0\.94 +>= 0\.95 +MISSED`},
+	} {
+		cfg := config{conns: 32, rounds: 1, repeat: 0.5, allNew: true, pin: c.pin}
+		results := []result{
+			fakeRun(nameInbox, 1, 18800, 9*time.Millisecond, time.Second),
+			fakeRun(nameInboxAllNew, 1, c.allNew, 9*time.Millisecond, time.Second),
+			fakeRun(storeNothing, 1, 40000, time.Millisecond, time.Second),
+		}
+		var out bytes.Buffer
+		report(&out, cfg, results)
+		for _, want := range []string{c.want, c.wantMatch, `p99 +\d+\.\d\d ms +<= 10\.00 ms +met`} {
+			if !regexp.MustCompile(want).MatchString(out.String()) {
+				t.Errorf("pin %v: no line matching %q in:\n%s", c.pin, want, out.String())
+			}
+		}
+	}
+}
