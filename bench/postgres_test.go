@@ -16,8 +16,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"inbox/sume"
 )
 
 // TestMain lets the test binary serve as a reference receiver too, as the
@@ -117,21 +115,7 @@ func TestCommitEachPGAnswers(t *testing.T) {
 		return commitOnePG(ctx, pool, body)
 	}})
 	defer srv.Close()
-	post := func(body string, signed bool) int {
-		t.Helper()
-		req, _ := http.NewRequest(http.MethodPost, srv.URL+refPath, strings.NewReader(body))
-		if signed {
-			ts := strconv.FormatInt(time.Now().Unix(), 10)
-			req.Header.Set(sume.HeaderTimestamp, ts)
-			req.Header.Set(sume.HeaderSignature, sume.SignatureHeader(ts, []byte(body), secret))
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode
-	}
+	post := func(body string, signed bool) int { return postRef(t, srv.URL, secret, body, signed) }
 	job := `{"event":"job.completed","job_id":"job_1","status":"COMPLETED"}`
 	var wg sync.WaitGroup
 	codes := make([]int, 8)
@@ -173,7 +157,7 @@ func TestPostgresFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(cfg.receivers, ","); got != "inbox,store-nothing,commit-each,inbox-pg,commit-each-pg,inbox-pg-x2,inbox-pg-w4" {
+	if got := strings.Join(cfg.receivers, ","); got != "inbox,store-nothing,group-commit,commit-each,inbox-pg,commit-each-pg,inbox-pg-x2,inbox-pg-w4" {
 		t.Errorf("default order with -postgres: %s", got)
 	}
 	t.Setenv("INBOX_BENCH_POSTGRES", "postgres://u@h/db")

@@ -126,3 +126,59 @@ func TestReportPGTargets(t *testing.T) {
 		t.Errorf("no note of the unmeasured server time:\n%s", out.String())
 	}
 }
+
+// TestReportGroupCommit sets inbox's rate against group-commit's, and
+// group-commit's against store-nothing's, round by round: 8,000 and 9,000
+// against 10,000 and 12,500 (0.80 and 0.72, median 0.76), which against
+// 40,000 are 0.25 and 0.3125 (median 0.28125).
+func TestReportGroupCommit(t *testing.T) {
+	cfg := config{conns: 32, rounds: 2}
+	var results []result
+	for i, c := range []struct{ inbox, group int64 }{{8000, 10000}, {9000, 12500}} {
+		round := i + 1
+		results = append(results,
+			fakeRun(nameInbox, round, c.inbox, 2*time.Millisecond, time.Second),
+			fakeRun(groupCommit, round, c.group, 2*time.Millisecond, time.Second),
+			fakeRun(storeNothing, round, 40000, time.Millisecond, time.Second))
+	}
+	var out bytes.Buffer
+	report(&out, cfg, results)
+	t.Log("\n" + out.String())
+	for _, want := range []string{
+		`vs group-commit +0\.76 \[0\.72 to 0\.80\]`,
+		`group-commit vs store-nothing +0\.28 \[0\.25 to 0\.31\]`,
+	} {
+		if !regexp.MustCompile(want).MatchString(out.String()) {
+			t.Errorf("no line matching %q", want)
+		}
+	}
+}
+
+// TestReportSQLiteTargets judges inbox against store-nothing at 0.50, or
+// 0.45 under -pin, with p99 at most 10 ms, and a share of repeats at 0.95
+// of the all-new rate: 0.47 of store-nothing is missed unpinned and met
+// pinned; 0.96 of all new is met, 0.94 missed.
+func TestReportSQLiteTargets(t *testing.T) {
+	for _, c := range []struct {
+		pin             bool
+		allNew          int64
+		want, wantMatch string
+	}{
+		{false, 19583, `vs store-nothing +0\.47 +>= 0\.50 +MISSED`, `at 50% repeats vs all new +0\.96 +>= 0\.95 +met`},
+		{true, 20000, `vs store-nothing +0\.47 +>= 0\.45 +met`, `at 50% repeats vs all new +0\.94 +>= 0\.95 +MISSED`},
+	} {
+		cfg := config{conns: 32, rounds: 1, repeat: 0.5, allNew: true, pin: c.pin}
+		results := []result{
+			fakeRun(nameInbox, 1, 18800, 9*time.Millisecond, time.Second),
+			fakeRun(nameInboxAllNew, 1, c.allNew, 9*time.Millisecond, time.Second),
+			fakeRun(storeNothing, 1, 40000, time.Millisecond, time.Second),
+		}
+		var out bytes.Buffer
+		report(&out, cfg, results)
+		for _, want := range []string{c.want, c.wantMatch, `p99 +\d+\.\d\d ms +<= 10\.00 ms +met`} {
+			if !regexp.MustCompile(want).MatchString(out.String()) {
+				t.Errorf("pin %v: no line matching %q in:\n%s", c.pin, want, out.String())
+			}
+		}
+	}
+}
