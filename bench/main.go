@@ -5,8 +5,8 @@
 // own. It starts each receiver as its own process on a fresh database,
 // one after another, drives signed deliveries at it over keep-alive
 // connections, and prints deliveries/s, p50 and p99 latency, RSS and CPU
-// time per delivery for each, and the ratios. docs/benchmarks.md says what it measures and
-// records runs.
+// time per delivery for each, and the ratios. docs/benchmarks.md says
+// what it measures and records runs.
 //
 //	go run ./bench
 //	go run ./bench -duration 60s -conns 32

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -75,15 +74,7 @@ func TestCommitEachPG(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	row := regexp.MustCompile(`(?m)^commit-each-pg +(\d+) .* (\d+) +(\d+) +(\d+) \((\d+) acked new\)$`).FindStringSubmatch(out.String())
-	if row == nil {
-		t.Fatalf("no commit-each-pg row with rows stored in:\n%s", out.String())
-	}
-	rate, _ := strconv.Atoi(row[1])
-	errs, rows, acked := row[2], row[4], row[5]
-	if rate == 0 || errs != "0" || rows != acked || rows == "0" {
-		t.Errorf("commit-each-pg: %d deliveries/s, %s errors, %s rows for %s acked new; want deliveries, no errors, every acked job stored", rate, errs, rows, acked)
-	}
+	checkStored(t, out.String(), "commit-each-pg")
 	if !strings.Contains(out.String(), "pg:      PostgreSQL ") {
 		t.Errorf("no line describing the server:\n%s", out.String())
 	}

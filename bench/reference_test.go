@@ -29,15 +29,7 @@ func TestGroupCommit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	row := regexp.MustCompile(`(?m)^group-commit +(\d+) .* (\d+) +(\d+) +(\d+) \((\d+) acked new\)$`).FindStringSubmatch(out.String())
-	if row == nil {
-		t.Fatalf("no group-commit row with rows stored in:\n%s", out.String())
-	}
-	rate, _ := strconv.Atoi(row[1])
-	errs, rows, acked := row[2], row[4], row[5]
-	if rate == 0 || errs != "0" || rows != acked || rows == "0" {
-		t.Errorf("group-commit: %d deliveries/s, %s errors, %s rows for %s acked new; want deliveries, no errors, every acked job stored", rate, errs, rows, acked)
-	}
+	checkStored(t, out.String(), "group-commit")
 }
 
 // TestGroupCommitAnswers: the reference answers 401 unsigned and 204 once
@@ -135,4 +127,19 @@ func postRef(t *testing.T, url, secret, body string, signed bool) int {
 	}
 	resp.Body.Close()
 	return resp.StatusCode
+}
+
+// checkStored checks the run's row for receiver in the bench's output:
+// deliveries made, no errors, and every job acknowledged new stored.
+func checkStored(t *testing.T, out, receiver string) {
+	t.Helper()
+	row := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(receiver) + ` +(\d+) .* (\d+) +(\d+) +(\d+) \((\d+) acked new\)$`).FindStringSubmatch(out)
+	if row == nil {
+		t.Fatalf("no %s row with rows stored in:\n%s", receiver, out)
+	}
+	rate, _ := strconv.Atoi(row[1])
+	errs, rows, acked := row[2], row[4], row[5]
+	if rate == 0 || errs != "0" || rows != acked || rows == "0" {
+		t.Errorf("%s: %d deliveries/s, %s errors, %s rows for %s acked new; want deliveries, no errors, every acked job stored", receiver, rate, errs, rows, acked)
+	}
 }
