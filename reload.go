@@ -179,6 +179,12 @@ func (l *liveSources) reload(file string) (func(), error) {
 	if err != nil {
 		return nil, fmt.Errorf("config %s: %w", file, err)
 	}
+	// Looked at now, not in apply: a stat that hangs must not hold up the
+	// apply, which shutdown waits for.
+	var who string
+	if valueSecrets(sources) {
+		who = readableByOthers(file)
+	}
 	return func() {
 		l.mu.Lock()
 		old := l.cur.Swap(set)
@@ -192,10 +198,8 @@ func (l *liveSources) reload(file string) (func(), error) {
 			names[i] = src.Name
 		}
 		l.log.Info().Str("config", file).Strs("sources", names).Msg("reloaded: new requests get the new config")
-		if valueSecrets(sources) {
-			if who := readableByOthers(file); who != "" {
-				l.log.Warn().Str("config", file).Msg("the config holds secrets (value = ...) and is readable by " + who + ": chmod 0600 it, or use env = ...")
-			}
+		if who != "" {
+			l.log.Warn().Str("config", file).Msg("the config holds secrets (value = ...) and is readable by " + who + ": chmod 0600 it, or use env = ...")
 		}
 	}, nil
 }
