@@ -63,7 +63,10 @@ instead, and the flags that describe the one Sume source (--secret, --path,
 --tolerance, --event, --max-body, --max-request) are refused. SIGHUP reads
 the file again: one that passes every check of start-up serves the next
 requests (those in flight finish under the old one); one that fails any
-is refused with one log line, and the running config stays. Secrets named
+is refused with one log line, and the running config stays. The file
+must be a regular file of at most 1 MiB read within 5s (a FIFO, a device
+or a hung mount is refused); a SIGHUP during a reload is logged and
+reads the file once more after it. Secrets named
 by env = ... come from serve's environment, which a reload cannot change.
 With --admin-addr, GET /sources there lists the sources served now, as
 inbox sources --admin prints them, and GET /destinations the destinations

@@ -184,12 +184,17 @@ func (fd fileDestination) destination(getenv func(string) string, sources map[st
 	return d, nil
 }
 
-// decodeFile reads the configuration file at path. It fails on an
-// unreadable file and on an unknown key: a misspelt option must not be
-// silently ignored.
+// decodeFile reads the configuration file at path, as readFile does. It
+// fails on an unreadable file, on one that is not a regular file of at
+// most MaxFileSize bytes or not read within ReadTimeout, and on an unknown
+// key: a misspelt option must not be silently ignored.
 func decodeFile(path string) (fileConfig, error) {
 	var fc fileConfig
-	md, err := toml.DecodeFile(path, &fc)
+	b, err := readFile(path)
+	if err != nil {
+		return fileConfig{}, fmt.Errorf("config %s: %w", path, err)
+	}
+	md, err := toml.Decode(string(b), &fc)
 	if err != nil {
 		return fileConfig{}, fmt.Errorf("config %s: %w", path, err)
 	}

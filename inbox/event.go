@@ -43,6 +43,7 @@ const (
 	ReasonTooLarge        Reason = "too_large"         // body above the normal limit
 	ReasonConflict        Reason = "conflict"          // a different event for a job already stored
 	ReasonMissingKey      Reason = "missing_key"       // another source's delivery names no usable key
+	ReasonUnknownJob      Reason = "unknown_job"       // a job no expectation names, at a source with expected_only
 
 	// The reasons the dispatcher parks a row with. Only a person brings
 	// such a row back (reprocess); a later delivery of the job is counted
@@ -56,7 +57,7 @@ const (
 func Reasons() []Reason {
 	return []Reason{ReasonUnparseable, ReasonMissingJobID, ReasonUnknownEvent,
 		ReasonPayloadTooLarge, ReasonTooLarge, ReasonConflict, ReasonMissingKey,
-		ReasonHandlerFailed, ReasonHandlerRejected}
+		ReasonUnknownJob, ReasonHandlerFailed, ReasonHandlerRejected}
 }
 
 // Valid reports whether r is one of Reasons.

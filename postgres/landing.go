@@ -41,6 +41,14 @@ type keyState struct {
 // delivery lands, in the order it came, on its row as the deliveries
 // before it left it; those parked beside get a second round of inserts.
 func (s *Store) land(ctx context.Context, c *pgx.Conn, batch []inbox.Delivery, last *tail) (results []inbox.Result, held []bool, tx txStart, err error) {
+	// A source with expected_only stores a job only if it is expected:
+	// that is read first, in the transaction, before anything lands.
+	begun := slices.ContainsFunc(batch, inbox.Delivery.NeedsExpectation)
+	if begun {
+		if batch, err = parkUnexpected(ctx, c, batch); err != nil {
+			return nil, nil, txStart{}, err
+		}
+	}
 	results, held = make([]inbox.Result, len(batch)), make([]bool, len(batch))
 	keys := make(map[string]*keyState, len(batch))
 	// One allocation for the keys' states: states never grows past its
@@ -55,7 +63,7 @@ func (s *Store) land(ctx context.Context, c *pgx.Conn, batch []inbox.Delivery, l
 		}
 	}
 	found := make(map[string]bool, len(firsts)) // the keys the first round trip inserted or locked
-	if tx, err = s.begin(ctx, c, batch, firsts, keys, found); err != nil {
+	if tx, err = s.begin(ctx, c, batch, firsts, keys, found, begun); err != nil {
 		return nil, nil, txStart{}, err
 	}
 	now := tx.now
@@ -162,6 +170,44 @@ func (s *Store) land(ctx context.Context, c *pgx.Conn, batch []inbox.Delivery, l
 	return results, held, tx, nil
 }
 
+// parkUnexpected begins the writer's transaction on c, reads which of the
+// jobs of batch that need an expectation (inbox.Delivery.NeedsExpectation)
+// have one, and returns a copy of batch in which the others are
+// inbox.Unexpected.
+func parkUnexpected(ctx context.Context, c *pgx.Conn, batch []inbox.Delivery) ([]inbox.Delivery, error) {
+	var sources, jobs []string
+	for _, d := range batch {
+		if d.NeedsExpectation() {
+			sources, jobs = append(sources, inbox.SourceOf(d)), append(jobs, d.JobID)
+		}
+	}
+	expected := make(map[[2]string]bool, len(jobs))
+	b := &pgx.Batch{}
+	b.Queue(`BEGIN`)
+	b.Queue(`SELECT x.source, x.job_id FROM expectations x
+		JOIN unnest($1::text[], $2::text[]) AS u(source, job_id) ON x.source = u.source AND x.job_id = u.job_id`,
+		sources, jobs).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var k [2]string
+			if err := rows.Scan(&k[0], &k[1]); err != nil {
+				return err
+			}
+			expected[k] = true
+		}
+		return rows.Err()
+	})
+	if err := c.SendBatch(ctx, b).Close(); err != nil {
+		return nil, fmt.Errorf("look for the expectations of %d jobs: %w", len(jobs), err)
+	}
+	out := slices.Clone(batch)
+	for i, d := range out {
+		if d.NeedsExpectation() && !expected[[2]string{inbox.SourceOf(d), d.JobID}] {
+			out[i] = inbox.Unexpected(d)
+		}
+	}
+	return out, nil
+}
+
 // txStart is what the writer's transaction learns as it begins: its clock
 // (Unix milliseconds) and its id.
 type txStart struct {
@@ -174,7 +220,8 @@ type txStart struct {
 // deliveries of batch at the indexes firsts (one a key), in one round
 // trip, and returns the transaction's clock and id. It marks in keys the
 // keys it inserted, reads into keys the rows it locked, and records both
-// in found. With no deliveries it reads only the clock and the id.
+// in found. With no deliveries it reads only the clock and the id. With
+// begun (parkUnexpected sent BEGIN) it sends no BEGIN of its own.
 //
 // The insert runs on a plan the server made once for the connection
 // (force_generic_plan): it reads no table but through the primary key's
@@ -185,10 +232,12 @@ type txStart struct {
 // (force_custom_plan): a generic plan made while events was small (the
 // server makes one after five runs of a statement, and keeps it) scans
 // the whole table for the batch's keys once it is large.
-func (s *Store) begin(ctx context.Context, c *pgx.Conn, batch []inbox.Delivery, firsts []int, keys map[string]*keyState, found map[string]bool) (txStart, error) {
+func (s *Store) begin(ctx context.Context, c *pgx.Conn, batch []inbox.Delivery, firsts []int, keys map[string]*keyState, found map[string]bool, begun bool) (txStart, error) {
 	clock := s.clockArg()
 	b := &pgx.Batch{}
-	b.Queue(`BEGIN`)
+	if !begun {
+		b.Queue(`BEGIN`)
+	}
 	if len(firsts) > 0 {
 		sql, args := insertStatement(insertPlain, batch, firsts, clock)
 		b.Queue(`SET LOCAL plan_cache_mode = force_generic_plan`)

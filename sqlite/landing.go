@@ -17,6 +17,11 @@ const insertSQL = `INSERT INTO events
 	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?)
 	ON CONFLICT(id) DO NOTHING`
 
+// expectedSQL tells whether a job is expected, in any state: a source
+// with expected_only stores only such jobs. Rare enough to parse each
+// time.
+const expectedSQL = `SELECT EXISTS (SELECT 1 FROM expectations WHERE source = ? AND job_id = ?)`
+
 // insertNow is the index in insertArgs of the first of the three times,
 // received, last seen and updated at, all the same. (Numbered parameters,
 // one ?12 three times, would cost the driver a string for each parameter's
@@ -39,10 +44,21 @@ func setNow(args []any, now any) {
 }
 
 // put applies one delivery inside st's transaction, through its prepared
-// statements only: a repeat parses no more SQL than a new row. The primary
+// statements only (but for the expectation a source with expected_only
+// asks for): a repeat parses no more SQL than a new row. The primary
 // key decides whether the row is new: insert, and only when the key is
 // taken look at what holds it. args are insertArgs(d, now).
 func put(ctx context.Context, st *txStmts, d inbox.Delivery, args []any, now int64) (inbox.Result, error) {
+	if d.NeedsExpectation() {
+		var expected bool
+		if err := st.tx.QueryRowContext(ctx, expectedSQL, inbox.SourceOf(d), d.JobID).Scan(&expected); err != nil {
+			return inbox.Result{}, fmt.Errorf("look for the expectation of %s: %w", d.JobID, err)
+		}
+		if !expected {
+			d = inbox.Unexpected(d)
+			args = insertArgs(d, now)
+		}
+	}
 	ins := st.get(stmtInsert)
 	inserted, err := insert(ctx, ins, d.Key, args)
 	if err != nil {
