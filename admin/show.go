@@ -1,9 +1,6 @@
 package admin
 
 import (
-	"bytes"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +13,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"inbox/bodyview"
 	"inbox/config"
 	"inbox/inbox"
 )
@@ -27,8 +25,9 @@ func showCommand(open Opener) *cli.Command {
 		ArgsUsage: "ID | --source NAME KEY",
 		Description: `Prints the row's fields, then its body: indented when it is JSON, as text
 when it is UTF-8 (control characters escaped, so a body cannot drive the
-terminal), as a hex dump otherwise. With --json, the fields and the body
-(as "body" when it is UTF-8, else base64 as "body_base64"). A row is named
+terminal), as a hex dump otherwise; the first 256 KiB of that, and a line saying
+how much was cut. With --json, the fields and the body whole, as it is
+stored (as "body" when it is UTF-8, else base64 as "body_base64"). A row is named
 by its id (a Sume row's is its key, another source's <source>/<key>), or
 by --source and its key. A row handed to destinations has a line per
 destination: where it stands there (new, done, parked), its attempts, next
@@ -200,24 +199,41 @@ func showJSON(e inbox.Event, dests []inbox.Pairing) any {
 
 // writeBody prints a body for a terminal: indented when it is JSON, as
 // text with control characters escaped when it is UTF-8, as a hex dump
-// otherwise.
+// otherwise; the first bodyview.Limit bytes of that, then a line saying
+// the rest was cut (--json has the body whole).
 func writeBody(w io.Writer, body []byte) error {
 	if len(body) == 0 {
 		_, err := fmt.Fprintln(w, "(empty body)")
 		return err
 	}
 	if !utf8.Valid(body) {
-		_, err := fmt.Fprintf(w, "(not UTF-8: hex dump)\n%s", hex.Dump(body))
-		return err
+		v := bodyview.Hex(body, bodyview.Limit)
+		if _, err := fmt.Fprintf(w, "(not UTF-8: hex dump)\n%s", v.Text); err != nil {
+			return err
+		}
+		return writeCut(w, v)
 	}
-	var pretty bytes.Buffer
-	if json.Indent(&pretty, body, "", "  ") == nil {
-		body = pretty.Bytes()
+	esc := func(s string) (string, int) { return escapeRune(s, "\n\t") }
+	v, ok := bodyview.JSON(body, bodyview.Limit, esc)
+	if !ok {
+		v = bodyview.Text(body, bodyview.Limit, esc)
 	}
-	text := escapeControls(string(body), "\n\t")
+	text := v.Text
 	if !strings.HasSuffix(text, "\n") {
 		text += "\n"
 	}
-	_, err := io.WriteString(w, text)
+	if _, err := io.WriteString(w, text); err != nil {
+		return err
+	}
+	return writeCut(w, v)
+}
+
+// writeCut says, after a body cut at bodyview.Limit, how much it left out.
+func writeCut(w io.Writer, v bodyview.View) error {
+	if v.Left == 0 {
+		return nil
+	}
+	_, err := fmt.Fprintf(w, "(truncated: the first %d KiB shown, %d bytes of the body left out; inbox show --json has it whole)\n",
+		bodyview.Limit>>10, v.Left)
 	return err
 }
