@@ -10,6 +10,7 @@ package bodyview
 import (
 	"encoding/hex"
 	"encoding/json"
+	"unicode/utf8"
 )
 
 // Limit is how much of a rendered body is shown: 256 KiB of text.
@@ -63,6 +64,18 @@ func Hex(body []byte, limit int) View {
 	// A line of hex.Dump is 79 bytes: 16 of the body each.
 	n := min(len(body), limit/79*16)
 	return View{Kind: KindHex, Text: hex.Dump(body[:n]), Left: int64(len(body) - n)}
+}
+
+// Runes is s up to its n-th rune, a byte that is not UTF-8 counted as a
+// rune (as utf8.DecodeRuneInString decodes it): what a cell of n
+// characters at most can show of s, found without reading the rest.
+func Runes(s string, n int) string {
+	i := 0
+	for ; n > 0 && i < len(s); n-- {
+		_, size := utf8.DecodeRuneInString(s[i:])
+		i += size
+	}
+	return s[:i]
 }
 
 // out is a rendering's output, which takes at most limit bytes.

@@ -91,3 +91,16 @@ func TestCutNeverSplitsAnEscape(t *testing.T) {
 		t.Errorf("Text = %q, left %d", v.Text, v.Left)
 	}
 }
+
+// TestRunes checks Runes counts a byte that is not UTF-8 as a rune.
+func TestRunes(t *testing.T) {
+	for _, c := range []struct {
+		s    string
+		n    int
+		want string
+	}{{"abc", 2, "ab"}, {"é\xffü", 2, "é\xff"}, {"ab", 5, "ab"}, {"", 1, ""}} {
+		if got := Runes(c.s, c.n); got != c.want {
+			t.Errorf("Runes(%q, %d) = %q, want %q", c.s, c.n, got, c.want)
+		}
+	}
+}
