@@ -5,10 +5,8 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strconv"
 	"strings"
 	"text/tabwriter"
-	"time"
 	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
@@ -85,31 +83,10 @@ Examples:
 				return encodeExact(w, showJSON(e, dests))
 			}
 			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-			for _, f := range []struct{ name, value string }{
-				{"id", e.ID},
-				{"source", e.Source},
-				{"job_id", e.JobID},
-				{"status", string(e.Status)},
-				{"reason", string(e.Reason)},
-				{"event", e.Event},
-				{"job_status", e.JobStatus},
-				{"result_url", e.ResultURL},
-				{"size", strconv.FormatInt(e.Size, 10)},
-				{"sha256", e.SHA256},
-				{"delivery_ts", fmt.Sprintf("%d (%s)", e.DeliveryTS, formatTime(time.Unix(e.DeliveryTS, 0)))},
-				{"received_at", formatTime(e.ReceivedAt)},
-				{"deliveries", strconv.FormatInt(e.Deliveries, 10)},
-				{"last_seen_at", formatTime(e.LastSeenAt)},
-				{"updated_at", formatTime(e.UpdatedAt)},
-				{"attempts", strconv.FormatInt(e.Attempts, 10)},
-				{"next_attempt", formatOptionalTime(e.NextAttemptAt)},
-				{"lease", formatLease(e)},
-				// The application's own words: escaped below like the rest.
-				{"last_error", e.LastError},
-				{"done_at", formatOptionalTime(e.DoneAt)},
-			} {
-				// Fields come from the sender's body too (event, job_id).
-				fmt.Fprintf(tw, "%s\t%s\n", f.name, escapeControls(dash(f.value), ""))
+			for _, f := range inbox.EventFields() {
+				// Fields come from the sender's body too (event, job_id),
+				// and last_error is the application's own words.
+				fmt.Fprintf(tw, "%s\t%s\n", f.Name, escapeControls(dash(f.Text(e)), ""))
 			}
 			if len(dests) > 0 {
 				fmt.Fprintln(tw, "\nDESTINATION\tSTATUS\tATTEMPTS\tNEXT ATTEMPT\tLEASE\tLAST ERROR")
@@ -123,7 +100,7 @@ Examples:
 						status += " (" + string(d.Reason) + ")"
 					}
 					fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", cell(d.Destination), status, d.Attempts,
-						dash(formatOptionalTime(d.NextAttemptAt)), dash(lease), escapeControls(dash(d.LastError), ""))
+						dash(inbox.FormatTime(d.NextAttemptAt)), dash(lease), escapeControls(dash(d.LastError), ""))
 				}
 				if slices.ContainsFunc(dests, func(d inbox.Pairing) bool { return len(d.Earlier) > 0 }) {
 					fmt.Fprintln(tw, "\nDESTINATION\tEARLIER SERIES")
@@ -164,20 +141,6 @@ func formatSeries(h inbox.Series) string {
 		line += ", last error: " + h.LastError
 	}
 	return escapeControls(line, "")
-}
-
-func formatOptionalTime(t time.Time) string {
-	if t.IsZero() {
-		return ""
-	}
-	return formatTime(t)
-}
-
-func formatLease(e inbox.Event) string {
-	if e.LeaseOwner == "" {
-		return ""
-	}
-	return e.LeaseOwner + " until " + formatTime(e.LeaseUntil)
 }
 
 // showJSON is a row with its body, for --json.

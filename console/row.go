@@ -79,20 +79,8 @@ func (c *Console) row(w http.ResponseWriter, r *http.Request) {
 	if e.Response != nil {
 		p.Response = showBody(e.Response)
 	}
-	for _, f := range []struct {
-		name, value string
-	}{
-		{"id", e.ID}, {"source", e.Source}, {"job_id", e.JobID}, {"status", string(e.Status)}, {"reason", string(e.Reason)},
-		{"event", e.Event}, {"job_status", e.JobStatus}, {"result_url", e.ResultURL},
-		{"size", strconv.FormatInt(e.Size, 10) + " bytes"}, {"sha256", e.SHA256},
-		{"delivery_ts", strconv.FormatInt(e.DeliveryTS, 10)},
-		{"received_at", formatTime(e.ReceivedAt)}, {"deliveries", strconv.FormatInt(e.Deliveries, 10)},
-		{"last_seen_at", formatTime(e.LastSeenAt)}, {"updated_at", formatTime(e.UpdatedAt)},
-		{"attempts", strconv.FormatInt(e.Attempts, 10)}, {"next_attempt_at", formatTime(e.NextAttemptAt)},
-		{"lease_owner", e.LeaseOwner}, {"lease_until", formatTime(e.LeaseUntil)},
-		{"last_error", e.LastError}, {"done_at", formatTime(e.DoneAt)},
-	} {
-		p.Fields = append(p.Fields, field{Name: f.name, Value: printable(f.value)})
+	for _, f := range inbox.EventFields() {
+		p.Fields = append(p.Fields, field{Name: f.Name, Value: printable(f.Text(e))})
 	}
 	c.render(w, http.StatusOK, "row", p)
 }
