@@ -10,7 +10,6 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"inbox/inbox"
@@ -32,17 +31,7 @@ func runRoundTrip(t *testing.T, o opener) {
 			roundTripDelivery("second", "other", "job_second"),
 			roundTripDelivery("third", inbox.DefaultSource, "job_third"),
 		}
-		var wg sync.WaitGroup
-		errs := make([]error, len(together))
-		for i, d := range together {
-			wg.Go(func() { _, errs[i] = e.s.Put(context.Background(), d) })
-		}
-		wg.Wait()
-		for i, err := range errs {
-			if err != nil {
-				t.Fatalf("put %s: %v", together[i].Key, err)
-			}
-		}
+		e.putTogether(together...)
 		listed, err := e.s.List(context.Background(), inbox.Filter{})
 		if err != nil {
 			t.Fatal(err)
