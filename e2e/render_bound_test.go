@@ -24,8 +24,8 @@ const renderShown = 256 << 10
 
 // hostileRenderBodies are bodies built to grow when shown: nesting whose
 // indentation grows with its depth (9,000 levels of arrays indent to
-// 162 MB), a wide flat array, and a long string of characters that are
-// shown escaped.
+// 162 MB), a wide flat array, a long string of characters that are
+// shown escaped, and bytes that are not UTF-8, shown as a hex dump.
 func hostileRenderBodies() map[string]string {
 	const depth = 9000
 	return map[string]string{
@@ -34,6 +34,7 @@ func hostileRenderBodies() map[string]string {
 		"mixed":          strings.Repeat(`{"a":[`, depth/2) + strings.Repeat(`]}`, depth/2),
 		"wide flat":      "[" + strings.Repeat("1,", 300_000) + "1]",
 		"long string":    `{"s":"` + strings.Repeat("\u202e", 150_000) + `"}`,
+		"binary":         strings.Repeat("\xff\x00\x1b<", 150_000),
 	}
 }
 
@@ -79,7 +80,9 @@ func TestHostileBodyRenderBounded(t *testing.T) {
 			rowPageBounded(t, srv, id)
 		})
 	}
-	if hwm := peakMemory(t, srv.cmd.Process.Pid); hwm > 300<<20 {
+	hwm := peakMemory(t, srv.cmd.Process.Pid)
+	t.Logf("serve's memory peaked at %d MB", hwm>>20)
+	if hwm > 300<<20 {
 		t.Errorf("serve's memory peaked at %d MB showing the row pages", hwm>>20)
 	}
 }
@@ -102,9 +105,12 @@ func showBounded(t *testing.T, db, id string, size int) {
 		t.Errorf("inbox show does not say the body was cut:\n%.300s", out[max(0, len(out)-300):])
 	}
 	out, _, code = runCLI(t, nil, "show", "--db", db, "--json", id)
-	var row struct{ Body string }
-	if err := json.Unmarshal([]byte(out), &row); code != 0 || err != nil || len(row.Body) != size {
-		t.Errorf("inbox show --json: exit %d, %v, a body of %d bytes, want %d", code, err, len(row.Body), size)
+	var row struct {
+		Body       string
+		BodyBase64 []byte `json:"body_base64"`
+	}
+	if err := json.Unmarshal([]byte(out), &row); code != 0 || err != nil || len(row.Body)+len(row.BodyBase64) != size {
+		t.Errorf("inbox show --json: exit %d, %v, a body of %d bytes, want %d", code, err, len(row.Body)+len(row.BodyBase64), size)
 	}
 }
 
