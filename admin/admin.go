@@ -274,7 +274,7 @@ func printJSONLines[T any](w io.Writer, vals []T) error {
 }
 
 // timeFormat is how tables print times: UTC, to the second.
-const timeFormat = "2006-01-02T15:04:05Z"
+const timeFormat = inbox.TimeFormat
 
 func formatTime(t time.Time) string { return t.UTC().Format(timeFormat) }
 
