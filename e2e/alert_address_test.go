@@ -104,6 +104,12 @@ func TestAlertNotifyNoAddressPostgres(t *testing.T) {
 	p.cut()
 	pu, _ := url.Parse(proxied)
 	checkUnreadableNotice(t, "cut", proxied, pu.Hostname(), pu.Port(), user, dbname)
+	// A connection that answers nothing: alert gives up within the busy
+	// timeout, and its reason names no address either.
+	p2, stalled := startPGProxy(t, pgSchema(t))
+	p2.stall()
+	su, _ := url.Parse(stalled)
+	checkUnreadableNotice(t, "stalled", stalled, su.Hostname(), su.Port(), user, dbname)
 	schema := pgSchema(t)
 	search := strings.TrimPrefix(mustQuery(t, schema).Get("options"), "-csearch_path=")
 	checkUnreadableNotice(t, "empty schema", schema, search, user, dbname, host, port)
