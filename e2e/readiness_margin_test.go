@@ -1,13 +1,9 @@
 package e2e
 
 import (
-	"context"
-	"fmt"
 	"net/http"
 	"os"
-	"path/filepath"
 	"testing"
-	"time"
 )
 
 // TestReadyzDiskFullMargin fills the file system the database is on
@@ -20,21 +16,7 @@ import (
 // write freed) would let the next ones pass with their small row. Freed,
 // the disk makes /readyz pass with no delivery, and takes deliveries.
 func TestReadyzDiskFullMargin(t *testing.T) {
-	dir := mountTmpfs(t, "32m")
-	db := filepath.Join(dir, "inbox.db")
-	srv := startServer(t, db, "--admin-addr", "127.0.0.1:0", "--busy-timeout", "1s")
-	client := &http.Client{Timeout: 10 * time.Second}
-	seq := 0
-	deliver := func() int {
-		seq++
-		status, _ := post(context.Background(), client, srv.url, largeJob(fmt.Sprintf("full_%d", seq), 60<<10))
-		return status
-	}
-	for range 5 {
-		if got := deliver(); got != http.StatusNoContent {
-			t.Fatalf("before the disk filled: delivery %d\n%s", got, srv.logs)
-		}
-	}
+	dir, srv, deliver := serveOnTmpfs(t)
 	for _, room := range []int64{0, 8 << 10, 16 << 10, 24 << 10, 32 << 10, 48 << 10, 64 << 10, 80 << 10, 96 << 10} {
 		filler := fillLeaving(t, dir, room)
 		refused := false
