@@ -98,6 +98,8 @@ func TestStatsWatchFlagsAfterInterval(t *testing.T) {
 		{[]string{"list", "--db", db, "--json", "true", "--status", "parked"}, "--status after it was not read as a flag"},
 		{[]string{"parked", "--db", db, "--json", "false", "--reason", "unparseable"}, "--reason after it was not read as a flag"},
 		{[]string{"pause", "billing", "--db", db}, "--db after the arguments"},
+		{[]string{"show", "--db", db, "--json", "true", "job_1"}, `"true" after a flag that takes no value (such as --json)`},
+		{[]string{"reprocess", "--db", db, "--dry-run", "false", "job_1"}, `"false" after a flag that takes no value (such as --dry-run)`},
 	} {
 		out, errOut, code := runCLI(t, nil, tt.args...)
 		if code == 0 || out != "" || strings.Count(strings.TrimSpace(errOut), "\n") != 0 || !strings.Contains(errOut, tt.want) {
