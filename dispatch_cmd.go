@@ -25,6 +25,7 @@ import (
 	"inbox/nats"
 	"inbox/receiver"
 	"inbox/reconcile"
+	"inbox/scheme"
 )
 
 // connectTimeout bounds looking up the NATS stream at start.
@@ -276,6 +277,9 @@ func parseFlagDestination(c *cli.Context, base dispatchConfig) (dispatchConfig, 
 		return dispatchConfig{}, errors.New("--nats-url and --nats-subject go together")
 	case deploy.Placeholder(c.String("forward-secret")):
 		return dispatchConfig{}, errors.New("INBOX_FORWARD_SECRET (or --forward-secret) holds the placeholder of the shipped inbox.env: make a secret with inbox secret")
+	}
+	if _, err := scheme.StandardKey(c.String("forward-secret")); err != nil {
+		return dispatchConfig{}, fmt.Errorf("INBOX_FORWARD_SECRET (or --forward-secret): %w: make one with inbox secret (a raw key K signs as whsec_ and the base64 of K)", err)
 	}
 	cfg := base
 	cfg.route = inbox.Route{Name: inbox.DefaultDestination}

@@ -109,10 +109,20 @@ func busyTimeoutFlag() *cli.GenericFlag {
 // args returns the command's arguments. A flag after them is refused:
 // the flag parser stops at the first argument, so it would be taken for
 // one.
+//
+// A value given to a flag that takes none (--dry-run true) is refused
+// too: the parser takes it for the first argument, an id or a name.
 func args(c *cli.Context) ([]string, error) {
 	for _, a := range c.Args().Slice() {
 		if strings.HasPrefix(a, "-") {
 			return nil, fmt.Errorf("%s after the arguments (%s): flags go before them", a, c.Command.ArgsUsage)
+		}
+	}
+	if first := strings.ToLower(c.Args().First()); first == "true" || first == "false" {
+		for _, f := range c.Command.Flags {
+			if b, ok := f.(*cli.BoolFlag); ok && c.IsSet(b.Name) {
+				return nil, fmt.Errorf("%q after a flag that takes no value (such as --%s) is not its value but the first argument (%s): write --%s or --%s=false", c.Args().First(), b.Name, c.Command.ArgsUsage, b.Name, b.Name)
+			}
 		}
 	}
 	return c.Args().Slice(), nil

@@ -36,7 +36,8 @@ Examples:
    inbox stats --json | jq .queue
    inbox stats --json | jq '.destinations[] | select(.paused)'
    inbox stats --watch
-   inbox stats --watch 10s`,
+   inbox stats --watch 10s
+   inbox stats --watch 5s --json`,
 		Flags: []cli.Flag{config.DBFlag(), readTimeoutFlag(), jsonFlag(), watchFlag()},
 		Action: func(c *cli.Context) error {
 			if err := noArgsButWatch(c); err != nil {

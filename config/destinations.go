@@ -14,6 +14,7 @@ import (
 
 	"inbox/deploy"
 	"inbox/inbox"
+	"inbox/scheme"
 )
 
 // Destination is one [[destination]] of the configuration file: where the
@@ -66,7 +67,8 @@ type fileDestination struct {
 // an unreadable file, an unknown key, a missing, invalid or repeated name,
 // not exactly one of url, exec and nats_url, nats_url without
 // nats_subject, a secret beside exec or nats_url, a secret set both ways,
-// a secret_env that is unset, a placeholder secret, a filter naming a
+// a secret_env that is unset, a placeholder secret or one not in the
+// Standard Webhooks form (whsec_ and base64), a filter naming a
 // source the file does not configure, and an unreadable knob. Its errors
 // never hold a secret.
 func LoadDestinations(path string, getenv func(string) string) ([]Destination, error) {
@@ -152,6 +154,13 @@ func (fd fileDestination) destination(getenv func(string) string, sources map[st
 	}
 	if deploy.Placeholder(d.Secret) {
 		return Destination{}, errors.New("the secret is the placeholder of the shipped inbox.env: make a secret with inbox secret")
+	}
+	if _, err := scheme.StandardKey(d.Secret); err != nil {
+		key := "secret"
+		if fd.SecretEnv != "" {
+			key = "secret_env " + fd.SecretEnv
+		}
+		return Destination{}, fmt.Errorf("%s: %w: make one with inbox secret (a raw key K signs as whsec_ and the base64 of K)", key, err)
 	}
 	for _, s := range fd.Sources {
 		if !sources[s] {

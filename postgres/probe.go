@@ -14,7 +14,7 @@ import (
 func (s *Store) Ping(ctx context.Context) error { return s.Probe(ctx, 0) }
 
 // Probe reports whether the store can commit now what a delivery of size
-// bytes (at most inbox.MaxProbeSize) and the dispatcher's claim commit: it
+// bytes (at most inbox.MaxProbeWrite) and the dispatcher's claim commit: it
 // commits a write of its own through the writer, beside the deliveries
 // waiting then, so it fails as they do. That transaction inserts a row of
 // size bytes into events as a delivery does (the same statement), claims
@@ -35,7 +35,7 @@ func (s *Store) Probe(ctx context.Context, size int) error {
 		}
 		return nil
 	}
-	err := s.send(ctx, &write{Probe: true, Op: min(max(size, 0), inbox.MaxProbeSize)}).Err
+	err := s.send(ctx, &write{Probe: true, Op: min(max(size, 0), inbox.MaxProbeWrite)}).Err
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "25006" { // read_only_sql_transaction
 		return errors.New("ping store: the database takes no writes (a standby?)")
