@@ -391,7 +391,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 			// workers at once; the starter counts the rest. With a Rate
 			// the starter counts them all, each in its turn.
 			// A row's last attempt is never counted ahead (LastAttempt):
-			// a crash must not leave a row parked with no request sent.
+			// it is counted by itself, just before it is sent (counted.last).
 			start := 0
 			for d.limit == nil && len(d.cfg.Schedule) > 0 && start < want && tryTake(ahead) {
 				start++
@@ -425,10 +425,6 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 					case j.Started():
 						start--
 						ready <- counted{job: j, at: now, queued: time.Now()}
-					case j.Attempt > len(d.cfg.Schedule)+1:
-						// Its last attempt's outcome was never recorded (the
-						// dispatcher stopped during it): no attempt is left.
-						pending = append(pending, d.exhausted(j))
 					default:
 						jobs <- j
 					}
@@ -517,9 +513,12 @@ type counted struct {
 	// clock (not Config.Now): how long it waited for one.
 	queued time.Time
 	// last: the job's last attempt, not counted yet. Its worker counts it
-	// just before sending it (Store.Start of it alone), so a dispatcher
-	// that dies never leaves a row whose last attempt was counted and not
-	// sent, which its next claim would park unsent.
+	// just before sending it (Store.Start of it alone), so that a
+	// dispatcher that dies costs no row its last attempt unsent. One that
+	// dies between that count and the outcome (the request sent or not)
+	// leaves the row to be claimed again past its last attempt: that one
+	// is made too (a last attempt as well), never parked unattempted, so a
+	// row is parked for failing only after a request for it failed.
 	last bool
 }
 
@@ -795,8 +794,9 @@ func (d *Dispatcher) runStarter(ctx context.Context, jobs <-chan inbox.Job, read
 	}
 }
 
-// isLast reports whether j's attempt is the last its schedule allows: one
-// never counted ahead of its worker (counted.last).
+// isLast reports whether j's attempt is the last its schedule allows, or
+// past it (the last one's outcome lost to a crash, or the schedule cut
+// short since): one never counted ahead of its worker (counted.last).
 func (d *Dispatcher) isLast(j inbox.Job) bool { return j.Attempt > len(d.cfg.Schedule) }
 
 // mayStart reports whether j's attempt may be counted now, holding a token
@@ -873,18 +873,6 @@ func (d *Dispatcher) attempt(ctx context.Context, j inbox.Job) inbox.Settlement 
 		err = fmt.Errorf("timed out after %s: %w", d.cfg.Timeout, err)
 	}
 	return d.outcome(j, err)
-}
-
-// exhausted parks j, claimed again after its last attempt's outcome was
-// lost, without attempting it.
-func (d *Dispatcher) exhausted(j inbox.Job) inbox.Settlement {
-	st := inbox.Settlement{Job: j, Fate: inbox.FateExhausted, At: d.cfg.Now(), Reason: inbox.ReasonHandlerFailed,
-		Error: fmt.Sprintf("attempt %d's lease ran out before its outcome was recorded, and no attempt is left", j.Attempt-1)}
-	d.log.Warn().Str(keyJob, j.ID).Int(keyAttempt, j.Attempt-1).Str(keyOutcome, outcomeFailed).Str(keyCause, st.Error).Msg("failed every attempt: parked")
-	d.metrics.deliveries.WithLabelValues(outcomeFailed).Inc()
-	d.metrics.attempts.Observe(float64(j.Attempt - 1))
-	d.tally.parked.Add(1)
-	return st
 }
 
 // outcome decides what becomes of j after an attempt that returned err.
