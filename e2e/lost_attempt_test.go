@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -46,14 +48,13 @@ func (a *failingApp) got(path, id string, n int) bool {
 	return a.seen[path+" "+id][n]
 }
 
-// checkParkedByRequests checks that every pair of db is parked, and parked
-// by a request: the application got the attempt the pair's count ends on.
-func checkParkedByRequests(t *testing.T, db string, app *failingApp, n int, dests ...string) {
+// checkParkedByRequests checks that every pair of ids at dests (pairs:
+// id + " " + destination) is parked, and parked by a request: the
+// application got the attempt the pair's count ends on.
+func checkParkedByRequests(t *testing.T, pairs map[string]pairState, app *failingApp, ids []string, dests ...string) {
 	t.Helper()
-	pairs := pairStates(t, db)
 	bad := 0
-	for i := range n {
-		id := "job_" + strconv.Itoa(10000 + i)[1:]
+	for _, id := range ids {
 		for _, dest := range dests {
 			p, ok := pairs[id+" "+dest]
 			switch {
@@ -73,6 +74,40 @@ func checkParkedByRequests(t *testing.T, db string, app *failingApp, n int, dest
 	}
 }
 
+// rowIDs returns prefix_0000 ... for n rows.
+func rowIDs(prefix string, n int) []string {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("%s_%04d", prefix, i)
+	}
+	return ids
+}
+
+// pgPairStates reads every pair of the schema dsn reaches.
+func pgPairStates(t *testing.T, dsn string) map[string]pairState {
+	t.Helper()
+	conn := pgConnect(t, dsn)
+	defer conn.Close(context.Background())
+	rows, err := conn.Query(context.Background(), `SELECT event_id, destination, status, attempts, lease_owner IS NOT NULL FROM deliveries`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	out := map[string]pairState{}
+	for rows.Next() {
+		var id, dest string
+		var p pairState
+		if err := rows.Scan(&id, &dest, &p.Status, &p.Attempts, &p.Leased); err != nil {
+			t.Fatal(err)
+		}
+		out[id+" "+dest] = p
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
 // TestCrashParksOnlyAfterAFailedRequest kills `inbox dispatch` with SIGKILL
 // 0.2 s after each start, 40 times, while two destinations fail every
 // request (500) on short retry schedules: a pair whose last attempt's
@@ -80,8 +115,22 @@ func checkParkedByRequests(t *testing.T, db string, app *failingApp, n int, dest
 // rather than parked unsent, so every pair ends parked by a request that
 // reached the application and failed.
 func TestCrashParksOnlyAfterAFailedRequest(t *testing.T) {
-	const n, crashes = 1200, 40
+	const n = 1200
 	db := fillDB(t, n)
+	crashParksOnlyAfterAFailedRequest(t, db, rowIDs("job", n), func() map[string]pairState { return pairStates(t, db) })
+}
+
+// TestCrashParksOnlyAfterAFailedRequestPG is
+// TestCrashParksOnlyAfterAFailedRequest on PostgreSQL.
+func TestCrashParksOnlyAfterAFailedRequestPG(t *testing.T) {
+	const n = 1200
+	dsn := pgSchema(t)
+	fillPG(t, dsn, n)
+	crashParksOnlyAfterAFailedRequest(t, dsn, rowIDs("pg", n), func() map[string]pairState { return pgPairStates(t, dsn) })
+}
+
+func crashParksOnlyAfterAFailedRequest(t *testing.T, db string, ids []string, pairs func() map[string]pairState) {
+	const crashes = 40
 	app := newFailingApp(t)
 	cfg := filepath.Join(t.TempDir(), "inbox.toml")
 	if err := os.WriteFile(cfg, []byte(`
@@ -104,15 +153,24 @@ retry_schedule = "30ms,30ms,30ms"
 		d.kill(syscall.SIGKILL)
 	}
 	d := startDispatch(t, args...)
-	deadline := time.Now().Add(60 * time.Second)
-	for states, _ := rowStates(t, db); states["parked"] != n; states, _ = rowStates(t, db) {
-		if time.Now().After(deadline) {
-			t.Fatalf("rows %v, want all %d parked\n%s", states, n, d.logs)
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		parked := 0
+		for _, p := range pairs() {
+			if p.Status == "parked" {
+				parked++
+			}
 		}
-		time.Sleep(50 * time.Millisecond)
+		if parked == 2*len(ids) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d pairs parked, want all %d\n%s", parked, 2*len(ids), d.logs)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	d.kill(syscall.SIGTERM)
-	checkParkedByRequests(t, db, app, n, "x", "y")
+	checkParkedByRequests(t, pairs(), app, ids, "x", "y")
 }
 
 // TestScheduleCutShortParksOnlyAfterAFailedRequest: a dispatcher killed
@@ -145,5 +203,5 @@ func TestScheduleCutShortParksOnlyAfterAFailedRequest(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	d.kill(syscall.SIGTERM)
-	checkParkedByRequests(t, db, app, n, "default")
+	checkParkedByRequests(t, pairStates(t, db), app, rowIDs("job", n), "default")
 }
