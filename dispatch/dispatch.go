@@ -74,9 +74,20 @@ type Destination interface {
 
 // Reject marks err as the application's answer that the job must never be
 // retried: the row is parked handler_rejected at once.
-func Reject(err error) error { return &rejection{err} }
+func Reject(err error) error { return &rejection{err: err, reason: inbox.ReasonHandlerRejected} }
 
-type rejection struct{ err error }
+// TooLarge marks err as the destination's answer that the job can never
+// fit it (a NATS server's max_payload below the message): the row is
+// parked too_large_for_destination at once, with no retry.
+func TooLarge(err error) error {
+	return &rejection{err: err, reason: inbox.ReasonTooLargeForDestination}
+}
+
+// rejection is err, for which the row is parked with reason at once.
+type rejection struct {
+	err    error
+	reason inbox.Reason
+}
 
 func (r *rejection) Error() string { return r.err.Error() }
 func (r *rejection) Unwrap() error { return r.err }
@@ -886,7 +897,9 @@ func (d *Dispatcher) outcome(j inbox.Job, err error) inbox.Settlement {
 		st.Fate, outcome = inbox.FateDone, outcomeDone
 		log.Debug().Str(keyOutcome, outcome).Msg("delivered")
 	case Rejected(err):
-		st.Fate, st.Reason, st.Error, outcome = inbox.FatePark, inbox.ReasonHandlerRejected, errorText(err), outcomeRejected
+		var r *rejection
+		errors.As(err, &r)
+		st.Fate, st.Reason, st.Error, outcome = inbox.FatePark, r.reason, errorText(err), string(r.reason)
 		log.Warn().Str(keyOutcome, outcome).Str(keyCause, st.Error).Msg("rejected: parked")
 	case j.Attempt > len(d.cfg.Schedule):
 		st.Fate, st.Reason, st.Error, outcome = inbox.FatePark, inbox.ReasonHandlerFailed, errorText(err), outcomeFailed

@@ -49,6 +49,9 @@ const (
 	// on it, as on a new or done row.
 	ReasonHandlerFailed   Reason = "handler_failed"   // the application failed every attempt of the schedule
 	ReasonHandlerRejected Reason = "handler_rejected" // the application said never to retry
+	// The destination can never take the row as it is (a NATS server's
+	// max_payload below the message): parked at once, no retry.
+	ReasonTooLargeForDestination Reason = "too_large_for_destination"
 )
 
 // Reasons returns every reason: the contract's, in its order, then the
@@ -56,7 +59,7 @@ const (
 func Reasons() []Reason {
 	return []Reason{ReasonUnparseable, ReasonMissingJobID, ReasonUnknownEvent,
 		ReasonPayloadTooLarge, ReasonTooLarge, ReasonConflict, ReasonMissingKey,
-		ReasonHandlerFailed, ReasonHandlerRejected}
+		ReasonHandlerFailed, ReasonHandlerRejected, ReasonTooLargeForDestination}
 }
 
 // Valid reports whether r is one of Reasons.
@@ -65,7 +68,7 @@ func (r Reason) Valid() bool { return slices.Contains(Reasons(), r) }
 // ByHandler reports whether r is one the dispatcher parks with: the row
 // holds a storable job event the application did not take.
 func (r Reason) ByHandler() bool {
-	return r == ReasonHandlerFailed || r == ReasonHandlerRejected
+	return r == ReasonHandlerFailed || r == ReasonHandlerRejected || r == ReasonTooLargeForDestination
 }
 
 // ErrNotFound is returned when no row has the requested id.
