@@ -97,7 +97,10 @@ stops a destination on every running dispatcher within about a second
                     is claimed or attempted, none uses up its retries, and
                     it resumes within about a second of the broker's
                     return; /readyz, inbox_nats_connected and
-                    inbox_dispatch_paused say how it stands.
+                    inbox_dispatch_paused say how it stands. A message above
+                    the server's max_payload (1 MiB by default: the default
+                    --max-body) can never be published: its row is parked
+                    too_large_for_destination at once, and the start warns.
 An attempt is counted before it is sent (Inbox-Attempt, from 1), the next
 rows' counts written while the current ones are sent; a count never sent is
 undone, but a dispatcher killed costs at most 16 x --workers rows of each
