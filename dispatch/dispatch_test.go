@@ -426,12 +426,13 @@ func TestMetrics(t *testing.T) {
 		return err == nil && st.ByStatus[inbox.StatusNew] == 0
 	})
 	want := `
-# HELP inbox_dispatch_deliveries_total Delivery attempts by outcome: done, retry, handler_failed (parked: no attempt left), handler_rejected (parked: the application said never retry).
+# HELP inbox_dispatch_deliveries_total Delivery attempts by outcome: done, retry, handler_failed (parked: no attempt left), handler_rejected (parked: the application said never retry), too_large_for_destination (parked: the destination can never take it).
 # TYPE inbox_dispatch_deliveries_total counter
 inbox_dispatch_deliveries_total{destination="default",outcome="done"} 1
 inbox_dispatch_deliveries_total{destination="default",outcome="handler_failed"} 0
 inbox_dispatch_deliveries_total{destination="default",outcome="handler_rejected"} 1
 inbox_dispatch_deliveries_total{destination="default",outcome="retry"} 0
+inbox_dispatch_deliveries_total{destination="default",outcome="too_large_for_destination"} 0
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "inbox_dispatch_deliveries_total"); err != nil {
 		t.Error(err)

@@ -814,3 +814,54 @@ func TestStalledLinkPauses(t *testing.T) {
 	t.Logf("resumed %s after the link passed bytes again", time.Since(thawed))
 	checkOnce(t, store, s.ClientURL(), append(append(before, cut...), later...), cut...)
 }
+
+// TestMaxPayload: on a server whose max_payload is 4 KiB, a message that
+// fits exactly, its headers with its body, is published; one byte more can
+// never be, and its error parks the row at once (dispatch.Rejected),
+// saying why, without sending it.
+func TestMaxPayload(t *testing.T) {
+	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, MaxPayload: 4096,
+		JetStream: true, StoreDir: filepath.Join(t.TempDir(), "js"), NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server did not start")
+	}
+	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+	st := addStream(t, s)
+	p := connect(t, s)
+	if got := p.MaxPayload(); got != 4096 {
+		t.Fatalf("MaxPayload = %d, want the server's 4096", got)
+	}
+	job := func(id string, n int) inbox.Job {
+		return inbox.Job{ID: id, Event: "job.completed", Body: []byte(strings.Repeat("x", n)), Attempt: 1}
+	}
+	// The headers Publish sets, as nats.go counts them.
+	probe := natsgo.NewMsg(subject)
+	for _, h := range []string{nats.HeaderEvent, nats.HeaderAttempt, nats.HeaderSource, nats.HeaderKey, nats.HeaderIdempotencyKey, nats.HeaderRowID, natsgo.MsgIdHdr} {
+		probe.Header.Set(h, map[string]string{nats.HeaderEvent: "job.completed", nats.HeaderAttempt: "1", nats.HeaderSource: inbox.DefaultSource}[h])
+	}
+	for _, h := range []string{nats.HeaderKey, nats.HeaderIdempotencyKey, nats.HeaderRowID, natsgo.MsgIdHdr} {
+		probe.Header.Set(h, "job_a")
+	}
+	room := 4096 - (probe.Size() - len(subject))
+	if _, err := p.Publish(context.Background(), job("job_a", room)); err != nil {
+		t.Fatalf("a message of exactly max_payload: %v", err)
+	}
+	_, err = p.Publish(context.Background(), job("job_b", room+1))
+	switch {
+	case err == nil:
+		t.Fatal("a message one byte above max_payload was published")
+	case !dispatch.Rejected(err) || !strings.Contains(err.Error(), "max_payload of 4096"):
+		t.Errorf("one byte above max_payload: %v, want a rejection naming max_payload", err)
+	}
+	info, err := st.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != 1 {
+		t.Errorf("stream holds %d messages, want only the one that fit", info.State.Msgs)
+	}
+}
