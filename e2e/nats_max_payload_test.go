@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -16,7 +17,7 @@ import (
 // and a verified body of exactly 1,048,576 bytes, which can never fit
 // with its headers, is parked too_large_for_destination after one
 // attempt, not retried on the schedule; a small one beside it is
-// published.
+// published. inbox dispatch warns at start as serve does.
 func TestNATSMaxPayload(t *testing.T) {
 	b := newBroker(t)
 	b.start()
@@ -64,4 +65,8 @@ func TestNATSMaxPayload(t *testing.T) {
 	if got := b.messages(); len(got["big_1"]) != 0 || len(got["small_1"]) != 1 {
 		t.Errorf("the stream holds %v, want small_1 once and no big_1", fmt.Sprint(len(got["big_1"]), len(got["small_1"])))
 	}
+	// inbox dispatch warns too, with --max-body's default in mind.
+	d := startDispatch(t, "--db", db, "--nats-url", b.url(), "--nats-subject", natsSubject)
+	waitFor(t, "inbox dispatch's max_payload warning", func() bool { return strings.Contains(d.logs.String(), "too_large_for_destination") })
+	d.kill(syscall.SIGTERM)
 }
