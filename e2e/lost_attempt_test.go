@@ -195,13 +195,7 @@ func TestScheduleCutShortParksOnlyAfterAFailedRequest(t *testing.T) {
 	app := newFailingApp(t)
 	d := startDispatch(t, "--db", db, "--forward-url", app.URL+"/default", "--workers", "2",
 		"--timeout", "1s", "--lease", "2s", "--retry-schedule", "none")
-	deadline := time.Now().Add(30 * time.Second)
-	for states, _ := rowStates(t, db); states["parked"] != n; states, _ = rowStates(t, db) {
-		if time.Now().After(deadline) {
-			t.Fatalf("rows %v, want all %d parked\n%s", states, n, d.logs)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitLong(t, 30*time.Second, "every row parked", func() bool { states, _ := rowStates(t, db); return states["parked"] == n })
 	d.kill(syscall.SIGTERM)
 	checkParkedByRequests(t, pairStates(t, db), app, rowIDs("job", n), "default")
 }

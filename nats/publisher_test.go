@@ -42,11 +42,18 @@ func runServer(t *testing.T) *server.Server {
 // server back with its streams.
 func runServerAt(t *testing.T, port int, dir string) *server.Server {
 	t.Helper()
-	s, err := server.NewServer(&server.Options{
+	return runServerWith(t, &server.Options{
 		Host: "127.0.0.1", Port: port,
 		JetStream: true, StoreDir: dir,
 		NoLog: true, NoSigs: true,
 	})
+}
+
+// runServerWith starts an embedded nats-server with the options o, for the
+// test's length.
+func runServerWith(t *testing.T, o *server.Options) *server.Server {
+	t.Helper()
+	s, err := server.NewServer(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -820,16 +827,8 @@ func TestStalledLinkPauses(t *testing.T) {
 // never be, and its error parks the row at once (dispatch.Rejected),
 // saying why, without sending it.
 func TestMaxPayload(t *testing.T) {
-	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, MaxPayload: 4096,
+	s := runServerWith(t, &server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, MaxPayload: 4096,
 		JetStream: true, StoreDir: filepath.Join(t.TempDir(), "js"), NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server did not start")
-	}
-	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
 	st := addStream(t, s)
 	p := connect(t, s)
 	if got := p.MaxPayload(); got != 4096 {
@@ -850,7 +849,7 @@ func TestMaxPayload(t *testing.T) {
 	if _, err := p.Publish(context.Background(), job("job_a", room)); err != nil {
 		t.Fatalf("a message of exactly max_payload: %v", err)
 	}
-	_, err = p.Publish(context.Background(), job("job_b", room+1))
+	_, err := p.Publish(context.Background(), job("job_b", room+1))
 	switch {
 	case err == nil:
 		t.Fatal("a message one byte above max_payload was published")
