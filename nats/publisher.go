@@ -472,6 +472,9 @@ func (p *Publisher) publishError(err error) error {
 	case errors.Is(err, natsgo.ErrMaxPayload):
 		// Refused before it was sent: a server reconnected to takes less.
 		return dispatch.TooLarge(fmt.Errorf("publish to %s: %w: above the server's max_payload of %d: it can never be published", p.subject, err, p.nc.MaxPayload()))
+	case errors.Is(err, jetstream.ErrStreamMessageExceedsMaximum):
+		// The stream's own max_msg_size is below the message.
+		return dispatch.TooLarge(fmt.Errorf("publish to %s: above the stream's max_msg_size: it can never be stored: %w", p.subject, err))
 	case errors.Is(err, jetstream.ErrNoStreamResponse):
 		err = noStreamError{fmt.Errorf("publish to %s: no JetStream stream answered (none covers the subject, or JetStream is not up yet): %w", p.subject, err)}
 		p.setDoubt(err)
@@ -491,8 +494,9 @@ func (p *Publisher) publishError(err error) error {
 }
 
 // Deliver publishes j and returns once the stream has acknowledged it.
-// Every failure is retried, but a message the server can never take
-// (above its max_payload), whose row is parked too_large_for_destination.
+// Every failure is retried, but a message the server or the stream can
+// never take (above the server's max_payload or the stream's
+// max_msg_size), whose row is parked too_large_for_destination.
 func (p *Publisher) Deliver(ctx context.Context, j inbox.Job) error {
 	_, err := p.Publish(ctx, j)
 	return err

@@ -864,3 +864,30 @@ func TestMaxPayload(t *testing.T) {
 		t.Errorf("stream holds %d messages, want only the one that fit", info.State.Msgs)
 	}
 }
+
+// TestStreamMaxMsgSize: a message above the stream's max_msg_size, though
+// below the server's max_payload, can never be stored: its error parks the
+// row at once (dispatch.Rejected); a smaller one is published.
+func TestStreamMaxMsgSize(t *testing.T) {
+	s := runServer(t)
+	nc, err := natsgo.Connect(s.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: "JOBS", Subjects: []string{"sume.jobs.>"}, MaxMsgSize: 2048}); err != nil {
+		t.Fatal(err)
+	}
+	p := connect(t, s)
+	if _, err := p.Publish(context.Background(), inbox.Job{ID: "job_a", Body: body("job_a"), Attempt: 1}); err != nil {
+		t.Fatalf("a small message: %v", err)
+	}
+	_, err = p.Publish(context.Background(), inbox.Job{ID: "job_b", Body: []byte(strings.Repeat("x", 4096)), Attempt: 1})
+	if err == nil || !dispatch.Rejected(err) || !strings.Contains(err.Error(), "max_msg_size") {
+		t.Errorf("above the stream's max_msg_size: %v, want a rejection naming max_msg_size", err)
+	}
+}
