@@ -65,6 +65,9 @@ func TestNATSMaxPayload(t *testing.T) {
 	if got := b.messages(); len(got["big_1"]) != 0 || len(got["small_1"]) != 1 {
 		t.Errorf("the stream holds %v, want small_1 once and no big_1", fmt.Sprint(len(got["big_1"]), len(got["small_1"])))
 	}
+	if rows := cliLines(t, "parked", "--db", db, "--reason", "too_large_for_destination", "--json"); len(rows) != 1 || rows[0]["id"] != "big_1" {
+		t.Errorf("inbox parked --reason too_large_for_destination = %v, want big_1", rows)
+	}
 	// inbox dispatch warns too, with --max-body's default in mind.
 	d := startDispatch(t, "--db", db, "--nats-url", b.url(), "--nats-subject", natsSubject)
 	waitFor(t, "inbox dispatch's max_payload warning", func() bool { return strings.Contains(d.logs.String(), "too_large_for_destination") })
