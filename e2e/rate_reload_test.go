@@ -28,9 +28,10 @@ func TestReloadKeepsRate(t *testing.T) {
 		}
 	}
 	write("5s")
+	binary(t)           // built before the clock starts
+	start := time.Now() // before the dispatcher, so before its limiter
 	d := startDispatch(t, "--db", db, "--config", cfg, "--lease", "20s")
 	waitLong(t, 20*time.Second, "the first request", func() bool { return app.requests() > 0 })
-	start := time.Now()
 	for i := range 20 {
 		switch i % 3 {
 		case 0:
