@@ -253,10 +253,14 @@ func parseServe(c *cli.Context) (serveConfig, error) {
 	if cfg.reconcile, err = parseReconcile(c); err != nil {
 		return serveConfig{}, err
 	}
+	largest := largestBody(cfg.sources)
 	cfg.reparseDispatch = func() ([]dispatchConfig, error) {
 		d, err := parseDispatch(c)
 		if errors.Is(err, errNoDestination) {
 			return nil, nil // serve only receives
+		}
+		for i := range d {
+			d[i].maxBody = largest
 		}
 		return d, err
 	}
@@ -643,4 +647,18 @@ func checkPath(path string, sharesAdmin bool) error {
 		return fmt.Errorf("--path %s would hide a probe: choose another, or set --admin-addr", path)
 	}
 	return nil
+}
+
+// largestBody is the largest body sources hand on: their max_body (or
+// --max-body), or, with none, their request cap.
+func largestBody(sources []config.Source) int64 {
+	var most int64
+	for _, src := range sources {
+		b := src.Rules.MaxBody
+		if b <= 0 {
+			b = src.HardCap
+		}
+		most = max(most, b)
+	}
+	return most
 }

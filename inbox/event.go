@@ -50,6 +50,9 @@ const (
 	// on it, as on a new or done row.
 	ReasonHandlerFailed   Reason = "handler_failed"   // the application failed every attempt of the schedule
 	ReasonHandlerRejected Reason = "handler_rejected" // the application said never to retry
+	// The destination can never take the row as it is (a NATS server's
+	// max_payload below the message): parked at once, no retry.
+	ReasonTooLargeForDestination Reason = "too_large_for_destination"
 )
 
 // Reasons returns every reason: the contract's, in its order, then the
@@ -57,7 +60,7 @@ const (
 func Reasons() []Reason {
 	return []Reason{ReasonUnparseable, ReasonMissingJobID, ReasonUnknownEvent,
 		ReasonPayloadTooLarge, ReasonTooLarge, ReasonConflict, ReasonMissingKey,
-		ReasonUnknownJob, ReasonHandlerFailed, ReasonHandlerRejected}
+		ReasonUnknownJob, ReasonHandlerFailed, ReasonHandlerRejected, ReasonTooLargeForDestination}
 }
 
 // Valid reports whether r is one of Reasons.
@@ -66,7 +69,7 @@ func (r Reason) Valid() bool { return slices.Contains(Reasons(), r) }
 // ByHandler reports whether r is one the dispatcher parks with: the row
 // holds a storable job event the application did not take.
 func (r Reason) ByHandler() bool {
-	return r == ReasonHandlerFailed || r == ReasonHandlerRejected
+	return r == ReasonHandlerFailed || r == ReasonHandlerRejected || r == ReasonTooLargeForDestination
 }
 
 // ErrNotFound is returned when no row has the requested id.

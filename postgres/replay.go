@@ -215,7 +215,7 @@ func (t replayTx) Reroute(ids []string, now time.Time) ([]string, error) {
 	rows, err := t.tx.Query(t.ctx, `UPDATE events e SET status = 'new', reason = NULL, attempts = 0,
 			next_attempt_at = 0, lease_owner = NULL, lease_until = NULL, last_error = NULL, done_at = NULL, updated_at = $2
 		WHERE e.id = ANY($1::text[])
-		AND (e.status = 'done' OR (e.status = 'parked' AND e.reason IN ('handler_failed', 'handler_rejected')))
+		AND (e.status = 'done' OR (e.status = 'parked' AND e.reason IN ('handler_failed', 'handler_rejected', 'too_large_for_destination')))
 		AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id)
 		RETURNING e.id`, ids, now.UnixMilli())
 	if err != nil {

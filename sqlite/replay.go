@@ -219,7 +219,7 @@ func (t replayTx) Reroute(ids []string, now time.Time) ([]string, error) {
 	rows, err := t.tx.QueryContext(t.ctx, `UPDATE events SET status = 'new', reason = NULL, attempts = 0,
 			next_attempt_at = 0, lease_owner = NULL, lease_until = NULL, last_error = NULL, done_at = NULL, updated_at = ?2
 		WHERE id IN (SELECT value FROM json_each(?1))
-		AND (status = 'done' OR (status = 'parked' AND reason IN ('handler_failed', 'handler_rejected')))
+		AND (status = 'done' OR (status = 'parked' AND reason IN ('handler_failed', 'handler_rejected', 'too_large_for_destination')))
 		AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = events.id)
 		RETURNING id`, jsonList(ids), millis(now))
 	if err != nil {

@@ -67,7 +67,6 @@ const (
 	stmtSettleDone
 	stmtSettleRetry
 	stmtSettlePark
-	stmtSettleExhausted
 	stmtSettleRelease
 	stmtSettleUnsent
 	stmtUnrouted
@@ -94,7 +93,6 @@ var writerSQL = [numStmts]string{
 	stmtSettleDone:        settleDoneSQL,
 	stmtSettleRetry:       settleRetrySQL,
 	stmtSettlePark:        settleParkSQL,
-	stmtSettleExhausted:   settleExhaustedSQL,
 	stmtSettleRelease:     settleReleaseSQL,
 	stmtSettleUnsent:      settleUnsentSQL,
 	stmtUnrouted:          unroutedSQL,
