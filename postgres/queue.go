@@ -137,7 +137,7 @@ func (t queueTx) Settle(owner string, st inbox.Settlement) (bool, error) {
 		args = append(args, at(st.At))
 	case inbox.FateUnsent:
 		q = `UPDATE deliveries SET lease_owner = NULL, lease_until = NULL, next_attempt_at = $5, attempts = $6`
-		args = append(args, at(st.At), st.Job.Attempt-1)
+		args = append(args, at(st.Due()), st.Job.Attempt-1)
 	}
 	tag, err := t.tx.Exec(t.ctx, q+claimGuard, args...)
 	if err != nil {

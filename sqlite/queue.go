@@ -149,7 +149,7 @@ func (t queueTx) Settle(owner string, st inbox.Settlement) (bool, error) {
 	case inbox.FateRelease:
 		stmt, args = stmtSettleRelease, []any{millis(st.At)}
 	case inbox.FateUnsent:
-		stmt, args = stmtSettleUnsent, []any{millis(st.At), st.Job.Attempt - 1}
+		stmt, args = stmtSettleUnsent, []any{millis(st.Due()), st.Job.Attempt - 1}
 	default:
 		return false, fmt.Errorf("settle %s: unknown fate %d", st.Job.ID, st.Fate)
 	}

@@ -1,0 +1,72 @@
+package dispatch
+
+import (
+	"context"
+	"time"
+)
+
+// DownStore is what a Store may do besides: keep the destination's
+// outage, so that the operator's commands (inbox stats, inbox alert
+// --down-for) see it. A dispatcher whose store does not only logs it and
+// shows it on /readyz and the metrics.
+type DownStore interface {
+	// SetDown records that the destination name is down since since, for
+	// cause; a zero since records that it is up.
+	SetDown(ctx context.Context, name string, since time.Time, cause string) error
+}
+
+// downAgain is how often a dispatcher writes again that its destination
+// is still down: another dispatcher of it (a replica, a restart) may have
+// written that it is up meanwhile.
+const downAgain = 30 * time.Second
+
+// downRecord is the Run loop's record of the destination's outage as it
+// last wrote it.
+type downRecord struct {
+	since   time.Time // zero while up
+	written time.Time // when it was last written; zero: not yet
+}
+
+// watchDown reports whether the destination is down, and then how many
+// rows may be claimed to probe it now (0 or 1), logging, showing and
+// recording each change.
+func (d *Dispatcher) watchDown(ctx context.Context, r *downRecord) (down bool, probe int) {
+	since, cause, due := d.brk.down(time.Now())
+	switch {
+	case since.IsZero() && (!r.since.IsZero() || r.written.IsZero()):
+		// Up, after down, or at the start: whatever a dispatcher that
+		// died while it was down recorded is over.
+		if d.recordDown(ctx, time.Time{}, "") {
+			r.since, r.written = time.Time{}, time.Now()
+			d.metrics.down.Set(0)
+		}
+	case !since.IsZero() && (!since.Equal(r.since) || time.Since(r.written) > downAgain):
+		d.metrics.down.Set(1)
+		if d.recordDown(ctx, since, cause) {
+			r.since, r.written = since, time.Now()
+		}
+	}
+	if since.IsZero() {
+		return false, 0
+	}
+	if due {
+		return true, 1
+	}
+	return true, 0
+}
+
+// recordDown writes the destination's outage to the store, when it keeps
+// one, and reports whether it did.
+func (d *Dispatcher) recordDown(ctx context.Context, since time.Time, cause string) bool {
+	s, ok := d.store.(DownStore)
+	if !ok {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := s.SetDown(ctx, d.cfg.Route.Name, since, cause); err != nil {
+		d.log.Warn().Err(err).Msg("cannot record the destination's state: retrying")
+		return false
+	}
+	return true
+}
