@@ -244,6 +244,17 @@ CREATE TABLE IF NOT EXISTS paused_destinations (
   paused_at INTEGER NOT NULL
 ) STRICT;
 
+-- Destinations a dispatcher found down (no answer, timeouts, 429,
+-- 502-504, or the same failure for several rows in a row): their rows
+-- wait with no attempt counted while one probes them. inbox stats and
+-- inbox alert --down-for read it; the dispatcher deletes its row once the
+-- destination is up again, and writes it again every 30 s while down.
+CREATE TABLE IF NOT EXISTS down_destinations (
+  name  TEXT    NOT NULL PRIMARY KEY,
+  since INTEGER NOT NULL, -- Unix ms
+  cause TEXT    NOT NULL
+) STRICT;
+
 -- The earlier series of attempts of (row, destination) pairs: what a pair
 -- held when inbox replay made it new again, so show still tells what
 -- became of each earlier hand-over.

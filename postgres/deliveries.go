@@ -151,7 +151,11 @@ func (s *Store) Destinations(ctx context.Context, now time.Time) ([]inbox.Destin
 	if err != nil {
 		return nil, err
 	}
-	return inbox.TallyDestinations(counts, paused), nil
+	down, err := s.DownDestinations(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return inbox.TallyDestinations(counts, paused, down), nil
 }
 
 // PausedDestinations returns the destinations an operator paused, by name.
@@ -187,6 +191,51 @@ func (s *Store) SetPaused(ctx context.Context, name string, paused bool) error {
 		}
 		if err != nil {
 			return fmt.Errorf("pause %s: %w", name, err)
+		}
+		return nil
+	})
+}
+
+// DownDestinations returns the destinations a dispatcher found down, by
+// name.
+func (s *Store) DownDestinations(ctx context.Context) ([]inbox.DownDestination, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.busy)
+	defer cancel()
+	rows, err := s.pool.Query(ctx, `SELECT name, since, cause FROM down_destinations ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("read the down destinations: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (inbox.DownDestination, error) {
+		var d inbox.DownDestination
+		var since int64
+		err := r.Scan(&d.Name, &since, &d.Cause)
+		d.Since = time.UnixMilli(since)
+		return d, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the down destinations: %w", err)
+	}
+	return out, nil
+}
+
+// SetDown records the destination name down since since, for cause, or
+// up (a zero since).
+func (s *Store) SetDown(ctx context.Context, name string, since time.Time, cause string) error {
+	if s.readOnly {
+		return fmt.Errorf("record destination %s down: store is read-only", name)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.busy)
+	defer cancel()
+	return s.inTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		if since.IsZero() {
+			_, err = tx.Exec(ctx, `DELETE FROM down_destinations WHERE name = $1`, name)
+		} else {
+			_, err = tx.Exec(ctx, `INSERT INTO down_destinations (name, since, cause) VALUES ($1, $2, $3)
+				ON CONFLICT (name) DO UPDATE SET since = excluded.since, cause = excluded.cause`, name, since.UnixMilli(), pgText(cause))
+		}
+		if err != nil {
+			return fmt.Errorf("record destination %s down: %w", name, err)
 		}
 		return nil
 	})

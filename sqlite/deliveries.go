@@ -173,7 +173,11 @@ func (s *Store) Destinations(ctx context.Context, now time.Time) ([]inbox.Destin
 	if err != nil {
 		return nil, err
 	}
-	return inbox.TallyDestinations(counts, paused), nil
+	down, err := s.DownDestinations(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return inbox.TallyDestinations(counts, paused, down), nil
 }
 
 // PausedDestinations returns the destinations an operator paused, by name.
@@ -207,6 +211,45 @@ func (s *Store) SetPaused(ctx context.Context, name string, paused bool) error {
 		}
 		if err != nil {
 			return fmt.Errorf("pause %s: %w", name, err)
+		}
+		return nil
+	})
+}
+
+// DownDestinations returns the destinations a dispatcher found down, by
+// name.
+func (s *Store) DownDestinations(ctx context.Context) ([]inbox.DownDestination, error) {
+	rows, err := s.read.QueryContext(ctx, `SELECT name, since, cause FROM down_destinations ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("read the down destinations: %w", err)
+	}
+	defer rows.Close()
+	var out []inbox.DownDestination
+	for rows.Next() {
+		var d inbox.DownDestination
+		var since int64
+		if err := rows.Scan(&d.Name, &since, &d.Cause); err != nil {
+			return nil, fmt.Errorf("read the down destinations: %w", err)
+		}
+		d.Since = time.UnixMilli(since)
+		out = append(out, d)
+	}
+	return out, rows.Err()
+}
+
+// SetDown records the destination name down since since, for cause, or
+// up (a zero since).
+func (s *Store) SetDown(ctx context.Context, name string, since time.Time, cause string) error {
+	return s.writeOp(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		var err error
+		if since.IsZero() {
+			_, err = tx.ExecContext(ctx, `DELETE FROM down_destinations WHERE name = ?`, name)
+		} else {
+			_, err = tx.ExecContext(ctx, `INSERT INTO down_destinations (name, since, cause) VALUES (?, ?, ?)
+				ON CONFLICT (name) DO UPDATE SET since = excluded.since, cause = excluded.cause`, name, millis(since), cause)
+		}
+		if err != nil {
+			return fmt.Errorf("record destination %s down: %w", name, err)
 		}
 		return nil
 	})
