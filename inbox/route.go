@@ -146,12 +146,12 @@ type DestinationStats struct {
 	Paused bool   `json:"paused"`
 	// State is "paused" (an operator's), "down" (a dispatcher found it
 	// down: DownSince, DownCause) or "up".
-	State     string    `json:"state"`
-	DownSince time.Time `json:"down_since,omitzero"`
-	DownCause string    `json:"down_cause,omitempty"`
-	ByStatus map[Status]int64 `json:"by_status"`
-	InFlight int64            `json:"in_flight"`
-	Retrying int64            `json:"retrying"`
+	State     string           `json:"state"`
+	DownSince time.Time        `json:"down_since,omitzero"`
+	DownCause string           `json:"down_cause,omitempty"`
+	ByStatus  map[Status]int64 `json:"by_status"`
+	InFlight  int64            `json:"in_flight"`
+	Retrying  int64            `json:"retrying"`
 }
 
 // DestinationCount is one destination's pairs of one status, as a store
