@@ -19,13 +19,13 @@ import (
 // success between them (an application answering 500 to everything).
 // Then the destination is down: the attempt that failed is given back
 // uncounted, no row is claimed, and one row at a time probes it, at a
-// growing interval from firstProbe up to maxProbe (or as Retry-After
+// interval growing by half from firstProbe up to maxProbe (or as Retry-After
 // asks, up to maxRetryAfter); the first success brings it up, at full
 // speed. Any other failure is the row's: its attempt counts and it
 // follows the retry schedule, and is parked handler_failed after its last.
 const (
 	breakerRows   = 3
-	firstProbe    = time.Second
+	firstProbe    = 500 * time.Millisecond
 	maxProbe      = time.Minute
 	maxRetryAfter = time.Hour
 )
@@ -195,7 +195,7 @@ func (b *breaker) failed(j inbox.Job, err error, last bool, now time.Time) (v ve
 		if j.ID == b.probe {
 			b.probe = ""
 			b.probes++
-			b.interval = min(2*b.interval, maxProbe)
+			b.interval = min(b.interval*3/2, maxProbe)
 			b.next = now.Add(max(b.interval, after))
 			b.cause = errorText(err)
 		}

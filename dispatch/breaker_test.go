@@ -51,8 +51,8 @@ func TestBreakerSameFailureAcrossRows(t *testing.T) {
 	if b.ready(at) != nil || !b.admit("d", at) || b.admit("e", at) {
 		t.Error("the probe: want one attempt admitted once due")
 	}
-	if v, due, _ := b.failed(job("d", 1), err500, true, at); v != verdictDown || !due.Equal(at.Add(2*firstProbe)) {
-		t.Errorf("the failed probe: verdict %v due %v, want down, the interval doubled", v, due)
+	if v, due, _ := b.failed(job("d", 1), err500, true, at); v != verdictDown || !due.Equal(at.Add(firstProbe*3/2)) {
+		t.Errorf("the failed probe: verdict %v due %v, want down, the interval grown by half", v, due)
 	}
 	if !b.succeeded("e") {
 		t.Error("a success did not bring it up")
