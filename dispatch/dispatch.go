@@ -62,6 +62,10 @@ type Store interface {
 	Start(ctx context.Context, owner string, jobs []inbox.Job, now, until time.Time) ([]inbox.Job, error)
 	NextDue(ctx context.Context) (time.Time, bool, error)
 	Queue(ctx context.Context, now time.Time) (inbox.Queue, error)
+	// SetDown records that the destination name is down since since, for
+	// cause, so that the operator's commands (inbox stats, inbox alert
+	// --down-for) see it; a zero since records that it is up.
+	SetDown(ctx context.Context, name string, since time.Time, cause string) error
 }
 
 // Destination hands one job to the application.

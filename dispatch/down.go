@@ -5,16 +5,6 @@ import (
 	"time"
 )
 
-// DownStore is what a Store may do besides: keep the destination's
-// outage, so that the operator's commands (inbox stats, inbox alert
-// --down-for) see it. A dispatcher whose store does not only logs it and
-// shows it on /readyz and the metrics.
-type DownStore interface {
-	// SetDown records that the destination name is down since since, for
-	// cause; a zero since records that it is up.
-	SetDown(ctx context.Context, name string, since time.Time, cause string) error
-}
-
 // downAgain is how often a dispatcher writes again that its destination
 // is still down: another dispatcher of it (a replica, a restart) may have
 // written that it is up meanwhile.
@@ -55,16 +45,12 @@ func (d *Dispatcher) watchDown(ctx context.Context, r *downRecord) (down bool, p
 	return true, 0
 }
 
-// recordDown writes the destination's outage to the store, when it keeps
-// one, and reports whether it did.
+// recordDown writes the destination's outage to the store, and reports
+// whether it did.
 func (d *Dispatcher) recordDown(ctx context.Context, since time.Time, cause string) bool {
-	s, ok := d.store.(DownStore)
-	if !ok {
-		return true
-	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if err := s.SetDown(ctx, d.cfg.Route.Name, since, cause); err != nil {
+	if err := d.store.SetDown(ctx, d.cfg.Route.Name, since, cause); err != nil {
 		d.log.Warn().Err(err).Msg("cannot record the destination's state: retrying")
 		return false
 	}
