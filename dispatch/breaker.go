@@ -37,6 +37,9 @@ const maxTracked = 4096
 type outage struct {
 	err   error
 	after time.Duration // Retry-After; zero: none
+	// reached: the request may have reached the application (a timeout),
+	// so its attempt stays counted.
+	reached bool
 }
 
 func (o *outage) Error() string { return o.err.Error() }
@@ -54,6 +57,20 @@ func Down(err error, after time.Duration) error {
 func IsDown(err error) bool {
 	var o *outage
 	return errors.As(err, &o)
+}
+
+// timedOut marks err, an attempt's timeout, as the destination's outage
+// whose request may have reached it: the attempt stays counted, yet the
+// row is never parked for it.
+func timedOut(err error) error {
+	return &outage{err: err, after: retryAfter(err), reached: true}
+}
+
+// reached reports whether err, the destination's, is one whose request
+// may have reached it (a timeout).
+func reached(err error) bool {
+	var o *outage
+	return errors.As(err, &o) && o.reached
 }
 
 // retryAfter returns the Retry-After err carries, or zero.
@@ -236,12 +253,11 @@ func (b *breaker) trip(id string, err error, now time.Time, after time.Duration)
 }
 
 // failureKind names err's failure for telling "the same failure": its
-// text up to the first colon ("HTTP 500 Internal Server Error", "exit
-// status 1"), without what the application said after it.
-func failureKind(err error) string {
-	s, _, _ := strings.Cut(err.Error(), ":")
-	return s
-}
+// text, word for word, with what the application said ("HTTP 500
+// Internal Server Error: database unavailable", "exit status 1: ..."). An
+// application down answers every row alike; one that a row breaks tends
+// to name the row, or what in it failed.
+func failureKind(err error) string { return errorText(err) }
 
 func contains(ids []string, id string) bool {
 	for _, x := range ids {

@@ -896,7 +896,7 @@ func (d *Dispatcher) attempt(ctx context.Context, j inbox.Job) inbox.Settlement 
 	if err != nil && errors.Is(actx.Err(), context.DeadlineExceeded) {
 		// A timeout is the destination's: an application too busy, or
 		// away behind a proxy that holds the connection.
-		err = Down(fmt.Errorf("timed out after %s: %w", d.cfg.Timeout, err), retryAfter(err))
+		err = timedOut(fmt.Errorf("timed out after %s: %w", d.cfg.Timeout, err))
 	}
 	return d.outcome(j, err)
 }
@@ -924,6 +924,11 @@ func (d *Dispatcher) outcome(j inbox.Job, err error) inbox.Settlement {
 	case err == nil:
 		st.Fate, outcome = inbox.FateDone, outcomeDone
 		log.Debug().Str(keyOutcome, outcome).Msg("delivered")
+	case v == verdictDown && reached(err):
+		// The destination's failure, whose request may have reached it:
+		// the attempt counts, but the row waits for the probe, never parked.
+		st.Fate, st.RetryAt, st.Error, outcome = inbox.FateRetry, d.cfg.Now().Add(time.Until(due)), errorText(err), outcomeDown
+		log.Debug().Str(keyOutcome, outcome).Str(keyCause, st.Error).Msg("destination down: attempt timed out, retried once it is up")
 	case v == verdictDown:
 		// The destination's failure: the row waits, its attempt given back.
 		st.Fate, st.RetryAt, outcome = inbox.FateUnsent, d.cfg.Now().Add(time.Until(due)), outcomeDown

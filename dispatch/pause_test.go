@@ -190,3 +190,31 @@ func TestForwardRefusedHeld(t *testing.T) {
 		t.Errorf("inbox_dispatch_paused = %v, want 0", got)
 	}
 }
+
+// hang is a destination that never answers, until its attempt times out.
+type hang struct{}
+
+func (hang) Deliver(ctx context.Context, _ inbox.Job) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// TestTimeoutNeverParks: a destination that times out every attempt is
+// down, not the row's failure: with no retries left (every attempt the
+// last) the row is never parked, and its timed-out attempts, whose
+// requests may have reached the application, stay counted.
+func TestTimeoutNeverParks(t *testing.T) {
+	c := newClock()
+	s := storeWith(t, c, "job_1")
+	reg := prometheus.NewRegistry()
+	start(t, s, dispatch.Config{Destination: hang{}, Now: c.Now, Schedule: []time.Duration{}, Timeout: 50 * time.Millisecond, Registerer: reg})
+	waitFor(t, "down", func() bool { return gauge(t, reg, "inbox_dispatch_destination_down") == 1 })
+	for range 3 {
+		c.Advance(time.Hour)
+		time.Sleep(time.Second)
+	}
+	e := row(t, s, "job_1")
+	if e.Status != inbox.StatusNew || e.Attempts < 1 {
+		t.Errorf("row %+v, want new with its timed-out attempts counted", e)
+	}
+}

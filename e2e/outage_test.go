@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -162,13 +163,13 @@ func byStatus(rows []inbox.Event) (map[inbox.Status]int, []inbox.Event) {
 }
 
 // waitRows polls db until cond holds of its rows, for up to limit.
-func waitRows(t *testing.T, db string, limit time.Duration, what string, d *dispatcher, cond func([]inbox.Event) bool) {
+func waitRows(t *testing.T, db string, limit time.Duration, what string, logs fmt.Stringer, cond func([]inbox.Event) bool) {
 	t.Helper()
 	deadline := time.Now().Add(limit)
 	for rows := rowsOf(t, db); !cond(rows); rows = rowsOf(t, db) {
 		if time.Now().After(deadline) {
 			counts, _ := byStatus(rows)
-			t.Fatalf("timed out waiting for %s: rows %v\n%s", what, counts, d.logs)
+			t.Fatalf("timed out waiting for %s: rows %v\n%s", what, counts, logs)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -202,8 +203,8 @@ func outageParksNothing(t *testing.T, st outageStore, mode string, n int) {
 		app.failAll.Store(true)
 		app.start()
 	}
-	d := startDispatch(t, "--db", st.db, "--forward-url", app.url, "--retry-schedule", outageSchedule,
-		"--workers", "4", "--timeout", "2s")
+	d := startInbox(t, nil, "dispatch", "--db", st.db, "--forward-url", app.url, "--retry-schedule", outageSchedule,
+		"--workers", "4", "--timeout", "2s", "--admin-addr", "127.0.0.1:0")
 	began := time.Now()
 	// 20x the schedule is 3 s; alert --down-for 5s needs more.
 	deadline := began.Add(30 * time.Second)
@@ -227,6 +228,12 @@ func outageParksNothing(t *testing.T, st outageStore, mode string, n int) {
 	if err := json.Unmarshal([]byte(out), &stats); err != nil || len(stats.Destinations) != 1 || stats.Destinations[0].State != "down" {
 		t.Errorf("stats --json destinations %+v (%v), want default down", stats.Destinations, err)
 	}
+	if got := httpGet(t, d.admin+"/readyz"); !strings.Contains(got, "destination default: down for") {
+		t.Errorf("/readyz while down:\n%s", got)
+	}
+	if got := httpGet(t, d.admin+"/metrics"); !strings.Contains(got, `inbox_dispatch_destination_down{destination="default"} 1`) {
+		t.Error("/metrics while down: no inbox_dispatch_destination_down 1")
+	}
 	rows := rowsOf(t, st.db)
 	counts, parked := byStatus(rows)
 	if len(parked) > 0 || counts[inbox.StatusNew] != n {
@@ -246,7 +253,7 @@ func outageParksNothing(t *testing.T, st outageStore, mode string, n int) {
 	} else {
 		app.failAll.Store(false)
 	}
-	waitRows(t, st.db, 20*time.Second, "every row delivered after the application's return", d, allDone(n))
+	waitRows(t, st.db, 20*time.Second, "every row delivered after the application's return", d.logs, allDone(n))
 	if took := time.Since(back); took > 15*time.Second {
 		t.Errorf("delivered %s after the application's return, want within seconds", took)
 	}
@@ -261,7 +268,23 @@ func outageParksNothing(t *testing.T, st outageStore, mode string, n int) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	d.kill(syscall.SIGTERM)
+	if got := httpGet(t, d.admin+"/metrics"); !strings.Contains(got, `inbox_dispatch_destination_down{destination="default"} 0`) {
+		t.Error("/metrics once back: inbox_dispatch_destination_down not 0")
+	}
+	d.signal(syscall.SIGTERM)
+	<-d.done
+}
+
+// httpGet returns the body GET url answers with, whatever its status.
+func httpGet(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return string(b)
 }
 
 // TestPoisonRowParked: a row the application answers 500 to, while it
@@ -277,7 +300,7 @@ func TestPoisonRowParked(t *testing.T) {
 			d := startDispatch(t, "--db", st.db, "--forward-url", app.url, "--retry-schedule", outageSchedule, "--workers", "4")
 			time.Sleep(2 * time.Second)
 			app.start()
-			waitRows(t, st.db, 30*time.Second, "the poison row parked, the others done", d, func(rows []inbox.Event) bool {
+			waitRows(t, st.db, 30*time.Second, "the poison row parked, the others done", d.logs, func(rows []inbox.Event) bool {
 				counts, _ := byStatus(rows)
 				return counts[inbox.StatusDone] == n-1 && counts[inbox.StatusParked] == 1
 			})
@@ -307,7 +330,7 @@ func TestRetryAfterHonoured(t *testing.T) {
 			app.retryAfter = st.key(0)
 			app.start()
 			d := startDispatch(t, "--db", st.db, "--forward-url", app.url, "--retry-schedule", outageSchedule)
-			waitRows(t, st.db, 30*time.Second, "the row delivered", d, allDone(1))
+			waitRows(t, st.db, 30*time.Second, "the row delivered", d.logs, allDone(1))
 			times := app.times(st.key(0))
 			if len(times) != 2 {
 				t.Fatalf("%d requests, want 2\n%s", len(times), d.logs)
