@@ -244,6 +244,14 @@ func (b *breaker) failed(j inbox.Job, err error, last bool, now time.Time) (v ve
 	return verdictRow, time.Time{}, false
 }
 
+// resume starts the breaker down since since, for cause, a probe due at
+// once: what a dispatcher that stopped while it was down had recorded.
+func (b *breaker) resume(since time.Time, cause string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.since, b.cause, b.interval, b.next = since, cause, firstProbe, time.Time{}
+}
+
 // trip brings the destination down at now, for row id's failure err.
 func (b *breaker) trip(id string, err error, now time.Time, after time.Duration) {
 	b.since, b.cause, b.tripper, b.probes, b.probe = now, errorText(err), id, 0, ""

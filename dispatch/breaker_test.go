@@ -140,3 +140,19 @@ func TestRetry(t *testing.T) {
 		t.Errorf("none %+v", n)
 	}
 }
+
+// TestBreakerResume: a breaker started from a recorded outage keeps its
+// since, probes at once with one row, and comes up on a success.
+func TestBreakerResume(t *testing.T) {
+	b := newBreaker()
+	b.resume(t0, "connection refused")
+	if since, _, due := b.down(t0.Add(time.Second)); !since.Equal(t0) || !due {
+		t.Fatalf("down since %v, probe due %v", since, due)
+	}
+	if !b.admit("a", t0) || b.admit("b", t0) {
+		t.Error("want one probe at once")
+	}
+	if !b.succeeded("a") || b.admit("b", t0) == false {
+		t.Error("a success did not bring it up")
+	}
+}

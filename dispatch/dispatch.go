@@ -66,6 +66,9 @@ type Store interface {
 	// cause, so that the operator's commands (inbox stats, inbox alert
 	// --down-for) see it; a zero since records that it is up.
 	SetDown(ctx context.Context, name string, since time.Time, cause string) error
+	// DownDestinations returns the destinations recorded down: a
+	// dispatcher starting takes its destination's over, probing it first.
+	DownDestinations(ctx context.Context) ([]inbox.DownDestination, error)
 }
 
 // Destination hands one job to the application.
@@ -332,6 +335,7 @@ func (d *Dispatcher) Owner() string { return d.cfg.Owner }
 // when, stopping, it could not record what it had done (those rows are
 // delivered again once their leases run out).
 func (d *Dispatcher) Run(ctx context.Context) error {
+	d.takeOverDown(ctx)
 	// Rows claimed and not yet settled: up to maxHeldPerWorker a worker
 	// (one under way, the rest waiting for it), plus one per attempt gone
 	// on beside the workers.
@@ -398,7 +402,8 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		if !stopping && d.check(&paused) {
 			want = 0 // the destination is away: claim nothing, settle the rest
 		}
-		if down, probe := d.watchDown(ctx, &outage); down {
+		down, probe := d.watchDown(ctx, &outage)
+		if down {
 			// Down: claim nothing but the one row that probes it.
 			want = min(want, probe)
 		}
@@ -416,7 +421,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 			// A row's last attempt is never counted ahead (LastAttempt):
 			// it is counted by itself, just before it is sent (counted.last).
 			start := 0
-			for d.limit == nil && d.retry.Retries() && start < want && tryTake(ahead) {
+			for d.limit == nil && d.retry.Retries() && !down && start < want && tryTake(ahead) {
 				start++
 			}
 			// Not cut short by ctx: a claim that commits after Settle gave
@@ -639,7 +644,7 @@ func (d *Dispatcher) work(ctx context.Context, ready <-chan counted, results cha
 			now := d.cfg.Now()
 			var started []inbox.Job
 			var err error
-			if ctx.Err() == nil && d.reachable() == nil && d.brk.ready(now) == nil {
+			if ctx.Err() == nil && d.reachable() == nil && d.brk.ready(time.Now()) == nil {
 				// Not cut short by ctx: an error must mean nothing was counted.
 				started, err = d.store.Start(context.WithoutCancel(ctx), d.cfg.Owner, []inbox.Job{j}, now, now.Add(d.cfg.Lease))
 				if err != nil {
@@ -820,8 +825,15 @@ func (d *Dispatcher) runStarter(ctx context.Context, jobs <-chan inbox.Job, read
 
 // isLast reports whether j's attempt is the last its schedule allows, or
 // past it (the last one's outcome lost to a crash, or the schedule cut
-// short since): one never counted ahead of its worker (counted.last).
-func (d *Dispatcher) isLast(j inbox.Job) bool { return d.retry.Last(j.Attempt) }
+// short since), or a probe of the destination down: one never counted
+// ahead of its worker (counted.last), so a crash while it is down costs
+// no row an attempt.
+func (d *Dispatcher) isLast(j inbox.Job) bool {
+	if since, _, _ := d.brk.down(time.Now()); !since.IsZero() {
+		return true
+	}
+	return d.retry.Last(j.Attempt)
+}
 
 // mayStart reports whether j's attempt may be counted now, holding a token
 // of ahead; if not, it gives j back unattempted and the token with it.

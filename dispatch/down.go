@@ -45,6 +45,26 @@ func (d *Dispatcher) watchDown(ctx context.Context, r *downRecord) (down bool, p
 	return true, 0
 }
 
+// takeOverDown starts the breaker down when the store says a dispatcher
+// of this destination found it down (one that died, or a replica): the
+// first row probes it, and none is counted ahead meanwhile. A read that
+// fails starts it up.
+func (d *Dispatcher) takeOverDown(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	down, err := d.store.DownDestinations(ctx)
+	if err != nil {
+		d.log.Warn().Err(err).Msg("cannot read whether the destination was down: starting as up")
+		return
+	}
+	for _, dd := range down {
+		if dd.Name == d.cfg.Route.Name {
+			d.brk.resume(dd.Since, dd.Cause)
+			d.log.Warn().Str(keyCause, dd.Cause).Time("since", dd.Since).Msg("destination recorded down: probing it first")
+		}
+	}
+}
+
 // recordDown writes the destination's outage to the store, and reports
 // whether it did.
 func (d *Dispatcher) recordDown(ctx context.Context, since time.Time, cause string) bool {

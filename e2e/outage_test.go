@@ -203,8 +203,9 @@ func outageParksNothing(t *testing.T, st outageStore, mode string, n int) {
 		app.failAll.Store(true)
 		app.start()
 	}
-	d := startInbox(t, nil, "dispatch", "--db", st.db, "--forward-url", app.url, "--retry-schedule", outageSchedule,
-		"--workers", "4", "--timeout", "2s", "--admin-addr", "127.0.0.1:0")
+	args := []string{"dispatch", "--db", st.db, "--forward-url", app.url, "--retry-schedule", outageSchedule,
+		"--workers", "4", "--timeout", "2s", "--admin-addr", "127.0.0.1:0"}
+	d := startInbox(t, nil, args...)
 	began := time.Now()
 	// 20x the schedule is 3 s; alert --down-for 5s needs more.
 	deadline := began.Add(30 * time.Second)
@@ -244,6 +245,23 @@ func outageParksNothing(t *testing.T, st outageStore, mode string, n int) {
 		// whose failures told the outage (fewer than 3) count one each.
 		if (mode == "refused" && r.Attempts != 0) || r.Attempts > 1 {
 			t.Errorf("%s: %d attempts counted during the outage", r.ID, r.Attempts)
+		}
+	}
+
+	if mode == "refused" {
+		// Killed while it is down, and started again: no row spends an
+		// attempt it did not make, and the outage is still the same one.
+		d.signal(syscall.SIGKILL)
+		<-d.done
+		d = startInbox(t, nil, args...)
+		time.Sleep(2 * time.Second)
+		for _, r := range rowsOf(t, st.db) {
+			if r.Status != inbox.StatusNew || r.Attempts != 0 {
+				t.Errorf("%s after a kill -9 while down: %s with %d attempts, want new with none", r.ID, r.Status, r.Attempts)
+			}
+		}
+		if out, _, code := runCLI(t, nil, "alert", "--db", st.db, "--down-for", "5s"); code != 1 || !strings.Contains(out, "default") {
+			t.Errorf("alert --down-for 5s after the restart: exit %d, %q, want 1 naming default", code, out)
 		}
 	}
 
