@@ -147,15 +147,7 @@ func (s *Store) Destinations(ctx context.Context, now time.Time) ([]inbox.Destin
 	if err != nil {
 		return nil, fmt.Errorf("count the destinations: %w", err)
 	}
-	paused, err := s.PausedDestinations(ctx)
-	if err != nil {
-		return nil, err
-	}
-	down, err := s.DownDestinations(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return inbox.TallyDestinations(counts, paused, down), nil
+	return inbox.TallyDestinations(ctx, counts, s)
 }
 
 // PausedDestinations returns the destinations an operator paused, by name.
