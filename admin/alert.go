@@ -43,7 +43,7 @@ func (r *report) empty() bool { return r.text.Len() == 0 && r.json.Len() == 0 }
 func alertCommand(open Opener) *cli.Command {
 	return &cli.Command{
 		Name:  "alert",
-		Usage: "for cron: print parked rows older than --max-age (or parked in every hour), missed and overdue jobs, quiet sources or sources failing verification; exit 1 if any",
+		Usage: "for cron: print parked rows older than --max-age (or parked in every hour), missed and overdue jobs, quiet sources, sources failing verification or destinations down; exit 1 if any",
 		Description: `Counts the parked rows received more than --max-age ago. While there are
 fewer than --min-count it prints nothing and exits 0, so cron mails nothing;
 otherwise it prints one line per reason (count, oldest) and exits 1.
