@@ -1,15 +1,12 @@
 package e2e
 
 import (
-	"context"
-	"database/sql"
 	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -21,45 +18,27 @@ import (
 func TestNATSStreamMaxMsgSize(t *testing.T) {
 	b := newBroker(t)
 	b.start()
-	nc, err := natsgo.Connect(b.url())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := js.CreateOrUpdateStream(context.Background(), jetstream.StreamConfig{
-		Name: "JOBS", Subjects: []string{"sume.jobs.>"}, Duplicates: 2 * time.Minute, MaxMsgSize: 2048,
-	}); err != nil {
-		t.Fatal(err)
-	}
+	b.streamWith(jetstream.StreamConfig{Name: "JOBS", Subjects: []string{"sume.jobs.>"}, MaxMsgSize: 2048})
 	db := filepath.Join(t.TempDir(), "inbox.db")
 	srv := startServer(t, db, "--nats-url", b.url(), "--nats-subject", natsSubject,
 		"--retry-schedule", "200ms,200ms,200ms", "--timeout", "2s", "--lease", "10s")
-
-	big := `{"event":"job.completed","job_id":"big_1","status":"COMPLETED","pad":"` + strings.Repeat("x", 4096) + `"}`
-	if got := send(t, http.DefaultClient, srv.url, big, e2eSecret); got != http.StatusNoContent {
-		t.Fatalf("the 4 KiB delivery: %d\n%s", got, srv.logs)
-	}
-	if got := send(t, http.DefaultClient, srv.url, `{"event":"job.completed","job_id":"small_1","status":"COMPLETED"}`, e2eSecret); got != http.StatusNoContent {
-		t.Fatalf("the small delivery: %d", got)
+	for _, body := range []string{
+		`{"event":"job.completed","job_id":"big_1","status":"COMPLETED","pad":"` + strings.Repeat("x", 4096) + `"}`,
+		`{"event":"job.completed","job_id":"small_1","status":"COMPLETED"}`,
+	} {
+		if got := send(t, http.DefaultClient, srv.url, body, e2eSecret); got != http.StatusNoContent {
+			t.Fatalf("a delivery of %d bytes: %d\n%s", len(body), got, srv.logs)
+		}
 	}
 	waitLong(t, 20*time.Second, "both rows settled", func() bool {
 		states, _ := rowStates(t, db)
 		return states["done"] == 1 && states["parked"] == 1
 	})
 	time.Sleep(time.Second) // a retry would come within the schedule's 600 ms
-	rows := rowAttempts(t, db)
-	if r := rows["big_1"]; r.Status != "parked" || r.Attempts != 1 {
+	if r := rowAttempts(t, db)["big_1"]; r.Status != "parked" || r.Attempts != 1 {
 		t.Errorf("the 4 KiB row = %+v, want parked after one attempt", r)
 	}
-	var reason string
-	eachRow(t, db, `SELECT coalesce(reason, '') FROM deliveries WHERE event_id = 'big_1'`, func(rs *sql.Rows) error {
-		return rs.Scan(&reason)
-	})
-	if reason != "too_large_for_destination" {
-		t.Errorf("the 4 KiB row's pair is parked %q, want too_large_for_destination\n%s", reason, srv.logs)
+	if rows := cliLines(t, "parked", "--db", db, "--reason", "too_large_for_destination", "--json"); len(rows) != 1 || rows[0]["id"] != "big_1" {
+		t.Errorf("inbox parked --reason too_large_for_destination = %v, want big_1\n%s", rows, srv.logs)
 	}
 }
