@@ -14,7 +14,8 @@ import (
 // KiB) is far below the server's max_payload: a 4 KiB body fits the
 // server but never the stream, and its pair is parked
 // too_large_for_destination after one attempt, not retried on the
-// schedule; a small row beside it is published.
+// schedule; a small row beside it is published. serve warns of it at
+// start, as of a max_payload below --max-body.
 func TestNATSStreamMaxMsgSize(t *testing.T) {
 	b := newBroker(t)
 	b.start()
@@ -22,6 +23,7 @@ func TestNATSStreamMaxMsgSize(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "inbox.db")
 	srv := startServer(t, db, "--nats-url", b.url(), "--nats-subject", natsSubject,
 		"--retry-schedule", "200ms,200ms,200ms", "--timeout", "2s", "--lease", "10s")
+	waitFor(t, "the max_msg_size warning", func() bool { return strings.Contains(srv.logs.String(), "max_msg_size") })
 	for _, body := range []string{
 		`{"event":"job.completed","job_id":"big_1","status":"COMPLETED","pad":"` + strings.Repeat("x", 4096) + `"}`,
 		`{"event":"job.completed","job_id":"small_1","status":"COMPLETED"}`,
