@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -44,14 +43,11 @@ func (c counting) CountStatuses(ctx context.Context) (map[inbox.Status]int64, er
 }
 
 func (c counting) CountParkedAgo(ctx context.Context, f inbox.Filter, start, end time.Time) (map[int64]int64, error) {
-	w, args := where(f)
-	n := len(args)
+	sql, args := dialect.ParkedAgo(f, start, end)
 	counts := map[int64]int64{}
 	var ago, count int64
 	return counts, c.s.read(ctx, func(ctx context.Context, q querier) error {
-		rows, err := q.Query(ctx, fmt.Sprintf(`SELECT ($%d::bigint - updated_at - 1) / $%d::bigint AS ago, count(*)
-			FROM events%s AND updated_at >= $%d AND updated_at < $%d GROUP BY ago`, n+1, n+2, w, n+3, n+1),
-			append(args, end.UnixMilli(), time.Hour.Milliseconds(), start.UnixMilli())...)
+		rows, err := q.Query(ctx, sql, args...)
 		if err != nil {
 			return err
 		}
@@ -64,9 +60,8 @@ func (c counting) CountParkedAgo(ctx context.Context, f inbox.Filter, start, end
 }
 
 func (c counting) CountReasons(ctx context.Context, f inbox.Filter) ([]inbox.ReasonCount, error) {
-	w, args := where(f)
-	return collect(ctx, c.s, `SELECT reason, count(*), min(received_at), max(received_at)
-		FROM events`+w+` GROUP BY reason ORDER BY count(*) DESC, reason`, args,
+	sql, args := dialect.Reasons(f)
+	return collect(ctx, c.s, sql, args,
 		func(r pgx.CollectableRow) (rc inbox.ReasonCount, err error) {
 			var oldest, newest int64
 			err = r.Scan(&rc.Reason, &rc.Count, &oldest, &newest)
@@ -76,10 +71,10 @@ func (c counting) CountReasons(ctx context.Context, f inbox.Filter) ([]inbox.Rea
 }
 
 func (c counting) CountRows(ctx context.Context, f inbox.Filter) (int64, error) {
-	w, args := where(f)
+	sql, args := dialect.Count(f)
 	var n int64
 	return n, c.s.read(ctx, func(ctx context.Context, q querier) error {
-		return q.QueryRow(ctx, `SELECT count(*) FROM events`+w, args...).Scan(&n)
+		return q.QueryRow(ctx, sql, args...).Scan(&n)
 	})
 }
 

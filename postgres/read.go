@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"inbox/inbox"
+	"inbox/sqlfilter"
 )
 
 // eventColumns are the columns scanEvent reads, in its order.
@@ -36,56 +36,21 @@ func (s *Store) Get(ctx context.Context, id string) (inbox.Event, error) {
 	return e, nil
 }
 
+// dialect is how PostgreSQL writes a filter's SQL (sqlfilter).
+var dialect = sqlfilter.Dialect{
+	Param: func(n int) string { return "$" + strconv.Itoa(n) },
+	// position over bytea compares bytes, so % _ \ and NUL are bytes
+	// like any other.
+	HasBytes: func(p string) string { return "position(" + p + "::bytea IN body) > 0" },
+	RowKey:   "id",
+	NoLimit:  nil, // LIMIT NULL: none
+}
+
 // where returns f as a WHERE clause ("" when it selects every row) and its
 // arguments, numbered from $1.
 func where(f inbox.Filter) (string, []any) {
-	var conds []string
-	var args []any
-	add := func(cond string, arg any) {
-		args = append(args, arg)
-		conds = append(conds, fmt.Sprintf(cond, len(args)))
-	}
-	if f.Source != "" {
-		add("source = $%d", f.Source)
-	}
-	if f.Status != "" {
-		add("status = $%d", string(f.Status))
-	}
-	if f.Reason != "" {
-		add("reason = $%d", string(f.Reason))
-	}
-	if f.Event != "" {
-		add("event = $%d", f.Event)
-	}
-	if f.JobStatus != "" {
-		add("job_status = $%d", f.JobStatus)
-	}
-	if !f.Since.IsZero() {
-		add("received_at >= $%d", f.Since.UnixMilli())
-	}
-	if !f.Before.IsZero() {
-		add("received_at < $%d", f.Before.UnixMilli())
-	}
-	if f.Destination != "" {
-		add("EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = events.id AND d.destination = $%d)", f.Destination)
-	}
-	clause := ""
-	if len(conds) > 0 {
-		clause = ` WHERE ` + strings.Join(conds, " AND ")
-	}
-	if f.Contains == "" {
-		return clause, args
-	}
-	// The newest ScanLimit rows the rest selects, by id so the sort
-	// carries no body, then position over their bodies as bytea: bytes
-	// compared, so % _ \ and NUL are bytes like any other.
-	var limit any // NULL: none
-	if f.ScanLimit > 0 {
-		limit = f.ScanLimit
-	}
-	args = append(args, limit, []byte(f.Contains))
-	return fmt.Sprintf(` WHERE id IN (SELECT id FROM events%s ORDER BY received_at DESC, id LIMIT $%d)`+
-		` AND position($%d::bytea IN body) > 0`, clause, len(args)-1, len(args)), args
+	q := dialect.Query()
+	return q.Where(f), q.Args()
 }
 
 // List returns rows without their bodies, newest first.
@@ -96,14 +61,9 @@ func (s *Store) List(ctx context.Context, f inbox.Filter) ([]inbox.Event, error)
 // Each calls fn with each row List returns, as it arrives: pgx reads the
 // rows off the connection as they are asked for.
 func (s *Store) Each(ctx context.Context, f inbox.Filter, fn func(inbox.Event) error) error {
-	w, args := where(f)
-	var limit any // NULL: none
-	if f.Limit > 0 {
-		limit = f.Limit
-	}
-	sql := fmt.Sprintf(`SELECT %s FROM events%s ORDER BY received_at DESC, id LIMIT $%d`, eventColumns, w, len(args)+1)
+	sql, args := dialect.List(f, eventColumns)
 	return s.read(ctx, func(ctx context.Context, q querier) error {
-		rows, err := q.Query(ctx, sql, append(args, limit)...)
+		rows, err := q.Query(ctx, sql, args...)
 		if err != nil {
 			return fmt.Errorf("list: %w", err)
 		}

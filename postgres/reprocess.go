@@ -27,16 +27,18 @@ func (reprocessing) StoredText(s string) string { return pgText(s) }
 const selectColumns = `SELECT e.id, coalesce(e.job_id, e.id), e.size + coalesce(j.size, 0), e.received_at, e.status, e.source
 	FROM events e LEFT JOIN events j ON j.id = e.job_id AND j.id <> e.id AND j.status = 'parked'`
 
-// ParkedRows returns the parked rows of sources, with reason when given,
-// oldest first.
+// ParkedRows returns the parked rows of sources, with reason (their own or
+// a pair's) when given, oldest first.
 func (r reprocessing) ParkedRows(ctx context.Context, sources []string, reason inbox.Reason) ([]inbox.Selected, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.s.busy)
 	defer cancel()
-	q, args := selectColumns+` WHERE e.status = 'parked' AND e.source = ANY($1)`, []any{sources}
+	w := dialect.Query()
+	q := selectColumns + ` WHERE e.status = 'parked' AND e.source = ANY(` + w.Arg(sources) + `)`
 	if reason != "" {
-		q, args = q+` AND e.reason = $2`, append(args, string(reason))
+		// Parked with it itself, or at any of its destinations.
+		q += ` AND ` + w.ParkedWith("e", reason)
 	}
-	rows, err := r.s.pool.Query(ctx, q+` ORDER BY e.received_at, e.id`, args...)
+	rows, err := r.s.pool.Query(ctx, q+` ORDER BY e.received_at, e.id`, w.Args()...)
 	if err != nil {
 		return nil, fmt.Errorf("select parked rows: %w", err)
 	}

@@ -46,10 +46,8 @@ func (c counting) CountStatuses(ctx context.Context) (map[inbox.Status]int64, er
 }
 
 func (c counting) CountParkedAgo(ctx context.Context, f inbox.Filter, start, end time.Time) (map[int64]int64, error) {
-	where, args := where(f)
-	rows, err := c.s.read.QueryContext(ctx, `SELECT (? - updated_at - 1) / ? AS ago, count(*)
-		FROM events`+where+` AND updated_at >= ? AND updated_at < ? GROUP BY ago`,
-		append(append([]any{millis(end), time.Hour.Milliseconds()}, args...), millis(start), millis(end))...)
+	q, args := dialect.ParkedAgo(f, start, end)
+	rows, err := c.s.read.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -63,9 +61,8 @@ func (c counting) CountParkedAgo(ctx context.Context, f inbox.Filter, start, end
 }
 
 func (c counting) CountReasons(ctx context.Context, f inbox.Filter) ([]inbox.ReasonCount, error) {
-	where, args := where(f)
-	rows, err := c.s.read.QueryContext(ctx, `SELECT reason, count(*), min(received_at), max(received_at)
-		FROM events`+where+` GROUP BY reason ORDER BY count(*) DESC, reason`, args...)
+	q, args := dialect.Reasons(f)
+	rows, err := c.s.read.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -78,9 +75,9 @@ func (c counting) CountReasons(ctx context.Context, f inbox.Filter) ([]inbox.Rea
 }
 
 func (c counting) CountRows(ctx context.Context, f inbox.Filter) (int64, error) {
-	where, args := where(f)
+	q, args := dialect.Count(f)
 	var n int64
-	err := c.s.read.QueryRowContext(ctx, `SELECT count(*) FROM events`+where, args...).Scan(&n)
+	err := c.s.read.QueryRowContext(ctx, q, args...).Scan(&n)
 	return n, err
 }
 

@@ -5,9 +5,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 
 	"inbox/inbox"
+	"inbox/sqlfilter"
 )
 
 // eventColumns are the columns scanEvent reads, in its order.
@@ -32,63 +32,22 @@ func (s *Store) Get(ctx context.Context, id string) (inbox.Event, error) {
 // 'new' (schema.sql); a query repeats it word for word to use them.
 const settled = "status <> 'new'"
 
+// dialect is how SQLite writes a filter's SQL (sqlfilter).
+var dialect = sqlfilter.Dialect{
+	Param: func(int) string { return "?" },
+	// instr with both arguments BLOBs compares bytes, so % _ \ and NUL
+	// are bytes like any other.
+	HasBytes: func(p string) string { return "instr(body, " + p + ") > 0" },
+	Settled:  settled,
+	RowKey:   "rowid",
+	NoLimit:  -1,
+}
+
 // where returns the filter as a WHERE clause ("" when it selects every
 // row) and its arguments.
 func where(f inbox.Filter) (string, []any) {
-	var conds []string
-	var args []any
-	if f.Source != "" {
-		conds = append(conds, "source = ?")
-		args = append(args, f.Source)
-	}
-	if f.Status != "" {
-		conds = append(conds, "status = ?")
-		args = append(args, string(f.Status))
-		if f.Status != inbox.StatusNew {
-			conds = append(conds, settled) // lets SQLite use the partial indexes
-		}
-	}
-	if f.Reason != "" {
-		conds = append(conds, "reason = ?")
-		args = append(args, string(f.Reason))
-	}
-	if f.Event != "" {
-		conds = append(conds, "event = ?")
-		args = append(args, f.Event)
-	}
-	if f.JobStatus != "" {
-		conds = append(conds, "job_status = ?")
-		args = append(args, f.JobStatus)
-	}
-	if !f.Since.IsZero() {
-		conds = append(conds, "received_at >= ?")
-		args = append(args, millis(f.Since))
-	}
-	if !f.Before.IsZero() {
-		conds = append(conds, "received_at < ?")
-		args = append(args, millis(f.Before))
-	}
-	if f.Destination != "" {
-		// The primary key of deliveries serves it, row by row.
-		conds = append(conds, "EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = events.id AND d.destination = ?)")
-		args = append(args, f.Destination)
-	}
-	clause := ""
-	if len(conds) > 0 {
-		clause = ` WHERE ` + strings.Join(conds, " AND ")
-	}
-	if f.Contains == "" {
-		return clause, args
-	}
-	// The newest ScanLimit rows the rest selects, by rowid so the sort
-	// carries no body, then instr over their bodies: with both arguments
-	// BLOBs it compares bytes, so % _ \ and NUL are bytes like any other.
-	limit := -1 // none
-	if f.ScanLimit > 0 {
-		limit = f.ScanLimit
-	}
-	return ` WHERE rowid IN (SELECT rowid FROM events` + clause + ` ORDER BY received_at DESC, id LIMIT ?)` +
-		` AND instr(body, ?) > 0`, append(args, limit, []byte(f.Contains))
+	q := dialect.Query()
+	return q.Where(f), q.Args()
 }
 
 // List returns rows without their bodies, newest first.
@@ -98,13 +57,8 @@ func (s *Store) List(ctx context.Context, f inbox.Filter) ([]inbox.Event, error)
 
 // Each calls fn with each row List returns, as it is read.
 func (s *Store) Each(ctx context.Context, f inbox.Filter, fn func(inbox.Event) error) error {
-	where, args := where(f)
-	limit := -1 // none
-	if f.Limit > 0 {
-		limit = f.Limit
-	}
-	rows, err := s.read.QueryContext(ctx, `SELECT `+eventColumns+` FROM events`+where+
-		` ORDER BY received_at DESC, id LIMIT ?`, append(args, limit)...)
+	q, args := dialect.List(f, eventColumns)
+	rows, err := s.read.QueryContext(ctx, q, args...)
 	if err != nil {
 		return fmt.Errorf("list: %w", err)
 	}

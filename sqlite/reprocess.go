@@ -28,8 +28,8 @@ func (reprocessing) StoredText(s string) string { return s }
 const selectColumns = `SELECT e.id, COALESCE(e.job_id, e.id), e.size + COALESCE(j.size, 0), e.received_at, e.status, e.source
 	FROM events e LEFT JOIN events j ON j.id = e.job_id AND j.id != e.id AND j.status = 'parked'`
 
-// ParkedRows returns the parked rows of sources, with reason when given,
-// oldest first.
+// ParkedRows returns the parked rows of sources, with reason (their own or
+// a pair's) when given, oldest first.
 func (r reprocessing) ParkedRows(ctx context.Context, sources []string, reason inbox.Reason) ([]inbox.Selected, error) {
 	q := selectColumns + ` WHERE e.status = 'parked' AND e.source IN (?` + strings.Repeat(", ?", len(sources)-1) + `)`
 	args := make([]any, 0, len(sources)+1)
@@ -37,7 +37,9 @@ func (r reprocessing) ParkedRows(ctx context.Context, sources []string, reason i
 		args = append(args, n)
 	}
 	if reason != "" {
-		q, args = q+` AND e.reason = ?`, append(args, string(reason))
+		// Parked with it itself, or at any of its destinations.
+		w := dialect.Query()
+		q, args = q+` AND `+w.ParkedWith("e", reason), append(args, w.Args()...)
 	}
 	rows, err := r.s.read.QueryContext(ctx, q+` ORDER BY e.received_at, e.id`, args...)
 	if err != nil {

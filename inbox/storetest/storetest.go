@@ -45,6 +45,7 @@ func Run(t *testing.T, open func(t *testing.T, opts Options) inbox.Store) {
 	t.Run("reconcile", func(t *testing.T) { runReconcile(t, o) })
 	t.Run("destinations", func(t *testing.T) { runDestinations(t, o) })
 	t.Run("replay", func(t *testing.T) { runReplay(t, o) })
+	t.Run("pair state", func(t *testing.T) { runPairState(t, o) })
 }
 
 type opener func(t *testing.T, opts Options) inbox.Store
