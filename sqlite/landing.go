@@ -11,33 +11,6 @@ import (
 // How a delivery lands on the rows under the landing rules (inbox.Land),
 // one statement at a time on the writer's transaction (writer.go).
 
-const insertSQL = `INSERT INTO events
-	(id, job_id, status, reason, event, job_status, result_url, body, size, sha256,
-	 delivery_ts, received_at, deliveries, last_seen_at, updated_at, source, response)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?)
-	ON CONFLICT(id) DO NOTHING`
-
-// insertNow is the index in insertArgs of the first of the three times,
-// received, last seen and updated at, all the same. (Numbered parameters,
-// one ?12 three times, would cost the driver a string for each parameter's
-// name on every insert.)
-const insertNow = 11
-
-// insertArgs are insertSQL's arguments for d, received at now (nil: set
-// later, by setNow). Put makes them in the request's goroutine, so that
-// the writer does not box them for each row; every value is already of a
-// type database/sql passes on as it is.
-func insertArgs(d inbox.Delivery, now any) []any {
-	return []any{d.Key, nullable(d.JobID), string(d.Status), nullable(string(d.Reason)),
-		nullable(d.Event), nullable(d.JobStatus), nullable(d.ResultURL),
-		d.Body, int64(len(d.Body)), d.SHA256, d.DeliveryTS, now, now, now, inbox.SourceOf(d), d.Response}
-}
-
-// setNow sets the three times of args, insertArgs' result, to now.
-func setNow(args []any, now any) {
-	args[insertNow], args[insertNow+1], args[insertNow+2] = now, now, now
-}
-
 // put applies one delivery inside st's transaction, through its prepared
 // statements only: a repeat parses no more SQL than a new row. The primary
 // key decides whether the row is new: insert, and only when the key is
@@ -153,9 +126,7 @@ func scanCurrent(id string, row *sql.Row) (inbox.Event, error) {
 // deliveries on it, the last seen at lastSeen; upd is reviveSQL. The row is
 // queued afresh: no attempts, no lease, no error.
 func revive(ctx context.Context, upd execer, d inbox.Delivery, n, lastSeen, now int64) error {
-	_, err := upd.ExecContext(ctx,
-		nullable(d.Event), nullable(d.JobStatus), d.Body, len(d.Body), d.SHA256,
-		d.DeliveryTS, n, lastSeen, now, d.Response, d.Key)
+	_, err := upd.ExecContext(ctx, reviveArgs(d, n, lastSeen, now)...)
 	if err != nil {
 		return fmt.Errorf("revive %s: %w", d.Key, err)
 	}

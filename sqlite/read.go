@@ -10,14 +10,9 @@ import (
 	"inbox/sqlfilter"
 )
 
-// eventColumns are the columns scanEvent reads, in its order.
-const eventColumns = `id, job_id, status, reason, event, job_status, result_url,
-	size, sha256, delivery_ts, received_at, deliveries, last_seen_at, updated_at,
-	attempts, next_attempt_at, lease_owner, lease_until, last_error, done_at, source, response`
-
 // Get returns the row with the given id, body included, or ErrNotFound.
 func (s *Store) Get(ctx context.Context, id string) (inbox.Event, error) {
-	row := s.read.QueryRowContext(ctx, `SELECT `+eventColumns+`, body FROM events WHERE id = ?`, id)
+	row := s.read.QueryRowContext(ctx, `SELECT `+bodyColumns+` FROM events WHERE id = ?`, id)
 	e, err := scanEvent(row.Scan, true)
 	if errors.Is(err, sql.ErrNoRows) {
 		return inbox.Event{}, fmt.Errorf("get %s: %w", id, inbox.ErrNotFound)
@@ -69,34 +64,4 @@ func (s *Store) Each(ctx context.Context, f inbox.Filter, fn func(inbox.Event) e
 		}
 		return fn(e)
 	})
-}
-
-func scanEvent(scan func(...any) error, withBody bool) (inbox.Event, error) {
-	var e inbox.Event
-	var jobID, reason, event, jobStatus, resultURL, leaseOwner, lastError sql.NullString
-	var received, lastSeen, updated, nextAttempt int64
-	var leaseUntil, doneAt sql.NullInt64
-	dest := []any{&e.ID, &jobID, &e.Status, &reason, &event, &jobStatus, &resultURL,
-		&e.Size, &e.SHA256, &e.DeliveryTS, &received, &e.Deliveries, &lastSeen, &updated,
-		&e.Attempts, &nextAttempt, &leaseOwner, &leaseUntil, &lastError, &doneAt, &e.Source, &e.Response}
-	if withBody {
-		dest = append(dest, &e.Body)
-	}
-	if err := scan(dest...); err != nil {
-		return inbox.Event{}, err
-	}
-	e.JobID, e.Reason, e.Event = jobID.String, inbox.Reason(reason.String), event.String
-	e.JobStatus, e.ResultURL = jobStatus.String, resultURL.String
-	e.ReceivedAt, e.LastSeenAt, e.UpdatedAt = fromMillis(received), fromMillis(lastSeen), fromMillis(updated)
-	e.LeaseOwner, e.LastError = leaseOwner.String, lastError.String
-	if nextAttempt != 0 {
-		e.NextAttemptAt = fromMillis(nextAttempt)
-	}
-	if leaseUntil.Valid {
-		e.LeaseUntil = fromMillis(leaseUntil.Int64)
-	}
-	if doneAt.Valid {
-		e.DoneAt = fromMillis(doneAt.Int64)
-	}
-	return e, nil
 }

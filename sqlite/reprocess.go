@@ -72,7 +72,7 @@ func (r reprocessing) SelectedRow(ctx context.Context, id string) (inbox.Selecte
 // ReadParked reads the parked row id, body included, through the read
 // connections; false when it is not there or not parked.
 func (r reprocessing) ReadParked(ctx context.Context, id string) (inbox.Event, bool, error) {
-	e, err := scanEvent(r.s.read.QueryRowContext(ctx, `SELECT `+eventColumns+`, body FROM events WHERE id = ? AND status = 'parked'`, id).Scan, true)
+	e, err := scanEvent(r.s.read.QueryRowContext(ctx, `SELECT `+bodyColumns+` FROM events WHERE id = ? AND status = 'parked'`, id).Scan, true)
 	if errors.Is(err, sql.ErrNoRows) {
 		return inbox.Event{}, false, nil
 	}

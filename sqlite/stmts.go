@@ -16,13 +16,6 @@ const (
 	repeatSQL = `UPDATE events SET deliveries = deliveries + ?,
 		last_seen_at = max(last_seen_at, ?) WHERE id = ?`
 
-	reviveSQL = `UPDATE events SET status = 'new', reason = NULL,
-		event = ?, job_status = ?, result_url = NULL, body = ?, size = ?, sha256 = ?,
-		delivery_ts = ?, deliveries = deliveries + ?, last_seen_at = max(last_seen_at, ?), updated_at = ?,
-		attempts = 0, next_attempt_at = 0, lease_owner = NULL, lease_until = NULL,
-		last_error = NULL, done_at = NULL, response = COALESCE(response, ?)
-		WHERE id = ?`
-
 	// settleTablesSQL tells whether the database has the tables
 	// settleArrivals settles: the admin commands open one without the
 	// schema.
