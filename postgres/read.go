@@ -13,18 +13,12 @@ import (
 	"inbox/sqlfilter"
 )
 
-// eventColumns are the columns scanEvent reads, in its order.
-const eventColumns = `id, coalesce(job_id, ''), status, coalesce(reason, ''), coalesce(event, ''),
-	coalesce(job_status, ''), coalesce(result_url, ''), size, sha256, delivery_ts, received_at,
-	deliveries, last_seen_at, updated_at, attempts, next_attempt_at, coalesce(lease_owner, ''),
-	lease_until, coalesce(last_error, ''), done_at, source, response`
-
 // Get returns the row with the given id, body included, or ErrNotFound.
 func (s *Store) Get(ctx context.Context, id string) (inbox.Event, error) {
 	var e inbox.Event
 	err := s.read(ctx, func(ctx context.Context, q querier) error {
 		var err error
-		e, err = scanEvent(q.QueryRow(ctx, `SELECT `+eventColumns+`, body FROM events WHERE id = $1`, id).Scan, true)
+		e, err = scanEvent(q.QueryRow(ctx, `SELECT `+bodyColumns+` FROM events WHERE id = $1`, id).Scan, true)
 		return err
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -120,30 +114,4 @@ func (s *Store) read(ctx context.Context, fn func(ctx context.Context, q querier
 		return err
 	}
 	return tx.Commit(ctx)
-}
-
-func scanEvent(scan func(...any) error, withBody bool) (inbox.Event, error) {
-	var e inbox.Event
-	var received, lastSeen, updated, nextAttempt int64
-	var leaseUntil, doneAt *int64
-	dest := []any{&e.ID, &e.JobID, &e.Status, &e.Reason, &e.Event, &e.JobStatus, &e.ResultURL,
-		&e.Size, &e.SHA256, &e.DeliveryTS, &received, &e.Deliveries, &lastSeen, &updated,
-		&e.Attempts, &nextAttempt, &e.LeaseOwner, &leaseUntil, &e.LastError, &doneAt, &e.Source, &e.Response}
-	if withBody {
-		dest = append(dest, &e.Body)
-	}
-	if err := scan(dest...); err != nil {
-		return inbox.Event{}, err
-	}
-	e.ReceivedAt, e.LastSeenAt, e.UpdatedAt = fromMillis(received), fromMillis(lastSeen), fromMillis(updated)
-	if nextAttempt != 0 {
-		e.NextAttemptAt = fromMillis(nextAttempt)
-	}
-	if leaseUntil != nil {
-		e.LeaseUntil = fromMillis(*leaseUntil)
-	}
-	if doneAt != nil {
-		e.DoneAt = fromMillis(*doneAt)
-	}
-	return e, nil
 }

@@ -68,7 +68,7 @@ func (r reprocessing) SelectedRow(ctx context.Context, id string) (inbox.Selecte
 func (r reprocessing) ReadParked(ctx context.Context, id string) (inbox.Event, bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.s.busy)
 	defer cancel()
-	e, err := scanEvent(r.s.pool.QueryRow(ctx, `SELECT `+eventColumns+`, body FROM events WHERE id = $1 AND status = 'parked'`, id).Scan, true)
+	e, err := scanEvent(r.s.pool.QueryRow(ctx, `SELECT `+bodyColumns+` FROM events WHERE id = $1 AND status = 'parked'`, id).Scan, true)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return inbox.Event{}, false, nil
 	}
