@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"inbox/inbox"
-	"inbox/sqlscan"
+	"inbox/sqlrow"
 )
 
 // column is one column of the events row as this store writes and reads
@@ -49,22 +49,23 @@ type column struct {
 // deliveries, and the clock.
 type landed struct{ n, now int64 }
 
-// columns are the events row's columns, in the table's order.
-var columns = []column{
+// columns are the events row's columns: those a landing writes, then the
+// queue's (sqlrow.Queue).
+var columns = append([]column{
 	{name: "id", text: func(d *inbox.Delivery) string { return d.Key }, kept: true,
 		scan: func(e *inbox.Event) any { return &e.ID }},
 	{name: "job_id", text: func(d *inbox.Delivery) string { return d.JobID }, null: true, kept: true,
-		scan: func(e *inbox.Event) any { return sqlscan.Text[string]{P: &e.JobID} }},
+		scan: func(e *inbox.Event) any { return sqlrow.Text[string]{P: &e.JobID} }},
 	{name: "status", text: func(d *inbox.Delivery) string { return string(d.Status) },
 		scan: func(e *inbox.Event) any { return &e.Status }},
 	{name: "reason", text: func(d *inbox.Delivery) string { return string(d.Reason) }, null: true,
-		scan: func(e *inbox.Event) any { return sqlscan.Text[inbox.Reason]{P: &e.Reason} }},
+		scan: func(e *inbox.Event) any { return sqlrow.Text[inbox.Reason]{P: &e.Reason} }},
 	{name: "event", text: func(d *inbox.Delivery) string { return d.Event }, null: true,
-		scan: func(e *inbox.Event) any { return sqlscan.Text[string]{P: &e.Event} }},
+		scan: func(e *inbox.Event) any { return sqlrow.Text[string]{P: &e.Event} }},
 	{name: "job_status", text: func(d *inbox.Delivery) string { return d.JobStatus }, null: true,
-		scan: func(e *inbox.Event) any { return sqlscan.Text[string]{P: &e.JobStatus} }},
+		scan: func(e *inbox.Event) any { return sqlrow.Text[string]{P: &e.JobStatus} }},
 	{name: "result_url", text: func(d *inbox.Delivery) string { return d.ResultURL }, null: true,
-		scan: func(e *inbox.Event) any { return sqlscan.Text[string]{P: &e.ResultURL} }},
+		scan: func(e *inbox.Event) any { return sqlrow.Text[string]{P: &e.ResultURL} }},
 	{name: "body", bytes: func(d *inbox.Delivery) []byte { return d.Body }, lazy: true,
 		scan: func(e *inbox.Event) any { return &e.Body }},
 	{name: "size", int: func(d *inbox.Delivery) int64 { return int64(len(d.Body)) },
@@ -74,30 +75,20 @@ var columns = []column{
 	{name: "delivery_ts", int: func(d *inbox.Delivery) int64 { return d.DeliveryTS },
 		scan: func(e *inbox.Event) any { return &e.DeliveryTS }},
 	{name: "received_at", insert: "n.now", kept: true,
-		scan: func(e *inbox.Event) any { return sqlscan.Time{P: &e.ReceivedAt} }},
+		scan: func(e *inbox.Event) any { return sqlrow.Time{P: &e.ReceivedAt} }},
 	{name: "deliveries", insert: "1", land: func(l landed) any { return l.n }, revive: "deliveries + ?",
 		scan: func(e *inbox.Event) any { return &e.Deliveries }},
 	{name: "last_seen_at", insert: "n.now", land: func(l landed) any { return l.now }, revive: "greatest(last_seen_at, ?)",
-		scan: func(e *inbox.Event) any { return sqlscan.Time{P: &e.LastSeenAt} }},
+		scan: func(e *inbox.Event) any { return sqlrow.Time{P: &e.LastSeenAt} }},
 	{name: "updated_at", insert: "n.now", land: func(l landed) any { return l.now },
-		scan: func(e *inbox.Event) any { return sqlscan.Time{P: &e.UpdatedAt} }},
-	{name: "attempts", fresh: "0",
-		scan: func(e *inbox.Event) any { return &e.Attempts }},
-	{name: "next_attempt_at", fresh: "0",
-		scan: func(e *inbox.Event) any { return sqlscan.Time{P: &e.NextAttemptAt, Unset: true} }},
-	{name: "lease_owner", fresh: "NULL",
-		scan: func(e *inbox.Event) any { return sqlscan.Text[string]{P: &e.LeaseOwner} }},
-	{name: "lease_until", fresh: "NULL",
-		scan: func(e *inbox.Event) any { return sqlscan.Time{P: &e.LeaseUntil, Unset: true} }},
-	{name: "last_error", fresh: "NULL",
-		scan: func(e *inbox.Event) any { return sqlscan.Text[string]{P: &e.LastError} }},
-	{name: "done_at", fresh: "NULL",
-		scan: func(e *inbox.Event) any { return sqlscan.Time{P: &e.DoneAt, Unset: true} }},
+		scan: func(e *inbox.Event) any { return sqlrow.Time{P: &e.UpdatedAt} }},
 	{name: "source", text: func(d *inbox.Delivery) string { return inbox.SourceOf(*d) }, kept: true,
 		scan: func(e *inbox.Event) any { return &e.Source }},
 	{name: "response", bytes: func(d *inbox.Delivery) []byte { return d.Response }, revive: "coalesce(response, ?)",
 		scan: func(e *inbox.Event) any { return &e.Response }},
-}
+}, sqlrow.Of(sqlrow.Queue, func(q sqlrow.QueueColumn) column {
+	return column{name: q.Name, fresh: q.Fresh, scan: q.Scan}
+})...)
 
 // given reports whether a delivery gives the column, and the type of its
 // unnest array.
@@ -136,20 +127,9 @@ var (
 	reviveSQL = reviveStatement()
 	// eventColumns are the columns scanEvent reads without the lazy ones,
 	// in its order; bodyColumns with them.
-	eventColumns = names(func(c column) bool { return !c.lazy })
-	bodyColumns  = names(func(column) bool { return true })
+	eventColumns = reads.List(false)
+	bodyColumns  = reads.List(true)
 )
-
-// names lists the names of the columns keep selects.
-func names(keep func(column) bool) string {
-	var out []string
-	for _, c := range columns {
-		if keep(c) {
-			out = append(out, c.name)
-		}
-	}
-	return strings.Join(out, ", ")
-}
 
 // insertSQL is the insert of the rows of unnest arrays, one a column a
 // delivery gives (insertArgs'), at the clock of the argument after
@@ -276,15 +256,10 @@ func reviveArgs(d inbox.Delivery, n, now int64) []any {
 // scanEvent scans a row of eventColumns (bodyColumns withBody) into an
 // Event.
 func scanEvent(scan func(...any) error, withBody bool) (inbox.Event, error) {
-	var e inbox.Event
-	dest := make([]any, 0, len(columns))
-	for _, c := range columns {
-		if withBody || !c.lazy {
-			dest = append(dest, c.scan(&e))
-		}
-	}
-	if err := scan(dest...); err != nil {
-		return inbox.Event{}, err
-	}
-	return e, nil
+	return reads.Row(scan, withBody)
 }
+
+// reads are the columns as a read scans them.
+var reads sqlrow.Columns[inbox.Event] = sqlrow.Of(columns, func(c column) sqlrow.Column[inbox.Event] {
+	return sqlrow.Column[inbox.Event]{Name: c.name, Lazy: c.lazy, Scan: c.scan}
+})

@@ -4,7 +4,7 @@ import (
 	"strings"
 
 	"inbox/inbox"
-	"inbox/sqlscan"
+	"inbox/sqlrow"
 )
 
 // column is one column of the events row as this store writes and reads
@@ -46,22 +46,23 @@ type landed struct {
 	now      any
 }
 
-// columns are the events row's columns, in the table's order.
-var columns = []column{
+// columns are the events row's columns: those a landing writes, then the
+// queue's (sqlrow.Queue).
+var columns = append([]column{
 	{name: "id", bind: func(l *landed) any { return l.d.Key }, kept: true,
 		scan: func(e *inbox.Event) any { return &e.ID }},
 	{name: "job_id", bind: func(l *landed) any { return nullable(l.d.JobID) }, kept: true,
-		scan: func(e *inbox.Event) any { return sqlscan.Text[string]{P: &e.JobID} }},
+		scan: func(e *inbox.Event) any { return sqlrow.Text[string]{P: &e.JobID} }},
 	{name: "status", bind: func(l *landed) any { return string(l.d.Status) },
 		scan: func(e *inbox.Event) any { return &e.Status }},
 	{name: "reason", bind: func(l *landed) any { return nullable(string(l.d.Reason)) },
-		scan: func(e *inbox.Event) any { return sqlscan.Text[inbox.Reason]{P: &e.Reason} }},
+		scan: func(e *inbox.Event) any { return sqlrow.Text[inbox.Reason]{P: &e.Reason} }},
 	{name: "event", bind: func(l *landed) any { return nullable(l.d.Event) },
-		scan: func(e *inbox.Event) any { return sqlscan.Text[string]{P: &e.Event} }},
+		scan: func(e *inbox.Event) any { return sqlrow.Text[string]{P: &e.Event} }},
 	{name: "job_status", bind: func(l *landed) any { return nullable(l.d.JobStatus) },
-		scan: func(e *inbox.Event) any { return sqlscan.Text[string]{P: &e.JobStatus} }},
+		scan: func(e *inbox.Event) any { return sqlrow.Text[string]{P: &e.JobStatus} }},
 	{name: "result_url", bind: func(l *landed) any { return nullable(l.d.ResultURL) },
-		scan: func(e *inbox.Event) any { return sqlscan.Text[string]{P: &e.ResultURL} }},
+		scan: func(e *inbox.Event) any { return sqlrow.Text[string]{P: &e.ResultURL} }},
 	{name: "body", bind: func(l *landed) any { return l.d.Body }, lazy: true,
 		scan: func(e *inbox.Event) any { return &e.Body }},
 	{name: "size", bind: func(l *landed) any { return int64(len(l.d.Body)) },
@@ -71,30 +72,20 @@ var columns = []column{
 	{name: "delivery_ts", bind: func(l *landed) any { return l.d.DeliveryTS },
 		scan: func(e *inbox.Event) any { return &e.DeliveryTS }},
 	{name: "received_at", bind: func(l *landed) any { return l.now }, stamped: true, kept: true,
-		scan: func(e *inbox.Event) any { return sqlscan.Time{P: &e.ReceivedAt} }},
+		scan: func(e *inbox.Event) any { return sqlrow.Time{P: &e.ReceivedAt} }},
 	{name: "deliveries", bind: func(l *landed) any { return l.n }, revive: "deliveries + ?",
 		scan: func(e *inbox.Event) any { return &e.Deliveries }},
 	{name: "last_seen_at", bind: func(l *landed) any { return l.lastSeen }, stamped: true, revive: "max(last_seen_at, ?)",
-		scan: func(e *inbox.Event) any { return sqlscan.Time{P: &e.LastSeenAt} }},
+		scan: func(e *inbox.Event) any { return sqlrow.Time{P: &e.LastSeenAt} }},
 	{name: "updated_at", bind: func(l *landed) any { return l.now }, stamped: true,
-		scan: func(e *inbox.Event) any { return sqlscan.Time{P: &e.UpdatedAt} }},
-	{name: "attempts", fresh: "0",
-		scan: func(e *inbox.Event) any { return &e.Attempts }},
-	{name: "next_attempt_at", fresh: "0",
-		scan: func(e *inbox.Event) any { return sqlscan.Time{P: &e.NextAttemptAt, Unset: true} }},
-	{name: "lease_owner", fresh: "NULL",
-		scan: func(e *inbox.Event) any { return sqlscan.Text[string]{P: &e.LeaseOwner} }},
-	{name: "lease_until", fresh: "NULL",
-		scan: func(e *inbox.Event) any { return sqlscan.Time{P: &e.LeaseUntil, Unset: true} }},
-	{name: "last_error", fresh: "NULL",
-		scan: func(e *inbox.Event) any { return sqlscan.Text[string]{P: &e.LastError} }},
-	{name: "done_at", fresh: "NULL",
-		scan: func(e *inbox.Event) any { return sqlscan.Time{P: &e.DoneAt, Unset: true} }},
+		scan: func(e *inbox.Event) any { return sqlrow.Time{P: &e.UpdatedAt} }},
 	{name: "source", bind: func(l *landed) any { return inbox.SourceOf(*l.d) }, kept: true,
 		scan: func(e *inbox.Event) any { return &e.Source }},
 	{name: "response", bind: func(l *landed) any { return l.d.Response }, revive: "COALESCE(response, ?)",
 		scan: func(e *inbox.Event) any { return &e.Response }},
-}
+}, sqlrow.Of(sqlrow.Queue, func(q sqlrow.QueueColumn) column {
+	return column{name: q.Name, fresh: q.Fresh, scan: q.Scan}
+})...)
 
 // The statements and lists made from columns, once.
 var (
@@ -109,8 +100,8 @@ var (
 	reviveSQL = `UPDATE events SET ` + reviveSets() + ` WHERE id = ?`
 	// eventColumns are the columns scanEvent reads without the lazy ones,
 	// in its order; bodyColumns with them.
-	eventColumns = names(func(c column) bool { return !c.lazy })
-	bodyColumns  = names(func(column) bool { return true })
+	eventColumns = reads.List(false)
+	bodyColumns  = reads.List(true)
 )
 
 // written selects the columns a landing writes.
@@ -206,15 +197,10 @@ func reviveArgs(d inbox.Delivery, n, lastSeen, now int64) []any {
 // scanEvent scans a row of eventColumns (bodyColumns withBody) into an
 // Event.
 func scanEvent(scan func(...any) error, withBody bool) (inbox.Event, error) {
-	var e inbox.Event
-	dest := make([]any, 0, len(columns))
-	for _, c := range columns {
-		if withBody || !c.lazy {
-			dest = append(dest, c.scan(&e))
-		}
-	}
-	if err := scan(dest...); err != nil {
-		return inbox.Event{}, err
-	}
-	return e, nil
+	return reads.Row(scan, withBody)
 }
+
+// reads are the columns as a read scans them.
+var reads sqlrow.Columns[inbox.Event] = sqlrow.Of(columns, func(c column) sqlrow.Column[inbox.Event] {
+	return sqlrow.Column[inbox.Event]{Name: c.name, Lazy: c.lazy, Scan: c.scan}
+})

@@ -1,0 +1,144 @@
+// Package sqlrow is what both stores share of the events row in SQL: how
+// its values scan into inbox's types (a NULL text as "", Unix
+// milliseconds as a time in UTC), and its queue columns, which every
+// store reads and resets alike. Each scan type is a Scan destination as
+// database/sql and pgx take one (its Scan(src any) error method), so a
+// store's list of columns says how each is read with no step after the
+// scan.
+package sqlrow
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"inbox/inbox"
+)
+
+// Text scans a text column into *P: NULL as "".
+type Text[T ~string] struct{ P *T }
+
+// Scan implements sql.Scanner.
+func (t Text[T]) Scan(src any) error {
+	switch v := src.(type) {
+	case nil:
+		*t.P = ""
+	case string:
+		*t.P = T(v)
+	case []byte:
+		*t.P = T(v)
+	default:
+		return fmt.Errorf("scan %T as text", src)
+	}
+	return nil
+}
+
+// Time scans Unix milliseconds into *P, in UTC. With Unset, NULL and 0
+// are the zero time (a time not set, such as a row's done_at before it
+// is done); without, NULL is refused and 0 is the Unix epoch.
+type Time struct {
+	P     *time.Time
+	Unset bool
+}
+
+// Scan implements sql.Scanner.
+func (t Time) Scan(src any) error {
+	switch v := src.(type) {
+	case nil:
+		if !t.Unset {
+			return fmt.Errorf("scan NULL as a time")
+		}
+		*t.P = time.Time{}
+	case int64:
+		if t.Unset && v == 0 {
+			*t.P = time.Time{}
+			return nil
+		}
+		*t.P = time.UnixMilli(v).UTC()
+	default:
+		return fmt.Errorf("scan %T as a time", src)
+	}
+	return nil
+}
+
+// Column is how a store reads one column of a row into a T.
+type Column[T any] struct {
+	Name string
+	// Lazy columns (a body) are read only when asked for.
+	Lazy bool
+	// Scan returns where Scan stores the column into v.
+	Scan func(v *T) any
+}
+
+// Columns are a row's columns in the order a statement selects them.
+type Columns[T any] []Column[T]
+
+// List is the select list of cs, the lazy ones only with lazy.
+func (cs Columns[T]) List(lazy bool) string {
+	var names []string
+	for _, c := range cs {
+		if lazy || !c.Lazy {
+			names = append(names, c.Name)
+		}
+	}
+	return strings.Join(names, ", ")
+}
+
+// Row scans a row of cs.List(lazy) through scan into a T.
+func (cs Columns[T]) Row(scan func(...any) error, lazy bool) (T, error) {
+	var v T
+	dest := make([]any, 0, len(cs))
+	for _, c := range cs {
+		if lazy || !c.Lazy {
+			dest = append(dest, c.Scan(&v))
+		}
+	}
+	if err := scan(dest...); err != nil {
+		var zero T
+		return zero, err
+	}
+	return v, nil
+}
+
+// Of returns what as makes of each of cols, in order: a store's own
+// description of the row's columns, as a read scans them (Column), or
+// the queue columns, as the store describes a column.
+func Of[C, T any](cols []C, as func(C) T) []T {
+	out := make([]T, len(cols))
+	for i, c := range cols {
+		out[i] = as(c)
+	}
+	return out
+}
+
+// QueueColumn is one of the events row's queue columns: the copy of its
+// (row, destination) pairs' queue state the row keeps (attempts, the
+// claim, the last error), which a landing never writes.
+type QueueColumn struct {
+	Name string
+	// Fresh is what it holds on a row queued afresh (revived,
+	// reprocessed, routed again).
+	Fresh string
+	// Scan returns where Scan stores it into e.
+	Scan func(e *inbox.Event) any
+}
+
+// Queue are the events row's queue columns, in the table's order.
+var Queue = []QueueColumn{
+	{Name: "attempts", Fresh: "0", Scan: func(e *inbox.Event) any { return &e.Attempts }},
+	{Name: "next_attempt_at", Fresh: "0", Scan: func(e *inbox.Event) any { return Time{P: &e.NextAttemptAt, Unset: true} }},
+	{Name: "lease_owner", Fresh: "NULL", Scan: func(e *inbox.Event) any { return Text[string]{P: &e.LeaseOwner} }},
+	{Name: "lease_until", Fresh: "NULL", Scan: func(e *inbox.Event) any { return Time{P: &e.LeaseUntil, Unset: true} }},
+	{Name: "last_error", Fresh: "NULL", Scan: func(e *inbox.Event) any { return Text[string]{P: &e.LastError} }},
+	{Name: "done_at", Fresh: "NULL", Scan: func(e *inbox.Event) any { return Time{P: &e.DoneAt, Unset: true} }},
+}
+
+// Fresh is the SET list that queues a row afresh: each queue column as
+// a new row holds it.
+var Fresh = func() string {
+	var sets []string
+	for _, c := range Queue {
+		sets = append(sets, c.Name+" = "+c.Fresh)
+	}
+	return strings.Join(sets, ", ")
+}()
