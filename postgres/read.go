@@ -38,13 +38,8 @@ var dialect = sqlfilter.Dialect{
 	HasBytes: func(p string) string { return "position(" + p + "::bytea IN body) > 0" },
 	RowKey:   "id",
 	NoLimit:  nil, // LIMIT NULL: none
-}
-
-// where returns f as a WHERE clause ("" when it selects every row) and its
-// arguments, numbered from $1.
-func where(f inbox.Filter) (string, []any) {
-	q := dialect.Query()
-	return q.Where(f), q.Args()
+	IDs:      func(p string) string { return "id = ANY(" + p + "::text[])" },
+	Bind:     func(ids []string) any { return ids },
 }
 
 // List returns rows without their bodies, newest first.

@@ -30,6 +30,10 @@ type Dialect struct {
 	RowKey string
 	// NoLimit is the LIMIT argument that limits nothing.
 	NoLimit any
+	// IDs returns the condition that a row's id is one of the list bound
+	// to the placeholder p, and Bind the list as it is bound.
+	IDs  func(p string) string
+	Bind func(ids []string) any
 }
 
 // Query is a statement being written in a dialect: the arguments bound so
@@ -71,6 +75,27 @@ func (q *Query) Where(f inbox.Filter) string {
 	k := q.d.RowKey
 	return ` WHERE ` + k + ` IN (SELECT ` + k + ` FROM events` + clause + ` ORDER BY received_at DESC, id LIMIT ` +
 		q.Arg(limit) + `) AND ` + q.d.HasBytes(q.Arg([]byte(f.Contains)))
+}
+
+// Where returns f as a WHERE clause over events ("" when it selects every
+// row) and its arguments.
+func (d Dialect) Where(f inbox.Filter) (string, []any) {
+	q := d.Query()
+	return q.Where(f), q.args
+}
+
+// WhereIDs is Where narrowed to the rows of ids, when given.
+func (d Dialect) WhereIDs(ids []string, f inbox.Filter) (string, []any) {
+	q := d.Query()
+	w := q.Where(f)
+	if len(ids) == 0 {
+		return w, q.args
+	}
+	cond := d.IDs(q.Arg(d.Bind(ids)))
+	if w == "" {
+		return ` WHERE ` + cond, q.args
+	}
+	return w + ` AND ` + cond, q.args
 }
 
 // conds returns f's conditions but Contains, as inbox.Filter defines them.

@@ -36,13 +36,8 @@ var dialect = sqlfilter.Dialect{
 	Settled:  settled,
 	RowKey:   "rowid",
 	NoLimit:  -1,
-}
-
-// where returns the filter as a WHERE clause ("" when it selects every
-// row) and its arguments.
-func where(f inbox.Filter) (string, []any) {
-	q := dialect.Query()
-	return q.Where(f), q.Args()
+	IDs:      func(p string) string { return "id IN (SELECT value FROM json_each(" + p + "))" },
+	Bind:     func(ids []string) any { return jsonList(ids) },
 }
 
 // List returns rows without their bodies, newest first.
