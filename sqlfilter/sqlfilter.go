@@ -7,11 +7,13 @@
 package sqlfilter
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"time"
 
 	"inbox/inbox"
+	"inbox/sqlrow"
 )
 
 // Dialect is what differs between the stores' SQL for a filter.
@@ -244,4 +246,66 @@ func (d Dialect) ParkedAgo(f inbox.Filter, start, end time.Time) (string, []any)
 		FROM (SELECT id, max(at) AS at FROM (` + q.parkings(f) + `) AS p GROUP BY id) AS r`
 	sql += ` WHERE at >= ` + q.Arg(start.UnixMilli()) + ` AND at < ` + q.Arg(end.UnixMilli()) + ` GROUP BY ago`
 	return sql, q.args
+}
+
+// Counts is a store's inbox.CountStore: the counts written once in a
+// dialect over the store's Query, and its queue at its clock.
+type Counts struct {
+	Dialect Dialect
+	Query   sqlrow.Query
+	Queue   func(ctx context.Context) (inbox.Queue, error)
+}
+
+// QueueNow reads the queue at the store's clock.
+func (c Counts) QueueNow(ctx context.Context) (inbox.Queue, error) { return c.Queue(ctx) }
+
+// CountRows counts the rows f selects.
+func (c Counts) CountRows(ctx context.Context, f inbox.Filter) (int64, error) {
+	sql, args := c.Dialect.Count(f)
+	var n int64
+	return n, c.Query(ctx, sql, args, func(scan func(...any) error) error { return scan(&n) })
+}
+
+// CountReasons counts the rows f selects per reason they are parked with.
+func (c Counts) CountReasons(ctx context.Context, f inbox.Filter) ([]inbox.ReasonCount, error) {
+	sql, args := c.Dialect.Reasons(f)
+	return sqlrow.Collect(ctx, c.Query, sql, args, func(scan func(...any) error) (rc inbox.ReasonCount, err error) {
+		return rc, scan(&rc.Reason, &rc.Count, sqlrow.Time{P: &rc.Oldest}, sqlrow.Time{P: &rc.Newest})
+	})
+}
+
+// CountParkedAgo counts the rows f selects by the whole hours before end
+// they were parked, of those parked in [start, end).
+func (c Counts) CountParkedAgo(ctx context.Context, f inbox.Filter, start, end time.Time) (map[int64]int64, error) {
+	sql, args := c.Dialect.ParkedAgo(f, start, end)
+	counts := map[int64]int64{}
+	return counts, c.Query(ctx, sql, args, func(scan func(...any) error) error {
+		var ago, n int64
+		err := scan(&ago, &n)
+		counts[ago] = n
+		return err
+	})
+}
+
+// CountGroups counts the rows of each source, status and reason, and the
+// delivery attempts recorded on them.
+func (c Counts) CountGroups(ctx context.Context) ([]inbox.Group, error) {
+	return sqlrow.Collect(ctx, c.Query, `SELECT source, status, coalesce(reason, ''), count(*), sum(attempts)
+		FROM events GROUP BY source, status, reason`, nil, func(scan func(...any) error) (g inbox.Group, err error) {
+		return g, scan(&g.Source, &g.Status, &g.Reason, &g.Rows, &g.Attempts)
+	})
+}
+
+// CountStatuses counts the rows of each status. It reads the (status,
+// received_at) index alone, never the rows, so it is cheap enough to run
+// at every metrics scrape.
+func (c Counts) CountStatuses(ctx context.Context) (map[inbox.Status]int64, error) {
+	counts := map[inbox.Status]int64{}
+	return counts, c.Query(ctx, `SELECT status, count(*) FROM events GROUP BY status`, nil, func(scan func(...any) error) error {
+		var st inbox.Status
+		var n int64
+		err := scan(&st, &n)
+		counts[st] = n
+		return err
+	})
 }

@@ -8,6 +8,7 @@
 package sqlrow
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -142,3 +143,53 @@ var Fresh = func() string {
 	}
 	return strings.Join(sets, ", ")
 }()
+
+// Query runs a read statement with args and calls fn with the Scan of
+// each row it returns, in order, stopping at fn's first error. Each store
+// implements it over its driver, so a read written once here runs on
+// either.
+type Query func(ctx context.Context, sql string, args []any, fn func(scan func(...any) error) error) error
+
+// Collect returns what scan makes of each row q returns for sql.
+func Collect[T any](ctx context.Context, q Query, sql string, args []any, scan func(scan func(...any) error) (T, error)) ([]T, error) {
+	var out []T
+	err := q(ctx, sql, args, func(sc func(...any) error) error {
+		v, err := scan(sc)
+		out = append(out, v)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Unverified reads each source's saved run of failed verifications, by
+// source.
+func Unverified(ctx context.Context, q Query) ([]inbox.Unverified, error) {
+	return Collect(ctx, q, `SELECT source, count, first_at, last_at FROM unverified ORDER BY source`, nil,
+		func(scan func(...any) error) (u inbox.Unverified, err error) {
+			return u, scan(&u.Source, &u.Count, Time{P: &u.First}, Time{P: &u.Last})
+		})
+}
+
+// SecretUses reads every recorded secret use, by source and fingerprint.
+func SecretUses(ctx context.Context, q Query) ([]inbox.SecretUse, error) {
+	return Collect(ctx, q, `SELECT source, fingerprint, last_verified_at FROM secret_uses ORDER BY source, fingerprint`, nil,
+		func(scan func(...any) error) (u inbox.SecretUse, err error) {
+			return u, scan(&u.Source, &u.Fingerprint, Time{P: &u.LastVerified})
+		})
+}
+
+// Current are the columns of a row the landing rules (inbox.Land) read,
+// with its id and saved response.
+var Current = Columns[inbox.Event]{
+	{Name: "id", Scan: func(e *inbox.Event) any { return &e.ID }},
+	{Name: "status", Scan: func(e *inbox.Event) any { return &e.Status }},
+	{Name: "reason", Scan: func(e *inbox.Event) any { return Text[inbox.Reason]{P: &e.Reason} }},
+	{Name: "sha256", Scan: func(e *inbox.Event) any { return &e.SHA256 }},
+	{Name: "event", Scan: func(e *inbox.Event) any { return Text[string]{P: &e.Event} }},
+	{Name: "job_status", Scan: func(e *inbox.Event) any { return Text[string]{P: &e.JobStatus} }},
+	{Name: "source", Scan: func(e *inbox.Event) any { return &e.Source }},
+	{Name: "response", Scan: func(e *inbox.Event) any { return &e.Response }},
+}
