@@ -193,3 +193,41 @@ var Current = Columns[inbox.Event]{
 	{Name: "source", Scan: func(e *inbox.Event) any { return &e.Source }},
 	{Name: "response", Scan: func(e *inbox.Event) any { return &e.Response }},
 }
+
+// PairingColumns are the columns of deliveries ScanPairing reads, in its
+// order.
+const PairingColumns = `destination, status, coalesce(reason, ''), attempts, next_attempt_at,
+	coalesce(lease_owner, ''), lease_until, coalesce(last_error, ''), updated_at, done_at`
+
+// ScanPairing scans a row of PairingColumns.
+func ScanPairing(scan func(...any) error) (p inbox.Pairing, err error) {
+	return p, scan(&p.Destination, &p.Status, &p.Reason, &p.Attempts, Time{P: &p.NextAttemptAt, Unset: true},
+		&p.LeaseOwner, Time{P: &p.LeaseUntil, Unset: true}, &p.LastError, Time{P: &p.UpdatedAt}, Time{P: &p.DoneAt, Unset: true})
+}
+
+// Destinations tallies each destination's pairs as sql counts them (its
+// rows: destination, status, pairs, in flight, retrying), the paused
+// destinations with no pair included, by name.
+func Destinations(ctx context.Context, q Query, sql string, args []any) ([]inbox.DestinationStats, error) {
+	counts, err := Collect(ctx, q, sql, args, func(scan func(...any) error) (c inbox.DestinationCount, err error) {
+		return c, scan(&c.Name, &c.Status, &c.N, &c.InFlight, &c.Retrying)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("count the destinations: %w", err)
+	}
+	paused, err := Paused(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	return inbox.TallyDestinations(counts, paused), nil
+}
+
+// Paused reads the destinations an operator paused, by name.
+func Paused(ctx context.Context, q Query) ([]string, error) {
+	out, err := Collect(ctx, q, `SELECT name FROM paused_destinations ORDER BY name`, nil,
+		func(scan func(...any) error) (name string, err error) { return name, scan(&name) })
+	if err != nil {
+		return nil, fmt.Errorf("read the paused destinations: %w", err)
+	}
+	return out, nil
+}
