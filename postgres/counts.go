@@ -7,6 +7,7 @@ import (
 
 	"inbox/inbox"
 	"inbox/sqlfilter"
+	"inbox/sqlrow"
 )
 
 // counts are the store's inbox.CountStore: the counts written once in
@@ -20,7 +21,12 @@ func (s *Store) counts() sqlfilter.Counts {
 
 // query runs a read (Store.read; sqlrow.Query).
 func (s *Store) query(ctx context.Context, sql string, args []any, fn func(scan func(...any) error) error) error {
-	return s.read(ctx, func(ctx context.Context, q querier) error {
+	return s.read(ctx, func(ctx context.Context, q querier) error { return queryOn(q)(ctx, sql, args, fn) })
+}
+
+// queryOn is sqlrow.Query on q.
+func queryOn(q querier) sqlrow.Query {
+	return func(ctx context.Context, sql string, args []any, fn func(scan func(...any) error) error) error {
 		rows, err := q.Query(ctx, sql, args...)
 		if err != nil {
 			return err
@@ -32,7 +38,7 @@ func (s *Store) query(ctx context.Context, sql string, args []any, fn func(scan 
 			}
 		}
 		return rows.Err()
-	})
+	}
 }
 
 // collect runs sql with args in a read (Store.read) and returns what scan

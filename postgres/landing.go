@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"inbox/inbox"
+	"inbox/sqlrow"
 )
 
 // How a batch of deliveries lands on the rows under the landing rules
@@ -204,12 +205,11 @@ func (s *Store) begin(ctx context.Context, c *pgx.Conn, batch []inbox.Delivery, 
 		b.Queue(`SET LOCAL plan_cache_mode = force_custom_plan`)
 		b.Queue(lockExisting, ids).Query(func(rows pgx.Rows) error {
 			for rows.Next() {
-				var id string
-				var r inbox.Event
-				if err := rows.Scan(&id, &r.Status, &r.Reason, &r.SHA256, &r.Event, &r.JobStatus, &r.Source, &r.Response); err != nil {
+				r, err := sqlrow.Current.Row(rows.Scan, true)
+				if err != nil {
 					return err
 				}
-				keys[id].row, found[id] = r, true
+				keys[r.ID].row, found[r.ID] = r, true
 			}
 			return rows.Err()
 		})
@@ -241,8 +241,7 @@ func rowOf(d inbox.Delivery) inbox.Event {
 // statement of its own (lockRows, which tells a held row from a gone
 // one). It runs after the insert, so it sees a row another transaction
 // committed while the insert waited for it.
-const lockExisting = `SELECT id, status, coalesce(reason, ''), sha256, coalesce(event, ''),
-		coalesce(job_status, ''), source, response
+var lockExisting = `SELECT ` + sqlrow.Current.List(true) + `
 		FROM events WHERE id = ANY($1) AND xmin::text::bigint <> txid_current() % 4294967296
 		ORDER BY id FOR UPDATE SKIP LOCKED`
 
@@ -278,8 +277,7 @@ func lockRows(ctx context.Context, tx querier, ids []string, keys map[string]*ke
 		return nil, nil
 	}
 	slices.Sort(ids)
-	rows, err := tx.Query(ctx, `SELECT id, status, coalesce(reason, ''), sha256, coalesce(event, ''),
-		coalesce(job_status, ''), source, response
+	rows, err := tx.Query(ctx, `SELECT `+sqlrow.Current.List(true)+`
 		FROM events WHERE id = ANY($1) ORDER BY id FOR UPDATE SKIP LOCKED`, ids)
 	if err != nil {
 		return nil, fmt.Errorf("lock %d rows: %w", len(ids), err)
@@ -287,13 +285,12 @@ func lockRows(ctx context.Context, tx querier, ids []string, keys map[string]*ke
 	defer rows.Close()
 	locked := make(map[string]bool, len(ids))
 	for rows.Next() {
-		var id string
-		var r inbox.Event
-		if err := rows.Scan(&id, &r.Status, &r.Reason, &r.SHA256, &r.Event, &r.JobStatus, &r.Source, &r.Response); err != nil {
+		r, err := sqlrow.Current.Row(rows.Scan, true)
+		if err != nil {
 			return nil, fmt.Errorf("lock %d rows: %w", len(ids), err)
 		}
-		keys[id].row = r
-		locked[id] = true
+		keys[r.ID].row = r
+		locked[r.ID] = true
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("lock %d rows: %w", len(ids), err)

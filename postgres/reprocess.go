@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"inbox/inbox"
+	"inbox/sqlrow"
 )
 
 // reprocessing is the store's inbox.ReprocessStore, which
@@ -121,26 +122,14 @@ const unchanged = ` AND status = 'parked' AND sha256 = $2`
 
 // Current locks and reads the row holding id; nil when none does.
 func (t reprocessTx) Current(ctx context.Context, id string) (*inbox.Event, error) {
-	var r inbox.Event
-	err := t.tx.QueryRow(ctx, `SELECT status, coalesce(reason, ''), sha256, coalesce(event, ''),
-		coalesce(job_status, ''), source, response FROM events WHERE id = $1 FOR UPDATE`, id).
-		Scan(&r.Status, &r.Reason, &r.SHA256, &r.Event, &r.JobStatus, &r.Source, &r.Response)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	return &r, nil
+	return sqlrow.ReadCurrent(ctx, queryOn(t.tx), `SELECT `+sqlrow.Current.List(true)+` FROM events WHERE id = $1 FOR UPDATE`, id)
 }
 
 // MakeNew makes the parked row id the job's new row under key.
 func (t reprocessTx) MakeNew(ctx context.Context, id, sha, key string, d inbox.Delivery) (bool, error) {
 	tag, err := t.tx.Exec(ctx, `UPDATE events SET id = $3, status = 'new', reason = NULL,
 		event = $4, job_status = $5, result_url = NULL, updated_at = $6,
-		attempts = 0, next_attempt_at = 0, lease_owner = NULL, lease_until = NULL,
-		last_error = NULL, done_at = NULL
-		WHERE id = $1`+unchanged,
+		`+sqlrow.Fresh+` WHERE id = $1`+unchanged,
 		id, sha, key, nullable(d.Event), nullable(d.JobStatus), t.now)
 	return tag.RowsAffected() == 1, err
 }

@@ -6,6 +6,7 @@ import (
 
 	"inbox/inbox"
 	"inbox/sqlfilter"
+	"inbox/sqlrow"
 )
 
 // counts are the store's inbox.CountStore: the counts written once in
@@ -18,11 +19,18 @@ func (s *Store) counts() sqlfilter.Counts {
 
 // query runs a read on the read connections (sqlrow.Query).
 func (s *Store) query(ctx context.Context, q string, args []any, fn func(scan func(...any) error) error) error {
-	rows, err := s.read.QueryContext(ctx, q, args...)
-	if err != nil {
-		return err
+	return queryOn(s.read)(ctx, q, args, fn)
+}
+
+// queryOn is sqlrow.Query on q.
+func queryOn(q queryer) sqlrow.Query {
+	return func(ctx context.Context, query string, args []any, fn func(scan func(...any) error) error) error {
+		rows, err := q.QueryContext(ctx, query, args...)
+		if err != nil {
+			return err
+		}
+		return each(rows, fn)
 	}
-	return each(rows, fn)
 }
 
 // each calls fn with the Scan of each of rows, then closes them; it stops

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"inbox/inbox"
+	"inbox/sqlrow"
 )
 
 // How a delivery lands on the rows under the landing rules (inbox.Land),
@@ -25,7 +26,7 @@ func put(ctx context.Context, st *txStmts, d inbox.Delivery, args []any, now int
 		return inbox.Fresh(d), nil
 	}
 
-	cur, err := scanCurrent(d.Key, st.get(stmtCurrent).QueryRowContext(ctx, d.Key))
+	cur, err := scanCurrent(st.get(stmtCurrent).QueryRowContext(ctx, d.Key))
 	if err != nil {
 		return inbox.Result{}, fmt.Errorf("read %s: %w", d.Key, err)
 	}
@@ -107,20 +108,12 @@ func nullable(s string) any {
 	return s
 }
 
-// readCurrent reads what the landing rules (inbox.Land) need of the row
-// holding id, and its saved response; sql.ErrNoRows when there is none.
-func readCurrent(ctx context.Context, tx *sql.Tx, id string) (inbox.Event, error) {
-	return scanCurrent(id, tx.QueryRowContext(ctx, currentSQL, id))
-}
+// currentSQL reads what the landing rules (inbox.Land) need of the row
+// holding id, and its saved response.
+var currentSQL = `SELECT ` + sqlrow.Current.List(true) + ` FROM events WHERE id = ?`
 
-// scanCurrent scans row, currentSQL's result for id.
-func scanCurrent(id string, row *sql.Row) (inbox.Event, error) {
-	cur := inbox.Event{ID: id}
-	var reason, event, jobStatus sql.NullString
-	err := row.Scan(&cur.Status, &reason, &cur.SHA256, &event, &jobStatus, &cur.Source, &cur.Response)
-	cur.Reason, cur.Event, cur.JobStatus = inbox.Reason(reason.String), event.String, jobStatus.String
-	return cur, err
-}
+// scanCurrent scans row, currentSQL's result.
+func scanCurrent(row *sql.Row) (inbox.Event, error) { return sqlrow.Current.Row(row.Scan, true) }
 
 // revive makes the parked row at d.Key new with d's body, and counts n more
 // deliveries on it, the last seen at lastSeen; upd is reviveSQL. The row is

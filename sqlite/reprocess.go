@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"inbox/inbox"
+	"inbox/sqlrow"
 )
 
 // reprocessing is the store's inbox.ReprocessStore, which
@@ -119,14 +120,7 @@ func changedRows(res sql.Result) (bool, error) {
 // Current reads the row holding id; nil when none does. The write lock the
 // transaction holds keeps it as read.
 func (t reprocessTx) Current(ctx context.Context, id string) (*inbox.Event, error) {
-	cur, err := readCurrent(ctx, t.tx, id)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	return &cur, nil
+	return sqlrow.ReadCurrent(ctx, queryOn(t.tx), currentSQL, id)
 }
 
 // MakeNew makes the parked row id the job's new row under key. Only the
@@ -134,9 +128,7 @@ func (t reprocessTx) Current(ctx context.Context, id string) (*inbox.Event, erro
 func (t reprocessTx) MakeNew(ctx context.Context, id, sha, key string, d inbox.Delivery) (bool, error) {
 	res, err := t.tx.ExecContext(ctx, `UPDATE events SET id = ?, status = 'new', reason = NULL,
 		event = ?, job_status = ?, result_url = NULL, updated_at = ?,
-		attempts = 0, next_attempt_at = 0, lease_owner = NULL, lease_until = NULL,
-		last_error = NULL, done_at = NULL
-		WHERE id = ?`+unchanged,
+		`+sqlrow.Fresh+` WHERE id = ?`+unchanged,
 		key, nullable(d.Event), nullable(d.JobStatus), t.now, id, sha)
 	if err != nil {
 		return false, err

@@ -11,8 +11,6 @@ import (
 // parsing a statement costs SQLite more than running it, and a repeat or a
 // commit must not pay a parse that a new row does not.
 const (
-	currentSQL = `SELECT status, reason, sha256, event, job_status, source, response FROM events WHERE id = ?`
-
 	repeatSQL = `UPDATE events SET deliveries = deliveries + ?,
 		last_seen_at = max(last_seen_at, ?) WHERE id = ?`
 

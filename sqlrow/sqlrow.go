@@ -231,3 +231,13 @@ func Paused(ctx context.Context, q Query) ([]string, error) {
 	}
 	return out, nil
 }
+
+// ReadCurrent reads the row sql selects by Current's columns; nil when
+// there is none.
+func ReadCurrent(ctx context.Context, q Query, sql string, args ...any) (*inbox.Event, error) {
+	rows, err := Collect(ctx, q, sql, args, func(scan func(...any) error) (inbox.Event, error) { return Current.Row(scan, true) })
+	if err != nil || len(rows) == 0 {
+		return nil, err
+	}
+	return &rows[0], nil
+}
