@@ -89,12 +89,14 @@ var columns = append([]column{
 
 // The statements and lists made from columns, once.
 var (
-	// insertSQL inserts a row of every column a landing writes, leaving
-	// a row whose key is taken as it is.
-	insertSQL = `INSERT INTO events (` + names(written) + `) VALUES (` + params(written) +
-		`) ON CONFLICT(id) DO NOTHING`
+	// landing are the columns a landing writes, in the table's order.
+	landing = filter(func(c column) bool { return c.bind != nil })
+	// insertSQL inserts a row of the landing's columns, leaving a row
+	// whose key is taken as it is.
+	insertSQL = `INSERT INTO events (` + names(landing) + `) VALUES (` +
+		strings.TrimSuffix(strings.Repeat("?, ", len(landing)), ", ") + `) ON CONFLICT(id) DO NOTHING`
 	// stampedAt are the indexes in insertArgs of the stamped columns.
-	stampedAt = indexes(filter(written), func(c column) bool { return c.stamped })
+	stampedAt = indexes(landing, func(c column) bool { return c.stamped })
 	// reviveSQL makes the parked row at its last argument new with a
 	// delivery's columns (reviveArgs), queued afresh.
 	reviveSQL = `UPDATE events SET ` + reviveSets() + ` WHERE id = ?`
@@ -103,9 +105,6 @@ var (
 	eventColumns = reads.List(false)
 	bodyColumns  = reads.List(true)
 )
-
-// written selects the columns a landing writes.
-func written(c column) bool { return c.bind != nil }
 
 // filter returns the columns keep selects, in order.
 func filter(keep func(column) bool) []column {
@@ -118,18 +117,13 @@ func filter(keep func(column) bool) []column {
 	return out
 }
 
-// names lists the names of the columns keep selects.
-func names(keep func(column) bool) string {
+// names lists the names of cs.
+func names(cs []column) string {
 	var out []string
-	for _, c := range filter(keep) {
+	for _, c := range cs {
 		out = append(out, c.name)
 	}
 	return strings.Join(out, ", ")
-}
-
-// params is a placeholder for each column keep selects.
-func params(keep func(column) bool) string {
-	return strings.TrimSuffix(strings.Repeat("?, ", len(filter(keep))), ", ")
 }
 
 // indexes returns the indexes in cs of the columns that hold.
@@ -149,11 +143,9 @@ func indexes(cs []column, hold func(column) bool) []int {
 // type database/sql passes on as it is.
 func insertArgs(d inbox.Delivery, now any) []any {
 	l := landed{d: &d, n: 1, lastSeen: now, now: now}
-	args := make([]any, 0, len(columns))
-	for _, c := range columns {
-		if c.bind != nil {
-			args = append(args, c.bind(&l))
-		}
+	args := make([]any, len(landing))
+	for i, c := range landing {
+		args[i] = c.bind(&l)
 	}
 	return args
 }
