@@ -179,32 +179,34 @@ func insertArgs(batch []inbox.Delivery, idx []int, clock any) (args []any, keys 
 	for _, c := range columns {
 		switch {
 		case c.text != nil:
-			a := text[:n:n]
-			text = text[n:]
-			for j, i := range idx {
-				a[j] = c.text(&batch[i])
-			}
+			var a []string
+			a, text = fill(text, batch, idx, c.text)
 			if c.name == "id" {
 				keys = a
 			}
 			args = append(args, a)
 		case c.bytes != nil:
-			a := bytes[:n:n]
-			bytes = bytes[n:]
-			for j, i := range idx {
-				a[j] = c.bytes(&batch[i])
-			}
+			var a [][]byte
+			a, bytes = fill(bytes, batch, idx, c.bytes)
 			args = append(args, a)
 		case c.int != nil:
-			a := ints[:n:n]
-			ints = ints[n:]
-			for j, i := range idx {
-				a[j] = c.int(&batch[i])
-			}
+			var a []int64
+			a, ints = fill(ints, batch, idx, c.int)
 			args = append(args, a)
 		}
 	}
 	return append(args, clock), keys
+}
+
+// fill sets the first len(idx) of backing to value of each delivery of
+// batch at idx, in order, and returns them and the rest of backing.
+func fill[T any](backing []T, batch []inbox.Delivery, idx []int, value func(*inbox.Delivery) T) (a, rest []T) {
+	n := len(idx)
+	a, rest = backing[:n:n], backing[n:]
+	for j, i := range idx {
+		a[j] = value(&batch[i])
+	}
+	return a, rest
 }
 
 func btoi(b bool) int {

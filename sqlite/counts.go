@@ -48,14 +48,5 @@ func each(rows *sql.Rows, fn func(scan func(...any) error) error) error {
 // collect returns what scan makes of each of rows, as pgx's CollectRows
 // does, and closes them.
 func collect[T any](rows *sql.Rows, scan func(scan func(...any) error) (T, error)) ([]T, error) {
-	var out []T
-	err := each(rows, func(sc func(...any) error) error {
-		v, err := scan(sc)
-		out = append(out, v)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
+	return sqlrow.Gather(func(fn func(scan func(...any) error) error) error { return each(rows, fn) }, scan)
 }

@@ -152,8 +152,14 @@ type Query func(ctx context.Context, sql string, args []any, fn func(scan func(.
 
 // Collect returns what scan makes of each row q returns for sql.
 func Collect[T any](ctx context.Context, q Query, sql string, args []any, scan func(scan func(...any) error) (T, error)) ([]T, error) {
+	return Gather(func(fn func(scan func(...any) error) error) error { return q(ctx, sql, args, fn) }, scan)
+}
+
+// Gather returns what scan makes of each row each calls its fn with, as
+// pgx's CollectRows does.
+func Gather[T any](each func(fn func(scan func(...any) error) error) error, scan func(scan func(...any) error) (T, error)) ([]T, error) {
 	var out []T
-	err := q(ctx, sql, args, func(sc func(...any) error) error {
+	err := each(func(sc func(...any) error) error {
 		v, err := scan(sc)
 		out = append(out, v)
 		return err
