@@ -156,11 +156,14 @@ func (fd fileDestination) destination(getenv func(string) string, sources map[st
 		return Destination{}, errors.New("the secret is the placeholder of the shipped inbox.env: make a secret with inbox secret")
 	}
 	if _, err := scheme.StandardKey(d.Secret); err != nil {
-		key := "secret"
+		const hint = "make one with inbox secret (a raw key K signs as whsec_ and the base64 of K)"
 		if fd.SecretEnv != "" {
-			key = "secret_env " + fd.SecretEnv
+			return Destination{}, fmt.Errorf("secret_env %s: %w: %s", fd.SecretEnv, err, hint)
 		}
-		return Destination{}, fmt.Errorf("%s: %w: make one with inbox secret (a raw key K signs as whsec_ and the base64 of K)", key, err)
+		if strings.HasPrefix(err.Error(), "secret: ") { // named already
+			return Destination{}, fmt.Errorf("%w: %s", err, hint)
+		}
+		return Destination{}, fmt.Errorf("secret: %w: %s", err, hint)
 	}
 	for _, s := range fd.Sources {
 		if !sources[s] {

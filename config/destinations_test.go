@@ -94,3 +94,13 @@ func TestLoadDestinationsRefuses(t *testing.T) {
 		})
 	}
 }
+
+// TestLoadDestinationsSecretMessage: a secret that is not whsec_ and
+// base64 is named once, by the table's key.
+func TestLoadDestinationsSecretMessage(t *testing.T) {
+	p := writeConfig(t, "[[destination]]\nname = \"a\"\nurl = \"http://x\"\nsecret = \"whsec_!!\"\n")
+	_, err := config.LoadDestinations(p, func(string) string { return "" })
+	if err == nil || !strings.Contains(err.Error(), "(a): secret: the part after whsec_ is not base64") || strings.Contains(err.Error(), "secret: secret:") {
+		t.Errorf("error %v, want the key secret named once", err)
+	}
+}
