@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/url"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -208,7 +209,7 @@ func decodeFile(path string) (fileConfig, error) {
 	}
 	md, err := toml.Decode(string(b), &fc)
 	if err != nil {
-		return fileConfig{}, fmt.Errorf("config %s: %w", path, err)
+		return fileConfig{}, fmt.Errorf("config %s: %w", path, valueFree(err))
 	}
 	if und := md.Undecoded(); len(und) > 0 {
 		return fileConfig{}, fmt.Errorf("config %s: unknown key %s", path, und[0])
@@ -217,6 +218,21 @@ func decodeFile(path string) (fileConfig, error) {
 		return fileConfig{}, fmt.Errorf("config %s: %w", path, err)
 	}
 	return fc, nil
+}
+
+// quotedText is a value a TOML syntax error quotes from the file.
+var quotedText = regexp.MustCompile(`"(?:[^"\\]|\\.)*"|'[^']*'`)
+
+// valueFree is a TOML syntax error without the text it quotes from the
+// file, which may be the start of a secret written unquoted (secret =
+// whsec_...): where it is, and what was wrong, but none of the value.
+func valueFree(err error) error {
+	var pe toml.ParseError
+	if !errors.As(err, &pe) {
+		return err
+	}
+	msg := quotedText.ReplaceAllString(pe.Message, "(text not shown)")
+	return fmt.Errorf("line %d, column %d: %s", pe.Position.Line, pe.Position.Col, msg)
 }
 
 // ParseRate reads a ceiling on requests, "50/s" or "600/m", as requests a

@@ -104,3 +104,29 @@ func TestLoadDestinationsSecretMessage(t *testing.T) {
 		t.Errorf("error %v, want the key secret named once", err)
 	}
 }
+
+// TestSyntaxErrorQuotesNoValue: a secret written without its quotes is a
+// syntax error whose message must not carry the secret's first letters,
+// in the destinations' reading and the sources' alike.
+func TestSyntaxErrorQuotesNoValue(t *testing.T) {
+	for name, body := range map[string]string{
+		"destination": "[[destination]]\nname = \"a\"\nurl = \"http://x\"\nsecret = vjsQ9secretvalue\n",
+		"source":      "[[source]]\nname = \"b\"\nscheme = \"sume\"\n[[source.secret]]\nvalue = vjsQ9secretvalue\n",
+		"quoted":      "[[destination]]\nname = \"a\"\nsecret = \"vjsQ9secretvalue\" x\n",
+	} {
+		p := writeConfig(t, body)
+		_, derr := config.LoadDestinations(p, func(string) string { return "" })
+		_, serr := config.LoadSources(p, func(string) string { return "" })
+		for _, err := range []error{derr, serr} {
+			if err == nil {
+				t.Fatalf("%s: loaded a file with a syntax error", name)
+			}
+			if strings.Contains(err.Error(), "vjs") {
+				t.Errorf("%s: error %q quotes the value", name, err)
+			}
+			if !strings.Contains(err.Error(), "line ") {
+				t.Errorf("%s: error %q does not say where", name, err)
+			}
+		}
+	}
+}
