@@ -359,7 +359,6 @@ func TestCLIErrors(t *testing.T) {
 // bodies and purge runs; serve, waiting at most 500ms for the lock, must
 // never answer 503.
 func TestOperateWhileServing(t *testing.T) {
-	t.Parallel()
 	db := filepath.Join(t.TempDir(), "inbox.db")
 	srv := startServer(t, db, "--busy-timeout", "500ms")
 	env := []string{"SUME_COM_WEBHOOK_SIGNING_SECRET=" + e2eSecret}
