@@ -35,8 +35,8 @@ var binDir string
 
 // TestMain gives the tests a folder for the binary, built once by the
 // first test that runs it, and removes it when they are done. Unless
-// -parallel is given, it lets parallelTests of the tests that call
-// t.Parallel run at once.
+// -parallel is given, as many as parallelTests says of the tests that
+// call t.Parallel run at once.
 func TestMain(m *testing.M) {
 	flag.Parse()
 	if !flagGiven("test.parallel") {
