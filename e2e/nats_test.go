@@ -156,6 +156,7 @@ const natsOutage = 1500 * time.Millisecond
 // For the rows stored while it was down, that one message is the attempt
 // the row says succeeded: nothing counted failed reached the stream later.
 func TestServeNATSOutage(t *testing.T) {
+	t.Parallel()
 	b := newBroker(t)
 	db := filepath.Join(t.TempDir(), "inbox.db")
 	srv := startServer(t, db, "--admin-addr", "127.0.0.1:0", "--nats-url", b.url(), "--nats-subject", natsSubject,
@@ -313,6 +314,7 @@ func dispatchAdmin(t *testing.T, d *dispatcher) string {
 // Started against a broker that answers with no stream, dispatch stops at
 // once naming the subject; serve starts regardless.
 func TestDispatchNATSOutage(t *testing.T) {
+	t.Parallel()
 	b := newBroker(t)
 	db := fillDB(t, 3)
 	d := startDispatch(t, "--db", db, "--nats-url", b.url(), "--nats-subject", natsSubject, "--admin-addr", "127.0.0.1:0",

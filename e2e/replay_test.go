@@ -20,9 +20,15 @@ import (
 // attempt 1 again, while show keeps the earlier series; no selection is
 // refused, --dry-run changes nothing; the rows a destination parked are
 // found by list and parked --destination and replayed to it alone.
-func TestReplay(t *testing.T) { testReplay(t, filepath.Join(t.TempDir(), "inbox.db")) }
+func TestReplay(t *testing.T) {
+	t.Parallel()
+	testReplay(t, filepath.Join(t.TempDir(), "inbox.db"))
+}
 
-func TestReplayPostgres(t *testing.T) { testReplay(t, pgSchema(t)) }
+func TestReplayPostgres(t *testing.T) {
+	t.Parallel()
+	testReplay(t, pgSchema(t))
+}
 
 func testReplay(t *testing.T, db string) {
 	jobs, failures, all := newDestApp(t, 204), newDestApp(t, 422), newDestApp(t, 204)
