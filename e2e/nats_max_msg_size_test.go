@@ -17,6 +17,7 @@ import (
 // schedule; a small row beside it is published. serve warns of it at
 // start, as of a max_payload below --max-body.
 func TestNATSStreamMaxMsgSize(t *testing.T) {
+	t.Parallel()
 	b := newBroker(t)
 	b.start()
 	b.streamWith(jetstream.StreamConfig{Name: "JOBS", Subjects: []string{"sume.jobs.>"}, MaxMsgSize: 2048})

@@ -16,12 +16,14 @@ import (
 // it): parked, list, alert, reprocess and replay each find the 6 rows by
 // x's reason, as stats counts them parked at x.
 func TestParkReasonPerDestination(t *testing.T) {
+	t.Parallel()
 	testParkReasonPerDestination(t, filepath.Join(t.TempDir(), "inbox.db"))
 }
 
 // TestParkReasonPerDestinationPostgres is TestParkReasonPerDestination on
 // PostgreSQL.
 func TestParkReasonPerDestinationPostgres(t *testing.T) {
+	t.Parallel()
 	testParkReasonPerDestination(t, pgSchema(t))
 }
 
