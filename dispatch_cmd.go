@@ -404,6 +404,10 @@ func newDispatcher(ctx context.Context, cfg dispatchConfig, store dispatch.Store
 				log.Warn().Int64("max_payload", most).Int64("max_body", cfg.maxBody).Str("subject", cfg.natsSubject).
 					Msg("nats: the server's max_payload is below the largest body the sources take (--max-body, max_body) with its headers: a larger message can never be published, and its row is parked too_large_for_destination; raise max_payload on the server, or lower --max-body")
 			}
+			if most := p.MaxMsgSize(cctx); most > 0 && cfg.maxBody+headerRoom > most {
+				log.Warn().Int64("max_msg_size", most).Int64("max_body", cfg.maxBody).Str("stream", p.Stream()).
+					Msg("nats: the stream's max_msg_size is below the largest body the sources take (--max-body, max_body) with its headers: a larger message can never be stored, and its row is parked too_large_for_destination; raise the stream's max_msg_size, or lower --max-body")
+			}
 		case errors.Is(cerr, nats.ErrUnreachable):
 			// Logged by Connect; the rows wait for the connection.
 		case alone:

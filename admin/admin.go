@@ -38,7 +38,7 @@ type Opener func(ctx context.Context, db string, a Access) (inbox.Store, error)
 
 // Commands returns the admin commands, which open their stores with open.
 func Commands(open Opener) []*cli.Command {
-	return []*cli.Command{
+	cmds := []*cli.Command{
 		listCommand(open),
 		statsCommand(open),
 		parkedCommand(open),
@@ -58,6 +58,38 @@ func Commands(open Opener) []*cli.Command {
 		expectCommand(open),
 		expectedCommand(open),
 		migrateCommand(open),
+	}
+	for _, cmd := range cmds {
+		connectErrorsWithoutAddress(cmd)
+	}
+	return cmds
+}
+
+// connectErrorsWithoutAddress makes cmd's errors that say a PostgreSQL
+// --db could not be reached (the driver's "failed to connect to `user=...
+// database=...`", a dial's host:port and address) name none of the
+// database's address, as alert's always do: the rest of the text, what
+// went wrong, stays.
+func connectErrorsWithoutAddress(cmd *cli.Command) {
+	action := cmd.Action
+	if action == nil {
+		return
+	}
+	cmd.Action = func(c *cli.Context) error {
+		err := action(c)
+		if err == nil || !c.IsSet("db") && c.String("db") == "" {
+			return err
+		}
+		db, msg := c.String("db"), err.Error()
+		if !isPostgresURL(db) || !pgxConnect.MatchString(msg) && !hostPortIP.MatchString(msg) {
+			return err
+		}
+		free := addressFree(err, db)
+		var ec cli.ExitCoder
+		if errors.As(err, &ec) {
+			return cli.Exit(free, ec.ExitCode())
+		}
+		return errors.New(free)
 	}
 }
 

@@ -41,7 +41,7 @@ var (
 // cannot be read, which operating.md promises never carries it.
 func addressFree(err error, db string) string {
 	s := strings.Join(strings.Fields(err.Error()), " ")
-	if !strings.HasPrefix(db, "postgres://") && !strings.HasPrefix(db, "postgresql://") {
+	if !isPostgresURL(db) {
 		return replaceAll(s, pathForms(db))
 	}
 	s = pgxConnect.ReplaceAllString(s, "failed to connect to the database")
@@ -49,6 +49,11 @@ func addressFree(err error, db string) string {
 	s = replaceAll(s, pgForms(db))
 	s = ipv4.ReplaceAllString(s, hostMark)
 	return ipv6.ReplaceAllString(s, hostMark)
+}
+
+// isPostgresURL reports whether db names a PostgreSQL database.
+func isPostgresURL(db string) bool {
+	return strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://")
 }
 
 // form is a text that names the database, and what replaces it.

@@ -30,8 +30,11 @@ exits 1.
 
 --since and --until take an RFC 3339 time or an age (24h: since a day ago);
 --event and --job-status (the body's "status": COMPLETED, ERROR, ...) match
-exactly; --destination keeps the rows routed to that destination, whatever
-became of them there. --contains searches the bodies of the newest --scan-limit
+exactly; --destination keeps the rows routed to that destination, and with
+--status only those whose pair with it has that status. Without
+--destination, --status parked takes a row parked by any of its
+destinations (another may still have it); any other status is the row's
+own, which sums up its destinations. --contains searches the bodies of the newest --scan-limit
 (100,000) rows the other flags select for its text, byte for byte (no
 wildcards, case-sensitive), and says on stderr when older rows were left
 unsearched ("scanned the newest 100,000 rows; older ones not searched:

@@ -33,10 +33,12 @@ they are skipped and counted; inbox reprocess is for them.
 
 Select rows by id, or by --since/--until (received time), --source,
 --event, --status, --reason, --job-status and --destination; given
-together, a row must match them all. --status and --reason are the row's
-own (which sums up its destinations); a row selected as parked has only
-its parked pairs (of that --reason) reset, so a destination that took it
-is not handed it again. With --destination only the rows
+together, a row must match them all. --status parked and --reason match a
+row parked (with that reason) itself or by any of its destinations, though
+another settled it later with another reason; with --destination,
+--status and --reason are that destination's pair's. A row selected as
+parked has only its parked pairs (of that --reason) reset, so a
+destination that took it is not handed it again. With --destination only the rows
 routed to that destination are taken, and only their pair for it is
 reset: no row reaches a destination whose filters did not take it. With
 --config (INBOX_CONFIG, as dispatch reads it), a pair whose destination's

@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/url"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -156,11 +157,14 @@ func (fd fileDestination) destination(getenv func(string) string, sources map[st
 		return Destination{}, errors.New("the secret is the placeholder of the shipped inbox.env: make a secret with inbox secret")
 	}
 	if _, err := scheme.StandardKey(d.Secret); err != nil {
-		key := "secret"
+		const hint = "make one with inbox secret (a raw key K signs as whsec_ and the base64 of K)"
 		if fd.SecretEnv != "" {
-			key = "secret_env " + fd.SecretEnv
+			return Destination{}, fmt.Errorf("secret_env %s: %w: %s", fd.SecretEnv, err, hint)
 		}
-		return Destination{}, fmt.Errorf("%s: %w: make one with inbox secret (a raw key K signs as whsec_ and the base64 of K)", key, err)
+		if strings.HasPrefix(err.Error(), "secret: ") { // named already
+			return Destination{}, fmt.Errorf("%w: %s", err, hint)
+		}
+		return Destination{}, fmt.Errorf("secret: %w: %s", err, hint)
 	}
 	for _, s := range fd.Sources {
 		if !sources[s] {
@@ -205,7 +209,7 @@ func decodeFile(path string) (fileConfig, error) {
 	}
 	md, err := toml.Decode(string(b), &fc)
 	if err != nil {
-		return fileConfig{}, fmt.Errorf("config %s: %w", path, err)
+		return fileConfig{}, fmt.Errorf("config %s: %w", path, valueFree(err))
 	}
 	if und := md.Undecoded(); len(und) > 0 {
 		return fileConfig{}, fmt.Errorf("config %s: unknown key %s", path, und[0])
@@ -214,6 +218,21 @@ func decodeFile(path string) (fileConfig, error) {
 		return fileConfig{}, fmt.Errorf("config %s: %w", path, err)
 	}
 	return fc, nil
+}
+
+// quotedText is a value a TOML syntax error quotes from the file.
+var quotedText = regexp.MustCompile(`"(?:[^"\\]|\\.)*"|'[^']*'`)
+
+// valueFree is a TOML syntax error without the text it quotes from the
+// file, which may be the start of a secret written unquoted (secret =
+// whsec_...): where it is, and what was wrong, but none of the value.
+func valueFree(err error) error {
+	var pe toml.ParseError
+	if !errors.As(err, &pe) {
+		return err
+	}
+	msg := quotedText.ReplaceAllString(pe.Message, "(text not shown)")
+	return fmt.Errorf("line %d, column %d: %s", pe.Position.Line, pe.Position.Col, msg)
 }
 
 // ParseRate reads a ceiling on requests, "50/s" or "600/m", as requests a

@@ -744,7 +744,7 @@ const (
 // about two transactions' time, so the rows held bound the rate: at two a
 // worker, 32 workers on a 2-vCPU machine handed on 0.71 of the ingest
 // rate, their transactions about 25 rows each; at four, 0.81 to 0.92; at
-// sixteen, 0.94 to 1.10 (go run ./bench/dispatch, docs/benchmarks.md). So
+// sixteen, 0.94 to 1.10 (go -C bench run ./dispatch, docs/benchmarks.md). So
 // a dispatcher holds heldPerWorker a worker, and more, up to
 // maxHeldPerWorker, while its workers run out of rows (a fast
 // destination), the bodies held under heldBodies; rows that wait longer

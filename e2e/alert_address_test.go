@@ -47,6 +47,7 @@ func checkUnreadableNotice(t *testing.T, name, db string, leaks ...string) {
 // SQLite inbox (no file, no database in it, a schema to upgrade), its
 // unreadable notice and its output never name the file or its directory.
 func TestAlertNotifyNoAddressSQLite(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "private-dir-r30")
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		t.Fatal(err)
@@ -83,6 +84,7 @@ func mustGetwd(t *testing.T) string {
 // unreadable notice and its output never name the user, host, port,
 // database or schema.
 func TestAlertNotifyNoAddressPostgres(t *testing.T) {
+	t.Parallel()
 	base := pgDatabase(t)
 	u, _ := url.Parse(base)
 	host, port, dbname := u.Hostname(), cmpOr(u.Port(), "5432"), strings.TrimPrefix(u.Path, "/")
@@ -135,6 +137,7 @@ func mustQuery(t *testing.T, raw string) url.Values {
 // an empty one among them, or a URL with no host, is a mistake (exit 2,
 // saying what to set), never an alert sent nowhere; nothing is posted.
 func TestAlertNotifyEmpty(t *testing.T) {
+	t.Parallel()
 	db := filepath.Join(t.TempDir(), "inbox.db")
 	srv := startServer(t, db)
 	if code := send(t, http.DefaultClient, srv.url, "not json", e2eSecret); code != http.StatusNoContent {

@@ -54,6 +54,7 @@ func waitRefusals(t *testing.T, s *server, n int, want string) {
 // at once; a second SIGHUP is refused again; SIGTERM still stops both
 // within a few seconds. Admin commands given the FIFO fail, not hang.
 func TestConfigBlockingReadStops(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	db := filepath.Join(dir, "inbox.db")
 	real := filepath.Join(dir, "real.toml")
@@ -120,6 +121,7 @@ func runBounded(t *testing.T, d time.Duration, env []string, args ...string) (st
 // deliveries, and its memory stays small. serve started with /dev/zero
 // fails at once.
 func TestConfigEndlessReadRefused(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	db := filepath.Join(dir, "inbox.db")
 	real := filepath.Join(dir, "real.toml")

@@ -25,12 +25,16 @@ env = "SUME_COM_WEBHOOK_SIGNING_SECRET"
 // receipt, inbox parked finds it by that reason, and inbox reprocess
 // brings it back once it turns out to be real.
 func TestExpectedOnlyParksUnknownJob(t *testing.T) {
+	t.Parallel()
 	testExpectedOnly(t, filepath.Join(t.TempDir(), "inbox.db"))
 }
 
 // TestExpectedOnlyParksUnknownJobPostgres is TestExpectedOnlyParksUnknownJob
 // on PostgreSQL.
-func TestExpectedOnlyParksUnknownJobPostgres(t *testing.T) { testExpectedOnly(t, pgSchema(t)) }
+func TestExpectedOnlyParksUnknownJobPostgres(t *testing.T) {
+	t.Parallel()
+	testExpectedOnly(t, pgSchema(t))
+}
 
 func testExpectedOnly(t *testing.T, db string) {
 	dir := t.TempDir()

@@ -118,6 +118,7 @@ func pgPairStates(t *testing.T, dsn string) map[string]pairState {
 // rather than parked unsent, so every pair ends parked by a request that
 // reached the application and failed.
 func TestCrashParksOnlyAfterAFailedRequest(t *testing.T) {
+	t.Parallel()
 	const n = 1200
 	db := fillDB(t, n)
 	crashParksOnlyAfterAFailedRequest(t, db, rowIDs("job", n), func() map[string]pairState { return pairStates(t, db) })
@@ -126,6 +127,7 @@ func TestCrashParksOnlyAfterAFailedRequest(t *testing.T) {
 // TestCrashParksOnlyAfterAFailedRequestPG is
 // TestCrashParksOnlyAfterAFailedRequest on PostgreSQL.
 func TestCrashParksOnlyAfterAFailedRequestPG(t *testing.T) {
+	t.Parallel()
 	const n = 1200
 	dsn := pgSchema(t)
 	fillPG(t, dsn, n)
@@ -182,6 +184,7 @@ retry_schedule = "30ms,30ms,30ms"
 // is past its last attempt: each is sent once more and parked by that
 // request's failure, never parked unsent.
 func TestScheduleCutShortParksOnlyAfterAFailedRequest(t *testing.T) {
+	t.Parallel()
 	const n = 8
 	db := fillDB(t, n)
 	hang := newRecorder(t)

@@ -17,6 +17,7 @@ import (
 // never INBOX_FORWARD_SECRET (which is not set) nor the secret; the flag's
 // secret is still named as the flag.
 func TestDestinationSecretMessage(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	db := filepath.Join(dir, "inbox.db")
 	startServer(t, db) // creates it
@@ -52,6 +53,7 @@ func TestDestinationSecretMessage(t *testing.T) {
 // elsewhere a flag after an argument is named as not read, never hidden
 // behind "takes no arguments" or a wrong count.
 func TestStatsWatchFlagsAfterInterval(t *testing.T) {
+	t.Parallel()
 	db := filepath.Join(t.TempDir(), "inbox.db")
 	startServer(t, db)
 	for _, args := range [][]string{

@@ -19,6 +19,7 @@ import (
 // attempt, not retried on the schedule; a small one beside it is
 // published. inbox dispatch warns at start as serve does.
 func TestNATSMaxPayload(t *testing.T) {
+	t.Parallel()
 	b := newBroker(t)
 	b.start()
 	b.stream()

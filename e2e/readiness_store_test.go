@@ -125,6 +125,7 @@ func TestReadyzDiskFullForDeliveries(t *testing.T) {
 // idle; once the cause is gone it passes again with no delivery sent, and
 // deliveries are stored again.
 func TestReadyzPostgresRefusesEvents(t *testing.T) {
+	t.Parallel()
 	base := pgSchema(t)
 	schema := pgSearchPath(base)
 	role, dsn := pgRole(t, base)
@@ -197,6 +198,7 @@ func TestReadyzPostgresRefusesEvents(t *testing.T) {
 // stored row, and its /readyz fails, with the row waiting; once UPDATE is
 // granted again it passes with nothing else done, and the row is handed on.
 func TestReadyzDispatchFollowsItsWrites(t *testing.T) {
+	t.Parallel()
 	base := pgSchema(t)
 	schema := pgSearchPath(base)
 	role, dsn := pgRole(t, base)

@@ -44,6 +44,7 @@ func hostileRenderBodies() map[string]string {
 // three fetches at once quickly with a bounded page, and that serve's
 // memory stays small while it does.
 func TestHostileBodyRenderBounded(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	db := filepath.Join(dir, "inbox.db")
 	srv := startServer(t, db, "--admin-addr", "127.0.0.1:0")

@@ -17,6 +17,7 @@ import (
 // give a row's fields alike, names, order and text, and that each field
 // show prints is one inbox show --json gives.
 func TestRowFieldsAgree(t *testing.T) {
+	t.Parallel()
 	db := filepath.Join(t.TempDir(), "inbox.db")
 	srv := startServer(t, db, "--admin-addr", "127.0.0.1:0")
 	client := &http.Client{Timeout: 10 * time.Second}

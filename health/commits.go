@@ -51,7 +51,7 @@ type Commits struct {
 	mu     sync.Mutex
 	seq    uint64 // outcomes recorded, so a probe clears only what it saw
 	err    error  // the last failed commit's error, nil when not in doubt
-	size   int    // the largest delivery of the failed commits since the last success
+	size   int    // the largest delivery of the failed commits since the last real commit that succeeded
 	settle error  // the failed Settle's error (Settled), which only a Settle clears
 }
 
@@ -99,9 +99,8 @@ func (c *Commits) record(size int, err error) {
 		c.err, c.size = nil, 0
 		return
 	}
-	if c.err == nil {
-		c.size = 0
-	}
+	// c.size is 0 but after a probe that committed with no delivery
+	// since (see Commits): that size stays the probe's.
 	c.err, c.size = err, max(c.size, size)
 }
 

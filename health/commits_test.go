@@ -121,3 +121,36 @@ func TestReadyFollowsSettle(t *testing.T) {
 		t.Errorf("a Settle succeeded: %d, want 200", got)
 	}
 }
+
+// TestReadyKeepsTheRefusedSize: once a probe of the refused delivery's
+// margin has committed, and before any delivery has, a write that fails
+// then (a small delivery's, or the dispatcher's, which carry no body)
+// leaves the probe that margin: a probe of its small row alone would pass
+// on a disk the refused delivery still does not fit.
+func TestReadyKeepsTheRefusedSize(t *testing.T) {
+	full := errors.New("commit: disk full")
+	for _, fail := range []struct {
+		name string
+		fail func(*health.Commits)
+	}{
+		{"a dispatcher's write", func(c *health.Commits) { c.Observe(full) }},
+		{"a small delivery", func(c *health.Commits) { c.Committed(inbox.Commit{N: 1, Largest: 10, Err: full}) }},
+	} {
+		t.Run(fail.name, func(t *testing.T) {
+			d := &disk{room: 1000}
+			var commits health.Commits
+			ready := health.Ready(d, &commits, time.Second, zerolog.Nop())
+			commits.Committed(inbox.Commit{N: 1, Largest: 60 << 10, Err: full})
+			d.room = 1 << 20
+			if code, _, _ := probe(t, ready); code != http.StatusOK {
+				t.Fatalf("the disk has room again: %d", code)
+			}
+			d.room = 1000
+			fail.fail(&commits)
+			code, _, _ := probe(t, ready)
+			if got, want := d.sizes[len(d.sizes)-1], inbox.ProbeSize(60<<10); code != http.StatusServiceUnavailable || got != want {
+				t.Errorf("after %s failed: %d, probe wrote %d bytes; want 503, %d bytes", fail.name, code, got, want)
+			}
+		})
+	}
+}

@@ -84,7 +84,7 @@ func Replay(ctx context.Context, store ReplayStore, sel ReplaySelection, opts Re
 			if from == 0 {
 				start = now
 			}
-			rows, err := tx.Rows(batch, sel.Filter)
+			rows, err := readRows(tx, batch, sel.Filter)
 			if err != nil {
 				return err
 			}
@@ -106,6 +106,24 @@ const MaxReplaySpan = 30 * 24 * time.Hour
 
 // replayBatch bounds the rows one replay transaction takes.
 const replayBatch = 500
+
+// readRows reads the rows of ids that f still selects, oldest first,
+// each with all its pairs, in tx.
+func readRows(tx ReplayTx, ids []string, f Filter) ([]ReplayRow, error) {
+	events, err := tx.Rows(ids, f)
+	if err != nil || len(events) == 0 {
+		return nil, err
+	}
+	pairs, err := tx.Pairs(ids)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ReplayRow, len(events))
+	for i, e := range events {
+		out[i] = ReplayRow{Event: e, Pairs: pairs[e.ID]}
+	}
+	return out, nil
+}
 
 // replayRows plans and applies one batch of rows, selected by f, in tx at
 // now, the rows handed on paced at rate from start, after the paced ones
@@ -134,14 +152,16 @@ func replayRows(tx ReplayTx, rows []ReplayRow, f Filter, routes []Route, start t
 			}
 		}
 	}
-	done, err := tx.Reset(reset, now)
+	done, err := resetPairs(tx, reset, now)
 	if err != nil {
 		return b, err
 	}
 	b.Pairs, b.Changed = len(done), len(reset)-len(done)
-	rerouted, err := tx.Reroute(reroute, now)
-	if err != nil {
-		return b, err
+	var rerouted []string
+	if len(reroute) > 0 {
+		if rerouted, err = tx.Reroute(reroute, now); err != nil {
+			return b, err
+		}
 	}
 	b.Rerouted = len(rerouted)
 	var ids []string
@@ -179,6 +199,34 @@ func replayRows(tx ReplayTx, rows []ReplayRow, f Filter, routes []Route, start t
 		}
 	}
 	return b, nil
+}
+
+// resetPairs keeps each pair's series in its history, then makes it new
+// again, due at its time, and its row new, all in tx at now: only the
+// pairs still of the status read, which it returns, in the order given.
+func resetPairs(tx ReplayTx, pairs []ReplayPair, now time.Time) ([]ReplayPair, error) {
+	if len(pairs) == 0 {
+		return nil, nil
+	}
+	if err := tx.KeepSeries(pairs, now); err != nil {
+		return nil, err
+	}
+	got, err := tx.ResetPairs(pairs, now)
+	if err != nil {
+		return nil, err
+	}
+	var done []ReplayPair
+	var ids []string
+	for _, p := range pairs {
+		if got[p.Pair] {
+			done = append(done, p)
+			ids = append(ids, p.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	return done, tx.Renew(ids, now)
 }
 
 // pace is how long after the first the row after taken others is due, at
@@ -402,19 +450,26 @@ type ReplayStore interface {
 // ReplayTx is a store's transaction of replay statements.
 type ReplayTx interface {
 	// Rows reads (and, where the store locks rows, locks) the rows of ids
-	// that f still selects, oldest first (by received_at, then id), each
-	// with all its pairs, by destination.
-	Rows(ids []string, f Filter) ([]ReplayRow, error)
-	// Reset makes each pair new again, due at its Due, with no attempt,
-	// lease or error, and the row it is of new with no error of its own
-	// (Mirror gives it its pairs' again), once it has kept the
-	// pair's series in its history as replaced at now: only a pair whose
-	// status is still the one read. It returns the pairs it reset, in the
-	// order given.
-	Reset(pairs []ReplayPair, now time.Time) ([]ReplayPair, error)
-	// Reroute makes the rows of ids that are still done or parked and
-	// have no pair new and not routed, to be routed again, and returns
-	// those it changed.
+	// that f still selects, oldest first (by received_at, then id),
+	// without their bodies.
+	Rows(ids []string, f Filter) ([]Event, error)
+	// Pairs reads the pairs of the rows of ids, by row id, each row's by
+	// destination.
+	Pairs(ids []string) (map[string][]Pairing, error)
+	// KeepSeries keeps the series of each pair whose status is still the
+	// one read in its history, as replaced at now.
+	KeepSeries(pairs []ReplayPair, now time.Time) error
+	// ResetPairs makes each pair whose status is still the one read new
+	// again, due at its Due, with no attempt, lease or error, and returns
+	// those it reset.
+	ResetPairs(pairs []ReplayPair, now time.Time) (map[Pair]bool, error)
+	// Renew makes the rows of ids new with no error of their own (Mirror
+	// gives them their pairs' again), their updated_at now where they
+	// were not new.
+	Renew(ids []string, now time.Time) error
+	// Reroute makes the rows of ids (at least one) that are still done or
+	// parked and have no pair new and not routed, to be routed again, and
+	// returns those it changed.
 	Reroute(ids []string, now time.Time) ([]string, error)
 	// Mirror sets the queue columns of the new rows of ids from their
 	// pairs, as QueueTx.Mirror does.

@@ -1,7 +1,6 @@
 package inbox
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -179,29 +178,9 @@ type DownDestination struct {
 	Cause string    `json:"cause"`
 }
 
-// DestinationStates is what TallyDestinations reads of a store besides
-// its counts.
-type DestinationStates interface {
-	PausedDestinations(ctx context.Context) ([]string, error)
-	DownDestinations(ctx context.Context) ([]DownDestination, error)
-}
-
-// TallyDestinations turns a store's counts, with the destinations s says
-// are paused and down, into DestinationStats, by name.
-func TallyDestinations(ctx context.Context, counts []DestinationCount, s DestinationStates) ([]DestinationStats, error) {
-	paused, err := s.PausedDestinations(ctx)
-	if err != nil {
-		return nil, err
-	}
-	down, err := s.DownDestinations(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return tally(counts, paused, down), nil
-}
-
-// tally is TallyDestinations of what was read.
-func tally(counts []DestinationCount, paused []string, down []DownDestination) []DestinationStats {
+// TallyDestinations turns a store's counts, paused and down destinations
+// into DestinationStats, by name.
+func TallyDestinations(counts []DestinationCount, paused []string, down []DownDestination) []DestinationStats {
 	by := map[string]*DestinationStats{}
 	get := func(name string) *DestinationStats {
 		d, ok := by[name]

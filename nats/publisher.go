@@ -464,6 +464,21 @@ func tooLarge(subject string, size, most int64) error {
 // connected to takes (its max_payload), or 0 before any connection.
 func (p *Publisher) MaxPayload() int64 { return p.nc.MaxPayload() }
 
+// MaxMsgSize is the largest message the stream Check found stores (its
+// max_msg_size), or 0 when it sets none, none was found, or it cannot be
+// read within ctx.
+func (p *Publisher) MaxMsgSize(ctx context.Context) int64 {
+	name := p.Stream()
+	if name == "" {
+		return 0
+	}
+	st, err := p.js.Stream(ctx, name)
+	if err != nil {
+		return 0
+	}
+	return int64(max(st.CachedInfo().Config.MaxMsgSize, 0))
+}
+
 // publishError says why a publish failed, in the terms of Check. A failure
 // that says the stream does not answer, rather than anything about this
 // message, puts the stream in doubt: Ready fails until a lookup finds it.

@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 
 	"inbox/inbox"
+	"inbox/sqlrow"
 )
 
 // How a batch of deliveries lands on the rows under the landing rules
@@ -239,9 +239,9 @@ func (s *Store) begin(ctx context.Context, c *pgx.Conn, batch []inbox.Delivery, 
 		b.Queue(`BEGIN`)
 	}
 	if len(firsts) > 0 {
-		sql, args := insertStatement(insertPlain, batch, firsts, clock)
+		args, ids := insertArgs(batch, firsts, clock)
 		b.Queue(`SET LOCAL plan_cache_mode = force_generic_plan`)
-		b.Queue(sql, args...).Query(func(rows pgx.Rows) error {
+		b.Queue(insertPlain, args...).Query(func(rows pgx.Rows) error {
 			for rows.Next() {
 				var id string
 				if err := rows.Scan(&id); err != nil {
@@ -252,14 +252,13 @@ func (s *Store) begin(ctx context.Context, c *pgx.Conn, batch []inbox.Delivery, 
 			return rows.Err()
 		})
 		b.Queue(`SET LOCAL plan_cache_mode = force_custom_plan`)
-		b.Queue(lockExisting, args[0]).Query(func(rows pgx.Rows) error {
+		b.Queue(lockExisting, ids).Query(func(rows pgx.Rows) error {
 			for rows.Next() {
-				var id string
-				var r inbox.Event
-				if err := rows.Scan(&id, &r.Status, &r.Reason, &r.SHA256, &r.Event, &r.JobStatus, &r.Source, &r.Response); err != nil {
+				r, err := sqlrow.Current.Row(rows.Scan, true)
+				if err != nil {
 					return err
 				}
-				keys[id].row, found[id] = r, true
+				keys[r.ID].row, found[r.ID] = r, true
 			}
 			return rows.Err()
 		})
@@ -282,22 +281,6 @@ func rowOf(d inbox.Delivery) inbox.Event {
 		JobStatus: d.JobStatus, Source: inbox.SourceOf(d), Response: d.Response}
 }
 
-// insertPlain inserts the rows (insertStatement) and returns their ids:
-// those whose keys were not already taken.
-const insertPlain = `INSERT INTO events
-		(id, job_id, status, reason, event, job_status, result_url, body, size, sha256,
-		 delivery_ts, received_at, deliveries, last_seen_at, updated_at, source, response)
-		SELECT u.id, NULLIF(u.job_id, ''), u.status, NULLIF(u.reason, ''), NULLIF(u.event, ''),
-			NULLIF(u.job_status, ''), NULLIF(u.result_url, ''), u.body, u.size, u.sha256,
-			u.delivery_ts, n.now, 1, n.now, n.now, u.source, u.response
-		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
-			$8::bytea[], $9::bigint[], $10::text[], $11::bigint[], $12::text[], $13::bytea[])
-			AS u(id, job_id, status, reason, event, job_status, result_url, body, size, sha256, delivery_ts, source, response),
-			(SELECT coalesce($14::bigint, ` + dbNow + `) AS now) n
-		ORDER BY u.id
-		ON CONFLICT (id) DO NOTHING
-		RETURNING id`
-
 // lockExisting locks, in key order, and reads the rows that held the keys
 // ($1, sorted) before the transaction's insert: those it did not make
 // (their xmin is not the transaction's id, the low 32 bits of
@@ -307,37 +290,9 @@ const insertPlain = `INSERT INTO events
 // statement of its own (lockRows, which tells a held row from a gone
 // one). It runs after the insert, so it sees a row another transaction
 // committed while the insert waited for it.
-const lockExisting = `SELECT id, status, coalesce(reason, ''), sha256, coalesce(event, ''),
-		coalesce(job_status, ''), source, response
+var lockExisting = `SELECT ` + sqlrow.Current.List(true) + `
 		FROM events WHERE id = ANY($1) AND xmin::text::bigint <> txid_current() % 4294967296
 		ORDER BY id FOR UPDATE SKIP LOCKED`
-
-// insertStatement is sql (insertPlain) with its arguments:
-// the deliveries of batch at the indexes idx, in key order, stamped with
-// clock (nil for the database's).
-func insertStatement(sql string, batch []inbox.Delivery, idx []int, clock any) (string, []any) {
-	idx = slices.Clone(idx)
-	slices.SortFunc(idx, func(a, b int) int { return strings.Compare(batch[a].Key, batch[b].Key) })
-	n := len(idx)
-	var (
-		// One backing array for the text columns: one allocation, not nine.
-		text                                   = make([]string, 9*n)
-		ids, jobIDs, statuses, reasons, events = text[:n:n], text[n : 2*n : 2*n], text[2*n : 3*n : 3*n], text[3*n : 4*n : 4*n], text[4*n : 5*n : 5*n]
-		jobStatuses, resultURLs, shas, sources = text[5*n : 6*n : 6*n], text[6*n : 7*n : 7*n], text[7*n : 8*n : 8*n], text[8*n:]
-		bytes                                  = make([][]byte, 2*n)
-		bodies, responses                      = bytes[:n:n], bytes[n:]
-		ints                                   = make([]int64, 2*n)
-		sizes, deliveryTS                      = ints[:n:n], ints[n:]
-	)
-	for j, i := range idx {
-		d := &batch[i]
-		ids[j], jobIDs[j], statuses[j], reasons[j], events[j] = d.Key, d.JobID, string(d.Status), string(d.Reason), d.Event
-		jobStatuses[j], resultURLs[j], shas[j], sources[j] = d.JobStatus, d.ResultURL, d.SHA256, inbox.SourceOf(*d)
-		bodies[j], responses[j] = d.Body, d.Response
-		sizes[j], deliveryTS[j] = int64(len(d.Body)), d.DeliveryTS
-	}
-	return sql, []any{ids, jobIDs, statuses, reasons, events, jobStatuses, resultURLs, bodies, sizes, shas, deliveryTS, sources, responses, clock}
-}
 
 // insert inserts, in key order in one statement, the deliveries of batch at
 // the indexes idx, and returns the keys it inserted: those not already
@@ -346,8 +301,8 @@ func insert(ctx context.Context, q querier, batch []inbox.Delivery, idx []int, n
 	if len(idx) == 0 {
 		return nil, nil
 	}
-	sql, args := insertStatement(insertPlain, batch, idx, now)
-	rows, err := q.Query(ctx, sql, args...)
+	args, _ := insertArgs(batch, idx, now)
+	rows, err := q.Query(ctx, insertPlain, args...)
 	if err != nil {
 		return nil, fmt.Errorf("insert %d rows: %w", len(idx), err)
 	}
@@ -371,8 +326,7 @@ func lockRows(ctx context.Context, tx querier, ids []string, keys map[string]*ke
 		return nil, nil
 	}
 	slices.Sort(ids)
-	rows, err := tx.Query(ctx, `SELECT id, status, coalesce(reason, ''), sha256, coalesce(event, ''),
-		coalesce(job_status, ''), source, response
+	rows, err := tx.Query(ctx, `SELECT `+sqlrow.Current.List(true)+`
 		FROM events WHERE id = ANY($1) ORDER BY id FOR UPDATE SKIP LOCKED`, ids)
 	if err != nil {
 		return nil, fmt.Errorf("lock %d rows: %w", len(ids), err)
@@ -380,13 +334,12 @@ func lockRows(ctx context.Context, tx querier, ids []string, keys map[string]*ke
 	defer rows.Close()
 	locked := make(map[string]bool, len(ids))
 	for rows.Next() {
-		var id string
-		var r inbox.Event
-		if err := rows.Scan(&id, &r.Status, &r.Reason, &r.SHA256, &r.Event, &r.JobStatus, &r.Source, &r.Response); err != nil {
+		r, err := sqlrow.Current.Row(rows.Scan, true)
+		if err != nil {
 			return nil, fmt.Errorf("lock %d rows: %w", len(ids), err)
 		}
-		keys[id].row = r
-		locked[id] = true
+		keys[r.ID].row = r
+		locked[r.ID] = true
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("lock %d rows: %w", len(ids), err)
@@ -473,12 +426,5 @@ func countRepeats(t *tail, keys map[string]*keyState, now int64) {
 // with d's body, and counts n deliveries on it. The row is queued afresh:
 // no attempts, no lease, no error.
 func revive(t *tail, d inbox.Delivery, n, now int64) {
-	t.queue("revive "+d.Key, `UPDATE events SET status = 'new', reason = NULL,
-		event = $1, job_status = $2, result_url = NULL, body = $3, size = $4, sha256 = $5,
-		delivery_ts = $6, deliveries = deliveries + $7, last_seen_at = greatest(last_seen_at, $8), updated_at = $8,
-		attempts = 0, next_attempt_at = 0, lease_owner = NULL, lease_until = NULL,
-		last_error = NULL, done_at = NULL, response = coalesce(response, $9)
-		WHERE id = $10`,
-		nullable(d.Event), nullable(d.JobStatus), d.Body, int64(len(d.Body)), d.SHA256,
-		d.DeliveryTS, n, now, d.Response, d.Key)
+	t.queue("revive "+d.Key, reviveSQL, reviveArgs(d, n, now)...)
 }

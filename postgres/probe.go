@@ -54,8 +54,8 @@ func (s *Store) probe(t *tail, size int, now int64) {
 	t.queue("probe events", `SAVEPOINT probe_row`)
 	key := "inbox probe " + s.probeID // no delivery makes a key with a space
 	row := []inbox.Delivery{inbox.ProbeRow(key, size)}
-	sql, args := insertStatement(insertPlain, row, []int{0}, now)
-	t.queue("probe events", sql, args...)
+	args, _ := insertArgs(row, []int{0}, now)
+	t.queue("probe events", insertPlain, args...)
 	t.queue("probe events: claim", `UPDATE events SET attempts = attempts + 1, lease_owner = 'probe',
 		lease_until = $2, next_attempt_at = $2 WHERE id = $1`, key, now)
 	// A batch settles its arrivals in refusals and expectations too: the

@@ -46,6 +46,7 @@ func Run(t *testing.T, open func(t *testing.T, opts Options) inbox.Store) {
 	t.Run("destinations", func(t *testing.T) { runDestinations(t, o) })
 	t.Run("replay", func(t *testing.T) { runReplay(t, o) })
 	t.Run("roundtrip", func(t *testing.T) { runRoundTrip(t, o) })
+	t.Run("pair state", func(t *testing.T) { runPairState(t, o) })
 }
 
 type opener func(t *testing.T, opts Options) inbox.Store
