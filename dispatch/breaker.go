@@ -18,7 +18,7 @@ import (
 // same failure comes back for breakerRows different rows in a row with no
 // success between them (an application answering 500 to everything).
 // Then the destination is down: the attempt that failed is given back
-// uncounted, no row is claimed, and one row at a time probes it, at a
+// uncounted, no row is claimed, and one row at a time probes it, at an
 // interval growing by half from firstProbe up to maxProbe (or as Retry-After
 // asks, up to maxRetryAfter); the first success brings it up, at full
 // speed. Any other failure is the row's: its attempt counts and it

@@ -189,6 +189,7 @@ func allDone(n int) func([]inbox.Event) bool {
 // --down-for 5s exits 1 naming it, and 0 once it is back. On SQLite and
 // PostgreSQL, through the binary.
 func TestOutageParksNothing(t *testing.T) {
+	t.Parallel()
 	const n = 20
 	for _, mode := range []string{"refused", "500"} {
 		t.Run(mode, func(t *testing.T) {
@@ -310,6 +311,7 @@ func httpGet(t *testing.T, url string) string {
 // attempts) while every other row is delivered at its first attempt, the
 // application having refused connections for 2 s (13x the schedule) first.
 func TestPoisonRowParked(t *testing.T) {
+	t.Parallel()
 	const n = 20
 	eachStore(t, n, func(t *testing.T, st outageStore) {
 		{
@@ -342,6 +344,7 @@ func TestPoisonRowParked(t *testing.T) {
 // TestRetryAfterHonoured: a 503 with Retry-After: 4 holds that row's next
 // request at least 4 s, and costs it no attempt.
 func TestRetryAfterHonoured(t *testing.T) {
+	t.Parallel()
 	eachStore(t, 1, func(t *testing.T, st outageStore) {
 		{
 			app := newOutageApp(t)
