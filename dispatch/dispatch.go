@@ -110,9 +110,10 @@ type Config struct {
 	Destination Destination
 	// Workers is how many deliveries run at once.
 	Workers int
-	// Schedule is the wait before each retry; after len(Schedule) retries
-	// a failure parks the row handler_failed. Nil: DefaultSchedule; empty:
-	// no retries.
+	// Schedule is the wait before each retry of a failure that is the
+	// row's (see Retry); after len(Schedule) retries such a failure parks
+	// the row handler_failed. The destination's outages use none of it
+	// (see breaker). Nil: DefaultSchedule; empty: no retries.
 	Schedule []time.Duration
 	// Timeout bounds one attempt.
 	Timeout time.Duration
@@ -943,12 +944,12 @@ func (d *Dispatcher) outcome(j inbox.Job, err error) inbox.Settlement {
 		log.Debug().Str(keyOutcome, outcome).Str(keyCause, st.Error).Msg("destination down: attempt timed out, retried once it is up")
 	case v == verdictDown:
 		// The destination's failure: the row waits, its attempt given back.
-		st.Fate, st.RetryAt, outcome = inbox.FateUnsent, d.cfg.Now().Add(time.Until(due)), outcomeDown
-		log.Debug().Str(keyOutcome, outcome).Str(keyCause, errorText(err)).Msg("destination down: attempt given back")
+		st.Fate, st.RetryAt, st.Error, outcome = inbox.FateUnsent, d.cfg.Now().Add(time.Until(due)), errorText(err), outcomeDown
+		log.Debug().Str(keyOutcome, outcome).Str(keyCause, st.Error).Msg("destination down: attempt given back")
 	case v == verdictUnsure:
 		wait := max(d.retry.Wait(j.Attempt), retryAfter(err))
-		st.Fate, st.RetryAt, outcome = inbox.FateUnsent, now.Add(wait), outcomeDown
-		log.Info().Str(keyOutcome, outcome).Str(keyCause, errorText(err)).Dur(keyRetryIn, wait).
+		st.Fate, st.RetryAt, st.Error, outcome = inbox.FateUnsent, now.Add(wait), errorText(err), outcomeDown
+		log.Info().Str(keyOutcome, outcome).Str(keyCause, st.Error).Dur(keyRetryIn, wait).
 			Msg("last attempt failed as others just did: given back once")
 	case Rejected(err):
 		var r *rejection

@@ -122,7 +122,7 @@ type Settlement struct {
 	At      time.Time // when the attempt ended
 	RetryAt time.Time // with FateRetry, and FateUnsent when set
 	Reason  Reason    // with FatePark
-	Error   string    // with FateRetry and FatePark: the error, never the body
+	Error   string    // with FateRetry and FatePark, and FateUnsent when set: the error, never the body
 }
 
 // Due returns when the row of st is claimable again, of a FateRelease,

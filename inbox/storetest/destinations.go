@@ -233,6 +233,23 @@ func runDestinations(t *testing.T, o opener) {
 		ctx := context.Background()
 		e.put(job("job_1"))
 		e.claimFor("audit", "o", t0, 1) // routes job_1 to app and audit
+		// An attempt given back for the destination's outage: uncounted,
+		// due when the settlement says, its error kept.
+		j := e.start("o", e.claimFor("app", "o", t0, 1), t0, t0.Add(time.Minute))[0]
+		later := t0.Add(time.Hour)
+		e.settle("o", t0, inbox.Settlement{Job: j, Fate: inbox.FateUnsent, At: t0, RetryAt: later, Error: "connection refused"})
+		if got := e.claimFor("app", "o", later.Add(-time.Second), 1); len(got) != 0 {
+			t.Errorf("claimed %v before its RetryAt", ids(got))
+		}
+		pairs, err := e.s.Deliveries(ctx, "job_1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pairs {
+			if p.Destination == "app" && (p.Attempts != 0 || p.LastError != "connection refused" || !p.NextAttemptAt.Equal(later)) {
+				t.Errorf("given back for an outage: %+v, want no attempt, the error, due at %v", p, later)
+			}
+		}
 		since := time.UnixMilli(t0.Add(-time.Minute).UnixMilli())
 		if err := e.s.SetDown(ctx, "app", t0.Add(-time.Hour), "first"); err != nil {
 			t.Fatal(err)
