@@ -236,6 +236,9 @@ func outageParksNothing(t *testing.T, st outageStore, mode string, n int) {
 	if got := httpGet(t, d.admin+"/metrics"); !strings.Contains(got, `inbox_dispatch_destination_down{destination="default"} 1`) {
 		t.Error("/metrics while down: no inbox_dispatch_destination_down 1")
 	}
+	if out, _, code := runCLI(t, nil, "destinations", "--admin", d.admin); code != 0 || !strings.Contains(out, "down for") {
+		t.Errorf("inbox destinations while down: exit %d\n%s", code, out)
+	}
 	rows := rowsOf(t, st.db)
 	counts, parked := byStatus(rows)
 	if len(parked) > 0 || counts[inbox.StatusNew] != n {
