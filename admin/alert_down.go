@@ -3,6 +3,7 @@ package admin
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"text/tabwriter"
 	"time"
 
@@ -18,8 +19,9 @@ type downFinding struct {
 }
 
 // alertDown reports each destination a dispatcher has found down for
-// longer than d (its rows waiting, no attempt counted). The cause is left
-// out: it may name the application's host, and the notice goes outside.
+// longer than d (its rows waiting, no attempt counted), but those an
+// operator paused, which no one probes. The cause is left out: it may name
+// the application's host, and the notice goes outside.
 func alertDown(c *cli.Context, open Opener, d time.Duration, rep *report) error {
 	store, err := openRead(c, open)
 	if err != nil {
@@ -30,12 +32,16 @@ func alertDown(c *cli.Context, open Opener, d time.Duration, rep *report) error 
 	if err != nil {
 		return err
 	}
+	paused, err := store.PausedDestinations(c.Context)
+	if err != nil {
+		return err
+	}
 	now := time.Now()
 	tw := tabwriter.NewWriter(&rep.text, 0, 0, 2, ' ', 0)
 	enc := json.NewEncoder(&rep.json)
 	for _, dd := range down {
 		long := now.Sub(dd.Since)
-		if long < d {
+		if long < d || slices.Contains(paused, dd.Name) {
 			continue
 		}
 		fmt.Fprintf(tw, "down %s\tfor %s, since %s\tits rows wait, no attempt counted, probed until it answers\t(inbox stats)\n",

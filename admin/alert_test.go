@@ -184,6 +184,12 @@ func TestAlertDownFor(t *testing.T) {
 	if !strings.Contains(out, "down for 1m") {
 		t.Errorf("stats:\n%s\nwant billing down for 1m", out)
 	}
+	if err := s.SetPaused(ctx, "billing", true); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := run(t, "alert", "--db", path, "--down-for", "30s"); err != nil || out != "" {
+		t.Errorf("paused while down: exit %d, printed %q, want 0: no one probes it", exitCode(err), out)
+	}
 	for _, name := range []string{"billing", "audit"} {
 		if err := s.SetDown(ctx, name, time.Time{}, ""); err != nil {
 			t.Fatal(err)
