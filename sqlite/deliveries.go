@@ -211,3 +211,46 @@ func (s *Store) SetPaused(ctx context.Context, name string, paused bool) error {
 		return nil
 	})
 }
+
+// RecordRouting records (or, routes nil, forgets) the routing of the
+// dispatcher owner.
+func (s *Store) RecordRouting(ctx context.Context, owner string, routes []inbox.Route, now time.Time) error {
+	return s.writeOp(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		var err error
+		if routes == nil {
+			_, err = tx.ExecContext(ctx, `DELETE FROM routings WHERE owner = ?`, owner)
+		} else {
+			_, err = tx.ExecContext(ctx, `INSERT INTO routings (owner, routes, seen_at) VALUES (?, ?, ?)
+				ON CONFLICT (owner) DO UPDATE SET routes = excluded.routes, seen_at = excluded.seen_at`,
+				owner, inbox.EncodeRoutes(routes), millis(now))
+		}
+		if err != nil {
+			return fmt.Errorf("record the routing: %w", err)
+		}
+		return nil
+	})
+}
+
+// Routings returns the routings recorded at or after since, by owner.
+func (s *Store) Routings(ctx context.Context, since time.Time) ([]inbox.Routing, error) {
+	rows, err := s.read.QueryContext(ctx, `SELECT owner, routes, seen_at FROM routings WHERE seen_at >= ? ORDER BY owner`, millis(since))
+	if err != nil {
+		return nil, fmt.Errorf("read the routings: %w", err)
+	}
+	defer rows.Close()
+	var out []inbox.Routing
+	for rows.Next() {
+		var r inbox.Routing
+		var routes string
+		var seen int64
+		if err := rows.Scan(&r.Owner, &routes, &seen); err != nil {
+			return nil, fmt.Errorf("read the routings: %w", err)
+		}
+		if r.Routes, err = inbox.DecodeRoutes(routes); err != nil {
+			return nil, err
+		}
+		r.SeenAt = fromMillis(seen)
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
