@@ -618,6 +618,7 @@ Examples:
 			if err != nil {
 				return err
 			}
+			dests.watchRouting(store)
 			log.Info().Str("db", describeDB(db)).Msg("starting")
 			rctx, stopReloads := context.WithCancel(ctx)
 			reloaded := make(chan struct{})

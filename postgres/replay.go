@@ -206,6 +206,55 @@ func (t replayTx) Reset(pairs []inbox.ReplayPair, now time.Time) ([]inbox.Replay
 	return done, nil
 }
 
+// Add makes the pairs new, due at their times, and their rows new: only
+// for a row handed on already (done, parked by the dispatcher, or new
+// with a pair) that has no pair for the destination yet.
+func (t replayTx) Add(pairs []inbox.ReplayPair, now time.Time) ([]inbox.ReplayPair, error) {
+	if len(pairs) == 0 {
+		return nil, nil
+	}
+	n := len(pairs)
+	ids, dests, statuses, dues := make([]string, n), make([]string, n), make([]string, n), make([]int64, n)
+	for i, p := range pairs {
+		ids[i], dests[i], statuses[i], dues[i] = p.ID, p.Destination, string(p.Status), p.Due.UnixMilli()
+	}
+	at := now.UnixMilli()
+	rows, err := t.tx.Query(t.ctx, `INSERT INTO deliveries (event_id, destination, status, attempts,
+			next_attempt_at, received_at, updated_at)
+		SELECT v.id, v.dest, 'new', 0, v.due, e.received_at, $5
+		FROM `+replaySet+` JOIN events e ON e.id = v.id
+		WHERE e.status = 'done' OR (e.status = 'parked' AND e.reason IN ('handler_failed', 'handler_rejected'))
+			OR (e.status = 'new' AND EXISTS (SELECT 1 FROM deliveries o WHERE o.event_id = e.id))
+		ON CONFLICT (event_id, destination) DO NOTHING
+		RETURNING event_id, destination`, ids, dests, statuses, dues, at)
+	if err != nil {
+		return nil, fmt.Errorf("add %d pairs: %w", n, err)
+	}
+	got := map[inbox.Pair]bool{}
+	var p inbox.Pair
+	if _, err := pgx.ForEachRow(rows, []any{&p.ID, &p.Destination}, func() error {
+		got[p] = true
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("add %d pairs: %w", n, err)
+	}
+	var added []inbox.ReplayPair
+	var renew []string
+	for _, p := range pairs {
+		if got[p.Pair] {
+			added = append(added, p)
+			renew = append(renew, p.ID)
+		}
+	}
+	_, err = t.tx.Exec(t.ctx, `UPDATE events SET status = 'new', reason = NULL, done_at = NULL, last_error = NULL,
+			updated_at = CASE WHEN status <> 'new' THEN $2 ELSE updated_at END
+		WHERE id = ANY($1::text[])`, renew, at)
+	if err != nil {
+		return nil, fmt.Errorf("renew %d rows: %w", len(renew), err)
+	}
+	return added, nil
+}
+
 // Reroute makes the rows of ids that are done (or parked by the
 // dispatcher) with no pair new and not routed.
 func (t replayTx) Reroute(ids []string, now time.Time) ([]string, error) {

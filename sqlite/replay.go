@@ -210,6 +210,52 @@ func (t replayTx) Reset(pairs []inbox.ReplayPair, now time.Time) ([]inbox.Replay
 	return done, nil
 }
 
+// Add makes the pairs new, due at their times, and their rows new: only
+// for a row handed on already (done, parked by the dispatcher, or new
+// with a pair) that has no pair for the destination yet.
+func (t replayTx) Add(pairs []inbox.ReplayPair, now time.Time) ([]inbox.ReplayPair, error) {
+	if len(pairs) == 0 {
+		return nil, nil
+	}
+	vals, at := replayValues(pairs), millis(now)
+	rows, err := t.tx.QueryContext(t.ctx, `INSERT INTO deliveries (event_id, destination, status, attempts,
+			next_attempt_at, received_at, updated_at)
+		SELECT v.id, v.dest, 'new', 0, v.due, e.received_at, ?2
+		FROM `+replaySet+` AS v JOIN events e ON e.id = v.id
+		WHERE e.status = 'done' OR (e.status = 'parked' AND e.reason IN ('handler_failed', 'handler_rejected'))
+			OR (e.status = 'new' AND EXISTS (SELECT 1 FROM deliveries o WHERE o.event_id = e.id))
+		ON CONFLICT (event_id, destination) DO NOTHING
+		RETURNING event_id, destination`, vals, at)
+	if err != nil {
+		return nil, fmt.Errorf("add %d pairs: %w", len(pairs), err)
+	}
+	got := map[inbox.Pair]bool{}
+	err = each(rows, func(scan func(...any) error) error {
+		var p inbox.Pair
+		err := scan(&p.ID, &p.Destination)
+		got[p] = true
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("add %d pairs: %w", len(pairs), err)
+	}
+	var added []inbox.ReplayPair
+	var ids []string
+	for _, p := range pairs {
+		if got[p.Pair] {
+			added = append(added, p)
+			ids = append(ids, p.ID)
+		}
+	}
+	_, err = t.tx.ExecContext(t.ctx, `UPDATE events SET status = 'new', reason = NULL, done_at = NULL, last_error = NULL,
+			updated_at = CASE WHEN status <> 'new' THEN ?2 ELSE updated_at END
+		WHERE id IN (SELECT value FROM json_each(?1))`, jsonList(ids), at)
+	if err != nil {
+		return nil, fmt.Errorf("renew %d rows: %w", len(ids), err)
+	}
+	return added, nil
+}
+
 // Reroute makes the rows of ids that are done (or parked by the
 // dispatcher) with no pair new and not routed.
 func (t replayTx) Reroute(ids []string, now time.Time) ([]string, error) {
