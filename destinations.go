@@ -43,9 +43,11 @@ type liveDestinations struct {
 }
 
 // watchRouting has the destinations' routing recorded and checked on
-// store while they run (see routingWatch).
-func (l *liveDestinations) watchRouting(store routingStore) {
+// store while they run (see routingWatch). It records it once now, so
+// that its names are known (inbox pause) as soon as the process is up.
+func (l *liveDestinations) watchRouting(ctx context.Context, store routingStore) {
 	l.watch = newRoutingWatch(store, l.routes, l.log)
+	l.watch.record(ctx)
 }
 
 // routes are the routes of the destinations in effect.

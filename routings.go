@@ -72,6 +72,20 @@ func (w *routingWatch) reloaded() {
 	}
 }
 
+// record records the routing once, bounded by a second: at start, before
+// run.
+func (w *routingWatch) record(ctx context.Context) {
+	routes := w.routes()
+	if len(routes) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if err := w.store.RecordRouting(ctx, w.owner, routes, w.now()); err != nil {
+		w.log.Debug().Err(err).Msg("record this dispatcher's routing")
+	}
+}
+
 // run records and checks until ctx is done, then forgets this
 // dispatcher's routing, so that the others no longer count it.
 func (w *routingWatch) run(ctx context.Context) {

@@ -310,3 +310,34 @@ func testRoutingTablesDiffer(t *testing.T, db string) {
 	d2.signal(syscall.SIGTERM)
 	<-d2.done
 }
+
+// TestUpgradeWithoutDefaultSaid: an older database upgraded by a serve
+// whose [[destination]] tables leave out default, while a row of it
+// waits: the start says default and its row in a warn line, /readyz and
+// inbox alert name it.
+func TestUpgradeWithoutDefaultSaid(t *testing.T) {
+	testUpgradeWithoutDefaultSaid(t, oldSQLite(t))
+}
+
+// TestUpgradeWithoutDefaultSaidPostgres is TestUpgradeWithoutDefaultSaid
+// on PostgreSQL.
+func TestUpgradeWithoutDefaultSaidPostgres(t *testing.T) {
+	testUpgradeWithoutDefaultSaid(t, oldPostgres(t))
+}
+
+func testUpgradeWithoutDefaultSaid(t *testing.T, db string) {
+	app := newDestApp(t, 204)
+	s := startServer(t, db, "--config", fanOutConfig(t, destTable("app", app.URL)), "--admin-addr", "127.0.0.1:0")
+	waitLong(t, 10*time.Second, "a warn line naming default", func() bool {
+		return strings.Contains(s.logs.String(), `"destination":"default","unfinished":1`)
+	})
+	waitLong(t, 10*time.Second, "/readyz to name default", func() bool {
+		_, body := get(t, s.admin+"/readyz")
+		return strings.Contains(body, "destination default: 1 unfinished rows wait")
+	})
+	if out, errOut, code := runCLI(t, nil, "alert", "--db", db, "--max-age", "10000d"); code != 1 || !strings.Contains(out, "unconfigured default") {
+		t.Errorf("alert: %d %q %s, want 1 naming default", code, out, errOut)
+	}
+	s.signal(syscall.SIGTERM)
+	<-s.done
+}
