@@ -7,7 +7,6 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"inbox/config"
-	"inbox/inbox"
 )
 
 func pauseCommand(open Opener) *cli.Command {
@@ -63,20 +62,26 @@ func pausing(open Opener, paused bool, name, usage, description string) *cli.Com
 			if !config.ValidName(dest) {
 				return errors.New("a destination name is 1 to 32 of a-z, 0-9, - and _")
 			}
-			var configured []inbox.Route
-			if file := c.String("config"); file != "" {
-				var err error
-				if configured, err = config.LoadRoutes(file); err != nil {
-					return err
-				}
-			}
 			store, err := openWrite(c, open)
 			if err != nil {
 				return err
 			}
 			defer store.Close()
-			if err := knownDestination(c.Context, store, dest, configured); err != nil {
-				return err
+			// --config is read only for a name the store does not know:
+			// INBOX_CONFIG, set for serve, may name a file this user
+			// cannot read.
+			if err := knownDestination(c.Context, store, dest, nil); err != nil {
+				file := c.String("config")
+				if file == "" {
+					return err
+				}
+				configured, lerr := config.LoadRoutes(file)
+				if lerr != nil {
+					return lerr
+				}
+				if err := knownDestination(c.Context, store, dest, configured); err != nil {
+					return err
+				}
 			}
 			if err := store.SetPaused(c.Context, dest, paused); err != nil {
 				return err
