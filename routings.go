@@ -50,6 +50,9 @@ type routingWatch struct {
 	counted   time.Time
 	saidConfl string
 	saidStr   string
+	// dispatched: the process has had destinations, so a reload that
+	// removes them all still says what waits for them.
+	dispatched bool
 }
 
 // newRoutingWatch watches the routing routes returns, on store.
@@ -79,6 +82,9 @@ func (w *routingWatch) record(ctx context.Context) {
 	if len(routes) == 0 {
 		return
 	}
+	w.mu.Lock()
+	w.dispatched = true
+	w.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	if err := w.store.RecordRouting(ctx, w.owner, routes, w.now()); err != nil {
@@ -95,17 +101,28 @@ func (w *routingWatch) run(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
-			fctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			defer cancel()
-			if err := w.store.RecordRouting(fctx, w.owner, nil, w.now()); err != nil {
-				w.log.Debug().Err(err).Msg("forget this dispatcher's routing")
-			}
+			w.forget()
 			return
 		case <-w.checks:
 			w.step(ctx, true)
 		case <-t.C:
 			w.step(ctx, false)
 		}
+	}
+}
+
+// forget removes the routing this process recorded, if any.
+func (w *routingWatch) forget() {
+	w.mu.Lock()
+	dispatched := w.dispatched
+	w.mu.Unlock()
+	if !dispatched {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := w.store.RecordRouting(ctx, w.owner, nil, w.now()); err != nil {
+		w.log.Debug().Err(err).Msg("forget this dispatcher's routing")
 	}
 }
 
@@ -120,14 +137,17 @@ func (w *routingWatch) step(ctx context.Context, all bool) {
 	if len(routes) == 0 {
 		routes = nil // forgotten: this process hands nothing on
 	}
-	if err := w.store.RecordRouting(ctx, w.owner, routes, now); err != nil {
-		w.log.Debug().Err(err).Msg("record this dispatcher's routing")
+	w.mu.Lock()
+	w.dispatched = w.dispatched || routes != nil
+	dispatched := w.dispatched
+	w.mu.Unlock()
+	if !dispatched {
+		// A serve that never dispatched (inbox dispatch runs beside it)
+		// writes nothing and says nothing of the dispatchers' tables.
 		return
 	}
-	if routes == nil {
-		w.mu.Lock()
-		w.stranded, w.conflict = nil, nil
-		w.mu.Unlock()
+	if err := w.store.RecordRouting(ctx, w.owner, routes, now); err != nil {
+		w.log.Debug().Err(err).Msg("record this dispatcher's routing")
 		return
 	}
 	live, err := w.store.Routings(ctx, now.Add(-inbox.RoutingLive))
@@ -135,7 +155,7 @@ func (w *routingWatch) step(ctx context.Context, all bool) {
 		w.log.Debug().Err(err).Msg("read the dispatchers' routings")
 		return
 	}
-	if !slices.ContainsFunc(live, func(r inbox.Routing) bool { return r.Owner == w.owner }) {
+	if routes != nil && !slices.ContainsFunc(live, func(r inbox.Routing) bool { return r.Owner == w.owner }) {
 		live = append(live, inbox.Routing{Owner: w.owner, Routes: routes, SeenAt: now})
 	}
 	conflict := inbox.ConflictingRoutings(live)

@@ -341,3 +341,28 @@ func testUpgradeWithoutDefaultSaid(t *testing.T, db string) {
 	s.signal(syscall.SIGTERM)
 	<-s.done
 }
+
+// TestAllDestinationsRemovedSaid: a reload that removes every destination
+// of a serve while one has unfinished rows says so too.
+func TestAllDestinationsRemovedSaid(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "inbox.db")
+	only := newDestApp(t, 500)
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, fanOutText(destTable("only", only.URL, `retry_schedule = "1h"`)))
+	s := startServer(t, db, "--config", cfg, "--admin-addr", "127.0.0.1:0")
+	sendBatch(t, s, "a", 3, 0, 0)
+	waitLong(t, 10*time.Second, "only's rows to wait for a retry", func() bool {
+		return destinationStats(t, db)["only"].Retrying == 3
+	})
+	writeConfig(t, dir, fanOutText(""))
+	s.signal(syscall.SIGHUP)
+	waitLong(t, 10*time.Second, "a warn line naming only and its 3 rows", func() bool {
+		return strings.Contains(s.logs.String(), `"destination":"only","unfinished":3`)
+	})
+	waitLong(t, 10*time.Second, "/readyz to name only", func() bool {
+		_, body := get(t, s.admin+"/readyz")
+		return strings.Contains(body, "destination only: 3 unfinished rows wait")
+	})
+	s.signal(syscall.SIGTERM)
+	<-s.done
+}
