@@ -507,6 +507,20 @@ type ReplayTx interface {
 	Mirror(ids []string, now time.Time) error
 }
 
+// Returned returns the pairs of pairs that got holds (those a store's
+// statement returned), in the order given, and their rows' ids.
+func Returned(pairs []ReplayPair, got map[Pair]bool) ([]ReplayPair, []string) {
+	var kept []ReplayPair
+	var ids []string
+	for _, p := range pairs {
+		if got[p.Pair] {
+			kept = append(kept, p)
+			ids = append(ids, p.ID)
+		}
+	}
+	return kept, ids
+}
+
 // WithEarlier returns the pairs of the row id with the earlier series
 // read returns of each, by destination; read is not called when there is
 // no pair.

@@ -53,6 +53,17 @@ func DecodeRoutes(s string) ([]Route, error) {
 	return rs, nil
 }
 
+// ReadRouting is the routing a store read: owner, its routes as
+// EncodeRoutes wrote them, and when it was seen in Unix milliseconds. It
+// fails as DecodeRoutes does.
+func ReadRouting(owner, routes string, seenAt int64) (Routing, error) {
+	rs, err := DecodeRoutes(routes)
+	if err != nil {
+		return Routing{}, err
+	}
+	return Routing{Owner: owner, Routes: rs, SeenAt: time.UnixMilli(seenAt).UTC()}, nil
+}
+
 // RouteNames returns the names of routes, sorted.
 func RouteNames(routes []Route) []string {
 	names := make([]string, len(routes))

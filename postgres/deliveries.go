@@ -227,18 +227,14 @@ func (s *Store) Routings(ctx context.Context, since time.Time) ([]inbox.Routing,
 	}
 	defer rows.Close()
 	var out []inbox.Routing
-	for rows.Next() {
-		var r inbox.Routing
-		var routes string
-		var seen int64
-		if err := rows.Scan(&r.Owner, &routes, &seen); err != nil {
-			return nil, fmt.Errorf("read the routings: %w", err)
-		}
-		if r.Routes, err = inbox.DecodeRoutes(routes); err != nil {
-			return nil, err
-		}
-		r.SeenAt = time.UnixMilli(seen).UTC()
+	var owner, routes string
+	var seen int64
+	if _, err := pgx.ForEachRow(rows, []any{&owner, &routes, &seen}, func() error {
+		r, err := inbox.ReadRouting(owner, routes, seen)
 		out = append(out, r)
+		return err
+	}); err != nil {
+		return nil, fmt.Errorf("read the routings: %w", err)
 	}
-	return out, rows.Err()
+	return out, nil
 }

@@ -148,6 +148,16 @@ func (t replayTx) Rows(ids []string, f inbox.Filter) ([]inbox.ReplayRow, error) 
 // as rows.
 const replaySet = `unnest($1::text[], $2::text[], $3::text[], $4::bigint[]) AS v(id, dest, status, due)`
 
+// replayArrays is pairs as the four arrays replaySet reads.
+func replayArrays(pairs []inbox.ReplayPair) (ids, dests, statuses []string, dues []int64) {
+	n := len(pairs)
+	ids, dests, statuses, dues = make([]string, n), make([]string, n), make([]string, n), make([]int64, n)
+	for i, p := range pairs {
+		ids[i], dests[i], statuses[i], dues[i] = p.ID, p.Destination, string(p.Status), p.Due.UnixMilli()
+	}
+	return ids, dests, statuses, dues
+}
+
 // Reset keeps each pair's series in delivery_history, then makes it new
 // again, due at its time, and its row new; only pairs still of the status
 // read.
@@ -156,10 +166,7 @@ func (t replayTx) Reset(pairs []inbox.ReplayPair, now time.Time) ([]inbox.Replay
 		return nil, nil
 	}
 	n := len(pairs)
-	ids, dests, statuses, dues := make([]string, n), make([]string, n), make([]string, n), make([]int64, n)
-	for i, p := range pairs {
-		ids[i], dests[i], statuses[i], dues[i] = p.ID, p.Destination, string(p.Status), p.Due.UnixMilli()
-	}
+	ids, dests, statuses, dues := replayArrays(pairs)
 	at := now.UnixMilli()
 	_, err := t.tx.Exec(t.ctx, `INSERT INTO delivery_history (event_id, destination, series, status, reason,
 			attempts, last_error, updated_at, done_at, replayed_at)
@@ -180,30 +187,34 @@ func (t replayTx) Reset(pairs []inbox.ReplayPair, now time.Time) ([]inbox.Replay
 	if err != nil {
 		return nil, fmt.Errorf("reset %d pairs: %w", n, err)
 	}
+	done, err := t.renew(rows, pairs, at)
+	if err != nil {
+		return nil, fmt.Errorf("reset %d pairs: %w", n, err)
+	}
+	return done, nil
+}
+
+// renew reads the pairs rows returns (id, destination), and makes the rows
+// of those of pairs among them new with no error of their own: the row's
+// last error is its pairs' again once Mirror has run. It returns those
+// pairs, in the order given.
+func (t replayTx) renew(rows pgx.Rows, pairs []inbox.ReplayPair, at int64) ([]inbox.ReplayPair, error) {
 	got := map[inbox.Pair]bool{}
 	var p inbox.Pair
 	if _, err := pgx.ForEachRow(rows, []any{&p.ID, &p.Destination}, func() error {
 		got[p] = true
 		return nil
 	}); err != nil {
-		return nil, fmt.Errorf("reset %d pairs: %w", n, err)
+		return nil, err
 	}
-	var done []inbox.ReplayPair
-	var renew []string
-	for _, p := range pairs {
-		if got[p.Pair] {
-			done = append(done, p)
-			renew = append(renew, p.ID)
-		}
-	}
-	// The row's last error is its pairs' again once Mirror has run.
-	_, err = t.tx.Exec(t.ctx, `UPDATE events SET status = 'new', reason = NULL, done_at = NULL, last_error = NULL,
+	kept, ids := inbox.Returned(pairs, got)
+	_, err := t.tx.Exec(t.ctx, `UPDATE events SET status = 'new', reason = NULL, done_at = NULL, last_error = NULL,
 			updated_at = CASE WHEN status <> 'new' THEN $2 ELSE updated_at END
-		WHERE id = ANY($1::text[])`, renew, at)
+		WHERE id = ANY($1::text[])`, ids, at)
 	if err != nil {
-		return nil, fmt.Errorf("renew %d rows: %w", len(renew), err)
+		return nil, fmt.Errorf("renew %d rows: %w", len(ids), err)
 	}
-	return done, nil
+	return kept, nil
 }
 
 // Add makes the pairs new, due at their times, and their rows new: only
@@ -214,10 +225,7 @@ func (t replayTx) Add(pairs []inbox.ReplayPair, now time.Time) ([]inbox.ReplayPa
 		return nil, nil
 	}
 	n := len(pairs)
-	ids, dests, statuses, dues := make([]string, n), make([]string, n), make([]string, n), make([]int64, n)
-	for i, p := range pairs {
-		ids[i], dests[i], statuses[i], dues[i] = p.ID, p.Destination, string(p.Status), p.Due.UnixMilli()
-	}
+	ids, dests, statuses, dues := replayArrays(pairs)
 	at := now.UnixMilli()
 	rows, err := t.tx.Query(t.ctx, `INSERT INTO deliveries (event_id, destination, status, attempts,
 			next_attempt_at, received_at, updated_at)
@@ -230,27 +238,9 @@ func (t replayTx) Add(pairs []inbox.ReplayPair, now time.Time) ([]inbox.ReplayPa
 	if err != nil {
 		return nil, fmt.Errorf("add %d pairs: %w", n, err)
 	}
-	got := map[inbox.Pair]bool{}
-	var p inbox.Pair
-	if _, err := pgx.ForEachRow(rows, []any{&p.ID, &p.Destination}, func() error {
-		got[p] = true
-		return nil
-	}); err != nil {
-		return nil, fmt.Errorf("add %d pairs: %w", n, err)
-	}
-	var added []inbox.ReplayPair
-	var renew []string
-	for _, p := range pairs {
-		if got[p.Pair] {
-			added = append(added, p)
-			renew = append(renew, p.ID)
-		}
-	}
-	_, err = t.tx.Exec(t.ctx, `UPDATE events SET status = 'new', reason = NULL, done_at = NULL, last_error = NULL,
-			updated_at = CASE WHEN status <> 'new' THEN $2 ELSE updated_at END
-		WHERE id = ANY($1::text[])`, renew, at)
+	added, err := t.renew(rows, pairs, at)
 	if err != nil {
-		return nil, fmt.Errorf("renew %d rows: %w", len(renew), err)
+		return nil, fmt.Errorf("add %d pairs: %w", n, err)
 	}
 	return added, nil
 }

@@ -247,16 +247,15 @@ func (s *Store) Routings(ctx context.Context, since time.Time) ([]inbox.Routing,
 	defer rows.Close()
 	var out []inbox.Routing
 	for rows.Next() {
-		var r inbox.Routing
-		var routes string
+		var owner, routes string
 		var seen int64
-		if err := rows.Scan(&r.Owner, &routes, &seen); err != nil {
+		if err := rows.Scan(&owner, &routes, &seen); err != nil {
 			return nil, fmt.Errorf("read the routings: %w", err)
 		}
-		if r.Routes, err = inbox.DecodeRoutes(routes); err != nil {
+		r, err := inbox.ReadRouting(owner, routes, seen)
+		if err != nil {
 			return nil, err
 		}
-		r.SeenAt = fromMillis(seen)
 		out = append(out, r)
 	}
 	return out, rows.Err()

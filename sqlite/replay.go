@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -182,32 +183,36 @@ func (t replayTx) Reset(pairs []inbox.ReplayPair, now time.Time) ([]inbox.Replay
 	if err != nil {
 		return nil, fmt.Errorf("reset %d pairs: %w", len(pairs), err)
 	}
+	done, err := t.renew(rows, pairs, at)
+	if err != nil {
+		return nil, fmt.Errorf("reset %d pairs: %w", len(pairs), err)
+	}
+	return done, nil
+}
+
+// renew reads the pairs rows returns (id, destination), and makes the rows
+// of those of pairs among them new with no error of their own: the row's
+// last error is its pairs' again once Mirror has run. It returns those
+// pairs, in the order given.
+func (t replayTx) renew(rows *sql.Rows, pairs []inbox.ReplayPair, at int64) ([]inbox.ReplayPair, error) {
 	got := map[inbox.Pair]bool{}
-	err = each(rows, func(scan func(...any) error) error {
+	err := each(rows, func(scan func(...any) error) error {
 		var p inbox.Pair
 		err := scan(&p.ID, &p.Destination)
 		got[p] = true
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("reset %d pairs: %w", len(pairs), err)
+		return nil, err
 	}
-	var done []inbox.ReplayPair
-	var ids []string
-	for _, p := range pairs {
-		if got[p.Pair] {
-			done = append(done, p)
-			ids = append(ids, p.ID)
-		}
-	}
-	// The row's last error is its pairs' again once Mirror has run.
+	kept, ids := inbox.Returned(pairs, got)
 	_, err = t.tx.ExecContext(t.ctx, `UPDATE events SET status = 'new', reason = NULL, done_at = NULL, last_error = NULL,
 			updated_at = CASE WHEN status <> 'new' THEN ?2 ELSE updated_at END
 		WHERE id IN (SELECT value FROM json_each(?1))`, jsonList(ids), at)
 	if err != nil {
 		return nil, fmt.Errorf("renew %d rows: %w", len(ids), err)
 	}
-	return done, nil
+	return kept, nil
 }
 
 // Add makes the pairs new, due at their times, and their rows new: only
@@ -229,29 +234,9 @@ func (t replayTx) Add(pairs []inbox.ReplayPair, now time.Time) ([]inbox.ReplayPa
 	if err != nil {
 		return nil, fmt.Errorf("add %d pairs: %w", len(pairs), err)
 	}
-	got := map[inbox.Pair]bool{}
-	err = each(rows, func(scan func(...any) error) error {
-		var p inbox.Pair
-		err := scan(&p.ID, &p.Destination)
-		got[p] = true
-		return err
-	})
+	added, err := t.renew(rows, pairs, at)
 	if err != nil {
 		return nil, fmt.Errorf("add %d pairs: %w", len(pairs), err)
-	}
-	var added []inbox.ReplayPair
-	var ids []string
-	for _, p := range pairs {
-		if got[p.Pair] {
-			added = append(added, p)
-			ids = append(ids, p.ID)
-		}
-	}
-	_, err = t.tx.ExecContext(t.ctx, `UPDATE events SET status = 'new', reason = NULL, done_at = NULL, last_error = NULL,
-			updated_at = CASE WHEN status <> 'new' THEN ?2 ELSE updated_at END
-		WHERE id IN (SELECT value FROM json_each(?1))`, jsonList(ids), at)
-	if err != nil {
-		return nil, fmt.Errorf("renew %d rows: %w", len(ids), err)
 	}
 	return added, nil
 }
