@@ -172,6 +172,9 @@ Examples:
 // first rows.
 func printReplay(c *cli.Context, rep inbox.ReplayReport) error {
 	w := c.App.Writer
+	if d := c.String("destination"); rep.Rows+rep.Waiting+rep.Changed == 0 && d != "" && c.String("config") == "" {
+		fmt.Fprintf(c.App.ErrWriter, "no selected row has a pair for %s to hand on again: to make the pairs of rows routed before it was configured, give --config FILE with its [[destination]] table (see --help)\n", d)
+	}
 	if c.Bool("json") {
 		return encodeExact(w, rep)
 	}

@@ -198,6 +198,10 @@ func testReplayFeedsNewDestination(t *testing.T, db string) {
 	withNew := fanOutText(destTable("app", app.URL) + destTable("newc", newc.URL, `events = ["job.completed"]`))
 	later := filepath.Join(t.TempDir(), "later.toml")
 	writeConfigAt(t, later, withNew)
+	// Without the config that has it, newc is a name the inbox does not know.
+	if out, errOut, code := runCLI(t, nil, "replay", "--db", db, "--destination", "newc", "--since", "1h"); code == 0 || !strings.Contains(errOut, `unknown destination "newc"`) {
+		t.Errorf("replay --destination newc without --config: %d %q %s, want refused", code, out, errOut)
+	}
 	out, errOut, code := runCLI(t, nil, "replay", "--db", db, "--config", later, "--destination", "newc", "--since", "1h", "--dry-run")
 	if code != 0 || !strings.Contains(out, "rows handed on again: 4") || !strings.Contains(out, "4 pairs made for a destination the rows had none of") {
 		t.Fatalf("replay --dry-run: %d %q %s", code, out, errOut)
