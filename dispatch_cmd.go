@@ -25,6 +25,7 @@ import (
 	"inbox/nats"
 	"inbox/receiver"
 	"inbox/reconcile"
+	"inbox/scheme"
 )
 
 // connectTimeout bounds looking up the NATS stream at start.
@@ -97,7 +98,10 @@ stops a destination on every running dispatcher within about a second
                     is claimed or attempted, none uses up its retries, and
                     it resumes within about a second of the broker's
                     return; /readyz, inbox_nats_connected and
-                    inbox_dispatch_paused say how it stands.
+                    inbox_dispatch_paused say how it stands. A message above
+                    the server's max_payload (1 MiB by default: the default
+                    --max-body) can never be published: its row is parked
+                    too_large_for_destination at once, and the start warns.
 An attempt is counted before it is sent (Inbox-Attempt, from 1), the next
 rows' counts written while the current ones are sent; a count never sent is
 undone, but a dispatcher killed costs at most 16 x --workers rows of each
@@ -160,7 +164,19 @@ type dispatchConfig struct {
 	timeout, slowAfter, lease time.Duration
 	maxSlow                   int // -1: none
 	rate                      float64
+	// maxBody is the largest body the sources hand on (serve's --max-body
+	// and max_body; for inbox dispatch, --max-body's default), which a
+	// NATS destination checks against its server's max_payload at start.
+	maxBody int64
 }
+
+// defaultMaxBody is --max-body's default, what inbox dispatch assumes the
+// sources hand on.
+const defaultMaxBody = 1 << 20
+
+// headerRoom is what a NATS message's headers take beside its body, at
+// most for a usual row: the warning at start allows for it.
+const headerRoom = 1 << 10
 
 // kind names the kind of destination cfg sets, for the dispatcher's log.
 func (cfg dispatchConfig) kind() string {
@@ -242,7 +258,7 @@ func parseDispatch(c *cli.Context) ([]dispatchConfig, error) {
 // parseKnobs reads the flags that tune a destination.
 func parseKnobs(c *cli.Context) (dispatchConfig, error) {
 	cfg := dispatchConfig{workers: c.Int("workers"), timeout: config.DurationOf(c, "timeout").Get(), slowAfter: config.DurationOf(c, "slow-after").Get(),
-		lease: config.DurationOf(c, "lease").Get(), maxSlow: c.Int("max-slow")}
+		lease: config.DurationOf(c, "lease").Get(), maxSlow: c.Int("max-slow"), maxBody: defaultMaxBody}
 	var err error
 	if cfg.schedule, err = dispatch.ParseSchedule(c.String("retry-schedule")); err != nil {
 		return dispatchConfig{}, fmt.Errorf("--retry-schedule: %w", err)
@@ -276,6 +292,9 @@ func parseFlagDestination(c *cli.Context, base dispatchConfig) (dispatchConfig, 
 		return dispatchConfig{}, errors.New("--nats-url and --nats-subject go together")
 	case deploy.Placeholder(c.String("forward-secret")):
 		return dispatchConfig{}, errors.New("INBOX_FORWARD_SECRET (or --forward-secret) holds the placeholder of the shipped inbox.env: make a secret with inbox secret")
+	}
+	if _, err := scheme.StandardKey(c.String("forward-secret")); err != nil {
+		return dispatchConfig{}, fmt.Errorf("INBOX_FORWARD_SECRET (or --forward-secret): %w: make one with inbox secret (a raw key K signs as whsec_ and the base64 of K)", err)
 	}
 	cfg := base
 	cfg.route = inbox.Route{Name: inbox.DefaultDestination}
@@ -373,6 +392,14 @@ func newDispatcher(ctx context.Context, cfg dispatchConfig, store dispatch.Store
 		switch cerr := p.Check(cctx); {
 		case cerr == nil:
 			log.Info().Str("stream", p.Stream()).Str("subject", cfg.natsSubject).Msg("publishing to JetStream")
+			if most := p.MaxPayload(); most > 0 && cfg.maxBody+headerRoom > most {
+				log.Warn().Int64("max_payload", most).Int64("max_body", cfg.maxBody).Str("subject", cfg.natsSubject).
+					Msg("nats: the server's max_payload is below the largest body the sources take (--max-body, max_body) with its headers: a larger message can never be published, and its row is parked too_large_for_destination; raise max_payload on the server, or lower --max-body")
+			}
+			if most := p.MaxMsgSize(cctx); most > 0 && cfg.maxBody+headerRoom > most {
+				log.Warn().Int64("max_msg_size", most).Int64("max_body", cfg.maxBody).Str("stream", p.Stream()).
+					Msg("nats: the stream's max_msg_size is below the largest body the sources take (--max-body, max_body) with its headers: a larger message can never be stored, and its row is parked too_large_for_destination; raise the stream's max_msg_size, or lower --max-body")
+			}
 		case errors.Is(cerr, nats.ErrUnreachable):
 			// Logged by Connect; the rows wait for the connection.
 		case alone:

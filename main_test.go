@@ -71,3 +71,27 @@ func TestDeployEnvFile(t *testing.T) {
 		}
 	}
 }
+
+// TestConnectErrorsNameNoAddress checks that an operator's command which
+// cannot reach a PostgreSQL --db says so without the database's address:
+// not its user, host, port or database name (and never the password).
+func TestConnectErrorsNameNoAddress(t *testing.T) {
+	db := "postgres://opuser:hunter2@127.0.0.1:1/opsdb?sslmode=disable&connect_timeout=2"
+	for _, args := range [][]string{
+		{"stats"}, {"list"}, {"parked", "--group-by", "reason"}, {"show", "job_1"},
+		{"missed"}, {"purge", "--dry-run"}, {"pause", "billing"},
+	} {
+		var stderr bytes.Buffer
+		full := append([]string{"inbox", args[0], "--db", db}, args[1:]...)
+		err := newApp(io.Discard, &stderr).RunContext(context.Background(), full)
+		if err == nil {
+			t.Fatalf("%v: no error from an unreachable database", args)
+		}
+		msg := err.Error() + stderr.String()
+		for _, part := range []string{"opuser", "hunter2", "127.0.0.1", ":1", "opsdb"} {
+			if strings.Contains(msg, part) {
+				t.Errorf("%v: %q names %q", args, msg, part)
+			}
+		}
+	}
+}

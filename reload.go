@@ -43,19 +43,62 @@ func hangups() (hup <-chan os.Signal, stop func()) {
 // file any step refuses is logged, once, and the running config stays.
 // Without --config (file "") a SIGHUP logs that there is nothing to
 // reload. SIGHUP never ends serve or dispatch.
+//
+// A reload runs beside the signals, so a slow one (the file is read within
+// config.ReadTimeout) never holds up shutdown: once ctx is done this
+// returns at once, and a reload still reading then changes nothing. The
+// SIGHUPs that arrive while a reload runs are logged and coalesced into
+// one more reload once it ends: the file is read again after the last
+// change, and no SIGHUP goes unsaid.
 func reloadOnHangup(ctx context.Context, hup <-chan os.Signal, file string, log zerolog.Logger, steps ...reloadStep) {
+	var applying sync.Mutex
+	var running chan struct{} // closed when the reload under way ends; nil when none
+	again := false
+	start := func() {
+		done := make(chan struct{})
+		running = done
+		go func() {
+			defer close(done)
+			reload(file, log, steps, func(apply func()) {
+				applying.Lock()
+				defer applying.Unlock()
+				if ctx.Err() == nil {
+					apply()
+				}
+			})
+		}()
+	}
 	for {
 		select {
 		case <-ctx.Done():
+			// An apply under way finishes; none starts from here on.
+			applying.Lock()
+			applying.Unlock()
 			return
 		case <-hup:
-			reload(file, log, steps)
+			if running == nil {
+				start()
+				continue
+			}
+			if again {
+				log.Warn().Str("config", file).Msg("SIGHUP while a reload is still running: one more reload is already due once it ends")
+			} else {
+				log.Warn().Str("config", file).Msg("SIGHUP while a reload is still running: reloading again once it ends")
+			}
+			again = true
+		case <-running:
+			running = nil
+			if again {
+				again = false
+				start()
+			}
 		}
 	}
 }
 
-// reload re-reads file once through steps, as reloadOnHangup says.
-func reload(file string, log zerolog.Logger, steps []reloadStep) {
+// reload re-reads file once through steps, as reloadOnHangup says; commit
+// puts what the steps accepted into effect, or drops it.
+func reload(file string, log zerolog.Logger, steps []reloadStep, commit func(apply func())) {
 	if file == "" {
 		log.Warn().Msg("SIGHUP: no --config: nothing to reload (restart to change the flags or the environment)")
 		return
@@ -69,9 +112,11 @@ func reload(file string, log zerolog.Logger, steps []reloadStep) {
 		}
 		applies = append(applies, apply)
 	}
-	for _, apply := range applies {
-		apply()
-	}
+	commit(func() {
+		for _, apply := range applies {
+			apply()
+		}
+	})
 }
 
 // sourceSet is the handlers of one config's sources, at their paths.
@@ -134,6 +179,12 @@ func (l *liveSources) reload(file string) (func(), error) {
 	if err != nil {
 		return nil, fmt.Errorf("config %s: %w", file, err)
 	}
+	// Looked at now, not in apply: a stat that hangs must not hold up the
+	// apply, which shutdown waits for.
+	var who string
+	if valueSecrets(sources) {
+		who = readableByOthers(file)
+	}
 	return func() {
 		l.mu.Lock()
 		old := l.cur.Swap(set)
@@ -147,10 +198,8 @@ func (l *liveSources) reload(file string) (func(), error) {
 			names[i] = src.Name
 		}
 		l.log.Info().Str("config", file).Strs("sources", names).Msg("reloaded: new requests get the new config")
-		if valueSecrets(sources) {
-			if who := readableByOthers(file); who != "" {
-				l.log.Warn().Str("config", file).Msg("the config holds secrets (value = ...) and is readable by " + who + ": chmod 0600 it, or use env = ...")
-			}
+		if who != "" {
+			l.log.Warn().Str("config", file).Msg("the config holds secrets (value = ...) and is readable by " + who + ": chmod 0600 it, or use env = ...")
 		}
 	}, nil
 }

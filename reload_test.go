@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -111,5 +114,70 @@ func TestReloadKeepsRetiredSecretUses(t *testing.T) {
 	}
 	if code := deliver("new-secret"); code != http.StatusNoContent {
 		t.Errorf("after a refused reload: %d, want 204", code)
+	}
+}
+
+// TestReloadSlowStepCoalesces runs a reload whose step blocks: the
+// SIGHUPs meanwhile are each logged and end in one more reload once it
+// returns; a cancel while a reload blocks returns at once, and what that
+// reload read is never applied.
+func TestReloadSlowStepCoalesces(t *testing.T) {
+	var said atomic.Int64 // the lines for SIGHUPs during a reload
+	log := zerolog.New(io.Discard).Hook(zerolog.HookFunc(func(_ *zerolog.Event, _ zerolog.Level, msg string) {
+		if strings.HasPrefix(msg, "SIGHUP while a reload is still running") {
+			said.Add(1)
+		}
+	}))
+	hup := make(chan os.Signal)
+	release := make(chan struct{})
+	started := make(chan struct{}, 10)
+	var applied atomic.Int64
+	step := func(string) (func(), error) {
+		started <- struct{}{}
+		<-release
+		return func() { applied.Add(1) }, nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		reloadOnHangup(ctx, hup, "c.toml", log, step)
+	}()
+	hup <- syscall.SIGHUP
+	<-started
+	for range 3 {
+		hup <- syscall.SIGHUP
+	}
+	// Each SIGHUP during the reload is said.
+	waitUntil(t, func() bool { return said.Load() == 3 })
+	release <- struct{}{}
+	<-started // the one reload the three SIGHUPs asked for
+	waitUntil(t, func() bool { return applied.Load() == 1 })
+
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Second):
+		t.Fatal("a cancel during a blocked reload did not return")
+	}
+	close(release)
+	time.Sleep(50 * time.Millisecond)
+	if got := applied.Load(); got != 1 {
+		t.Fatalf("%d reloads applied, want 1: the one read after the cancel must not be", got)
+	}
+	select {
+	case <-started:
+		t.Fatal("a third reload ran: the SIGHUPs were not coalesced")
+	default:
+	}
+}
+
+// waitUntil waits up to 5s for cond.
+func waitUntil(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out")
+		}
 	}
 }

@@ -21,7 +21,8 @@ CREATE TABLE IF NOT EXISTS events (
   -- earlier version keeps its IN list: its stored schema is never edited.
   status       TEXT    NOT NULL CHECK (status = 'new' OR status = 'done' OR status = 'parked' OR status = 'ignored'),
   -- Why a row is parked: unparseable, missing_job_id, unknown_event,
-  -- payload_too_large, too_large, conflict (set on receipt), handler_failed,
+  -- payload_too_large, too_large, conflict, missing_key, unknown_job (set
+  -- on receipt), handler_failed,
   -- handler_rejected (set by the dispatcher). Set exactly when status is parked.
   reason       TEXT    CHECK ((status = 'parked') = (reason IS NOT NULL)),
   -- The body's "event" field (job.completed, ...), NULL when unreadable.

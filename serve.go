@@ -63,7 +63,10 @@ instead, and the flags that describe the one Sume source (--secret, --path,
 --tolerance, --event, --max-body, --max-request) are refused. SIGHUP reads
 the file again: one that passes every check of start-up serves the next
 requests (those in flight finish under the old one); one that fails any
-is refused with one log line, and the running config stays. Secrets named
+is refused with one log line, and the running config stays. The file
+must be a regular file of at most 1 MiB read within 5s (a FIFO, a device
+or a hung mount is refused); a SIGHUP during a reload is logged and
+reads the file once more after it. Secrets named
 by env = ... come from serve's environment, which a reload cannot change.
 With --admin-addr, GET /sources there lists the sources served now, as
 inbox sources --admin prints them, and GET /destinations the destinations
@@ -250,10 +253,14 @@ func parseServe(c *cli.Context) (serveConfig, error) {
 	if cfg.reconcile, err = parseReconcile(c); err != nil {
 		return serveConfig{}, err
 	}
+	largest := largestBody(cfg.sources)
 	cfg.reparseDispatch = func() ([]dispatchConfig, error) {
 		d, err := parseDispatch(c)
 		if errors.Is(err, errNoDestination) {
 			return nil, nil // serve only receives
+		}
+		for i := range d {
+			d[i].maxBody = largest
 		}
 		return d, err
 	}
@@ -641,4 +648,18 @@ func checkPath(path string, sharesAdmin bool) error {
 		return fmt.Errorf("--path %s would hide a probe: choose another, or set --admin-addr", path)
 	}
 	return nil
+}
+
+// largestBody is the largest body sources hand on: their max_body (or
+// --max-body), or, with none, their request cap.
+func largestBody(sources []config.Source) int64 {
+	var most int64
+	for _, src := range sources {
+		b := src.Rules.MaxBody
+		if b <= 0 {
+			b = src.HardCap
+		}
+		most = max(most, b)
+	}
+	return most
 }

@@ -38,7 +38,7 @@ type Opener func(ctx context.Context, db string, a Access) (inbox.Store, error)
 
 // Commands returns the admin commands, which open their stores with open.
 func Commands(open Opener) []*cli.Command {
-	return []*cli.Command{
+	cmds := []*cli.Command{
 		listCommand(open),
 		statsCommand(open),
 		parkedCommand(open),
@@ -58,6 +58,38 @@ func Commands(open Opener) []*cli.Command {
 		expectCommand(open),
 		expectedCommand(open),
 		migrateCommand(open),
+	}
+	for _, cmd := range cmds {
+		connectErrorsWithoutAddress(cmd)
+	}
+	return cmds
+}
+
+// connectErrorsWithoutAddress makes cmd's errors that say a PostgreSQL
+// --db could not be reached (the driver's "failed to connect to `user=...
+// database=...`", a dial's host:port and address) name none of the
+// database's address, as alert's always do: the rest of the text, what
+// went wrong, stays.
+func connectErrorsWithoutAddress(cmd *cli.Command) {
+	action := cmd.Action
+	if action == nil {
+		return
+	}
+	cmd.Action = func(c *cli.Context) error {
+		err := action(c)
+		if err == nil || !c.IsSet("db") && c.String("db") == "" {
+			return err
+		}
+		db, msg := c.String("db"), err.Error()
+		if !isPostgresURL(db) || !pgxConnect.MatchString(msg) && !hostPortIP.MatchString(msg) {
+			return err
+		}
+		free := addressFree(err, db)
+		var ec cli.ExitCoder
+		if errors.As(err, &ec) {
+			return cli.Exit(free, ec.ExitCode())
+		}
+		return errors.New(free)
 	}
 }
 
@@ -109,10 +141,20 @@ func busyTimeoutFlag() *cli.GenericFlag {
 // args returns the command's arguments. A flag after them is refused:
 // the flag parser stops at the first argument, so it would be taken for
 // one.
+//
+// A value given to a flag that takes none (--dry-run true) is refused
+// too: the parser takes it for the first argument, an id or a name.
 func args(c *cli.Context) ([]string, error) {
 	for _, a := range c.Args().Slice() {
 		if strings.HasPrefix(a, "-") {
 			return nil, fmt.Errorf("%s after the arguments (%s): flags go before them", a, c.Command.ArgsUsage)
+		}
+	}
+	if first := strings.ToLower(c.Args().First()); first == "true" || first == "false" {
+		for _, f := range c.Command.Flags {
+			if b, ok := f.(*cli.BoolFlag); ok && c.IsSet(b.Name) {
+				return nil, fmt.Errorf("%q after a flag that takes no value (such as --%s) is not its value but the first argument (%s): write --%s or --%s=false", c.Args().First(), b.Name, c.Command.ArgsUsage, b.Name, b.Name)
+			}
 		}
 	}
 	return c.Args().Slice(), nil
@@ -274,7 +316,7 @@ func printJSONLines[T any](w io.Writer, vals []T) error {
 }
 
 // timeFormat is how tables print times: UTC, to the second.
-const timeFormat = "2006-01-02T15:04:05Z"
+const timeFormat = inbox.TimeFormat
 
 func formatTime(t time.Time) string { return t.UTC().Format(timeFormat) }
 

@@ -97,8 +97,12 @@ JSON: "text" (the message, as Slack, Mattermost and ntfy-style endpoints
 show it), "host", "check" (parked, parked_every_hour, quiet, or unreadable
 when the inbox could not be read), "exit_code", "at", "lines" and
 "findings" (the objects --json prints). It never carries the database's
-address or a secret. Only http:// and https:// URLs; a redirect is not
-followed; each POST has --notify-timeout, and only a 2xx answer counts.
+address or a secret: the reason an inbox could not be read says [--db]
+for the SQLite file and [user], [host], [port] and [dbname] for the parts
+of a PostgreSQL URL, on stderr too. Only http:// and https:// URLs with a
+host; a redirect is not followed; each POST has --notify-timeout, and only
+a 2xx answer counts. An empty URL (--notify '', INBOX_NOTIFY=' , ', a
+trailing comma) is a mistake: to notify nowhere, unset INBOX_NOTIFY.
 
 It exits 2 when it cannot read the inbox (missing or unreadable database;
 notified too) and on any mistake in its flags, arguments or INBOX_ALERT_*
@@ -147,6 +151,8 @@ Examples:
 			}
 			rep := &report{check: check.name}
 			if err := check.run(c, open, rep); err != nil {
+				// Printed and notified, the error never names the database.
+				err = errors.New(addressFree(err, c.String("db")))
 				rep.check = "unreadable"
 				rep.text.Reset()
 				rep.json.Reset()

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"inbox/bodyview"
 )
 
 // maxCell is how many characters a table cell shows, escapes counted as
@@ -56,7 +58,9 @@ func escapeRune(s, keep string) (string, int) {
 // characters, cut to maxCell-1 and ended with cutMark. An escape is never
 // cut in two.
 func cell(s string) string {
-	if esc := escapeControls(s, ""); utf8.RuneCountInString(esc) <= maxCell {
+	// Each rune prints as one character or more: the first maxCell+1 say
+	// whether s fits, however long it is.
+	if esc := escapeControls(bodyview.Runes(s, maxCell+1), ""); utf8.RuneCountInString(esc) <= maxCell {
 		return esc
 	}
 	var b strings.Builder

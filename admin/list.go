@@ -2,6 +2,7 @@ package admin
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -29,8 +30,11 @@ exits 1.
 
 --since and --until take an RFC 3339 time or an age (24h: since a day ago);
 --event and --job-status (the body's "status": COMPLETED, ERROR, ...) match
-exactly; --destination keeps the rows routed to that destination, whatever
-became of them there. --contains searches the bodies of the newest --scan-limit
+exactly; --destination keeps the rows routed to that destination, and with
+--status only those whose pair with it has that status. Without
+--destination, --status parked takes a row parked by any of its
+destinations (another may still have it); any other status is the row's
+own, which sums up its destinations. --contains searches the bodies of the newest --scan-limit
 (100,000) rows the other flags select for its text, byte for byte (no
 wildcards, case-sensitive), and says on stderr when older rows were left
 unsearched ("scanned the newest 100,000 rows; older ones not searched:
@@ -117,12 +121,27 @@ Examples:
 	}
 }
 
-// listHead and listCells are list's table, which replay shows too.
-const listHead = "ID\tSOURCE\tSTATUS\tREASON\tEVENT\tJOB STATUS\tSIZE\tDELIVERIES\tRECEIVED"
+// listColumns are list's table, which replay shows too: fields of
+// inbox.EventFields by name, in the table's order.
+var listColumns = []string{"id", "source", "status", "reason", "event", "job_status", "size", "deliveries", "received_at"}
 
+// listHead is the table's heading line: each column's Field.Column.
+var listHead = strings.Join(eventColumns(func(f inbox.Field) string { return f.Column }), "\t")
+
+// listCells are a row's cells in the table, as EventFields writes them.
 func listCells(e inbox.Event) []string {
-	return []string{e.ID, e.Source, string(e.Status), dash(string(e.Reason)), dash(e.Event), dash(e.JobStatus),
-		strconv.FormatInt(e.Size, 10), strconv.FormatInt(e.Deliveries, 10), formatTime(e.ReceivedAt)}
+	return eventColumns(func(f inbox.Field) string { return dash(f.Text(e)) })
+}
+
+// eventColumns is what of returns for each of listColumns' fields.
+func eventColumns(of func(inbox.Field) string) []string {
+	fields := inbox.EventFields()
+	out := make([]string, 0, len(listColumns))
+	for _, name := range listColumns {
+		i := slices.IndexFunc(fields, func(f inbox.Field) bool { return f.Name == name })
+		out = append(out, of(fields[i]))
+	}
+	return out
 }
 
 // dash stands in for an empty table cell.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -230,5 +231,20 @@ func TestThousands(t *testing.T) {
 		if got := thousands(n); got != want {
 			t.Errorf("thousands(%d) = %q, want %q", n, got, want)
 		}
+	}
+}
+
+// TestListColumnsAreFields checks list's columns are fields of
+// inbox.EventFields with a heading, and the table's heading is as it was.
+func TestListColumnsAreFields(t *testing.T) {
+	fields := inbox.EventFields()
+	for _, name := range listColumns {
+		i := slices.IndexFunc(fields, func(f inbox.Field) bool { return f.Name == name })
+		if i < 0 || fields[i].Column == "" {
+			t.Errorf("list column %s: no field of inbox.EventFields with a Column", name)
+		}
+	}
+	if want := "ID\tSOURCE\tSTATUS\tREASON\tEVENT\tJOB STATUS\tSIZE\tDELIVERIES\tRECEIVED"; listHead != want {
+		t.Errorf("list's heading is %q, want %q", listHead, want)
 	}
 }

@@ -45,10 +45,16 @@ type notifier struct {
 	client *http.Client
 }
 
-// newNotifier reads --notify and --notify-timeout. It fails on a URL that
-// is not http:// or https:// with a host, or a timeout that is not
-// positive; the error names the URL's scheme and host only, since the path
-// of a chat webhook is its secret.
+// errNotifyEmpty refuses a --notify or INBOX_NOTIFY that is set and names
+// no URL, or holds an empty one ("", " , ", a trailing comma): an alert
+// that was meant to be sent must not go nowhere without a word.
+var errNotifyEmpty = errors.New("--notify (or INBOX_NOTIFY) is set with an empty URL: give http:// or https:// webhook URLs (INBOX_NOTIFY: comma-separated, none empty), or unset it to notify nowhere")
+
+// newNotifier reads --notify and --notify-timeout. It fails on an empty
+// URL or list (errNotifyEmpty), on a URL that is not http:// or https://
+// with a host, or a timeout that is not positive; the error names the
+// URL's scheme and host only, since the path of a chat webhook is its
+// secret.
 func newNotifier(c *cli.Context) (*notifier, error) {
 	n := &notifier{client: &http.Client{
 		Timeout: config.DurationOf(c, "notify-timeout").Get(),
@@ -56,13 +62,17 @@ func newNotifier(c *cli.Context) (*notifier, error) {
 		// to, and a 3xx is a failure to deliver it.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}}
-	for _, raw := range c.StringSlice("notify") {
+	raws := c.StringSlice("notify")
+	if c.IsSet("notify") && len(raws) == 0 {
+		return nil, errNotifyEmpty
+	}
+	for _, raw := range raws {
 		raw = strings.TrimSpace(raw)
 		if raw == "" {
-			continue
+			return nil, errNotifyEmpty
 		}
 		u, err := url.Parse(raw)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
 			scheme := ""
 			if err == nil {
 				scheme = u.Scheme

@@ -22,6 +22,11 @@ func parkedCommand(open Opener) *cli.Command {
 		Description: `Lists the rows parked because they can never be processed as received:
 id, source, reason, event, size, received time and deliveries. With --group-by reason,
 one line per reason with its count and the oldest and newest receipt.
+A row counts as parked when it is, or when any of its destinations parked it
+(another may still have it): --reason finds each destination's own reason,
+and --destination narrows it to that destination's; the REASON column is the
+row's own (the destination that settled last), and --group-by reason counts
+a row under every reason it is parked with.
 With --per-hour, a chart of how many rows were parked in each hour (UTC) of
 the last --since (whole hours, 48h unless given; at most 31d), by when they were parked:
 on receipt, or when the dispatcher gave up on them. Rows should not keep

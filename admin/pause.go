@@ -55,10 +55,14 @@ func pausing(open Opener, paused bool, name, usage, description string) *cli.Com
 		Flags: []cli.Flag{config.DBFlag(), config.BusyTimeoutFlag("how long the write waits for serve's lock (500ms, 3s, 1m)"),
 			config.FileFlag("a config whose [[destination]] names are known too, though no row has reached them yet (only names and filters are read)")},
 		Action: func(c *cli.Context) error {
-			if c.NArg() != 1 {
+			a, err := args(c)
+			if err != nil {
+				return err
+			}
+			if len(a) != 1 {
 				return fmt.Errorf("%s takes one destination name (see --help)", name)
 			}
-			dest := c.Args().First()
+			dest := a[0]
 			if !config.ValidName(dest) {
 				return errors.New("a destination name is 1 to 32 of a-z, 0-9, - and _")
 			}

@@ -22,8 +22,8 @@ func purgeCommand(open Opener) *cli.Command {
 (90d unless given; at least 7d), parked ones too with --include-parked, and
 parked ones of each --reason; never new rows (waiting or in flight), which
 the application still has to take, and never the rows the dispatcher
-parked (handler_failed, handler_rejected: work the application never
-finished) unless --reason names them. Retention counts from a row's last
+parked (handler_failed, handler_rejected, too_large_for_destination: work
+the application never finished) unless --reason names them. Retention counts from a row's last
 delivery (last_seen_at): a row is the acceptance record that makes the next
 delivery of its job a counted repeat rather than new work, so it is kept
 as long as the platform keeps a run's history (90 days by default, at

@@ -1,21 +1,17 @@
 package admin
 
 import (
-	"bytes"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"slices"
-	"strconv"
 	"strings"
 	"text/tabwriter"
-	"time"
 	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
 
+	"inbox/bodyview"
 	"inbox/config"
 	"inbox/inbox"
 )
@@ -27,8 +23,9 @@ func showCommand(open Opener) *cli.Command {
 		ArgsUsage: "ID | --source NAME KEY",
 		Description: `Prints the row's fields, then its body: indented when it is JSON, as text
 when it is UTF-8 (control characters escaped, so a body cannot drive the
-terminal), as a hex dump otherwise. With --json, the fields and the body
-(as "body" when it is UTF-8, else base64 as "body_base64"). A row is named
+terminal), as a hex dump otherwise; the first 256 KiB of that, and a line saying
+how much was cut. With --json, the fields and the body whole, as it is
+stored (as "body" when it is UTF-8, else base64 as "body_base64"). A row is named
 by its id (a Sume row's is its key, another source's <source>/<key>), or
 by --source and its key. A row handed to destinations has a line per
 destination: where it stands there (new, done, parked), its attempts, next
@@ -86,31 +83,10 @@ Examples:
 				return encodeExact(w, showJSON(e, dests))
 			}
 			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-			for _, f := range []struct{ name, value string }{
-				{"id", e.ID},
-				{"source", e.Source},
-				{"job_id", e.JobID},
-				{"status", string(e.Status)},
-				{"reason", string(e.Reason)},
-				{"event", e.Event},
-				{"job_status", e.JobStatus},
-				{"result_url", e.ResultURL},
-				{"size", strconv.FormatInt(e.Size, 10)},
-				{"sha256", e.SHA256},
-				{"delivery_ts", fmt.Sprintf("%d (%s)", e.DeliveryTS, formatTime(time.Unix(e.DeliveryTS, 0)))},
-				{"received_at", formatTime(e.ReceivedAt)},
-				{"deliveries", strconv.FormatInt(e.Deliveries, 10)},
-				{"last_seen_at", formatTime(e.LastSeenAt)},
-				{"updated_at", formatTime(e.UpdatedAt)},
-				{"attempts", strconv.FormatInt(e.Attempts, 10)},
-				{"next_attempt", formatOptionalTime(e.NextAttemptAt)},
-				{"lease", formatLease(e)},
-				// The application's own words: escaped below like the rest.
-				{"last_error", e.LastError},
-				{"done_at", formatOptionalTime(e.DoneAt)},
-			} {
-				// Fields come from the sender's body too (event, job_id).
-				fmt.Fprintf(tw, "%s\t%s\n", f.name, escapeControls(dash(f.value), ""))
+			for _, f := range inbox.EventFields() {
+				// Fields come from the sender's body too (event, job_id),
+				// and last_error is the application's own words.
+				fmt.Fprintf(tw, "%s\t%s\n", f.Name, escapeControls(dash(f.Text(e)), ""))
 			}
 			if len(dests) > 0 {
 				fmt.Fprintln(tw, "\nDESTINATION\tSTATUS\tATTEMPTS\tNEXT ATTEMPT\tLEASE\tLAST ERROR")
@@ -124,7 +100,7 @@ Examples:
 						status += " (" + string(d.Reason) + ")"
 					}
 					fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", cell(d.Destination), status, d.Attempts,
-						dash(formatOptionalTime(d.NextAttemptAt)), dash(lease), escapeControls(dash(d.LastError), ""))
+						dash(inbox.FormatTime(d.NextAttemptAt)), dash(lease), escapeControls(dash(d.LastError), ""))
 				}
 				if slices.ContainsFunc(dests, func(d inbox.Pairing) bool { return len(d.Earlier) > 0 }) {
 					fmt.Fprintln(tw, "\nDESTINATION\tEARLIER SERIES")
@@ -167,20 +143,6 @@ func formatSeries(h inbox.Series) string {
 	return escapeControls(line, "")
 }
 
-func formatOptionalTime(t time.Time) string {
-	if t.IsZero() {
-		return ""
-	}
-	return formatTime(t)
-}
-
-func formatLease(e inbox.Event) string {
-	if e.LeaseOwner == "" {
-		return ""
-	}
-	return e.LeaseOwner + " until " + formatTime(e.LeaseUntil)
-}
-
 // showJSON is a row with its body, for --json.
 func showJSON(e inbox.Event, dests []inbox.Pairing) any {
 	out := struct {
@@ -200,24 +162,41 @@ func showJSON(e inbox.Event, dests []inbox.Pairing) any {
 
 // writeBody prints a body for a terminal: indented when it is JSON, as
 // text with control characters escaped when it is UTF-8, as a hex dump
-// otherwise.
+// otherwise; the first bodyview.Limit bytes of that, then a line saying
+// the rest was cut (--json has the body whole).
 func writeBody(w io.Writer, body []byte) error {
 	if len(body) == 0 {
 		_, err := fmt.Fprintln(w, "(empty body)")
 		return err
 	}
 	if !utf8.Valid(body) {
-		_, err := fmt.Fprintf(w, "(not UTF-8: hex dump)\n%s", hex.Dump(body))
-		return err
+		v := bodyview.Hex(body, bodyview.Limit)
+		if _, err := fmt.Fprintf(w, "(not UTF-8: hex dump)\n%s", v.Text); err != nil {
+			return err
+		}
+		return writeCut(w, v)
 	}
-	var pretty bytes.Buffer
-	if json.Indent(&pretty, body, "", "  ") == nil {
-		body = pretty.Bytes()
+	esc := func(s string) (string, int) { return escapeRune(s, "\n\t") }
+	v, ok := bodyview.JSON(body, bodyview.Limit, esc)
+	if !ok {
+		v = bodyview.Text(body, bodyview.Limit, esc)
 	}
-	text := escapeControls(string(body), "\n\t")
+	text := v.Text
 	if !strings.HasSuffix(text, "\n") {
 		text += "\n"
 	}
-	_, err := io.WriteString(w, text)
+	if _, err := io.WriteString(w, text); err != nil {
+		return err
+	}
+	return writeCut(w, v)
+}
+
+// writeCut says, after a body cut at bodyview.Limit, how much it left out.
+func writeCut(w io.Writer, v bodyview.View) error {
+	if v.Left == 0 {
+		return nil
+	}
+	_, err := fmt.Fprintf(w, "(truncated: the first %d KiB shown, %d bytes of the body left out; inbox show --json has it whole)\n",
+		bodyview.Limit>>10, v.Left)
 	return err
 }

@@ -31,6 +31,19 @@ func TestShow(t *testing.T) {
 			}
 		}
 	})
+	t.Run("every field of inbox.EventFields, in order", func(t *testing.T) {
+		out, err := run(t, "show", "--db", path, "job_1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(out, "\n")
+		for i, f := range inbox.EventFields() {
+			if i >= len(lines) || !strings.HasPrefix(lines[i], f.Name+" ") {
+				t.Errorf("line %d of show is not %s:\n%s", i+1, f.Name, out)
+				break
+			}
+		}
+	})
 	t.Run("binary body is hex-dumped", func(t *testing.T) {
 		out, err := run(t, "show", "--db", path, inbox.BodyKey(sha(binary)))
 		if err != nil {

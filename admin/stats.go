@@ -21,8 +21,8 @@ func statsCommand(open Opener) *cli.Command {
 done rows, what it took to hand them on; on parked rows, what was tried
 before giving up), the queue of new rows the application still has to take
 (how many, how many a dispatcher holds now, how many wait for a retry, how
-long the oldest has waited), and parked rows per reason (handler_failed and
-handler_rejected are the dispatcher's). Then, per destination, where its
+long the oldest has waited), and parked rows per reason (handler_failed,
+handler_rejected and too_large_for_destination are the dispatcher's). Then, per destination, where its
 rows stand: new (waiting for it, in flight or retrying among them), done,
 parked for it alone, and whether an operator paused it (inbox pause).
 
@@ -36,7 +36,8 @@ Examples:
    inbox stats --json | jq .queue
    inbox stats --json | jq '.destinations[] | select(.paused)'
    inbox stats --watch
-   inbox stats --watch 10s`,
+   inbox stats --watch 10s
+   inbox stats --watch 5s --json`,
 		Flags: []cli.Flag{config.DBFlag(), readTimeoutFlag(), jsonFlag(), watchFlag()},
 		Action: func(c *cli.Context) error {
 			if err := noArgsButWatch(c); err != nil {

@@ -6,9 +6,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -31,12 +33,40 @@ func watchFlag() *cli.BoolFlag {
 	return &cli.BoolFlag{Name: "watch", Usage: "redraw every INTERVAL (the argument after it; default 2s) until interrupted"}
 }
 
-// noArgsButWatch is NoArgs, but for the interval --watch may take.
+// noArgsButWatch is NoArgs, but for the interval --watch may take and
+// the flags after it, which watched has read.
 func noArgsButWatch(c *cli.Context) error {
-	if c.Bool("watch") && c.Args().Len() <= 1 {
+	if c.Bool("watch") {
 		return nil
 	}
 	return config.NoArgs(c)
+}
+
+// flagsAfterInterval reads the flags that follow --watch's interval into
+// c: the flag parser stops at the interval, an argument, and leaves
+// whatever follows as arguments, so "--watch 2s --json" would lose its
+// --json. Anything left that is no flag is refused.
+func flagsAfterInterval(c *cli.Context, rest []string) error {
+	set := flag.NewFlagSet(c.Command.Name, flag.ContinueOnError)
+	set.SetOutput(io.Discard)
+	for _, f := range c.Command.Flags {
+		if err := f.Apply(set); err != nil {
+			return err
+		}
+	}
+	if err := set.Parse(rest); err != nil {
+		return fmt.Errorf("after --watch %s: %w (see --help)", c.Args().First(), err)
+	}
+	if set.NArg() > 0 {
+		return fmt.Errorf("%s takes no arguments but --watch's interval, got %q after --watch %s", c.Command.Name, set.Arg(0), c.Args().First())
+	}
+	var err error
+	set.Visit(func(f *flag.Flag) {
+		if err == nil {
+			err = c.Set(f.Name, f.Value.String())
+		}
+	})
+	return err
 }
 
 // watched returns cmd with --watch: its action run again every interval,
@@ -51,8 +81,13 @@ func watched(cmd *cli.Command) *cli.Command {
 			return once(c)
 		}
 		every := defaultWatch
-		if c.Args().Len() > 1 {
+		if arg := c.Args().First(); strings.HasPrefix(arg, "-") {
 			return config.NoArgs(c)
+		}
+		if c.Args().Len() > 1 {
+			if err := flagsAfterInterval(c, c.Args().Tail()); err != nil {
+				return err
+			}
 		}
 		if arg := c.Args().First(); arg != "" {
 			d, err := time.ParseDuration(arg)

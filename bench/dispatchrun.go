@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"inbox/bench/internal/inboxmod"
 )
 
 // dispatchRoundTimeout bounds one round of one -dispatch run: its ingest
@@ -51,7 +53,7 @@ func runDispatch(ctx context.Context, cfg config, stdout, stderr io.Writer) erro
 	if len(cfg.dispatch) == 0 {
 		return nil
 	}
-	root, err := moduleRoot(ctx)
+	root, err := inboxmod.Dir(ctx)
 	if err != nil {
 		return fmt.Errorf("-dispatch: %w", err)
 	}
@@ -63,17 +65,17 @@ func runDispatch(ctx context.Context, cfg config, stdout, stderr io.Writer) erro
 	bin := filepath.Join(dir, "dispatch-bench")
 	build, cancel := context.WithTimeout(ctx, buildTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(build, "go", "build", "-o", bin, "./bench/dispatch")
-	cmd.Dir = root
+	cmd := exec.CommandContext(build, "go", "build", "-o", bin, "./dispatch")
+	cmd.Dir = filepath.Join(root, "bench") // the bench module, which replaces inbox with root
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("build ./bench/dispatch: %w\n%s", err, out)
+		return fmt.Errorf("build bench/dispatch: %w\n%s", err, out)
 	}
 	for _, workers := range cfg.dispatch {
 		args := dispatchArgs(cfg, workers)
 		fmt.Fprintf(stderr, "bench: dispatch at %d workers, %d rounds\n", workers, cfg.rounds)
 		run, cancel := context.WithTimeout(ctx, time.Duration(cfg.rounds)*dispatchRoundTimeout)
 		cmd := exec.CommandContext(run, bin, args...)
-		cmd.Dir = root // it reads schema.sql from there
+		cmd.Dir = root // it finds schema.sql through the Go command from there
 		cmd.Stderr = stderr
 		before := loadAvg()
 		out, err := cmd.Output()
@@ -82,7 +84,7 @@ func runDispatch(ctx context.Context, cfg config, stdout, stderr io.Writer) erro
 		if err != nil {
 			return fmt.Errorf("dispatch at %d workers: %w", workers, err)
 		}
-		fmt.Fprintf(stdout, "\ndispatch at --workers %d (go run ./bench/dispatch %s), load avg %s -> %s:\n",
+		fmt.Fprintf(stdout, "\ndispatch at --workers %d (go -C bench run ./dispatch %s), load avg %s -> %s:\n",
 			workers, strings.Join(args, " "), before, after)
 		for line := range strings.Lines(string(out)) {
 			fmt.Fprintf(stdout, "  %s", line)

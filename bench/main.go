@@ -6,15 +6,16 @@
 // one after another, drives signed deliveries at it over keep-alive
 // connections, and prints deliveries/s, p50 and p99 latency, RSS and CPU
 // time per delivery for each, and the ratios. docs/benchmarks.md says
-// what it measures and records runs.
+// what it measures and records runs. bench/ is a Go module of its own,
+// which replaces inbox with the folder above: from the repository's root,
 //
-//	go run ./bench
-//	go run ./bench -duration 60s -conns 32
-//	go run ./bench -only inbox -duration 5s
-//	go run ./bench -pin -rounds 3
-//	go run ./bench -repeat 0.5 -rounds 3
-//	go run ./bench -postgres postgres://postgres@127.0.0.1:5432/test?sslmode=disable -rounds 3
-//	go run ./bench -prefill 5000000 -order inbox
+//	go -C bench run .
+//	go -C bench run . -duration 60s -conns 32
+//	go -C bench run . -only inbox -duration 5s
+//	go -C bench run . -pin -rounds 3
+//	go -C bench run . -repeat 0.5 -rounds 3
+//	go -C bench run . -postgres postgres://postgres@127.0.0.1:5432/test?sslmode=disable -rounds 3
+//	go -C bench run . -prefill 5000000 -order inbox
 //
 // With -postgres it also runs inbox on PostgreSQL (serve --db postgres://...),
 // two inbox replicas on that one database with the load split across both,
@@ -40,6 +41,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"inbox/bench/internal/inboxmod"
 )
 
 func main() {
@@ -125,11 +128,11 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&cfg.pin, "pin", false, "pin each receiver to one CPU and the load generator to another (needs two CPUs, Linux):\n"+
 		"the fair way to compare CPU per delivery on a small machine")
 	var dispatchList string
-	fs.StringVar(&dispatchList, "dispatch", "", "after the receivers, also measure the dispatcher (./bench/dispatch, SQLite, HTTP sink) at these\n"+
+	fs.StringVar(&dispatchList, "dispatch", "", "after the receivers, also measure the dispatcher (bench/dispatch, SQLite, HTTP sink) at these\n"+
 		"--workers counts, comma-separated (e.g. -dispatch 4,32): its ingest and drain rates and CPU per row, -rounds times each")
 	fs.IntVar(&cfg.dispatchN, "dispatch-rows", 20000, "rows each -dispatch run ingests and drains")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), `Usage: go run ./bench [flags]
+		fmt.Fprintln(fs.Output(), `Usage: go -C bench run . [flags]
 
 Builds inbox, then runs it and three reference receivers (store-nothing,
 group-commit, commit-each) one after another on fresh temporary databases,
@@ -137,14 +140,14 @@ drives signed deliveries at each from 127.0.0.1, and prints throughput,
 latency, RSS and the CPU time each receiver and the load generator use per
 delivery.
 
-  go run ./bench -pin -rounds 3        each receiver on one CPU, the load on another
-  go run ./bench -repeat 0.5 -rounds 3 one delivery in two a repeat, against all new
-  go run ./bench -postgres 'postgres://postgres@127.0.0.1:5432/test?sslmode=disable' -rounds 3
-                                       inbox on PostgreSQL (one replica, two, one with four writers), and commit-each-pg
-  go run ./bench -prefill 5000000 -order inbox
-                                       inbox on a database that already holds 5 million rows
-  go run ./bench -rounds 3 -dispatch 4,32
-                                       then the dispatcher at 4 and 32 workers against the ingest rate
+  go -C bench run . -pin -rounds 3        each receiver on one CPU, the load on another
+  go -C bench run . -repeat 0.5 -rounds 3 one delivery in two a repeat, against all new
+  go -C bench run . -postgres 'postgres://postgres@127.0.0.1:5432/test?sslmode=disable' -rounds 3
+                                          inbox on PostgreSQL (one replica, two, one with four writers), and commit-each-pg
+  go -C bench run . -prefill 5000000 -order inbox
+                                          inbox on a database that already holds 5 million rows
+  go -C bench run . -rounds 3 -dispatch 4,32
+                                          then the dispatcher at 4 and 32 workers against the ingest rate
 
 Flags:`)
 		fs.PrintDefaults()
@@ -429,31 +432,11 @@ func receiverSpecs(ctx context.Context, cfg *config, dir string, stderr io.Write
 	return specs, nil
 }
 
-// moduleRoot returns the folder of the inbox module the bench runs in.
-func moduleRoot(ctx context.Context) (string, error) {
-	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
-	if err != nil {
-		return "", fmt.Errorf("go env GOMOD: %w", err)
-	}
-	gomod := strings.TrimSpace(string(out))
-	if gomod == "" || gomod == os.DevNull {
-		return "", errors.New("not inside a Go module: run the bench from the inbox module")
-	}
-	mod, err := os.ReadFile(gomod)
-	if err != nil {
-		return "", err
-	}
-	if !slices.Contains(strings.Split(string(mod), "\n"), "module inbox") {
-		return "", fmt.Errorf("%s is not the inbox module", gomod)
-	}
-	return filepath.Dir(gomod), nil
-}
-
 // buildInbox builds the inbox binary from the module root into dir.
 func buildInbox(ctx context.Context, dir string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, buildTimeout)
 	defer cancel()
-	root, err := moduleRoot(ctx)
+	root, err := inboxmod.Dir(ctx)
 	if err != nil {
 		return "", fmt.Errorf("build inbox: %w", err)
 	}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"inbox/bench/internal/inboxmod"
 )
 
 // The receivers that need -postgres.
@@ -157,7 +159,7 @@ func describePostgres(ctx context.Context, dsn string) (string, error) {
 // (the opener that picks the store from --db). Until it does, inbox-pg and
 // inbox-pg-x2 are left out of a run, saying why.
 func inboxOnPostgres(ctx context.Context) (bool, error) {
-	root, err := moduleRoot(ctx)
+	root, err := inboxmod.Dir(ctx)
 	if err != nil {
 		return false, err
 	}

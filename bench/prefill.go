@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"inbox/bench/internal/inboxmod"
 )
 
 // maxPrefill bounds -prefill: 50 million rows of 1 KiB are about 60 GB.
@@ -35,11 +37,7 @@ const prefillSQL = `INSERT INTO events
 // stored rows, once per run; each inbox run then starts from a copy. The
 // schema is the module's schema.sql, the one inbox serve applies.
 func prefillTemplate(ctx context.Context, dir string, rows int64, bodySize int) (string, error) {
-	root, err := moduleRoot(ctx)
-	if err != nil {
-		return "", fmt.Errorf("prefill: %w", err)
-	}
-	schema, err := os.ReadFile(filepath.Join(root, "schema.sql"))
+	schema, err := inboxmod.Schema(ctx)
 	if err != nil {
 		return "", fmt.Errorf("prefill: %w", err)
 	}

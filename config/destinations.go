@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/url"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -14,6 +15,7 @@ import (
 
 	"inbox/deploy"
 	"inbox/inbox"
+	"inbox/scheme"
 )
 
 // Destination is one [[destination]] of the configuration file: where the
@@ -66,7 +68,8 @@ type fileDestination struct {
 // an unreadable file, an unknown key, a missing, invalid or repeated name,
 // not exactly one of url, exec and nats_url, nats_url without
 // nats_subject, a secret beside exec or nats_url, a secret set both ways,
-// a secret_env that is unset, a placeholder secret, a filter naming a
+// a secret_env that is unset, a placeholder secret or one not in the
+// Standard Webhooks form (whsec_ and base64), a filter naming a
 // source the file does not configure, and an unreadable knob. Its errors
 // never hold a secret.
 func LoadDestinations(path string, getenv func(string) string) ([]Destination, error) {
@@ -153,6 +156,16 @@ func (fd fileDestination) destination(getenv func(string) string, sources map[st
 	if deploy.Placeholder(d.Secret) {
 		return Destination{}, errors.New("the secret is the placeholder of the shipped inbox.env: make a secret with inbox secret")
 	}
+	if _, err := scheme.StandardKey(d.Secret); err != nil {
+		const hint = "make one with inbox secret (a raw key K signs as whsec_ and the base64 of K)"
+		if fd.SecretEnv != "" {
+			return Destination{}, fmt.Errorf("secret_env %s: %w: %s", fd.SecretEnv, err, hint)
+		}
+		if strings.HasPrefix(err.Error(), "secret: ") { // named already
+			return Destination{}, fmt.Errorf("%w: %s", err, hint)
+		}
+		return Destination{}, fmt.Errorf("secret: %w: %s", err, hint)
+	}
 	for _, s := range fd.Sources {
 		if !sources[s] {
 			return Destination{}, fmt.Errorf("sources names %q, which no [[source]] configures", s)
@@ -184,14 +197,19 @@ func (fd fileDestination) destination(getenv func(string) string, sources map[st
 	return d, nil
 }
 
-// decodeFile reads the configuration file at path. It fails on an
-// unreadable file and on an unknown key: a misspelt option must not be
-// silently ignored.
+// decodeFile reads the configuration file at path, as readFile does. It
+// fails on an unreadable file, on one that is not a regular file of at
+// most MaxFileSize bytes or not read within ReadTimeout, and on an unknown
+// key: a misspelt option must not be silently ignored.
 func decodeFile(path string) (fileConfig, error) {
 	var fc fileConfig
-	md, err := toml.DecodeFile(path, &fc)
+	b, err := readFile(path)
 	if err != nil {
 		return fileConfig{}, fmt.Errorf("config %s: %w", path, err)
+	}
+	md, err := toml.Decode(string(b), &fc)
+	if err != nil {
+		return fileConfig{}, fmt.Errorf("config %s: %w", path, valueFree(err))
 	}
 	if und := md.Undecoded(); len(und) > 0 {
 		return fileConfig{}, fmt.Errorf("config %s: unknown key %s", path, und[0])
@@ -200,6 +218,21 @@ func decodeFile(path string) (fileConfig, error) {
 		return fileConfig{}, fmt.Errorf("config %s: %w", path, err)
 	}
 	return fc, nil
+}
+
+// quotedText is a value a TOML syntax error quotes from the file.
+var quotedText = regexp.MustCompile(`"(?:[^"\\]|\\.)*"|'[^']*'`)
+
+// valueFree is a TOML syntax error without the text it quotes from the
+// file, which may be the start of a secret written unquoted (secret =
+// whsec_...): where it is, and what was wrong, but none of the value.
+func valueFree(err error) error {
+	var pe toml.ParseError
+	if !errors.As(err, &pe) {
+		return err
+	}
+	msg := quotedText.ReplaceAllString(pe.Message, "(text not shown)")
+	return fmt.Errorf("line %d, column %d: %s", pe.Position.Line, pe.Position.Col, msg)
 }
 
 // ParseRate reads a ceiling on requests, "50/s" or "600/m", as requests a

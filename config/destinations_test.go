@@ -94,3 +94,39 @@ func TestLoadDestinationsRefuses(t *testing.T) {
 		})
 	}
 }
+
+// TestLoadDestinationsSecretMessage: a secret that is not whsec_ and
+// base64 is named once, by the table's key.
+func TestLoadDestinationsSecretMessage(t *testing.T) {
+	p := writeConfig(t, "[[destination]]\nname = \"a\"\nurl = \"http://x\"\nsecret = \"whsec_!!\"\n")
+	_, err := config.LoadDestinations(p, func(string) string { return "" })
+	if err == nil || !strings.Contains(err.Error(), "(a): secret: the part after whsec_ is not base64") || strings.Contains(err.Error(), "secret: secret:") {
+		t.Errorf("error %v, want the key secret named once", err)
+	}
+}
+
+// TestSyntaxErrorQuotesNoValue: a secret written without its quotes is a
+// syntax error whose message must not carry the secret's first letters,
+// in the destinations' reading and the sources' alike.
+func TestSyntaxErrorQuotesNoValue(t *testing.T) {
+	for name, body := range map[string]string{
+		"destination": "[[destination]]\nname = \"a\"\nurl = \"http://x\"\nsecret = vjsQ9secretvalue\n",
+		"source":      "[[source]]\nname = \"b\"\nscheme = \"sume\"\n[[source.secret]]\nvalue = vjsQ9secretvalue\n",
+		"quoted":      "[[destination]]\nname = \"a\"\nsecret = \"vjsQ9secretvalue\" x\n",
+	} {
+		p := writeConfig(t, body)
+		_, derr := config.LoadDestinations(p, func(string) string { return "" })
+		_, serr := config.LoadSources(p, func(string) string { return "" })
+		for _, err := range []error{derr, serr} {
+			if err == nil {
+				t.Fatalf("%s: loaded a file with a syntax error", name)
+			}
+			if strings.Contains(err.Error(), "vjs") {
+				t.Errorf("%s: error %q quotes the value", name, err)
+			}
+			if !strings.Contains(err.Error(), "line ") {
+				t.Errorf("%s: error %q does not say where", name, err)
+			}
+		}
+	}
+}

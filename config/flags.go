@@ -83,11 +83,20 @@ func checkBusyTimeout(d time.Duration) error {
 
 // NoArgs refuses any argument, for the commands that take none: a stray
 // word (a misplaced value, a flag after one) must not be silently ignored.
+//
+// A flag after the first argument was not read as one (the flag parser
+// stops there), which the error says: the argument is most often a value
+// given to a flag that takes none (--json true).
 func NoArgs(c *cli.Context) error {
-	if c.Args().Len() > 0 {
-		return fmt.Errorf("%s takes no arguments, got %q (flags go before their values: --flag value)", c.Command.Name, c.Args().First())
+	if c.Args().Len() == 0 {
+		return nil
 	}
-	return nil
+	for _, a := range c.Args().Tail() {
+		if strings.HasPrefix(a, "-") {
+			return fmt.Errorf("%s takes no arguments, got %q, and %s after it was not read as a flag (flags after an argument are not): a flag that takes no value goes alone or as --flag=false, never as --flag false", c.Command.Name, c.Args().First(), a)
+		}
+	}
+	return fmt.Errorf("%s takes no arguments, got %q (flags go before their values: --flag value)", c.Command.Name, c.Args().First())
 }
 
 // SplitList trims each value and rejects empty ones, so "a,,b" or a blank

@@ -51,17 +51,20 @@ type fileConfig struct {
 }
 
 type fileSource struct {
-	Name       string       `toml:"name"`
-	Scheme     string       `toml:"scheme"`
-	Path       string       `toml:"path"`
-	Tolerance  string       `toml:"tolerance"`
-	Events     []string     `toml:"events"`
-	MaxBody    string       `toml:"max_body"`
-	MaxRequest string       `toml:"max_request"`
-	Status     int          `toml:"status"`
-	JobIDs     []string     `toml:"job_ids"`
-	Secrets    []fileSecret `toml:"secret"`
-	HMAC       fileHMAC     `toml:"hmac"`
+	Name       string   `toml:"name"`
+	Scheme     string   `toml:"scheme"`
+	Path       string   `toml:"path"`
+	Tolerance  string   `toml:"tolerance"`
+	Events     []string `toml:"events"`
+	MaxBody    string   `toml:"max_body"`
+	MaxRequest string   `toml:"max_request"`
+	Status     int      `toml:"status"`
+	JobIDs     []string `toml:"job_ids"`
+	// ExpectedOnly stores only the jobs inbox expect recorded; any other
+	// is parked unknown_job.
+	ExpectedOnly bool         `toml:"expected_only"`
+	Secrets      []fileSecret `toml:"secret"`
+	HMAC         fileHMAC     `toml:"hmac"`
 }
 
 type fileSecret struct {
@@ -158,6 +161,10 @@ func (fs fileSource) source(getenv func(string) string, lenient bool) (Source, e
 	if fs.Scheme != "vibe" && fs.JobIDs != nil {
 		return Source{}, errors.New("job_ids belongs to scheme vibe only")
 	}
+	if fs.ExpectedOnly && (fs.Scheme != "sume" || fs.Name != inbox.DefaultSource) {
+		return Source{}, errors.New("expected_only belongs to the source named sume (scheme sume) only: inbox expect records its jobs")
+	}
+	src.Rules.ExpectedOnly = fs.ExpectedOnly
 	if src.Accepted == 0 {
 		src.Accepted = http.StatusOK
 		if fs.Scheme == "sume" {

@@ -274,3 +274,30 @@ func TestFailedVerifications(t *testing.T) {
 		t.Errorf("a delivery verified after the failures:\n%s", got)
 	}
 }
+
+// TestRowFieldsAreEventFields checks the row page gives the row's fields
+// as inbox.EventFields has them, in its order, with the same text (which
+// inbox show prints too).
+func TestRowFieldsAreEventFields(t *testing.T) {
+	store, ids := hostileStore(t)
+	e, err := store.Get(context.Background(), ids["plain"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, body := get(t, newConsole(store), http.MethodGet, "/row?id="+url.QueryEscape(ids["plain"]))
+	table := regexp.MustCompile(`(?s)<table class="fields" id="fields">.*?</table>`).FindString(body)
+	rows := regexp.MustCompile(`<tr><th>(.*?)</th><td>(.*?)</td></tr>`).FindAllStringSubmatch(table, -1)
+	fields := inbox.EventFields()
+	if len(rows) != len(fields) {
+		t.Fatalf("the row page has %d fields, inbox.EventFields %d:\n%s", len(rows), len(fields), table)
+	}
+	for i, f := range fields {
+		want := f.Text(e)
+		if want == "" {
+			want = "-"
+		}
+		if rows[i][1] != f.Name || rows[i][2] != want {
+			t.Errorf("field %d is %s %q, want %s %q", i, rows[i][1], rows[i][2], f.Name, want)
+		}
+	}
+}

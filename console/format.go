@@ -6,6 +6,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"inbox/bodyview"
 	"inbox/inbox"
 )
 
@@ -60,9 +61,10 @@ func thousands(n int64) string {
 }
 
 // cell is s as a list cell shows it: printable, and cut to maxCell
-// characters with "…".
+// characters with "…". Only the runes it can show are escaped, so a long
+// field costs no more than a short one.
 func cell(s string) string {
-	p := printable(s)
+	p := printable(bodyview.Runes(s, maxCell+1))
 	if utf8.RuneCountInString(p) <= maxCell {
 		return p
 	}

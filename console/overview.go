@@ -118,8 +118,10 @@ func (c *Console) readOverview(ctx context.Context) (overviewPage, error) {
 	if p.Reasons, err = c.store.ParkedByReason(ctx, inbox.Filter{}); err != nil {
 		return p, err
 	}
+	// The rows parked themselves, as stats counts them; the reasons also
+	// count a row under each reason a destination parked it with.
+	p.Parked = byStatus[inbox.StatusParked]
 	for _, rc := range p.Reasons {
-		p.Parked += rc.Count
 		if p.OldestParked.IsZero() || rc.Oldest.Before(p.OldestParked) {
 			p.OldestParked = rc.Oldest
 		}

@@ -1,9 +1,6 @@
 package console
 
 import (
-	"bytes"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
@@ -12,12 +9,9 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"inbox/bodyview"
 	"inbox/inbox"
 )
-
-// maxShown is how much of a body the row page shows; inbox show has the
-// rest.
-const maxShown = 256 << 10
 
 type rowPage struct {
 	Title  string
@@ -85,43 +79,27 @@ func (c *Console) row(w http.ResponseWriter, r *http.Request) {
 	if e.Response != nil {
 		p.Response = showBody(e.Response)
 	}
-	for _, f := range []struct {
-		name, value string
-	}{
-		{"id", e.ID}, {"source", e.Source}, {"job_id", e.JobID}, {"status", string(e.Status)}, {"reason", string(e.Reason)},
-		{"event", e.Event}, {"job_status", e.JobStatus}, {"result_url", e.ResultURL},
-		{"size", strconv.FormatInt(e.Size, 10) + " bytes"}, {"sha256", e.SHA256},
-		{"delivery_ts", strconv.FormatInt(e.DeliveryTS, 10)},
-		{"received_at", formatTime(e.ReceivedAt)}, {"deliveries", strconv.FormatInt(e.Deliveries, 10)},
-		{"last_seen_at", formatTime(e.LastSeenAt)}, {"updated_at", formatTime(e.UpdatedAt)},
-		{"attempts", strconv.FormatInt(e.Attempts, 10)}, {"next_attempt_at", formatTime(e.NextAttemptAt)},
-		{"lease_owner", e.LeaseOwner}, {"lease_until", formatTime(e.LeaseUntil)},
-		{"last_error", e.LastError}, {"done_at", formatTime(e.DoneAt)},
-	} {
-		p.Fields = append(p.Fields, field{Name: f.name, Value: printable(f.value)})
+	for _, f := range inbox.EventFields() {
+		p.Fields = append(p.Fields, field{Name: f.Name, Value: printable(f.Text(e))})
 	}
 	c.render(w, http.StatusOK, "row", p)
 }
 
 // showBody returns b as the row page shows it: indented when it is JSON,
 // as text when it is UTF-8 (characters that could reorder or hide the
-// text escaped), as a hex dump otherwise; cut after maxShown bytes.
+// text escaped), as a hex dump otherwise; the first bodyview.Limit bytes
+// of that.
 func showBody(b []byte) shownBody {
-	s := shownBody{Shown: true}
-	if len(b) > maxShown {
-		s.Cut = int64(len(b) - maxShown)
-		b = b[:maxShown]
-	}
-	var indented bytes.Buffer
+	esc := func(s string) (string, int) { return escapeRune(s, "\t\n\r") }
+	v, ok := bodyview.JSON(b, bodyview.Limit, esc)
 	switch {
-	case s.Cut == 0 && json.Valid(b) && json.Indent(&indented, b, "", "  ") == nil:
-		s.Kind, s.Text = "JSON", printableText(indented.String())
+	case ok:
 	case utf8.Valid(b):
-		s.Kind, s.Text = "text", printableText(string(b))
+		v = bodyview.Text(b, bodyview.Limit, esc)
 	default:
-		s.Kind, s.Text = "bytes (hex)", hex.Dump(b)
+		v = bodyview.Hex(b, bodyview.Limit)
 	}
-	return s
+	return shownBody{Shown: true, Kind: v.Kind, Text: v.Text, Cut: v.Left}
 }
 
 // printable returns s with every rune that is not graphic (controls,
@@ -140,14 +118,20 @@ func escapeOdd(s, keep string) string {
 	}
 	var b strings.Builder
 	for len(s) > 0 {
-		r, n := utf8.DecodeRuneInString(s)
-		if r == utf8.RuneError && n <= 1 || isOdd(r) {
-			q := strconv.QuoteToASCII(s[:n])
-			b.WriteString(q[1 : len(q)-1])
-		} else {
-			b.WriteString(s[:n])
-		}
+		piece, n := escapeRune(s, keep)
+		b.WriteString(piece)
 		s = s[n:]
 	}
 	return b.String()
+}
+
+// escapeRune returns the first rune of s as escapeOdd shows it, and its
+// length in s.
+func escapeRune(s, keep string) (string, int) {
+	r, n := utf8.DecodeRuneInString(s)
+	if r == utf8.RuneError && n <= 1 || !unicode.IsGraphic(r) && !strings.ContainsRune(keep, r) {
+		q := strconv.QuoteToASCII(s[:n])
+		return q[1 : len(q)-1], n
+	}
+	return s[:n], n
 }

@@ -74,9 +74,20 @@ type Destination interface {
 
 // Reject marks err as the application's answer that the job must never be
 // retried: the row is parked handler_rejected at once.
-func Reject(err error) error { return &rejection{err} }
+func Reject(err error) error { return &rejection{err: err, reason: inbox.ReasonHandlerRejected} }
 
-type rejection struct{ err error }
+// TooLarge marks err as the destination's answer that the job can never
+// fit it (a NATS server's max_payload below the message): the row is
+// parked too_large_for_destination at once, with no retry.
+func TooLarge(err error) error {
+	return &rejection{err: err, reason: inbox.ReasonTooLargeForDestination}
+}
+
+// rejection is err, for which the row is parked with reason at once.
+type rejection struct {
+	err    error
+	reason inbox.Reason
+}
 
 func (r *rejection) Error() string { return r.err.Error() }
 func (r *rejection) Unwrap() error { return r.err }
@@ -391,7 +402,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 			// workers at once; the starter counts the rest. With a Rate
 			// the starter counts them all, each in its turn.
 			// A row's last attempt is never counted ahead (LastAttempt):
-			// a crash must not leave a row parked with no request sent.
+			// it is counted by itself, just before it is sent (counted.last).
 			start := 0
 			for d.limit == nil && len(d.cfg.Schedule) > 0 && start < want && tryTake(ahead) {
 				start++
@@ -425,10 +436,6 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 					case j.Started():
 						start--
 						ready <- counted{job: j, at: now, queued: time.Now()}
-					case j.Attempt > len(d.cfg.Schedule)+1:
-						// Its last attempt's outcome was never recorded (the
-						// dispatcher stopped during it): no attempt is left.
-						pending = append(pending, d.exhausted(j))
 					default:
 						jobs <- j
 					}
@@ -517,9 +524,12 @@ type counted struct {
 	// clock (not Config.Now): how long it waited for one.
 	queued time.Time
 	// last: the job's last attempt, not counted yet. Its worker counts it
-	// just before sending it (Store.Start of it alone), so a dispatcher
-	// that dies never leaves a row whose last attempt was counted and not
-	// sent, which its next claim would park unsent.
+	// just before sending it (Store.Start of it alone), so that a
+	// dispatcher that dies costs no row its last attempt unsent. One that
+	// dies between that count and the outcome (the request sent or not)
+	// leaves the row to be claimed again past its last attempt: that one
+	// is made too (a last attempt as well), never parked unattempted, so a
+	// row is parked for failing only after a request for it failed.
 	last bool
 }
 
@@ -716,7 +726,7 @@ const (
 // about two transactions' time, so the rows held bound the rate: at two a
 // worker, 32 workers on a 2-vCPU machine handed on 0.71 of the ingest
 // rate, their transactions about 25 rows each; at four, 0.81 to 0.92; at
-// sixteen, 0.94 to 1.10 (go run ./bench/dispatch, docs/benchmarks.md). So
+// sixteen, 0.94 to 1.10 (go -C bench run ./dispatch, docs/benchmarks.md). So
 // a dispatcher holds heldPerWorker a worker, and more, up to
 // maxHeldPerWorker, while its workers run out of rows (a fast
 // destination), the bodies held under heldBodies; rows that wait longer
@@ -795,8 +805,9 @@ func (d *Dispatcher) runStarter(ctx context.Context, jobs <-chan inbox.Job, read
 	}
 }
 
-// isLast reports whether j's attempt is the last its schedule allows: one
-// never counted ahead of its worker (counted.last).
+// isLast reports whether j's attempt is the last its schedule allows, or
+// past it (the last one's outcome lost to a crash, or the schedule cut
+// short since): one never counted ahead of its worker (counted.last).
 func (d *Dispatcher) isLast(j inbox.Job) bool { return j.Attempt > len(d.cfg.Schedule) }
 
 // mayStart reports whether j's attempt may be counted now, holding a token
@@ -875,18 +886,6 @@ func (d *Dispatcher) attempt(ctx context.Context, j inbox.Job) inbox.Settlement 
 	return d.outcome(j, err)
 }
 
-// exhausted parks j, claimed again after its last attempt's outcome was
-// lost, without attempting it.
-func (d *Dispatcher) exhausted(j inbox.Job) inbox.Settlement {
-	st := inbox.Settlement{Job: j, Fate: inbox.FateExhausted, At: d.cfg.Now(), Reason: inbox.ReasonHandlerFailed,
-		Error: fmt.Sprintf("attempt %d's lease ran out before its outcome was recorded, and no attempt is left", j.Attempt-1)}
-	d.log.Warn().Str(keyJob, j.ID).Int(keyAttempt, j.Attempt-1).Str(keyOutcome, outcomeFailed).Str(keyCause, st.Error).Msg("failed every attempt: parked")
-	d.metrics.deliveries.WithLabelValues(outcomeFailed).Inc()
-	d.metrics.attempts.Observe(float64(j.Attempt - 1))
-	d.tally.parked.Add(1)
-	return st
-}
-
 // outcome decides what becomes of j after an attempt that returned err.
 func (d *Dispatcher) outcome(j inbox.Job, err error) inbox.Settlement {
 	now := d.cfg.Now()
@@ -898,7 +897,9 @@ func (d *Dispatcher) outcome(j inbox.Job, err error) inbox.Settlement {
 		st.Fate, outcome = inbox.FateDone, outcomeDone
 		log.Debug().Str(keyOutcome, outcome).Msg("delivered")
 	case Rejected(err):
-		st.Fate, st.Reason, st.Error, outcome = inbox.FatePark, inbox.ReasonHandlerRejected, errorText(err), outcomeRejected
+		var r *rejection
+		errors.As(err, &r)
+		st.Fate, st.Reason, st.Error, outcome = inbox.FatePark, r.reason, errorText(err), string(r.reason)
 		log.Warn().Str(keyOutcome, outcome).Str(keyCause, st.Error).Msg("rejected: parked")
 	case j.Attempt > len(d.cfg.Schedule):
 		st.Fate, st.Reason, st.Error, outcome = inbox.FatePark, inbox.ReasonHandlerFailed, errorText(err), outcomeFailed

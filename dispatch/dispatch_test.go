@@ -308,34 +308,42 @@ func TestLeaseExpiry(t *testing.T) {
 }
 
 // TestLastAttemptLost: when the dispatcher died during a row's last
-// attempt, the row is parked once its lease runs out, not delivered again
-// past the schedule.
+// attempt (its request sent or not), the row is not parked unattempted
+// once its lease runs out: it is sent once more, past the schedule, and
+// that request's outcome decides: done when it is taken, parked
+// handler_failed only when it fails.
 func TestLastAttemptLost(t *testing.T) {
-	c := newClock()
-	s := storeWith(t, c, "job_1")
-	ctx := context.Background()
-	schedule := []time.Duration{time.Second}
-	for attempt := 1; ; attempt++ {
-		jobs, _, err := s.Settle(ctx, "dead", nil, inbox.Claim{Now: c.Now(), Until: c.Now().Add(time.Minute), Max: 1})
-		if err != nil || len(jobs) != 1 {
-			t.Fatal(jobs, err)
-		}
-		if attempt == len(schedule)+1 {
-			if _, err := s.Start(ctx, "dead", jobs, c.Now(), c.Now().Add(time.Minute)); err != nil {
+	for _, tt := range []struct {
+		status int
+		want   inbox.Status
+	}{{http.StatusOK, inbox.StatusDone}, {http.StatusInternalServerError, inbox.StatusParked}} {
+		c := newClock()
+		s := storeWith(t, c, "job_1")
+		ctx := context.Background()
+		schedule := []time.Duration{time.Second}
+		for attempt := 1; ; attempt++ {
+			jobs, _, err := s.Settle(ctx, "dead", nil, inbox.Claim{Now: c.Now(), Until: c.Now().Add(time.Minute), Max: 1})
+			if err != nil || len(jobs) != 1 {
+				t.Fatal(jobs, err)
+			}
+			if attempt == len(schedule)+1 {
+				if _, err := s.Start(ctx, "dead", jobs, c.Now(), c.Now().Add(time.Minute)); err != nil {
+					t.Fatal(err)
+				}
+				break
+			}
+			if _, _, err := s.Settle(ctx, "dead", []inbox.Settlement{{Job: jobs[0], Fate: inbox.FateRetry, At: c.Now(), RetryAt: c.Now()}}, inbox.Claim{}); err != nil {
 				t.Fatal(err)
 			}
-			break
 		}
-		if _, _, err := s.Settle(ctx, "dead", []inbox.Settlement{{Job: jobs[0], Fate: inbox.FateRetry, At: c.Now(), RetryAt: c.Now()}}, inbox.Claim{}); err != nil {
-			t.Fatal(err)
+		a := newApp(t, tt.status)
+		start(t, s, dispatch.Config{Destination: forward(t, a.URL, c), Now: c.Now, Schedule: schedule})
+		c.Advance(time.Minute)
+		waitFor(t, string(tt.want), func() bool { return row(t, s, "job_1").Status == tt.want })
+		e := row(t, s, "job_1")
+		if a.hits.Load() != 1 || e.Attempts != 3 || (tt.want == inbox.StatusParked) != (e.Reason == inbox.ReasonHandlerFailed) {
+			t.Errorf("answering %d: row = %+v after %d requests, want %s by one request, attempt 3", tt.status, e, a.hits.Load(), tt.want)
 		}
-	}
-	a := newApp(t, http.StatusOK)
-	start(t, s, dispatch.Config{Destination: forward(t, a.URL, c), Now: c.Now, Schedule: schedule})
-	c.Advance(time.Minute)
-	waitFor(t, "parked", func() bool { return row(t, s, "job_1").Status == inbox.StatusParked })
-	if e := row(t, s, "job_1"); e.Reason != inbox.ReasonHandlerFailed || a.hits.Load() != 0 {
-		t.Errorf("row = %+v after %d requests, want handler_failed and none", e, a.hits.Load())
 	}
 }
 
@@ -418,12 +426,13 @@ func TestMetrics(t *testing.T) {
 		return err == nil && st.ByStatus[inbox.StatusNew] == 0
 	})
 	want := `
-# HELP inbox_dispatch_deliveries_total Delivery attempts by outcome: done, retry, handler_failed (parked: no attempt left), handler_rejected (parked: the application said never retry).
+# HELP inbox_dispatch_deliveries_total Delivery attempts by outcome: done, retry, handler_failed (parked: no attempt left), handler_rejected (parked: the application said never retry), too_large_for_destination (parked: the destination can never take it).
 # TYPE inbox_dispatch_deliveries_total counter
 inbox_dispatch_deliveries_total{destination="default",outcome="done"} 1
 inbox_dispatch_deliveries_total{destination="default",outcome="handler_failed"} 0
 inbox_dispatch_deliveries_total{destination="default",outcome="handler_rejected"} 1
 inbox_dispatch_deliveries_total{destination="default",outcome="retry"} 0
+inbox_dispatch_deliveries_total{destination="default",outcome="too_large_for_destination"} 0
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "inbox_dispatch_deliveries_total"); err != nil {
 		t.Error(err)

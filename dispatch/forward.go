@@ -65,7 +65,7 @@ func NewForward(rawURL, secret string, now func() time.Time) (*Forward, error) {
 	}
 	key, err := scheme.StandardKey(secret)
 	if err != nil {
-		return nil, fmt.Errorf("forward secret (INBOX_FORWARD_SECRET, --forward-secret): %w: make one with inbox secret (a raw key K signs as whsec_ and the base64 of K)", err)
+		return nil, fmt.Errorf("forward secret: %w: make one with inbox secret (a raw key K signs as whsec_ and the base64 of K)", err)
 	}
 	if now == nil {
 		now = time.Now

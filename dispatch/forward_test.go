@@ -187,8 +187,10 @@ func TestForwardReferenceVerifies(t *testing.T) {
 	}
 	for _, raw := range []string{"plain secret", "c2VjcmV0LWtleQ==", "whsec_", "whsec_c2VjcmV0LWtleQ", "whsec_not base64!"} {
 		_, err := dispatch.NewForward(srv.URL, raw, nil)
-		if err == nil || !strings.Contains(err.Error(), "INBOX_FORWARD_SECRET") || !strings.Contains(err.Error(), "inbox secret") {
-			t.Errorf("secret %q: %v, want refused naming the variable and inbox secret", raw, err)
+		// Where the secret came from (the flag, a table) is its caller's to
+		// say: a table's secret must not blame the variable.
+		if err == nil || strings.Contains(err.Error(), "INBOX_FORWARD_SECRET") || !strings.Contains(err.Error(), "inbox secret") {
+			t.Errorf("secret %q: %v, want refused naming inbox secret, and no variable", raw, err)
 		} else if k := strings.TrimPrefix(raw, "whsec_"); k != "" && strings.Contains(err.Error(), k) {
 			t.Errorf("secret %q: the error holds it: %v", raw, err)
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"golang.org/x/time/rate"
 
 	"inbox/inbox"
 )
@@ -46,6 +47,9 @@ type Group struct {
 
 	mu    sync.Mutex
 	slots map[string]*slot
+	// paces are the rate limiters of the destinations with a rate, by
+	// name, kept across the dispatchers a Replace restarts (see pace).
+	paces map[string]*rate.Limiter
 }
 
 // slot is one destination name of a Group: the member configured under it
@@ -83,7 +87,8 @@ type change struct {
 // paused (see Holds).
 func NewGroup(paused func(context.Context) ([]string, error), log zerolog.Logger) *Group {
 	return &Group{holds: NewHolds(paused), routing: NewRouting(nil), log: log,
-		changes: make(chan change), stopped: make(chan struct{}), slots: map[string]*slot{}}
+		changes: make(chan change), stopped: make(chan struct{}), slots: map[string]*slot{},
+		paces: map[string]*rate.Limiter{}}
 }
 
 // Start makes the dispatchers of members, before Run, which releases them
@@ -114,13 +119,37 @@ func (g *Group) Start(members []Member) error {
 	return nil
 }
 
-// make makes the dispatcher of m.
+// make makes the dispatcher of m, pacing it with its destination's
+// limiter (pace).
 func (g *Group) make(m Member) (*instance, error) {
 	d, release, err := m.Start(g.routing, g.holds.Held(m.Route.Name))
 	if err != nil {
 		return nil, err
 	}
+	d.limit = g.pace(m.Route.Name, d.limit)
 	return &instance{member: m, d: d, release: release}, nil
+}
+
+// pace returns the limiter of destination name's dispatchers, set to
+// limit's rate and burst (nil, no rate, for nil). It is one limiter for
+// every dispatcher the destination has had: a reload that restarts the
+// destination (a knob changed, the rate itself or not) keeps the
+// attempts it started lately, rather than starting a new dispatcher
+// with a full burst; so a SIGHUP a second cannot lift the rate.
+func (g *Group) pace(name string, limit *rate.Limiter) *rate.Limiter {
+	if limit == nil {
+		return nil
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	kept := g.paces[name]
+	if kept == nil {
+		g.paces[name] = limit
+		return limit
+	}
+	kept.SetLimit(limit.Limit())
+	kept.SetBurst(limit.Burst())
+	return kept
 }
 
 // routes returns the routes of members.

@@ -6,10 +6,11 @@ import (
 
 // The outcomes of a delivery attempt, as the deliveries metric labels them.
 const (
-	outcomeDone     = "done"             // the application took it
-	outcomeRetry    = "retry"            // it failed; another attempt is scheduled
-	outcomeFailed   = "handler_failed"   // it failed and no attempt is left: parked
-	outcomeRejected = "handler_rejected" // the application said never to retry: parked
+	outcomeDone     = "done"                      // the application took it
+	outcomeRetry    = "retry"                     // it failed; another attempt is scheduled
+	outcomeFailed   = "handler_failed"            // it failed and no attempt is left: parked
+	outcomeRejected = "handler_rejected"          // the application said never to retry: parked
+	outcomeTooLarge = "too_large_for_destination" // the destination can never take it: parked
 )
 
 // metrics are the dispatcher's counters. The queue's gauges are the store's
@@ -30,7 +31,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "inbox_dispatch_deliveries_total",
-			Help: "Delivery attempts by outcome: done, retry, handler_failed (parked: no attempt left), handler_rejected (parked: the application said never retry).",
+			Help: "Delivery attempts by outcome: done, retry, handler_failed (parked: no attempt left), handler_rejected (parked: the application said never retry), too_large_for_destination (parked: the destination can never take it).",
 		}, []string{"outcome"}),
 		attempts: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "inbox_dispatch_attempts",
@@ -59,7 +60,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "1 while the destination says it cannot be reached (a JetStream broker down or its stream not answering): no row is claimed or attempted, none uses up its retries; else 0.",
 		}),
 	}
-	for _, o := range []string{outcomeDone, outcomeRetry, outcomeFailed, outcomeRejected} {
+	for _, o := range []string{outcomeDone, outcomeRetry, outcomeFailed, outcomeRejected, outcomeTooLarge} {
 		m.deliveries.WithLabelValues(o) // every outcome shows, from 0
 	}
 	if reg == nil {

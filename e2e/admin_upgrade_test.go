@@ -52,11 +52,17 @@ func adminRun(t *testing.T, db string, args ...string) (string, string, int) {
 // would, so every command works after it; each that only reads refuses it
 // with one line saying to run inbox migrate, never an SQL error; and
 // inbox migrate upgrades it, keeping its rows.
-func TestAdminUpgrades(t *testing.T) { testAdminUpgrades(t, oldSQLite) }
+func TestAdminUpgrades(t *testing.T) {
+	t.Parallel()
+	testAdminUpgrades(t, oldSQLite)
+}
 
 // TestAdminUpgradesPostgres is TestAdminUpgrades on a PostgreSQL schema
 // at version 3.
-func TestAdminUpgradesPostgres(t *testing.T) { testAdminUpgrades(t, oldPostgres) }
+func TestAdminUpgradesPostgres(t *testing.T) {
+	t.Parallel()
+	testAdminUpgrades(t, oldPostgres)
+}
 
 func testAdminUpgrades(t *testing.T, old func(*testing.T) string) {
 	for _, w := range writeCommands {

@@ -12,11 +12,13 @@ import (
 
 // TestAlertFailingForSQLite is testAlertFailingFor on a SQLite file.
 func TestAlertFailingForSQLite(t *testing.T) {
+	t.Parallel()
 	testAlertFailingFor(t, filepath.Join(t.TempDir(), "inbox.db"))
 }
 
 // TestAlertFailingForPostgres is testAlertFailingFor on PostgreSQL.
 func TestAlertFailingForPostgres(t *testing.T) {
+	t.Parallel()
 	testAlertFailingFor(t, pgSchema(t))
 }
 

@@ -79,6 +79,7 @@ func (h *hook) raw() string {
 // is refused with 2 before anything is read; an unreadable inbox is
 // notified and exits 2.
 func TestAlertNotify(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	db := filepath.Join(dir, "inbox.db")
 	srv := startServer(t, db)
@@ -191,6 +192,7 @@ env = "SUME_COM_WEBHOOK_SIGNING_SECRET"
 // the busy one has been quiet for the duration asked; the notification
 // says the same.
 func TestAlertQuietFor(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	db := filepath.Join(dir, "inbox.db")
 	cfg := writeConfig(t, dir, sumeSourceTOML+`
@@ -254,6 +256,7 @@ value = "It's a Secret to Everybody"
 // commented out too, on a real database and config: none is a mistake
 // (exit 2), and the one with --notify posts to its webhook.
 func TestCronAlertLines(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	db := filepath.Join(dir, "inbox.db")
 	cfg := writeConfig(t, dir, sumeSourceTOML)

@@ -14,6 +14,7 @@ import (
 // while deliveries stream in, and checks that the copy is whole and holds
 // every delivery acknowledged before the backup began.
 func TestBackupWhileServing(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	db := filepath.Join(dir, "inbox.db")
 	srv := startServer(t, db)
@@ -64,6 +65,7 @@ func TestBackupWhileServing(t *testing.T) {
 // database is whole and holds every delivery acknowledged, before and
 // after.
 func TestBackupRefusesLiveFiles(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
 	if err := os.Mkdir(data, 0o700); err != nil {

@@ -23,6 +23,7 @@ import (
 // deploy/inbox-alerts.yml's InboxClockDrift fires at, and that rule and
 // InboxClockBeyondTolerance watch only metrics the binary exposes.
 func TestClockDrift(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t, filepath.Join(t.TempDir(), "inbox.db"))
 	client := &http.Client{Timeout: 5 * time.Second}
 	deliver := func(id string, age time.Duration, secret string) int {

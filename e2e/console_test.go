@@ -68,6 +68,7 @@ func chromium(t *testing.T, pageURL string, args ...string) string {
 // TestConsoleSQLite drives the console in a real browser over a SQLite
 // inbox.
 func TestConsoleSQLite(t *testing.T) {
+	t.Parallel()
 	chromiumPath(t)
 	testConsole(t, filepath.Join(t.TempDir(), "inbox.db"))
 
@@ -83,6 +84,7 @@ func TestConsoleSQLite(t *testing.T) {
 
 // TestConsolePostgres is TestConsoleSQLite on PostgreSQL.
 func TestConsolePostgres(t *testing.T) {
+	t.Parallel()
 	chromiumPath(t)
 	testConsole(t, pgSchema(t))
 }

@@ -269,6 +269,7 @@ func (e exported) checkQuery(q string) error {
 // TestPromQLParser is the checker's own test: what it reads of good
 // expressions, and that it refuses a metric or a label that is not there.
 func TestPromQLParser(t *testing.T) {
+	t.Parallel()
 	r, err := parsePromQL(`abs(histogram_quantile(0.5, sum by (source, le) (rate(inbox_clock_skew_seconds_bucket{job="inbox",source=~"a|b"}[$__rate_interval])))) > 60
 	and on (source) sum(increase(inbox_deliveries_total{reason!="x{y}"}[15m] offset 5m)) without (outcome) == 0`)
 	if err != nil {
@@ -368,6 +369,7 @@ func deployFile(t *testing.T, name string) []byte {
 // they have; and the dashboard imports as is (a Prometheus data source
 // input and variable, every panel on it, no link out).
 func TestDashboardAndRulesName(t *testing.T) {
+	t.Parallel()
 	e := binaryMetrics(t)
 
 	raw := deployFile(t, "grafana-dashboard.json")

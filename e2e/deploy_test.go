@@ -30,6 +30,7 @@ import (
 // providers, literally: inbox.env with INBOX_CONFIG and the secrets
 // uncommented, and deploy/inbox.toml, start serve.
 func TestDeployConfigStarts(t *testing.T) {
+	t.Parallel()
 	set, commented := deploytest.EnvFile(t, "inbox.env")
 	dir := t.TempDir()
 	env := []string{"PATH=" + os.Getenv("PATH")}
@@ -89,6 +90,7 @@ func TestDeployConfigStarts(t *testing.T) {
 // TestDeployFiles checks that the dispatch unit keeps serve's sandbox and
 // that Caddy passes every source's path.
 func TestDeployFiles(t *testing.T) {
+	t.Parallel()
 	read := func(name string) string {
 		b, err := os.ReadFile(filepath.Join("..", "deploy", name))
 		if err != nil {
@@ -141,6 +143,7 @@ func realSecrets() []string {
 // Each is one line naming the variable and exit 1, before any database is
 // made.
 func TestDeployPlaceholdersRefused(t *testing.T) {
+	t.Parallel()
 	set, commented := deploytest.EnvFile(t, "inbox.env")
 	placeholders := map[string]string{}
 	for _, vars := range []map[string]string{commented, set} {
@@ -300,6 +303,7 @@ func replicaAddrs(t *testing.T) (web, admin netip.AddrPort) {
 // dispatch start with every one of its values (the database swapped for a
 // file and the addresses for loopback ones, this machine not being the VM).
 func TestDeployReplicaEnvFile(t *testing.T) {
+	t.Parallel()
 	set, commented := deploytest.EnvFile(t, "inbox-postgres.env")
 	flags := flagEnvVars(t)
 	for _, vars := range []map[string]string{set, commented} {
@@ -439,6 +443,7 @@ func startsListening(t *testing.T, env []string, args ...string) (string, bool) 
 // that reached a replica; and docs/postgres.md names exactly these
 // addresses, path and port, and is linked from the README's top paragraph.
 func TestDeployReplicaCaddyfile(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile("../deploy/Caddyfile.replicas")
 	if err != nil {
 		t.Fatal(err)

@@ -17,12 +17,14 @@ import (
 // running dispatcher has, or that --config has, is known before its first
 // row, and a paused name can always be resumed.
 func TestUnknownDestinationRefused(t *testing.T) {
+	t.Parallel()
 	testUnknownDestinationRefused(t, filepath.Join(t.TempDir(), "inbox.db"))
 }
 
 // TestUnknownDestinationRefusedPostgres is TestUnknownDestinationRefused
 // on PostgreSQL.
 func TestUnknownDestinationRefusedPostgres(t *testing.T) {
+	t.Parallel()
 	testUnknownDestinationRefused(t, pgSchema(t))
 }
 
@@ -100,12 +102,14 @@ func testUnknownDestinationRefused(t *testing.T, db string) {
 // warn line naming it and the count, on /readyz, and through inbox alert
 // (exit 1, in --notify too).
 func TestUnconfiguredDestinationSaid(t *testing.T) {
+	t.Parallel()
 	testUnconfiguredDestinationSaid(t, filepath.Join(t.TempDir(), "inbox.db"))
 }
 
 // TestUnconfiguredDestinationSaidPostgres is
 // TestUnconfiguredDestinationSaid on PostgreSQL.
 func TestUnconfiguredDestinationSaidPostgres(t *testing.T) {
+	t.Parallel()
 	testUnconfiguredDestinationSaid(t, pgSchema(t))
 }
 
@@ -177,12 +181,14 @@ func testUnconfiguredDestinationSaid(t *testing.T, db string) {
 // those its filters take only, each once; --dry-run counts them and
 // changes nothing.
 func TestReplayFeedsNewDestination(t *testing.T) {
+	t.Parallel()
 	testReplayFeedsNewDestination(t, filepath.Join(t.TempDir(), "inbox.db"))
 }
 
 // TestReplayFeedsNewDestinationPostgres is TestReplayFeedsNewDestination
 // on PostgreSQL.
 func TestReplayFeedsNewDestinationPostgres(t *testing.T) {
+	t.Parallel()
 	testReplayFeedsNewDestination(t, pgSchema(t))
 }
 
@@ -248,10 +254,14 @@ func writeConfigAt(t *testing.T, path, text string) {
 // different destination tables, as a rolling reload does: it is said in a
 // warn line, on /readyz and by inbox alert, and replay --missing-only
 // gives crm the rows the other dispatcher routed without it, each once.
-func TestRoutingTablesDiffer(t *testing.T) { testRoutingTablesDiffer(t, pgSchema(t)) }
+func TestRoutingTablesDiffer(t *testing.T) {
+	t.Parallel()
+	testRoutingTablesDiffer(t, pgSchema(t))
+}
 
 // TestRoutingTablesDifferSQLite is TestRoutingTablesDiffer on SQLite.
 func TestRoutingTablesDifferSQLite(t *testing.T) {
+	t.Parallel()
 	testRoutingTablesDiffer(t, filepath.Join(t.TempDir(), "inbox.db"))
 }
 
@@ -320,12 +330,14 @@ func testRoutingTablesDiffer(t *testing.T, db string) {
 // waits: the start says default and its row in a warn line, /readyz and
 // inbox alert name it.
 func TestUpgradeWithoutDefaultSaid(t *testing.T) {
+	t.Parallel()
 	testUpgradeWithoutDefaultSaid(t, oldSQLite(t))
 }
 
 // TestUpgradeWithoutDefaultSaidPostgres is TestUpgradeWithoutDefaultSaid
 // on PostgreSQL.
 func TestUpgradeWithoutDefaultSaidPostgres(t *testing.T) {
+	t.Parallel()
 	testUpgradeWithoutDefaultSaid(t, oldPostgres(t))
 }
 
@@ -349,6 +361,7 @@ func testUpgradeWithoutDefaultSaid(t *testing.T, db string) {
 // TestAllDestinationsRemovedSaid: a reload that removes every destination
 // of a serve while one has unfinished rows says so too.
 func TestAllDestinationsRemovedSaid(t *testing.T) {
+	t.Parallel()
 	db := filepath.Join(t.TempDir(), "inbox.db")
 	only := newDestApp(t, 500)
 	dir := t.TempDir()

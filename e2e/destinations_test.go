@@ -196,11 +196,15 @@ func sorted(lists ...[]string) []string {
 // third that answers 500 has all of its rows retrying without holding
 // the others back; once it answers again, every row is done.
 func TestFanOut(t *testing.T) {
+	t.Parallel()
 	testFanOut(t, filepath.Join(t.TempDir(), "inbox.db"))
 }
 
 // TestFanOutPostgres is TestFanOut on PostgreSQL.
-func TestFanOutPostgres(t *testing.T) { testFanOut(t, pgSchema(t)) }
+func TestFanOutPostgres(t *testing.T) {
+	t.Parallel()
+	testFanOut(t, pgSchema(t))
+}
 
 func testFanOut(t *testing.T, db string) {
 	jobs, failures, all := newDestApp(t, 204), newDestApp(t, 204), newDestApp(t, 500)
@@ -288,11 +292,15 @@ rate = "100/s"
 // rows wait, no attempt counted) while the other goes on; inbox resume
 // hands them on, each at attempt 1.
 func TestPauseResume(t *testing.T) {
+	t.Parallel()
 	testPauseResume(t, filepath.Join(t.TempDir(), "inbox.db"))
 }
 
 // TestPauseResumePostgres is TestPauseResume on PostgreSQL.
-func TestPauseResumePostgres(t *testing.T) { testPauseResume(t, pgSchema(t)) }
+func TestPauseResumePostgres(t *testing.T) {
+	t.Parallel()
+	testPauseResume(t, pgSchema(t))
+}
 
 // pause pauses the destination name with inbox pause, and waits until
 // the serve s says so on /readyz.
@@ -353,6 +361,7 @@ url = "`+audit.URL+`"
 // TestDestinationFlagsAndTablesRefused: the single-destination flags and
 // [[destination]] tables together are refused, saying so.
 func TestDestinationFlagsAndTablesRefused(t *testing.T) {
+	t.Parallel()
 	cfg := fanOutConfig(t, `
 [[destination]]
 name = "a"

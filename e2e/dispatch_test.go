@@ -166,6 +166,7 @@ func rowStates(t *testing.T, db string) (map[string]int, int) {
 // under way, restarts it, and checks that every row is delivered at least
 // once and ends done, none left claimed.
 func TestDispatchCrash(t *testing.T) {
+	t.Parallel()
 	const n = 300
 	db := fillDB(t, n)
 	app := newSink(t, 5*time.Millisecond, 100)
@@ -214,6 +215,7 @@ func TestDispatchCrash(t *testing.T) {
 // TestServeDispatches runs serve with a destination: a signed delivery is
 // stored, forwarded with its headers, and its row becomes done.
 func TestServeDispatches(t *testing.T) {
+	t.Parallel()
 	db := filepath.Join(t.TempDir(), "inbox.db")
 	app := newSink(t, 0, 0)
 	srv := startServer(t, db, "--forward-url", app.URL, "--forward-secret", "whsec_c2VjcmV0LWtleQ==")
@@ -244,6 +246,7 @@ func TestServeDispatches(t *testing.T) {
 // TestDispatchCLIErrors checks that a wrong destination setting is one
 // clear line and a non-zero exit, before anything is claimed.
 func TestDispatchCLIErrors(t *testing.T) {
+	t.Parallel()
 	db := fillDB(t, 1)
 	missing := filepath.Join(t.TempDir(), "missing.db")
 	for _, tt := range []struct {
@@ -398,6 +401,7 @@ const aheadPerWorker = 4
 // and each attempt number a row's requests skip is one counted ahead and
 // lost to a crash.
 func TestCrashBeforeSendCostsNoAttempt(t *testing.T) {
+	t.Parallel()
 	const n, crashes, workers = 12, 6, 1
 	db := fillDB(t, n)
 	app := newRecorder(t)
@@ -490,6 +494,7 @@ func unsentAttempts(t *testing.T, rows map[string]rowAttempt, sent map[string][]
 // Idempotency-Key, Inbox-Key and webhook-id, and the row id, unique across
 // sources, as Inbox-Row-Id.
 func TestDestinationKeys(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	db := filepath.Join(dir, "inbox.db")
 	const vibeSecret = "vjs_AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8"
@@ -586,6 +591,7 @@ value = "It's a Secret to Everybody"
 // accepts and never answers: the other 100 are delayed by a small part of
 // the timeout, measured against the same 100 rows alone.
 func TestHangingRowsBinary(t *testing.T) {
+	t.Parallel()
 	const good, hanging = 100, 6
 	// The hanging rows queue first, one millisecond apart, as they would
 	// arrive: hang_0 ..., then job_0000 ...
@@ -711,6 +717,7 @@ func pairStates(t *testing.T, db string) map[string]pairState {
 // applications answer, every pair is done by a request saying its last
 // attempt, with no attempt lost but to the crashes.
 func TestCrashMidFanOutCostsNoAttempt(t *testing.T) {
+	t.Parallel()
 	const n, crashes = 12, 4
 	db := fillMixed(t, n)
 	apps := map[string]*recorder{"all": newRecorder(t), "failed": newRecorder(t), "completed": newRecorder(t)}
@@ -833,6 +840,7 @@ events = ["job.completed"]
 // under way and one waiting: no attempt goes uncounted or counted unsent,
 // and every row parked was parked after a request reached the application.
 func TestCrashNeverParksAnUnsentLastAttempt(t *testing.T) {
+	t.Parallel()
 	const n, crashes = 8, 3
 	db := fillDB(t, n)
 	app := newRecorder(t)

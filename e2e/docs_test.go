@@ -142,6 +142,7 @@ func (md markdown) links() []string {
 // TestDocsAnchors checks anchor against headings whose GitHub anchors are
 // known.
 func TestDocsAnchors(t *testing.T) {
+	t.Parallel()
 	for heading, want := range map[string]string{
 		"reprocess: run today's rules over parked bodies": "reprocess-run-todays-rules-over-parked-bodies",
 		"Several VMs, one PostgreSQL":                     "several-vms-one-postgresql",
@@ -160,6 +161,7 @@ func TestDocsAnchors(t *testing.T) {
 // docs/*.md names a file or folder of the repository, and an anchor of
 // its headings when it has one, and that README.md stays a front page.
 func TestDocsLinks(t *testing.T) {
+	t.Parallel()
 	root, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)
@@ -263,6 +265,7 @@ func commandHelps(t *testing.T) map[string]string {
 // of deploy/ point at a page of docs/ (docs/dispatch.md, "Destinations
 // that hang"), the page and its heading are there.
 func TestDocsReferences(t *testing.T) {
+	t.Parallel()
 	texts := map[string]string{}
 	for name, help := range commandHelps(t) {
 		texts["inbox "+name+" --help"] = help
@@ -308,6 +311,7 @@ func TestDocsReferences(t *testing.T) {
 // commands, every flag given to one is in that command's --help, and
 // every flag named on its own is in some command's --help.
 func TestDocsNameRealCommands(t *testing.T) {
+	t.Parallel()
 	flags := map[string]map[string]bool{}
 	anyFlag := map[string]bool{}
 	for name, help := range commandHelps(t) {

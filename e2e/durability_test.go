@@ -141,6 +141,7 @@ func checkStored(t *testing.T, db string, acked []string) {
 // TestCrash kills the real binary with SIGKILL mid-load several times and
 // checks that every delivery it acknowledged survived.
 func TestCrash(t *testing.T) {
+	t.Parallel()
 	db := filepath.Join(t.TempDir(), "inbox.db")
 	l := &load{}
 	var mu sync.Mutex

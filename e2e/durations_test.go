@@ -13,6 +13,7 @@ import (
 // variable, before anything is opened or bound; and that --help shows the
 // defaults as a duration.
 func TestDurationFlagsQuoteTheText(t *testing.T) {
+	t.Parallel()
 	db := filepath.Join(t.TempDir(), "inbox.db")
 	serve := []string{"serve", "--db", db, "--addr", "127.0.0.1:0"}
 	forward := slices.Concat(serve, []string{"--forward-url", "http://127.0.0.1:1/"})

@@ -10,6 +10,7 @@ import (
 // as typed, not as the flag parser normalised it (1d is not echoed 24h,
 // 90m not 1h30m).
 func TestFlagErrorsEchoAsTyped(t *testing.T) {
+	t.Parallel()
 	db := fillDB(t, 0)
 	for _, tc := range []struct {
 		args []string

@@ -15,6 +15,7 @@ import (
 // alone. Each is refused with 400 and an error naming the key, and nothing
 // is expected; the key as written still is.
 func TestExpectKeysExact(t *testing.T) {
+	t.Parallel()
 	db := filepath.Join(t.TempDir(), "inbox.db")
 	srv := startServer(t, db, "--admin-addr", "127.0.0.1:0")
 	post := func(body string) (int, string) {
@@ -52,6 +53,7 @@ func TestExpectKeysExact(t *testing.T) {
 // name), and one whose secret's key is cased otherwise: inbox sources
 // refuses either, naming the key, as serve and dispatch do (one loader).
 func TestConfigKeysExact(t *testing.T) {
+	t.Parallel()
 	db := fillDB(t, 0)
 	for key, text := range map[string]string{
 		"source.NAME":       "[[source]]\nname = \"a\"\nNAME = \"b\"\nscheme = \"github\"\n[[source.secret]]\nenv = \"GH_SECRET\"\n",

@@ -16,10 +16,12 @@ import (
 // bytes that are not UTF-8 as themselves and says on stderr when
 // --scan-limit left older rows unsearched; the tables show JOB STATUS.
 func TestFindSQLite(t *testing.T) {
+	t.Parallel()
 	testFind(t, filepath.Join(t.TempDir(), "inbox.db"))
 }
 
 func TestFindPostgres(t *testing.T) {
+	t.Parallel()
 	testFind(t, pgSchema(t))
 }
 

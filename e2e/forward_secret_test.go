@@ -23,6 +23,7 @@ import (
 // through its raw option, stops serve and dispatch at start with one line
 // naming the variable.
 func TestForwardSecretVerifies(t *testing.T) {
+	t.Parallel()
 	out, errOut, code := runCLI(t, nil, "secret")
 	secret := strings.TrimSpace(out)
 	if code != 0 || !strings.HasPrefix(secret, "whsec_") || errOut != "" {

@@ -23,6 +23,7 @@ import (
 // fail then too, as it does for the same causes on events, and pass again
 // once the cause is gone.
 func TestReadyzFollowsSettleArrivals(t *testing.T) {
+	t.Parallel()
 	base := pgSchema(t)
 	schema := pgSearchPath(base)
 	role, dsn := pgRole(t, base)
@@ -102,6 +103,7 @@ func TestReadyzFollowsSettleArrivals(t *testing.T) {
 // Whatever serve makes of it, the password must show in no log line and
 // name no file it creates.
 func TestKeyValueConnStringPasswordKept(t *testing.T) {
+	t.Parallel()
 	const password = "kv-conn-password-3f9a1c"
 	dir := t.TempDir()
 	conn := "host=127.0.0.1 port=5432 dbname=test user=postgres password=" + password + " sslmode=disable"
@@ -146,6 +148,7 @@ func TestKeyValueConnStringPasswordKept(t *testing.T) {
 // value under the application's own name: the --exec command sees
 // neither, as it sees no copy of a password given in the URL.
 func TestExecWithholdsPGPASSWORDCopy(t *testing.T) {
+	t.Parallel()
 	const password = "pgpassword-copy-8e21d4"
 	dsn := pgSchema(t)
 	out := t.TempDir()
@@ -223,6 +226,7 @@ func holdRows(t *testing.T, dsn, where string) (end func()) {
 // held row fails only its own deliveries on serve; the held one is done
 // once it is let go.
 func TestDispatchHeldRowSettlesOthers(t *testing.T) {
+	t.Parallel()
 	base, d, release := heldDispatch(t)
 	end := holdRows(t, base, `id = 'pg_0002'`)
 	close(release)
@@ -246,6 +250,7 @@ func TestDispatchHeldRowSettlesOthers(t *testing.T) {
 // follows the Start and Settle commits, fails while the settlements fail,
 // and passes again once they commit.
 func TestDispatchReadyzFollowsSettle(t *testing.T) {
+	t.Parallel()
 	base, d, release := heldDispatch(t)
 	end := holdRows(t, base, `true`)
 	close(release)

@@ -56,10 +56,12 @@ url = "` + all.URL + `"
 // filters take them now, and counts the pairs it leaves; without it a
 // replay handed all the job.completed and push rows it no longer takes.
 func TestReplayKeepsToTheFiltersNow(t *testing.T) {
+	t.Parallel()
 	testReplayKeepsToTheFiltersNow(t, filepath.Join(t.TempDir(), "inbox.db"))
 }
 
 func TestReplayKeepsToTheFiltersNowPostgres(t *testing.T) {
+	t.Parallel()
 	testReplayKeepsToTheFiltersNow(t, pgSchema(t))
 }
 
@@ -105,10 +107,14 @@ func testReplayKeepsToTheFiltersNow(t *testing.T, db string) {
 // nothing; it used to select as the flag left out does, so
 // --source "$SRC" with SRC unset replayed the rows of every source.
 func TestReplayRefusesEmptyFlags(t *testing.T) {
+	t.Parallel()
 	testReplayRefusesEmptyFlags(t, filepath.Join(t.TempDir(), "inbox.db"))
 }
 
-func TestReplayRefusesEmptyFlagsPostgres(t *testing.T) { testReplayRefusesEmptyFlags(t, pgSchema(t)) }
+func TestReplayRefusesEmptyFlagsPostgres(t *testing.T) {
+	t.Parallel()
+	testReplayRefusesEmptyFlags(t, pgSchema(t))
+}
 
 func testReplayRefusesEmptyFlags(t *testing.T, db string) {
 	done, _, _ := replayFixture(t, db, 2)
@@ -150,6 +156,7 @@ func testReplayRefusesEmptyFlags(t *testing.T, db string) {
 // destination's rate ceiling is read the same way, so serve refuses
 // rate = "NaN/s" at start instead of running with no ceiling.
 func TestReplayRateBounds(t *testing.T) {
+	t.Parallel()
 	db := filepath.Join(t.TempDir(), "inbox.db")
 	done, fail, gh := replayFixture(t, db, 800)
 	rows := len(done) + len(fail) + len(gh)
@@ -195,6 +202,7 @@ rate = "`+rate+`"
 // --destination jobs job_f0 used to print "rows handed on again: 0" and
 // nothing of why.
 func TestReplaySaysRowsLeftOut(t *testing.T) {
+	t.Parallel()
 	db := filepath.Join(t.TempDir(), "inbox.db")
 	done, fail, _ := replayFixture(t, db, 2)
 	out, errOut, code := runCLI(t, nil, "replay", "--db", db, "--dry-run", "--destination", "jobs", fail[0], done[0], done[0])
@@ -219,6 +227,7 @@ func TestReplaySaysRowsLeftOut(t *testing.T) {
 // privileges it had. Nothing is changed, and once the owner migrates,
 // the same role runs the command.
 func TestMigrateWithoutCreatePostgres(t *testing.T) {
+	t.Parallel()
 	dsn := oldPostgres(t)
 	role, asRole := pgRole(t, dsn)
 	schema := pgSearchPath(dsn)
@@ -250,6 +259,7 @@ func TestMigrateWithoutCreatePostgres(t *testing.T) {
 // either. They used to quote the whole URL, password masked, on every
 // failed attempt.
 func TestForwardErrorsNameOnlyTheOrigin(t *testing.T) {
+	t.Parallel()
 	db := filepath.Join(t.TempDir(), "inbox.db")
 	cfg := fanOutConfig(t, `
 [[destination]]
@@ -285,6 +295,7 @@ retry_schedule = "1m"
 // that writes made an empty inbox in it, and one that reads failed with
 // "no such table".
 func TestEmptyFileNotAnInbox(t *testing.T) {
+	t.Parallel()
 	db := filepath.Join(t.TempDir(), "inbox.db")
 	if err := os.WriteFile(db, nil, 0o600); err != nil {
 		t.Fatal(err)
@@ -305,6 +316,7 @@ func TestEmptyFileNotAnInbox(t *testing.T) {
 // serve's log names the servers with both masked. The token, a user with
 // no password, used to be logged as it is, as url.URL.Redacted leaves it.
 func TestNATSTokenNotLogged(t *testing.T) {
+	t.Parallel()
 	db := filepath.Join(t.TempDir(), "inbox.db")
 	cfg := fanOutConfig(t, `
 [[destination]]

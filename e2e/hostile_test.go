@@ -37,6 +37,7 @@ func oneLine(t *testing.T, what, out, errOut string, code int, want string) {
 // under the name opened, and read stale rows or corrupt the file); serve
 // goes on storing, its -wal untouched; once the link is gone, backup works.
 func TestHardLinkedDatabase(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	data, other := filepath.Join(dir, "d"), filepath.Join(dir, "o")
 	must(t, os.Mkdir(data, 0o700))
@@ -91,6 +92,7 @@ func TestHardLinkedDatabase(t *testing.T) {
 // calls the Sume secret of the shipped inbox.env invalid, as serve refuses
 // it, alone or in a rotation list.
 func TestSourcesPlaceholderWithoutConfig(t *testing.T) {
+	t.Parallel()
 	db := fillDB(t, 1)
 	for _, tt := range []struct {
 		secret string
@@ -273,6 +275,7 @@ func TestOverwrittenUnderServe(t *testing.T) {
 // value it cannot honour, on the command line or through
 // INBOX_BUSY_TIMEOUT: each refuses with one line naming the flag.
 func TestBusyTimeoutRefused(t *testing.T) {
+	t.Parallel()
 	db := fillDB(t, 1)
 	for _, cmd := range [][]string{
 		{"dispatch", "--db", db, "--exec", "true"},
@@ -357,6 +360,7 @@ value = "`+secret+`"
 // more) are printed whole by list and parked, and show finds the row by
 // what they print.
 func TestTablesKeepIDsWhole(t *testing.T) {
+	t.Parallel()
 	db := filepath.Join(t.TempDir(), "inbox.db")
 	post := ghSource(t, db)
 	if got := post("not json at all", "", "push"); got != http.StatusOK {
@@ -385,6 +389,7 @@ func TestTablesKeepIDsWhole(t *testing.T) {
 // event header is not UTF-8: list, parked and show --json give the field
 // as encoding/json can and, beside it, event_base64 with its exact bytes.
 func TestJSONExactForInvalidUTF8(t *testing.T) {
+	t.Parallel()
 	db := filepath.Join(t.TempDir(), "inbox.db")
 	post := ghSource(t, db)
 	const event = "push\xe2\x80\xae\xff\xfe"
@@ -430,6 +435,7 @@ func TestJSONExactForInvalidUTF8(t *testing.T) {
 // malformed v1 beside the good one): each is accepted; without a good v1
 // or without t, refused.
 func TestStripeHeadersItsLibraryAccepts(t *testing.T) {
+	t.Parallel()
 	const secret = "whsec_stripe-test-secret"
 	cfg := filepath.Join(t.TempDir(), "inbox.toml")
 	must(t, os.WriteFile(cfg, []byte(`
@@ -477,6 +483,7 @@ value = "`+secret+`"
 // TestPerHourWholeHours: parked --per-hour takes whole hours, as alert
 // --parked-every-hour does; 90m is refused by both, with one line.
 func TestPerHourWholeHours(t *testing.T) {
+	t.Parallel()
 	db := fillDB(t, 1)
 	for _, args := range [][]string{
 		{"parked", "--db", db, "--per-hour", "--since", "90m"},

@@ -17,6 +17,7 @@ import (
 // fail, "names job acme/j1, recorded as j1"), and the hmac source's
 // deliveries are stored, each once, rather than parked missing_key.
 func TestSourceKeys(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	db := filepath.Join(dir, "inbox.db")
 	const hmacSecret = "generic-hmac-secret"

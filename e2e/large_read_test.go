@@ -27,6 +27,7 @@ const largeRows = 200_000
 // With the default --timeout every row is listed, and stats and parked
 // --group-by count them.
 func TestListLargeInbox(t *testing.T) {
+	t.Parallel()
 	check := func(t *testing.T, db string) {
 		t.Helper()
 		out, errOut, code := runCLI(t, nil, "list", "--db", db, "--status", "parked", "--limit", "0", "--json", "--timeout", "300ms")

@@ -427,6 +427,7 @@ func TestSlowBodies(t *testing.T) {
 // not a buffer the size of what a client sends, and that a request just
 // under it is still read.
 func TestHeaderLimit(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t, filepath.Join(t.TempDir(), "inbox.db"))
 	for _, tt := range []struct {
 		pad  int
@@ -448,6 +449,7 @@ func TestHeaderLimit(t *testing.T) {
 // TestServeRefusesBadLimits checks that serve names a bad limit in one
 // line and stops before it creates the database.
 func TestServeRefusesBadLimits(t *testing.T) {
+	t.Parallel()
 	db := filepath.Join(t.TempDir(), "inbox.db")
 	env := []string{"SUME_COM_WEBHOOK_SIGNING_SECRET=" + e2eSecret}
 	for _, tt := range []struct {

@@ -61,6 +61,7 @@ func TestLockedAnswerWithinBusyTimeout(t *testing.T) {
 // deadline (--read-timeout + 1s), and one that is not positive; a longer
 // --read-timeout makes room for it.
 func TestBusyTimeoutFitsWriteDeadline(t *testing.T) {
+	t.Parallel()
 	db := filepath.Join(t.TempDir(), "inbox.db")
 	for _, tt := range []struct {
 		env  []string

@@ -158,6 +158,7 @@ func TestDatabaseFileLost(t *testing.T) {
 // lock: once it has the lock, the command finds its path no longer names
 // the file it opened, says so, and writes nothing.
 func TestWritingCommandsRefuseLostFile(t *testing.T) {
+	t.Parallel()
 	parked := `{"event":"job.exploded","job_id":"%s"}`
 	for _, tt := range []struct {
 		args []string

@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -15,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -32,8 +34,14 @@ const e2eSecret = "e2e-secret-value"
 var binDir string
 
 // TestMain gives the tests a folder for the binary, built once by the
-// first test that runs it, and removes it when they are done.
+// first test that runs it, and removes it when they are done. Unless
+// -parallel is given, as many as parallelTests says of the tests that
+// call t.Parallel run at once.
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if !flagGiven("test.parallel") {
+		flag.Set("test.parallel", strconv.Itoa(parallelTests()))
+	}
 	dir, err := os.MkdirTemp("", "inbox-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
@@ -50,6 +58,22 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// parallelTests is how many tests that call t.Parallel run at once by
+// default: each has its own binary runs, folder, ports and schema, and
+// spends most of its time waiting on them, so twice the CPUs (Go's
+// default is GOMAXPROCS) keeps them busy without starving the runs whose
+// deadlines the tests check. Tests that measure time, memory or load
+// closely, hold a process-wide setting or fill a file system stay serial:
+// Go runs them one at a time before the parallel ones start.
+func parallelTests() int { return 2 * runtime.GOMAXPROCS(0) }
+
+// flagGiven reports whether the flag name was set on the command line.
+func flagGiven(name string) bool {
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
 }
 
 // defaultAddrs are the listen addresses serve (--addr) and the shipped
@@ -241,6 +265,7 @@ func runCLI(t testing.TB, env []string, args ...string) (string, string, int) {
 // answered 204, and `inbox list` showing the row while serve runs. The
 // quick start must still say those steps.
 func TestNewUser(t *testing.T) {
+	t.Parallel()
 	readme, err := os.ReadFile("../README.md")
 	if err != nil {
 		t.Fatal(err)
@@ -291,6 +316,7 @@ func TestNewUser(t *testing.T) {
 
 // TestCLIErrors checks that mistakes give one clear line and a non-zero exit.
 func TestCLIErrors(t *testing.T) {
+	t.Parallel()
 	missing := filepath.Join(t.TempDir(), "missing.db")
 	for _, args := range [][]string{
 		{"list", "--db", missing},
@@ -412,6 +438,7 @@ func TestOperateWhileServing(t *testing.T) {
 }
 
 func TestSendRejected(t *testing.T) {
+	t.Parallel()
 	db := filepath.Join(t.TempDir(), "inbox.db")
 	srv := startServer(t, db)
 	body := filepath.Join(t.TempDir(), "body.json")
@@ -439,6 +466,7 @@ func TestSendRejected(t *testing.T) {
 // TestAlertExitCodes checks the codes cron sees, and that stderr stays
 // quiet unless the inbox cannot be read.
 func TestAlertExitCodes(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	garbage := filepath.Join(dir, "garbage.db")
 	if err := os.WriteFile(garbage, bytes.Repeat([]byte("garbage "), 200), 0o600); err != nil {
@@ -463,6 +491,7 @@ func TestAlertExitCodes(t *testing.T) {
 // TestAlertUsageErrors: every mistake in alert's command line or
 // environment exits 2, as an unreadable inbox does; 1 means an alert.
 func TestAlertUsageErrors(t *testing.T) {
+	t.Parallel()
 	db := filepath.Join(t.TempDir(), "inbox.db")
 	startServer(t, db) // creates it
 	for _, tt := range []struct {
@@ -492,6 +521,7 @@ func TestAlertUsageErrors(t *testing.T) {
 // TestHelpVersionUnknown checks inbox help [command], --version, and that a
 // word that is no command is an error saying so.
 func TestHelpVersionUnknown(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		args []string
 		code int

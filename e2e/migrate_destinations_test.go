@@ -72,7 +72,10 @@ func checkMigrated(t *testing.T, db string) {
 
 // TestMigrateToDestinations opens a SQLite database of the version before
 // destinations (sqlite/testdata/schema-v2.sql) with inbox dispatch.
-func TestMigrateToDestinations(t *testing.T) { checkMigrated(t, oldSQLite(t)) }
+func TestMigrateToDestinations(t *testing.T) {
+	t.Parallel()
+	checkMigrated(t, oldSQLite(t))
+}
 
 // oldSQLite makes a SQLite database of the version before destinations
 // (sqlite/testdata/schema-v2.sql) holding oldRows, and returns its path.
@@ -99,7 +102,10 @@ func oldSQLite(t *testing.T) string {
 
 // TestMigrateToDestinationsPostgres opens a PostgreSQL schema at version
 // 3, the one before destinations, with inbox dispatch.
-func TestMigrateToDestinationsPostgres(t *testing.T) { checkMigrated(t, oldPostgres(t)) }
+func TestMigrateToDestinationsPostgres(t *testing.T) {
+	t.Parallel()
+	checkMigrated(t, oldPostgres(t))
+}
 
 // oldPostgres makes a PostgreSQL schema at version 3, the one before
 // destinations, holding oldRows, and returns its URL.

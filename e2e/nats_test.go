@@ -76,6 +76,13 @@ func (b *broker) stream() jetstream.Stream { return b.streamOf("JOBS", "sume.job
 // streamOf returns the stream name over subjects, creating it the first
 // time; the connection is closed when the test ends.
 func (b *broker) streamOf(name, subjects string) jetstream.Stream {
+	return b.streamWith(jetstream.StreamConfig{Name: name, Subjects: []string{subjects}})
+}
+
+// streamWith creates or updates the stream cfg describes, with a
+// duplicate window of 2 minutes; the connection is closed when the test
+// ends.
+func (b *broker) streamWith(cfg jetstream.StreamConfig) jetstream.Stream {
 	b.t.Helper()
 	nc, err := natsgo.Connect(b.url())
 	if err != nil {
@@ -86,9 +93,8 @@ func (b *broker) streamOf(name, subjects string) jetstream.Stream {
 	if err != nil {
 		b.t.Fatal(err)
 	}
-	st, err := js.CreateOrUpdateStream(context.Background(), jetstream.StreamConfig{
-		Name: name, Subjects: []string{subjects}, Duplicates: 2 * time.Minute,
-	})
+	cfg.Duplicates = 2 * time.Minute
+	st, err := js.CreateOrUpdateStream(context.Background(), cfg)
 	if err != nil {
 		b.t.Fatal(err)
 	}
@@ -150,6 +156,7 @@ const natsOutage = 1500 * time.Millisecond
 // For the rows stored while it was down, that one message is the attempt
 // the row says succeeded: nothing counted failed reached the stream later.
 func TestServeNATSOutage(t *testing.T) {
+	t.Parallel()
 	b := newBroker(t)
 	db := filepath.Join(t.TempDir(), "inbox.db")
 	srv := startServer(t, db, "--admin-addr", "127.0.0.1:0", "--nats-url", b.url(), "--nats-subject", natsSubject,
@@ -307,6 +314,7 @@ func dispatchAdmin(t *testing.T, d *dispatcher) string {
 // Started against a broker that answers with no stream, dispatch stops at
 // once naming the subject; serve starts regardless.
 func TestDispatchNATSOutage(t *testing.T) {
+	t.Parallel()
 	b := newBroker(t)
 	db := fillDB(t, 3)
 	d := startDispatch(t, "--db", db, "--nats-url", b.url(), "--nats-subject", natsSubject, "--admin-addr", "127.0.0.1:0",

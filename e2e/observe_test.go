@@ -27,6 +27,7 @@ func get(t *testing.T, url string) (int, string) {
 // TestProbesAndMetrics runs the binary with --admin-addr, drives known
 // traffic at it, and checks the probes and the exact metric values.
 func TestProbesAndMetrics(t *testing.T) {
+	t.Parallel()
 	db := filepath.Join(t.TempDir(), "inbox.db")
 	srv := startServer(t, db, "--admin-addr", "127.0.0.1:0", "--busy-timeout", "100ms")
 	if srv.admin == strings.TrimSuffix(srv.url, "/webhooks/sume") {

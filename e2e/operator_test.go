@@ -18,6 +18,7 @@ import (
 // which of serve's Sume secrets verified, purge refuses a retention under
 // 7 days, and parked rows per hour are charted and alerted on.
 func TestOperatorOutput(t *testing.T) {
+	t.Parallel()
 	db := filepath.Join(t.TempDir(), "inbox.db")
 	srv := startServer(t, db)
 	long := strings.Repeat("x", 10<<10)

@@ -16,6 +16,7 @@ import (
 // TestDispatchAdminAddr checks that inbox dispatch answers the probes and
 // /metrics on --admin-addr, with its counters, and still stops cleanly.
 func TestDispatchAdminAddr(t *testing.T) {
+	t.Parallel()
 	db := fillDB(t, 1)
 	d := startDispatch(t, "--db", db, "--exec", "cat >/dev/null", "--admin-addr", "127.0.0.1:0")
 	var admin string
@@ -69,6 +70,7 @@ func TestDispatchBesideServe(t *testing.T) {
 // TestServeBusyPort checks that serve binds before it opens the store: a
 // busy port is exit 1, and no database is left behind.
 func TestServeBusyPort(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

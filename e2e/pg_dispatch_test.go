@@ -155,6 +155,7 @@ func ownerOf(t *testing.T, d *server) string {
 // delivers those rows once the leases have run out, never before, and
 // every row ends done.
 func TestDispatchersShareAQueue(t *testing.T) {
+	t.Parallel()
 	const n = 300
 	const lease = 4 * time.Second
 	dsn := pgSchema(t)

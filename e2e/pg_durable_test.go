@@ -102,6 +102,7 @@ func jobBody(id string) string {
 // and after, is still committed with synchronous_commit on (a trigger
 // records each inserting session's setting).
 func TestPGDurableAfterRoleChange(t *testing.T) {
+	t.Parallel()
 	dsn := pgSchema(t)
 	role, roleDSN := pgRole(t, dsn)
 	app := "inbox_" + pgSearchPath(dsn)
@@ -214,6 +215,7 @@ func pgCluster(t *testing.T, settings ...string) string {
 // with --db-unsafe-no-fsync; a server reloaded with fsync off under a
 // running serve gets its deliveries 503, never 204.
 func TestPGRefusesNoFsync(t *testing.T) {
+	t.Parallel()
 	dsn := pgCluster(t, "fsync=off")
 	env := []string{"SUME_COM_WEBHOOK_SIGNING_SECRET=" + e2eSecret}
 	stderr, code := refusedAtStart(t, env, "serve", "--addr", "127.0.0.1:0", "--db", dsn)
@@ -287,6 +289,7 @@ func waitSetting(t *testing.T, dsn, name, want string) {
 // below what the writer needs, and is refused on SQLite, on serve and on
 // dispatch alike.
 func TestPGMaxConnsFlag(t *testing.T) {
+	t.Parallel()
 	dsn := pgSchema(t)
 	env := []string{"SUME_COM_WEBHOOK_SIGNING_SECRET=" + e2eSecret}
 	for name, args := range map[string][]string{
@@ -327,6 +330,7 @@ func TestPGMaxConnsFlag(t *testing.T) {
 // each job sent twice at once, is answered 204 and stored once, counted
 // twice, within the pool.
 func TestPGWritersFlag(t *testing.T) {
+	t.Parallel()
 	dsn := pgSchema(t)
 	env := []string{"SUME_COM_WEBHOOK_SIGNING_SECRET=" + e2eSecret}
 	for name, args := range map[string][]string{
@@ -376,6 +380,7 @@ func TestPGWritersFlag(t *testing.T) {
 // many others arrive: every other delivery is answered 204 (none is left
 // for `inbox missed`); only the held job's gets 503.
 func TestPGHeldRowFailsOnlyItsDeliveries(t *testing.T) {
+	t.Parallel()
 	dsn := pgSchema(t)
 	srv := startServer(t, dsn, "--busy-timeout", "2s")
 	client := &http.Client{Timeout: 10 * time.Second}
@@ -420,6 +425,7 @@ func TestPGHeldRowFailsOnlyItsDeliveries(t *testing.T) {
 // nothing from the connection, asks the server whether the commit
 // happened, and answers 204; the row holds the one delivery.
 func TestPGCommitAnswerLost(t *testing.T) {
+	t.Parallel()
 	base := pgSchema(t)
 	proxy, dsn := startPGProxy(t, base)
 	srv := startServer(t, dsn, "--busy-timeout", "2s")
@@ -449,6 +455,7 @@ func TestPGCommitAnswerLost(t *testing.T) {
 // once; the row is done after one attempt, not left on its lease with an
 // attempt that never ran.
 func TestPGStartAnswerLost(t *testing.T) {
+	t.Parallel()
 	base := pgSchema(t)
 	fillPG(t, base, 1)
 	var got atomic.Int64
@@ -480,6 +487,7 @@ func TestPGStartAnswerLost(t *testing.T) {
 // what to connect as; a connection string that does not parse is named
 // for what does not, without its password.
 func TestPGOpenSaysWhy(t *testing.T) {
+	t.Parallel()
 	dsn := pgSchema(t)
 	fillPG(t, dsn, 1)
 	role, roleDSN := pgRole(t, dsn)

@@ -372,6 +372,7 @@ func shutdownBound(busy time.Duration) time.Duration {
 // parse, a role or a database the server refuses, synchronous_commit off.
 // Only a database that cannot be reached is waited for.
 func TestPostgresConfigErrorAtStart(t *testing.T) {
+	t.Parallel()
 	dsn := pgSchema(t)
 	with := func(edit func(u *url.URL)) string {
 		u, _ := url.Parse(dsn)
@@ -424,6 +425,7 @@ func TestPostgresConfigErrorAtStart(t *testing.T) {
 // while the database is down or hangs they fail at once (within the busy
 // timeout) with one line, rather than wait for it as serve does.
 func TestPostgresDownAdminCommands(t *testing.T) {
+	t.Parallel()
 	proxy, dsn := startPGProxy(t, pgSchema(t))
 	for _, way := range []struct {
 		name  string
@@ -449,6 +451,7 @@ func TestPostgresDownAdminCommands(t *testing.T) {
 // database is back it is ready by itself and hands on the rows serve (here
 // another process) stores.
 func TestPostgresDownAtStartDispatch(t *testing.T) {
+	t.Parallel()
 	schema := pgSchema(t)
 	proxy, dsn := startPGProxy(t, schema)
 	proxy.cut()

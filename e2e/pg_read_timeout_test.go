@@ -16,6 +16,7 @@ import (
 // names it, rather than failing at the busy timeout; once the lock goes,
 // each reads.
 func TestPGReconcileReadsTakeTimeout(t *testing.T) {
+	t.Parallel()
 	db := pgSchema(t)
 	s, err := postgres.Open(context.Background(), db, postgres.Options{})
 	if err != nil {

@@ -24,6 +24,7 @@ const dbPassword = "Pw-e2e-7QxZ41rLmK"
 // environment of an --exec command, even where another variable holds the
 // URL or the password.
 func TestPostgresPasswordHidden(t *testing.T) {
+	t.Parallel()
 	dsn := withUser(pgSchema(t), "postgres", dbPassword)
 	dir := t.TempDir()
 	leaks := func(what, text string) {
@@ -166,6 +167,7 @@ func waitFiles(t *testing.T, dir string, n int) {
 // dispatch and the operator's commands, in one line naming INBOX_DB, with
 // nothing connected to.
 func TestPostgresPlaceholderRefused(t *testing.T) {
+	t.Parallel()
 	set, _ := deploytest.EnvFile(t, "inbox-postgres.env")
 	shipped := set["INBOX_DB"]
 	if shipped == "" {

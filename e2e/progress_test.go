@@ -40,6 +40,7 @@ func progressLines(logs string) []progressLine {
 // work the log says, at info, 2 handed on, 1 retried and 2 parked for the
 // exec destination; then, idle, it says nothing more.
 func TestDispatchProgress(t *testing.T) {
+	t.Parallel()
 	db := filepath.Join(t.TempDir(), "inbox.db")
 	srv := startServer(t, db, "--retry-schedule", "50ms",
 		"--exec", `case "$INBOX_KEY" in ok*) exit 0;; rej*) exit 65;; *) exit 1;; esac`)
@@ -77,6 +78,7 @@ func TestDispatchProgress(t *testing.T) {
 // TestStatsWatch runs inbox stats --watch 200ms beside serve: it redraws,
 // a frame showing the row delivered meanwhile, and SIGINT ends it with 0.
 func TestStatsWatch(t *testing.T) {
+	t.Parallel()
 	db := filepath.Join(t.TempDir(), "inbox.db")
 	srv := startServer(t, db)
 	cmd := exec.Command(binary(t), "stats", "--db", db, "--watch", "200ms")

@@ -50,12 +50,11 @@ func fillLeaving(t *testing.T, dir string, room int64) string {
 	return filler
 }
 
-// TestReadyzDiskFullForDeliveries fills the file system the database is
-// on until 60 KiB deliveries get 503 while the probe's own small row would
-// still fit: /readyz fails at once, and still after another refused
-// delivery; once the disk is freed it passes again with no delivery sent
-// (a replica marked not ready gets none), and deliveries are stored again.
-func TestReadyzDiskFullForDeliveries(t *testing.T) {
+// serveOnTmpfs serves a database on a tmpfs of its own, with 5 deliveries
+// of 60 KiB stored, and returns the tmpfs, the server and what sends the
+// next such delivery and returns its status.
+func serveOnTmpfs(t *testing.T) (string, *server, func() int) {
+	t.Helper()
 	dir := mountTmpfs(t, "32m")
 	db := filepath.Join(dir, "inbox.db")
 	srv := startServer(t, db, "--admin-addr", "127.0.0.1:0", "--busy-timeout", "1s")
@@ -71,6 +70,16 @@ func TestReadyzDiskFullForDeliveries(t *testing.T) {
 			t.Fatalf("before the disk filled: delivery %d\n%s", got, srv.logs)
 		}
 	}
+	return dir, srv, deliver
+}
+
+// TestReadyzDiskFullForDeliveries fills the file system the database is
+// on until 60 KiB deliveries get 503 while the probe's own small row would
+// still fit: /readyz fails at once, and still after another refused
+// delivery; once the disk is freed it passes again with no delivery sent
+// (a replica marked not ready gets none), and deliveries are stored again.
+func TestReadyzDiskFullForDeliveries(t *testing.T) {
+	dir, srv, deliver := serveOnTmpfs(t)
 	if got := readyz(srv.admin); got != http.StatusOK {
 		t.Fatalf("before the disk filled: /readyz %d", got)
 	}
@@ -116,6 +125,7 @@ func TestReadyzDiskFullForDeliveries(t *testing.T) {
 // idle; once the cause is gone it passes again with no delivery sent, and
 // deliveries are stored again.
 func TestReadyzPostgresRefusesEvents(t *testing.T) {
+	t.Parallel()
 	base := pgSchema(t)
 	schema := pgSearchPath(base)
 	role, dsn := pgRole(t, base)
@@ -188,6 +198,7 @@ func TestReadyzPostgresRefusesEvents(t *testing.T) {
 // stored row, and its /readyz fails, with the row waiting; once UPDATE is
 // granted again it passes with nothing else done, and the row is handed on.
 func TestReadyzDispatchFollowsItsWrites(t *testing.T) {
+	t.Parallel()
 	base := pgSchema(t)
 	schema := pgSearchPath(base)
 	role, dsn := pgRole(t, base)

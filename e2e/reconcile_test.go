@@ -141,6 +141,7 @@ func eventually(timeout time.Duration, f func() bool) bool {
 // lists exactly those jobs, redeliver --missed asks the provider once per
 // job, and once the redeliveries land inbox missed is empty.
 func TestMissedAfterOutage(t *testing.T) {
+	t.Parallel()
 	db := filepath.Join(t.TempDir(), "inbox.db")
 	api := newSumeStandIn(t, nil)
 	srv := startServer(t, db, "--busy-timeout", "100ms")
@@ -275,6 +276,7 @@ func expectedState(t *testing.T, db string) map[string]struct {
 // still running is polled again and not redelivered; one delivered in time
 // is never polled.
 func TestExpectedJobPolled(t *testing.T) {
+	t.Parallel()
 	db := filepath.Join(t.TempDir(), "inbox.db")
 	api := newSumeStandIn(t, map[string]string{"job_cli": "COMPLETED", "job_http": "ERROR", "job_running": "RUNNING", "job_on_time": "COMPLETED"})
 	srv := startServer(t, db, "--admin-addr", "127.0.0.1:0", "--api-key", standInKey, "--api-url", api.srv.URL,
@@ -374,6 +376,7 @@ func scrape(t *testing.T, admin string) string {
 // TestReconcileCLIErrors checks that mistakes with the new commands and
 // flags give one clear line and a non-zero exit, and write nothing.
 func TestReconcileCLIErrors(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	db := filepath.Join(dir, "inbox.db")
 	if _, errOut, code := runCLI(t, nil, "expected", "--db", db); code == 0 || !strings.Contains(errOut, "no inbox database") {

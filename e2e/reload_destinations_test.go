@@ -54,11 +54,15 @@ func onceEach(app *destApp, ids []string) []string {
 // the rows stored after the reload go where the new file says; files it
 // must refuse are refused with one line each and change nothing.
 func TestReloadDestinations(t *testing.T) {
+	t.Parallel()
 	testReloadDestinations(t, filepath.Join(t.TempDir(), "inbox.db"))
 }
 
 // TestReloadDestinationsPostgres is TestReloadDestinations on PostgreSQL.
-func TestReloadDestinationsPostgres(t *testing.T) { testReloadDestinations(t, pgSchema(t)) }
+func TestReloadDestinationsPostgres(t *testing.T) {
+	t.Parallel()
+	testReloadDestinations(t, pgSchema(t))
+}
 
 func testReloadDestinations(t *testing.T, db string) {
 	keep, gone, filt, added := newDestApp(t, 204), newDestApp(t, 204), newDestApp(t, 204), newDestApp(t, 204)
@@ -158,7 +162,7 @@ func testReloadDestinations(t *testing.T, db string) {
 		{"bad url", good + destTable("more", "ftp://example.com/x"), "url must be"},
 		{"duplicate name", good + destTable("added", added.URL), "name used twice"},
 		{"two kinds", good + destTable("more", added.URL, `exec = "true"`), "exactly one of url, exec and nats_url"},
-		{"bad secret", good + destTable("more", added.URL, `secret = "not-a-key"`), "forward secret"},
+		{"bad secret", good + destTable("more", added.URL, `secret = "not-a-key"`), "destination 4 (more): secret: "},
 	} {
 		writeConfig(t, dir, c.file)
 		d.signal(syscall.SIGHUP)
@@ -194,6 +198,7 @@ func testReloadDestinations(t *testing.T, db string) {
 // it; a file whose sources are good and a destination bad changes
 // neither the sources nor the destinations.
 func TestReloadServeDestinations(t *testing.T) {
+	t.Parallel()
 	one, two := newDestApp(t, 204), newDestApp(t, 204)
 	dir := t.TempDir()
 	db := filepath.Join(dir, "inbox.db")
@@ -235,6 +240,7 @@ func TestReloadServeDestinations(t *testing.T) {
 // new connection, the rows stored after the reload are published there,
 // and both still show connected.
 func TestReloadNATSDestinations(t *testing.T) {
+	t.Parallel()
 	b := newBroker(t)
 	b.start()
 	b.stream()
@@ -286,6 +292,7 @@ func TestReloadNATSDestinations(t *testing.T) {
 // the flags alone: it logs that there is nothing to reload and goes on
 // handing rows on, where it used to die of the signal.
 func TestDispatchHangupWithoutConfig(t *testing.T) {
+	t.Parallel()
 	app := newDestApp(t, 204)
 	dir := t.TempDir()
 	db := filepath.Join(dir, "inbox.db")

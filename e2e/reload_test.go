@@ -82,6 +82,7 @@ func fingerprint(secret string) string { return scheme.Secret{Key: []byte(secret
 // from the reload on, the retired one no more, inbox sources --admin shows
 // the new config, and the retired secret's last use is still saved.
 func TestReloadRotatesUnderLoad(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	db, cfg := filepath.Join(dir, "inbox.db"), filepath.Join(dir, "inbox.toml")
 	writeConfig(t, dir, reloadConfig([]string{"sume", reloadKept, reloadRetired}))
@@ -172,6 +173,7 @@ func TestReloadRotatesUnderLoad(t *testing.T) {
 // refused with one log line naming the problem, and the running config
 // keeps answering.
 func TestReloadRefused(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	db, cfg := filepath.Join(dir, "inbox.db"), filepath.Join(dir, "inbox.toml")
 	good := reloadConfig([]string{"sume", reloadKept})
@@ -206,6 +208,7 @@ func TestReloadRefused(t *testing.T) {
 // and one added: the removed one's path answers 404, the added one's
 // stores deliveries.
 func TestReloadAddsAndRemovesSources(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	db, cfg := filepath.Join(dir, "inbox.db"), filepath.Join(dir, "inbox.toml")
 	writeConfig(t, dir, reloadConfig([]string{"sume", reloadKept}, []string{"gone", reloadKept}))
@@ -246,6 +249,7 @@ func TestReloadAddsAndRemovesSources(t *testing.T) {
 // TestReloadWithoutConfig sends SIGHUP to serve without --config: it says
 // there is nothing to reload and keeps serving.
 func TestReloadWithoutConfig(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, filepath.Join(t.TempDir(), "inbox.db"))
 	s.signal(syscall.SIGHUP)
 	waitFor(t, "nothing to reload", func() bool { return strings.Contains(s.logs.String(), "nothing to reload") })

@@ -73,6 +73,7 @@ func (s *sent) record(key string, status int) {
 // answered 2xx is then one row, new, with its deliveries counted: at least
 // the 2xx answers it got, at most the deliveries sent.
 func TestReplicasCrash(t *testing.T) {
+	t.Parallel()
 	dsn := pgSchema(t)
 	env := []string{"SUME_COM_WEBHOOK_SIGNING_SECRET=" + e2eSecret}
 	replicas := make([]*replica, 2)

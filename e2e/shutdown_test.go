@@ -72,6 +72,7 @@ func stopWithRequestInFlight(t *testing.T, srv *server, held *heldRequest) {
 // acknowledged delivery is stored, and every stored one was acknowledged:
 // no request was cut after its commit.
 func TestShutdownUnderLoad(t *testing.T) {
+	t.Parallel()
 	db := filepath.Join(t.TempDir(), "inbox.db")
 	// The held body waits out the load below: give it the whole read
 	// timeout, not the body timeout a stalled body gets.
@@ -103,6 +104,7 @@ func TestShutdownUnderLoad(t *testing.T) {
 // TestSecondSignal checks that a second signal ends the process at once,
 // even with a request in flight.
 func TestSecondSignal(t *testing.T) {
+	t.Parallel()
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
 		t.Run(sig.String(), func(t *testing.T) {
 			srv := startServer(t, filepath.Join(t.TempDir(), "inbox.db"))

@@ -24,6 +24,7 @@ import (
 // GitHub source from the real binary: each keeps its own rows and its own
 // answers, and inbox sources shows which secret verified.
 func TestThreeSources(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	db := filepath.Join(dir, "inbox.db")
 	cfg := filepath.Join(dir, "inbox.toml")
@@ -141,6 +142,7 @@ value = "It's a Secret to Everybody"
 // one line and before the database is created; the signing secret's
 // variable stays allowed, since the file may name it.
 func TestConfigRefusesSumeFlags(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := writeConfig(t, dir, `
 [[source]]
@@ -183,6 +185,7 @@ env = "SUME_COM_WEBHOOK_SIGNING_SECRET"
 // TestConfigRefusesExpiredSource checks that serve does not start with a
 // source whose every secret has expired: it would answer 401 to all.
 func TestConfigRefusesExpiredSource(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := writeConfig(t, dir, `
 [[source]]
@@ -215,6 +218,7 @@ func writeConfig(t *testing.T, dir, text string) string {
 // TestConfigValueSecretsReadable checks that serve warns, and still starts,
 // when a config holding secrets (value = ...) is readable by others.
 func TestConfigValueSecretsReadable(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := writeConfig(t, dir, `
 [[source]]
@@ -256,6 +260,7 @@ func svixSignature(t *testing.T, secret, id string, ts int64, body string) strin
 // source's expected jobIds before anything is stored. Each verified
 // delivery's clock skew is counted per source; forgeries are not.
 func TestProviderRules(t *testing.T) {
+	t.Parallel()
 	const (
 		vibeSecret   = "vjs_AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8"
 		swSecret     = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
@@ -412,6 +417,7 @@ value = "`+stripeSecret+`"
 // secret is not in Vibe's form (the shipped placeholder, a truncated paste),
 // in one line naming the variable, and before the database is created.
 func TestVibeSecretFormAtStart(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := writeConfig(t, dir, `
 [[source]]

@@ -21,15 +21,22 @@ import (
 //     --max-in-flight or --max-body-memory is load, refused before the
 //     store too, so neither ever reaches here.
 //
-//   - While in doubt, each probe writes as much as the largest delivery of
-//     the failed commits did (bounded by inbox.MaxProbeSize), beside its
-//     row in events (see the stores' Probe), so it meets what they met: a
-//     disk that takes the probe's small row but not a delivery fails it.
+//   - While in doubt, each probe writes a margin over the largest delivery
+//     of the failed commits (inbox.ProbeSize: twice it, bounded by
+//     inbox.MaxProbeSize, and some pages more), beside its row in events
+//     (see the stores' Probe), so it meets at least what they met: a disk
+//     that takes the probe's small row but not a delivery fails it, and so
+//     does one that takes exactly the delivery's bytes but not its row and
+//     index pages.
 //
 //   - Any commit that succeeds afterwards, a probe's included, ends the
 //     doubt. That is what lets a replica marked not ready, which gets no
 //     deliveries, become ready again: its probe is the commit that
-//     succeeds.
+//     succeeds. But only a real commit that succeeds ends the probe's
+//     size: until one does, each probe still writes that margin, so a
+//     probe that once found room (a write-ahead log just started over, the
+//     pages its own last write freed) does not make every probe after it
+//     pass with its small row while deliveries still find none.
 //
 //   - Where readiness is the dispatcher's (inbox dispatch), a Settle of
 //     settlements that failed (Settled) stands whatever the probe finds,
@@ -44,7 +51,7 @@ type Commits struct {
 	mu     sync.Mutex
 	seq    uint64 // outcomes recorded, so a probe clears only what it saw
 	err    error  // the last failed commit's error, nil when not in doubt
-	size   int    // the largest delivery of the failed commits since the last success
+	size   int    // the largest delivery of the failed commits since the last real commit that succeeded
 	settle error  // the failed Settle's error (Settled), which only a Settle clears
 }
 
@@ -92,9 +99,8 @@ func (c *Commits) record(size int, err error) {
 		c.err, c.size = nil, 0
 		return
 	}
-	if c.err == nil {
-		c.size = 0
-	}
+	// c.size is 0 but after a probe that committed with no delivery
+	// since (see Commits): that size stays the probe's.
 	c.err, c.size = err, max(c.size, size)
 }
 
@@ -104,9 +110,9 @@ func (c *Commits) doubt() (size int, err error, seq uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.err == nil {
-		return 0, c.settle, c.seq
+		return inbox.ProbeSize(c.size), c.settle, c.seq
 	}
-	return min(c.size, inbox.MaxProbeSize), c.err, c.seq
+	return inbox.ProbeSize(c.size), c.err, c.seq
 }
 
 // probed records a probe that committed, which clears the doubt unless a
@@ -117,7 +123,7 @@ func (c *Commits) probed(seq uint64) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.seq == seq {
-		c.err, c.size = nil, 0
+		c.err = nil // c.size stays: see Commits
 	}
 	if c.err == nil {
 		return c.settle

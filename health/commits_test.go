@@ -33,8 +33,9 @@ func (d *disk) Probe(ctx context.Context, size int) error {
 }
 
 // TestReadyFollowsCommits checks the rule readiness applies to the store's
-// commits: after a failed commit the probe writes what its largest delivery
-// did (bounded), so a disk with room for the probe's row alone fails it;
+// commits: after a failed commit the probe writes a margin over its largest
+// delivery (bounded), so a disk with room for the probe's row alone, or
+// for the delivery's bytes alone, fails it;
 // it passes again, with no delivery, once that much fits; a commit that
 // succeeds ends the doubt; the dispatcher's writes count, its shutdown
 // does not; and a commit that fails while the probe runs stands.
@@ -52,12 +53,18 @@ func TestReadyFollowsCommits(t *testing.T) {
 	}
 	step("no commit yet", http.StatusOK, 0)
 	commits.Committed(inbox.Commit{N: 3, Largest: 60 << 10, Err: full})
-	step("a commit of 60 KiB deliveries failed", http.StatusServiceUnavailable, 60<<10)
+	step("a commit of 60 KiB deliveries failed", http.StatusServiceUnavailable, inbox.ProbeSize(60<<10))
 	commits.Committed(inbox.Commit{N: 1, Largest: 10, Err: full})
-	step("a smaller one failed too", http.StatusServiceUnavailable, 60<<10)
+	step("a smaller one failed too", http.StatusServiceUnavailable, inbox.ProbeSize(60<<10))
+	d.room = 60<<10 + 4096
+	step("room for the delivery's bytes but not its pages", http.StatusServiceUnavailable, inbox.ProbeSize(60<<10))
 	d.room = 1 << 20
-	step("the disk has room again", http.StatusOK, 60<<10)
-	step("after the probe's commit", http.StatusOK, 0)
+	step("the disk has room again", http.StatusOK, inbox.ProbeSize(60<<10))
+	step("after the probe's commit, no delivery since", http.StatusOK, inbox.ProbeSize(60<<10))
+	d.room = 1000
+	step("the disk filled again with no delivery", http.StatusServiceUnavailable, inbox.ProbeSize(60<<10))
+	commits.Committed(inbox.Commit{N: 1, Largest: 10})
+	step("after a delivery's commit", http.StatusOK, 0)
 
 	d.room = 0
 	commits.Committed(inbox.Commit{N: 1, Largest: 5000, Err: full})
@@ -65,7 +72,7 @@ func TestReadyFollowsCommits(t *testing.T) {
 	step("a commit succeeded after the failed one", http.StatusOK, 0)
 
 	commits.Committed(inbox.Commit{N: 1, Largest: 100 << 20, Err: full})
-	step("a failed commit larger than the bound", http.StatusServiceUnavailable, inbox.MaxProbeSize)
+	step("a failed commit larger than the bound", http.StatusServiceUnavailable, inbox.ProbeSize(inbox.MaxProbeSize))
 	commits.Committed(inbox.Commit{N: 1})
 
 	// The dispatcher's writes, observed while a probe runs: its stopping
@@ -80,8 +87,8 @@ func TestReadyFollowsCommits(t *testing.T) {
 	d.during = func() { commits.Committed(inbox.Commit{N: 1, Largest: 10, Err: full}) }
 	step("a commit failed while the probe ran", http.StatusServiceUnavailable, 0)
 	d.during = nil
-	d.room = 10
-	step("the next probe", http.StatusOK, 10)
+	d.room = inbox.ProbeSize(10)
+	step("the next probe", http.StatusOK, inbox.ProbeSize(10))
 }
 
 // TestReadyFollowsSettle: a failed Settle of settlements (Settled) keeps
@@ -112,5 +119,38 @@ func TestReadyFollowsSettle(t *testing.T) {
 	commits.Settled(nil)
 	if got := code(); got != http.StatusOK {
 		t.Errorf("a Settle succeeded: %d, want 200", got)
+	}
+}
+
+// TestReadyKeepsTheRefusedSize: once a probe of the refused delivery's
+// margin has committed, and before any delivery has, a write that fails
+// then (a small delivery's, or the dispatcher's, which carry no body)
+// leaves the probe that margin: a probe of its small row alone would pass
+// on a disk the refused delivery still does not fit.
+func TestReadyKeepsTheRefusedSize(t *testing.T) {
+	full := errors.New("commit: disk full")
+	for _, fail := range []struct {
+		name string
+		fail func(*health.Commits)
+	}{
+		{"a dispatcher's write", func(c *health.Commits) { c.Observe(full) }},
+		{"a small delivery", func(c *health.Commits) { c.Committed(inbox.Commit{N: 1, Largest: 10, Err: full}) }},
+	} {
+		t.Run(fail.name, func(t *testing.T) {
+			d := &disk{room: 1000}
+			var commits health.Commits
+			ready := health.Ready(d, &commits, time.Second, zerolog.Nop())
+			commits.Committed(inbox.Commit{N: 1, Largest: 60 << 10, Err: full})
+			d.room = 1 << 20
+			if code, _, _ := probe(t, ready); code != http.StatusOK {
+				t.Fatalf("the disk has room again: %d", code)
+			}
+			d.room = 1000
+			fail.fail(&commits)
+			code, _, _ := probe(t, ready)
+			if got, want := d.sizes[len(d.sizes)-1], inbox.ProbeSize(60<<10); code != http.StatusServiceUnavailable || got != want {
+				t.Errorf("after %s failed: %d, probe wrote %d bytes; want 503, %d bytes", fail.name, code, got, want)
+			}
+		})
 	}
 }

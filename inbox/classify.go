@@ -46,6 +46,10 @@ type Rules struct {
 	// record of that choice; reprocess keys a stored row by it as the
 	// source does now.
 	ByBody bool
+	// ExpectedOnly stores a job only if an expectation of it is recorded
+	// (inbox expect): the store parks any other unknown_job as it lands
+	// (Delivery.NeedsExpectation). Reprocess does not ask.
+	ExpectedOnly bool
 }
 
 // Named is what a KindKeyed source's scheme named of a verified delivery.
@@ -73,6 +77,9 @@ type Delivery struct {
 	// Response is the answer body the source saves with a new row and
 	// gives again to every repeat (Vibe's); nil for none.
 	Response []byte
+	// ExpectedOnly is the source's Rules.ExpectedOnly, set by Classify on
+	// a new job only.
+	ExpectedOnly bool
 }
 
 // source returns the delivery's source, DefaultSource for "".
@@ -137,6 +144,7 @@ func Classify(source string, n Named, body []byte, deliveryTS int64, r Rules) De
 	if d.JobID != "" {
 		d.JobID = RowID(source, d.JobID)
 	}
+	d.ExpectedOnly = r.ExpectedOnly && d.Status == StatusNew && d.JobID != ""
 	return d
 }
 

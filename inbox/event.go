@@ -43,12 +43,16 @@ const (
 	ReasonTooLarge        Reason = "too_large"         // body above the normal limit
 	ReasonConflict        Reason = "conflict"          // a different event for a job already stored
 	ReasonMissingKey      Reason = "missing_key"       // another source's delivery names no usable key
+	ReasonUnknownJob      Reason = "unknown_job"       // a job no expectation names, at a source with expected_only
 
 	// The reasons the dispatcher parks a row with. Only a person brings
 	// such a row back (reprocess); a later delivery of the job is counted
 	// on it, as on a new or done row.
 	ReasonHandlerFailed   Reason = "handler_failed"   // the application failed every attempt of the schedule
 	ReasonHandlerRejected Reason = "handler_rejected" // the application said never to retry
+	// The destination can never take the row as it is (a NATS server's
+	// max_payload below the message): parked at once, no retry.
+	ReasonTooLargeForDestination Reason = "too_large_for_destination"
 )
 
 // Reasons returns every reason: the contract's, in its order, then the
@@ -56,7 +60,7 @@ const (
 func Reasons() []Reason {
 	return []Reason{ReasonUnparseable, ReasonMissingJobID, ReasonUnknownEvent,
 		ReasonPayloadTooLarge, ReasonTooLarge, ReasonConflict, ReasonMissingKey,
-		ReasonHandlerFailed, ReasonHandlerRejected}
+		ReasonUnknownJob, ReasonHandlerFailed, ReasonHandlerRejected, ReasonTooLargeForDestination}
 }
 
 // Valid reports whether r is one of Reasons.
@@ -65,7 +69,7 @@ func (r Reason) Valid() bool { return slices.Contains(Reasons(), r) }
 // ByHandler reports whether r is one the dispatcher parks with: the row
 // holds a storable job event the application did not take.
 func (r Reason) ByHandler() bool {
-	return r == ReasonHandlerFailed || r == ReasonHandlerRejected
+	return r == ReasonHandlerFailed || r == ReasonHandlerRejected || r == ReasonTooLargeForDestination
 }
 
 // ErrNotFound is returned when no row has the requested id.

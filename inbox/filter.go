@@ -4,6 +4,19 @@ import "time"
 
 // Filter selects rows for List, Count and the parked counts. Zero fields
 // do not filter.
+//
+// Status and Reason look at each (row, destination) pair's own state
+// wherever a row has pairs: every destination parks its own pair, and
+// the row itself holds the reason of the pair that settled last, so a
+// reason one destination parked with would be hidden by another's.
+//
+//   - With Destination, Status and Reason are the row's pair for it: a
+//     row matches when that pair is of Status and parked with Reason.
+//   - Without, Status parked or a Reason matches a row that is itself
+//     parked (with Reason) or any of whose pairs is parked (with Reason),
+//     a row still new for another destination included. A reason only a
+//     landing parks with (Reason.OnReceipt) is the row's alone.
+//   - Any other Status, without Destination, is the row's own.
 type Filter struct {
 	Source    string
 	Status    Status
@@ -13,7 +26,7 @@ type Filter struct {
 	Since     time.Time // received at or after
 	Before    time.Time // received before
 	// Destination selects the rows routed to this destination: those with
-	// a (row, destination) pair for it, whatever its state.
+	// a (row, destination) pair for it, of Status and Reason when given.
 	Destination string
 	// Contains selects the rows whose body holds these bytes, compared
 	// byte for byte: no wildcard, no case folding, any byte (NUL, bytes
@@ -30,4 +43,24 @@ type Filter struct {
 func (f Filter) Scan() Filter {
 	f.Contains, f.ScanLimit = "", 0
 	return f
+}
+
+// ByParkedPairs reports whether f, without Destination, selects rows by
+// their pairs' parked state as well as their own: Status parked, or a
+// Reason a pair may be parked with.
+func (f Filter) ByParkedPairs() bool {
+	return f.Destination == "" && (f.Status == StatusParked || f.Reason != "") && !f.Reason.OnReceipt()
+}
+
+// OnReceipt reports whether r is a reason only a landing parks a row with
+// (Classify's), before any destination has it: no (row, destination)
+// pair is ever parked with it. A reason not known here is taken as one a
+// pair may hold.
+func (r Reason) OnReceipt() bool {
+	switch r {
+	case ReasonUnparseable, ReasonMissingJobID, ReasonUnknownEvent, ReasonPayloadTooLarge,
+		ReasonTooLarge, ReasonConflict, ReasonMissingKey:
+		return true
+	}
+	return false
 }

@@ -74,6 +74,23 @@ func Fresh(d Delivery) Result {
 	}
 }
 
+// NeedsExpectation reports whether d lands only if an expectation of its
+// job is recorded: a new job of a source with expected_only. The store
+// looks for the expectation (of SourceOf(d) and d.JobID, in any state) in
+// the transaction d lands in, and lands Unexpected(d) when there is none.
+func (d Delivery) NeedsExpectation() bool {
+	return d.ExpectedOnly && d.Status == StatusNew && d.JobID != ""
+}
+
+// Unexpected is d, a job nobody expected at a source that takes only
+// expected ones, as it is kept: parked unknown_job, so that nothing hands
+// it on; reprocess brings it back.
+func Unexpected(d Delivery) Delivery {
+	d = d.park(ReasonUnknownJob)
+	d.ExpectedOnly = false
+	return d
+}
+
 // SourceOf returns the source d came through: DefaultSource when d.Source
 // is empty.
 func SourceOf(d Delivery) string { return d.source() }

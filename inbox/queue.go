@@ -107,9 +107,6 @@ const (
 	FateRetry                   // it failed: new again, claimable from RetryAt
 	FatePark                    // it failed for good: parked with Reason
 	FateRelease                 // it was never attempted: claimable at once, no attempt counted
-	// It was never attempted, as no attempt is left (the last one's
-	// outcome was lost): parked with Reason, no attempt counted.
-	FateExhausted
 	// Start counted its attempt, yet no request was sent (the dispatcher
 	// stopped, or the destination went away, first): the count is undone
 	// and the row is claimable at once, as after FateRelease.
@@ -122,8 +119,8 @@ type Settlement struct {
 	Fate    Fate
 	At      time.Time // when the attempt ended
 	RetryAt time.Time // with FateRetry
-	Reason  Reason    // with FatePark and FateExhausted
-	Error   string    // with FateRetry, FatePark and FateExhausted: the error, never the body
+	Reason  Reason    // with FatePark
+	Error   string    // with FateRetry and FatePark: the error, never the body
 }
 
 // Queue describes the new rows: what the application still has to take.

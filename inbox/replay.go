@@ -69,10 +69,11 @@ func Replay(ctx context.Context, store ReplayStore, sel ReplaySelection, opts Re
 		}
 	}
 	// What the stores select: with pairs to add, every row of the other
-	// filters, the route's filters sifting them in planReplay.
+	// filters, the route's filters and the status (addSelects) sifting
+	// them in planReplay.
 	stored := sel.Filter
 	if addsPairs(sel.Filter, opts.Routes) {
-		stored.Destination = ""
+		stored.Destination, stored.Status = "", ""
 	}
 	ids, err := store.Select(ctx, ReplaySelection{IDs: sel.IDs, Filter: stored})
 	if err != nil {
@@ -96,7 +97,7 @@ func Replay(ctx context.Context, store ReplayStore, sel ReplaySelection, opts Re
 			if from == 0 {
 				start = now
 			}
-			rows, err := tx.Rows(batch, stored)
+			rows, err := readRows(tx, batch, stored)
 			if err != nil {
 				return err
 			}
@@ -118,6 +119,24 @@ const MaxReplaySpan = 30 * 24 * time.Hour
 
 // replayBatch bounds the rows one replay transaction takes.
 const replayBatch = 500
+
+// readRows reads the rows of ids that f still selects, oldest first,
+// each with all its pairs, in tx.
+func readRows(tx ReplayTx, ids []string, f Filter) ([]ReplayRow, error) {
+	events, err := tx.Rows(ids, f)
+	if err != nil || len(events) == 0 {
+		return nil, err
+	}
+	pairs, err := tx.Pairs(ids)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ReplayRow, len(events))
+	for i, e := range events {
+		out[i] = ReplayRow{Event: e, Pairs: pairs[e.ID]}
+	}
+	return out, nil
+}
 
 // replayRows plans and applies one batch of rows, selected by f, in tx at
 // now, the rows handed on paced at rate from start, after the paced ones
@@ -150,20 +169,22 @@ func replayRows(tx ReplayTx, rows []ReplayRow, f Filter, opts ReplayOptions, sta
 			}
 		}
 	}
-	done, err := tx.Reset(reset, now)
+	done, err := resetPairs(tx, reset, now)
 	if err != nil {
 		return b, err
 	}
 	b.Pairs, b.Changed = len(done), len(reset)-len(done)
-	added, err := tx.Add(add, now)
+	added, err := addPairs(tx, add, now)
 	if err != nil {
 		return b, err
 	}
 	b.Added, b.Changed = len(added), b.Changed+len(add)-len(added)
 	done = append(done, added...)
-	rerouted, err := tx.Reroute(reroute, now)
-	if err != nil {
-		return b, err
+	var rerouted []string
+	if len(reroute) > 0 {
+		if rerouted, err = tx.Reroute(reroute, now); err != nil {
+			return b, err
+		}
 	}
 	b.Rerouted = len(rerouted)
 	var ids []string
@@ -201,6 +222,57 @@ func replayRows(tx ReplayTx, rows []ReplayRow, f Filter, opts ReplayOptions, sta
 		}
 	}
 	return b, nil
+}
+
+// resetPairs keeps each pair's series in its history, then makes it new
+// again, due at its time, and its row new, all in tx at now: only the
+// pairs still of the status read, which it returns, in the order given.
+func resetPairs(tx ReplayTx, pairs []ReplayPair, now time.Time) ([]ReplayPair, error) {
+	if len(pairs) == 0 {
+		return nil, nil
+	}
+	if err := tx.KeepSeries(pairs, now); err != nil {
+		return nil, err
+	}
+	got, err := tx.ResetPairs(pairs, now)
+	if err != nil {
+		return nil, err
+	}
+	return renewRows(tx, pairs, got, now)
+}
+
+// addPairs makes each pair (its Status new) new, due at its time, and its
+// row new as resetPairs does, all in tx at now: only for a row handed on
+// already (done, parked by the dispatcher, or new with a pair) that has
+// no pair for the destination yet. It returns the pairs it made, in the
+// order given.
+func addPairs(tx ReplayTx, pairs []ReplayPair, now time.Time) ([]ReplayPair, error) {
+	if len(pairs) == 0 {
+		return nil, nil
+	}
+	got, err := tx.AddPairs(pairs, now)
+	if err != nil {
+		return nil, err
+	}
+	return renewRows(tx, pairs, got, now)
+}
+
+// renewRows makes the rows of the pairs of pairs that got holds (those a
+// statement changed) new, in tx at now, and returns those pairs, in the
+// order given.
+func renewRows(tx ReplayTx, pairs []ReplayPair, got map[Pair]bool, now time.Time) ([]ReplayPair, error) {
+	var done []ReplayPair
+	var ids []string
+	for _, p := range pairs {
+		if got[p.Pair] {
+			done = append(done, p)
+			ids = append(ids, p.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	return done, tx.Renew(ids, now)
 }
 
 // pace is how long after the first the row after taken others is due, at
@@ -247,6 +319,9 @@ func addsPairs(f Filter, routes []Route) bool {
 func planReplay(r ReplayRow, f Filter, opts ReplayOptions) replayPlan {
 	routes := opts.Routes
 	if addsPairs(f, routes) {
+		if !addSelects(r, f) {
+			return replayPlan{}
+		}
 		if p, ok := planAdd(r, f.Destination, routes, opts.MissingOnly); ok {
 			return p
 		}
@@ -296,6 +371,19 @@ func planReplay(r ReplayRow, f Filter, opts ReplayOptions) replayPlan {
 		}
 	}
 	return p
+}
+
+// addSelects reports whether a replay that adds pairs selects r by
+// f.Status: the status of r's pair for f.Destination where it has one
+// (as the stores select with a destination), r's own where it has none.
+func addSelects(r ReplayRow, f Filter) bool {
+	if f.Status == "" {
+		return true
+	}
+	if i := slices.IndexFunc(r.Pairs, func(p Pairing) bool { return p.Destination == f.Destination }); i >= 0 {
+		return r.Pairs[i].Status == f.Status
+	}
+	return r.Event.Status == f.Status
 }
 
 // planAdd is what a replay that adds pairs of dest does with r when r has
@@ -482,43 +570,35 @@ type ReplayStore interface {
 // ReplayTx is a store's transaction of replay statements.
 type ReplayTx interface {
 	// Rows reads (and, where the store locks rows, locks) the rows of ids
-	// that f still selects, oldest first (by received_at, then id), each
-	// with all its pairs, by destination.
-	Rows(ids []string, f Filter) ([]ReplayRow, error)
-	// Reset makes each pair new again, due at its Due, with no attempt,
-	// lease or error, and the row it is of new with no error of its own
-	// (Mirror gives it its pairs' again), once it has kept the
-	// pair's series in its history as replaced at now: only a pair whose
-	// status is still the one read. It returns the pairs it reset, in the
-	// order given.
-	Reset(pairs []ReplayPair, now time.Time) ([]ReplayPair, error)
-	// Add makes each pair (its Status new) new, due at its Due, and the
-	// row it is of new as Reset does: only for a row that has no pair for
-	// the destination and was handed on (done, parked by the dispatcher,
-	// or new with a pair). It returns the pairs it made, in the order
-	// given.
-	Add(pairs []ReplayPair, now time.Time) ([]ReplayPair, error)
-	// Reroute makes the rows of ids that are still done or parked and
-	// have no pair new and not routed, to be routed again, and returns
-	// those it changed.
+	// that f still selects, oldest first (by received_at, then id),
+	// without their bodies.
+	Rows(ids []string, f Filter) ([]Event, error)
+	// Pairs reads the pairs of the rows of ids, by row id, each row's by
+	// destination.
+	Pairs(ids []string) (map[string][]Pairing, error)
+	// KeepSeries keeps the series of each pair whose status is still the
+	// one read in its history, as replaced at now.
+	KeepSeries(pairs []ReplayPair, now time.Time) error
+	// ResetPairs makes each pair whose status is still the one read new
+	// again, due at its Due, with no attempt, lease or error, and returns
+	// those it reset.
+	ResetPairs(pairs []ReplayPair, now time.Time) (map[Pair]bool, error)
+	// AddPairs makes each pair (its Status new) new, due at its Due, with
+	// no attempt, only where its row was handed on (done, parked by the
+	// dispatcher, or new with a pair) and has no pair for the destination
+	// yet, and returns those it made.
+	AddPairs(pairs []ReplayPair, now time.Time) (map[Pair]bool, error)
+	// Renew makes the rows of ids new with no error of their own (Mirror
+	// gives them their pairs' again), their updated_at now where they
+	// were not new.
+	Renew(ids []string, now time.Time) error
+	// Reroute makes the rows of ids (at least one) that are still done or
+	// parked and have no pair new and not routed, to be routed again, and
+	// returns those it changed.
 	Reroute(ids []string, now time.Time) ([]string, error)
 	// Mirror sets the queue columns of the new rows of ids from their
 	// pairs, as QueueTx.Mirror does.
 	Mirror(ids []string, now time.Time) error
-}
-
-// Returned returns the pairs of pairs that got holds (those a store's
-// statement returned), in the order given, and their rows' ids.
-func Returned(pairs []ReplayPair, got map[Pair]bool) ([]ReplayPair, []string) {
-	var kept []ReplayPair
-	var ids []string
-	for _, p := range pairs {
-		if got[p.Pair] {
-			kept = append(kept, p)
-			ids = append(ids, p.ID)
-		}
-	}
-	return kept, ids
 }
 
 // WithEarlier returns the pairs of the row id with the earlier series

@@ -305,9 +305,9 @@ func Start(ctx context.Context, store QueueStore, owner string, jobs []Job, now,
 // CheckSettle refuses a Settle by owner of settled, claiming as claim
 // asks, that no store may carry out: no owner; a claim (Max above 0) whose
 // lease does not end after its Now; a settlement of an unknown fate; a
-// park with an unknown reason; a release, or a park unattempted
-// (FateExhausted), of an attempt Start counted; an uncount (FateUnsent) of
-// one it did not.
+// park with an unknown reason; a release of an attempt Start counted; an
+// uncount (FateUnsent) of one it did not. There is no park without an
+// attempt: a row is parked for failing only by the outcome of one.
 func CheckSettle(owner string, settled []Settlement, claim Claim) error {
 	if owner == "" {
 		return errors.New("no owner")
@@ -336,10 +336,6 @@ func CheckSettle(owner string, settled []Settlement, claim Claim) error {
 		case FatePark:
 			if !st.Reason.Valid() {
 				return fmt.Errorf("park %s: unknown reason %q", st.Job.ID, st.Reason)
-			}
-		case FateExhausted:
-			if st.Job.Started() || !st.Reason.Valid() {
-				return fmt.Errorf("park %s unattempted: attempt %d started or unknown reason %q", st.Job.ID, st.Job.Attempt, st.Reason)
 			}
 		case FateUnsent:
 			if !st.Job.Started() {

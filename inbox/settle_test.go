@@ -25,7 +25,6 @@ func TestCheckSettle(t *testing.T) {
 		{"every fate", "d1", []inbox.Settlement{
 			{Job: started, Fate: inbox.FateDone}, {Job: started, Fate: inbox.FateRetry},
 			{Job: started, Fate: inbox.FatePark, Reason: inbox.ReasonHandlerFailed},
-			{Job: claimed, Fate: inbox.FateExhausted, Reason: inbox.ReasonHandlerFailed},
 			{Job: claimed, Fate: inbox.FateRelease},
 		}, claim, ""},
 		{"no claim, no lease", "d1", nil, inbox.Claim{}, ""},
@@ -34,8 +33,6 @@ func TestCheckSettle(t *testing.T) {
 		{"an unknown fate", "d1", []inbox.Settlement{{Job: started, Fate: 99}}, claim, "settle j1: unknown fate 99"},
 		{"a park without a reason", "d1", []inbox.Settlement{{Job: started, Fate: inbox.FatePark}}, claim, `park j1: unknown reason ""`},
 		{"a park of an unknown reason", "d1", []inbox.Settlement{{Job: started, Fate: inbox.FatePark, Reason: "lost"}}, claim, `unknown reason "lost"`},
-		{"an unattempted park of a started attempt", "d1", []inbox.Settlement{{Job: started, Fate: inbox.FateExhausted, Reason: inbox.ReasonHandlerFailed}}, claim, "park j1 unattempted"},
-		{"an unattempted park of an unknown reason", "d1", []inbox.Settlement{{Job: claimed, Fate: inbox.FateExhausted, Reason: "lost"}}, claim, "park j1 unattempted"},
 		{"a release of a started attempt", "d1", []inbox.Settlement{{Job: started, Fate: inbox.FateRelease}}, claim, "release j1: attempt 1 has started"},
 	}
 	for _, tt := range tests {

@@ -45,9 +45,11 @@ type HourCount struct {
 type CountStore interface {
 	// CountRows counts the rows f selects, f.Limit aside.
 	CountRows(ctx context.Context, f Filter) (int64, error)
-	// CountReasons counts the rows f selects, f.Limit aside, per reason,
-	// with the oldest and newest received_at of each: most rows first,
-	// then by reason.
+	// CountReasons counts the rows f selects, f.Limit aside, per reason
+	// they are parked with, their own or a pair's (only f.Destination's
+	// when set; only f.Reason when set): a row parked with two reasons
+	// counts under each. With the oldest and newest received_at of each:
+	// most rows first, then by reason.
 	CountReasons(ctx context.Context, f Filter) ([]ReasonCount, error)
 	// CountGroups counts the rows of each source, status and reason ("" for
 	// none), and the delivery attempts recorded on them, in one statement.
@@ -56,9 +58,11 @@ type CountStore interface {
 	QueueNow(ctx context.Context) (Queue, error)
 	// CountStatuses counts the rows of each status that has any.
 	CountStatuses(ctx context.Context) (map[Status]int64, error)
-	// CountParkedAgo counts the rows f selects (f.Status parked) whose
-	// updated_at lies in [start, end), by how many whole hours before end
-	// it lies: 0 for [end-1h, end), 1 for the hour before, and so on.
+	// CountParkedAgo counts the rows f selects (f.Status parked) by when
+	// they were parked (with f.Reason, at f.Destination, when set): the
+	// row's updated_at, or its parked pair's, the latest of them. Only
+	// those in [start, end), by how many whole hours before end: 0 for
+	// [end-1h, end), 1 for the hour before, and so on.
 	CountParkedAgo(ctx context.Context, f Filter, start, end time.Time) (map[int64]int64, error)
 }
 
@@ -90,7 +94,8 @@ func (c Counts) Count(ctx context.Context, f Filter) (int64, error) {
 }
 
 // ParkedByReason counts the parked rows that f selects, one ReasonCount
-// per reason, most rows first. f.Status and f.Limit are ignored. It fails
+// per reason, most rows first: a row parked by two destinations for two
+// reasons counts under each. f.Status and f.Limit are ignored. It fails
 // only when the rows cannot be read.
 func (c Counts) ParkedByReason(ctx context.Context, f Filter) ([]ReasonCount, error) {
 	f.Status = StatusParked

@@ -73,7 +73,7 @@ func NewStoreCollector(s StoreReader, timeout time.Duration, now func() time.Tim
 		now:     now,
 		rows: prometheus.NewDesc(namespace+"_rows", "Rows in the inbox by status.",
 			[]string{"status"}, nil),
-		parked: prometheus.NewDesc(namespace+"_parked_rows", "Parked rows by reason.",
+		parked: prometheus.NewDesc(namespace+"_parked_rows", "Parked rows by reason, a row parked by any destination under each reason it was parked with.",
 			[]string{"reason"}, nil),
 		oldest: prometheus.NewDesc(namespace+"_oldest_parked_age_seconds",
 			"Seconds since the oldest parked row was received; 0 when none is parked.", nil, nil),

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"inbox/dispatch"
 	"inbox/inbox"
 )
 
@@ -440,6 +441,10 @@ func (p *Publisher) Publish(ctx context.Context, j inbox.Job) (*jetstream.PubAck
 	msg.Header.Set(HeaderKey, key)
 	msg.Header.Set(HeaderIdempotencyKey, key)
 	msg.Header.Set(HeaderRowID, j.ID)
+	msg.Header.Set(jetstream.MsgIDHeader, j.ID) // as WithMsgID sets it: its bytes count
+	if size, most := int64(msg.Size()-len(msg.Subject)-len(msg.Reply)), p.nc.MaxPayload(); most > 0 && size > most {
+		return nil, tooLarge(p.subject, size, most)
+	}
 	ack, err := p.js.PublishMsg(ctx, msg, jetstream.WithMsgID(j.ID))
 	if err != nil {
 		return nil, p.publishError(err)
@@ -448,11 +453,43 @@ func (p *Publisher) Publish(ctx context.Context, j inbox.Job) (*jetstream.PubAck
 	return ack, nil
 }
 
+// tooLarge is the error of a message of size bytes, its headers with its
+// body, that the server, taking at most most, can never take: the row is
+// parked too_large_for_destination at once (dispatch.TooLarge).
+func tooLarge(subject string, size, most int64) error {
+	return dispatch.TooLarge(fmt.Errorf("publish to %s: %w: the message is %d bytes with its headers, above the server's max_payload of %d: it can never be published", subject, natsgo.ErrMaxPayload, size, most))
+}
+
+// MaxPayload is the largest message, body and headers, the server
+// connected to takes (its max_payload), or 0 before any connection.
+func (p *Publisher) MaxPayload() int64 { return p.nc.MaxPayload() }
+
+// MaxMsgSize is the largest message the stream Check found stores (its
+// max_msg_size), or 0 when it sets none, none was found, or it cannot be
+// read within ctx.
+func (p *Publisher) MaxMsgSize(ctx context.Context) int64 {
+	name := p.Stream()
+	if name == "" {
+		return 0
+	}
+	st, err := p.js.Stream(ctx, name)
+	if err != nil {
+		return 0
+	}
+	return int64(max(st.CachedInfo().Config.MaxMsgSize, 0))
+}
+
 // publishError says why a publish failed, in the terms of Check. A failure
 // that says the stream does not answer, rather than anything about this
 // message, puts the stream in doubt: Ready fails until a lookup finds it.
 func (p *Publisher) publishError(err error) error {
 	switch {
+	case errors.Is(err, natsgo.ErrMaxPayload):
+		// Refused before it was sent: a server reconnected to takes less.
+		return dispatch.TooLarge(fmt.Errorf("publish to %s: %w: above the server's max_payload of %d: it can never be published", p.subject, err, p.nc.MaxPayload()))
+	case errors.Is(err, jetstream.ErrStreamMessageExceedsMaximum):
+		// The stream's own max_msg_size is below the message.
+		return dispatch.TooLarge(fmt.Errorf("publish to %s: above the stream's max_msg_size: it can never be stored: %w", p.subject, err))
 	case errors.Is(err, jetstream.ErrNoStreamResponse):
 		err = noStreamError{fmt.Errorf("publish to %s: no JetStream stream answered (none covers the subject, or JetStream is not up yet): %w", p.subject, err)}
 		p.setDoubt(err)
@@ -472,7 +509,9 @@ func (p *Publisher) publishError(err error) error {
 }
 
 // Deliver publishes j and returns once the stream has acknowledged it.
-// Every failure is retried.
+// Every failure is retried, but a message the server or the stream can
+// never take (above the server's max_payload or the stream's
+// max_msg_size), whose row is parked too_large_for_destination.
 func (p *Publisher) Deliver(ctx context.Context, j inbox.Job) error {
 	_, err := p.Publish(ctx, j)
 	return err

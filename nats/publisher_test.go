@@ -42,11 +42,18 @@ func runServer(t *testing.T) *server.Server {
 // server back with its streams.
 func runServerAt(t *testing.T, port int, dir string) *server.Server {
 	t.Helper()
-	s, err := server.NewServer(&server.Options{
+	return runServerWith(t, &server.Options{
 		Host: "127.0.0.1", Port: port,
 		JetStream: true, StoreDir: dir,
 		NoLog: true, NoSigs: true,
 	})
+}
+
+// runServerWith starts an embedded nats-server with the options o, for the
+// test's length.
+func runServerWith(t *testing.T, o *server.Options) *server.Server {
+	t.Helper()
+	s, err := server.NewServer(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -813,4 +820,74 @@ func TestStalledLinkPauses(t *testing.T) {
 	waitFor(t, 20*time.Second, "resumed", func() bool { return gathered(t, reg, "inbox_dispatch_paused") == 0 })
 	t.Logf("resumed %s after the link passed bytes again", time.Since(thawed))
 	checkOnce(t, store, s.ClientURL(), append(append(before, cut...), later...), cut...)
+}
+
+// TestMaxPayload: on a server whose max_payload is 4 KiB, a message that
+// fits exactly, its headers with its body, is published; one byte more can
+// never be, and its error parks the row at once (dispatch.Rejected),
+// saying why, without sending it.
+func TestMaxPayload(t *testing.T) {
+	s := runServerWith(t, &server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, MaxPayload: 4096,
+		JetStream: true, StoreDir: filepath.Join(t.TempDir(), "js"), NoLog: true, NoSigs: true})
+	st := addStream(t, s)
+	p := connect(t, s)
+	if got := p.MaxPayload(); got != 4096 {
+		t.Fatalf("MaxPayload = %d, want the server's 4096", got)
+	}
+	job := func(id string, n int) inbox.Job {
+		return inbox.Job{ID: id, Event: "job.completed", Body: []byte(strings.Repeat("x", n)), Attempt: 1}
+	}
+	// The headers Publish sets, as nats.go counts them.
+	probe := natsgo.NewMsg(subject)
+	for _, h := range []string{nats.HeaderEvent, nats.HeaderAttempt, nats.HeaderSource, nats.HeaderKey, nats.HeaderIdempotencyKey, nats.HeaderRowID, natsgo.MsgIdHdr} {
+		probe.Header.Set(h, map[string]string{nats.HeaderEvent: "job.completed", nats.HeaderAttempt: "1", nats.HeaderSource: inbox.DefaultSource}[h])
+	}
+	for _, h := range []string{nats.HeaderKey, nats.HeaderIdempotencyKey, nats.HeaderRowID, natsgo.MsgIdHdr} {
+		probe.Header.Set(h, "job_a")
+	}
+	room := 4096 - (probe.Size() - len(subject))
+	if _, err := p.Publish(context.Background(), job("job_a", room)); err != nil {
+		t.Fatalf("a message of exactly max_payload: %v", err)
+	}
+	_, err := p.Publish(context.Background(), job("job_b", room+1))
+	switch {
+	case err == nil:
+		t.Fatal("a message one byte above max_payload was published")
+	case !dispatch.Rejected(err) || !strings.Contains(err.Error(), "max_payload of 4096"):
+		t.Errorf("one byte above max_payload: %v, want a rejection naming max_payload", err)
+	}
+	info, err := st.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != 1 {
+		t.Errorf("stream holds %d messages, want only the one that fit", info.State.Msgs)
+	}
+}
+
+// TestStreamMaxMsgSize: a message above the stream's max_msg_size, though
+// below the server's max_payload, can never be stored: its error parks the
+// row at once (dispatch.Rejected); a smaller one is published.
+func TestStreamMaxMsgSize(t *testing.T) {
+	s := runServer(t)
+	nc, err := natsgo.Connect(s.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: "JOBS", Subjects: []string{"sume.jobs.>"}, MaxMsgSize: 2048}); err != nil {
+		t.Fatal(err)
+	}
+	p := connect(t, s)
+	if _, err := p.Publish(context.Background(), inbox.Job{ID: "job_a", Body: body("job_a"), Attempt: 1}); err != nil {
+		t.Fatalf("a small message: %v", err)
+	}
+	_, err = p.Publish(context.Background(), inbox.Job{ID: "job_b", Body: []byte(strings.Repeat("x", 4096)), Attempt: 1})
+	if err == nil || !dispatch.Rejected(err) || !strings.Contains(err.Error(), "max_msg_size") {
+		t.Errorf("above the stream's max_msg_size: %v, want a rejection naming max_msg_size", err)
+	}
 }

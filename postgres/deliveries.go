@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"inbox/inbox"
+	"inbox/sqlrow"
 )
 
 // The (row, destination) pairs of the queue: what each destination still
@@ -89,34 +90,11 @@ func (t queueTx) Mirror(ids []string, now time.Time) error {
 	return nil
 }
 
-// optMillis is fromMillis, the zero time for 0.
-func optMillis(ms int64) time.Time {
-	if ms == 0 {
-		return time.Time{}
-	}
-	return fromMillis(ms)
-}
-
 // Deliveries returns where the row id stands with each destination it was
 // routed to, by destination; none for a row not routed.
 func (s *Store) Deliveries(ctx context.Context, id string) ([]inbox.Pairing, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.busy)
-	defer cancel()
-	rows, err := s.pool.Query(ctx, `SELECT destination, status, coalesce(reason, ''), attempts,
-		next_attempt_at, coalesce(lease_owner, ''), coalesce(lease_until, 0), coalesce(last_error, ''),
-		updated_at, coalesce(done_at, 0)
-		FROM deliveries WHERE event_id = $1 ORDER BY destination`, id)
-	if err != nil {
-		return nil, fmt.Errorf("read the destinations of %s: %w", id, err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (inbox.Pairing, error) {
-		var d inbox.Pairing
-		var next, until, updated, done int64
-		err := r.Scan(&d.Destination, &d.Status, &d.Reason, &d.Attempts, &next, &d.LeaseOwner, &until,
-			&d.LastError, &updated, &done)
-		d.NextAttemptAt, d.LeaseUntil, d.UpdatedAt, d.DoneAt = optMillis(next), optMillis(until), fromMillis(updated), optMillis(done)
-		return d, err
-	})
+	out, err := sqlrow.Collect(ctx, s.query, `SELECT `+sqlrow.PairingColumns+`
+		FROM deliveries WHERE event_id = $1 ORDER BY destination`, []any{id}, sqlrow.ScanPairing)
 	if err != nil {
 		return nil, fmt.Errorf("read the destinations of %s: %w", id, err)
 	}
@@ -127,47 +105,20 @@ func (s *Store) Deliveries(ctx context.Context, id string) ([]inbox.Pairing, err
 // caller's clock, placed on the store's), paused destinations with no pair
 // included, by name.
 func (s *Store) Destinations(ctx context.Context, now time.Time) ([]inbox.DestinationStats, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.busy)
-	defer cancel()
 	var ahead int64
 	if !now.IsZero() {
 		ahead = now.Sub(s.localNow()).Milliseconds()
 	}
-	rows, err := s.pool.Query(ctx, `WITH c AS (SELECT coalesce($1::bigint, `+dbNow+`) + $2 AS now)
+	return sqlrow.Destinations(ctx, s.query, `WITH c AS (SELECT coalesce($1::bigint, `+dbNow+`) + $2 AS now)
 		SELECT destination, status, count(*),
 			count(*) FILTER (WHERE status = 'new' AND lease_owner IS NOT NULL AND lease_until > c.now),
 			count(*) FILTER (WHERE status = 'new' AND attempts > 0 AND next_attempt_at > c.now AND lease_owner IS NULL)
-		FROM deliveries, c GROUP BY destination, status`, s.clockArg(), ahead)
-	if err != nil {
-		return nil, fmt.Errorf("count the destinations: %w", err)
-	}
-	counts, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (inbox.DestinationCount, error) {
-		var c inbox.DestinationCount
-		return c, r.Scan(&c.Name, &c.Status, &c.N, &c.InFlight, &c.Retrying)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("count the destinations: %w", err)
-	}
-	paused, err := s.PausedDestinations(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return inbox.TallyDestinations(counts, paused), nil
+		FROM deliveries, c GROUP BY destination, status`, []any{s.clockArg(), ahead})
 }
 
 // PausedDestinations returns the destinations an operator paused, by name.
 func (s *Store) PausedDestinations(ctx context.Context) ([]string, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.busy)
-	defer cancel()
-	rows, err := s.pool.Query(ctx, `SELECT name FROM paused_destinations ORDER BY name`)
-	if err != nil {
-		return nil, fmt.Errorf("read the paused destinations: %w", err)
-	}
-	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, fmt.Errorf("read the paused destinations: %w", err)
-	}
-	return names, nil
+	return sqlrow.Paused(ctx, s.query)
 }
 
 // SetPaused pauses (or resumes) the destination name, for every dispatcher

@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 
 	"inbox/inbox"
+	"inbox/sqlrow"
 )
 
 // How a batch of deliveries lands on the rows under the landing rules
@@ -41,6 +41,14 @@ type keyState struct {
 // delivery lands, in the order it came, on its row as the deliveries
 // before it left it; those parked beside get a second round of inserts.
 func (s *Store) land(ctx context.Context, c *pgx.Conn, batch []inbox.Delivery, last *tail) (results []inbox.Result, held []bool, tx txStart, err error) {
+	// A source with expected_only stores a job only if it is expected:
+	// that is read first, in the transaction, before anything lands.
+	begun := slices.ContainsFunc(batch, inbox.Delivery.NeedsExpectation)
+	if begun {
+		if batch, err = parkUnexpected(ctx, c, batch); err != nil {
+			return nil, nil, txStart{}, err
+		}
+	}
 	results, held = make([]inbox.Result, len(batch)), make([]bool, len(batch))
 	keys := make(map[string]*keyState, len(batch))
 	// One allocation for the keys' states: states never grows past its
@@ -55,7 +63,7 @@ func (s *Store) land(ctx context.Context, c *pgx.Conn, batch []inbox.Delivery, l
 		}
 	}
 	found := make(map[string]bool, len(firsts)) // the keys the first round trip inserted or locked
-	if tx, err = s.begin(ctx, c, batch, firsts, keys, found); err != nil {
+	if tx, err = s.begin(ctx, c, batch, firsts, keys, found, begun); err != nil {
 		return nil, nil, txStart{}, err
 	}
 	now := tx.now
@@ -162,6 +170,44 @@ func (s *Store) land(ctx context.Context, c *pgx.Conn, batch []inbox.Delivery, l
 	return results, held, tx, nil
 }
 
+// parkUnexpected begins the writer's transaction on c, reads which of the
+// jobs of batch that need an expectation (inbox.Delivery.NeedsExpectation)
+// have one, and returns a copy of batch in which the others are
+// inbox.Unexpected.
+func parkUnexpected(ctx context.Context, c *pgx.Conn, batch []inbox.Delivery) ([]inbox.Delivery, error) {
+	var sources, jobs []string
+	for _, d := range batch {
+		if d.NeedsExpectation() {
+			sources, jobs = append(sources, inbox.SourceOf(d)), append(jobs, d.JobID)
+		}
+	}
+	expected := make(map[[2]string]bool, len(jobs))
+	b := &pgx.Batch{}
+	b.Queue(`BEGIN`)
+	b.Queue(`SELECT x.source, x.job_id FROM expectations x
+		JOIN unnest($1::text[], $2::text[]) AS u(source, job_id) ON x.source = u.source AND x.job_id = u.job_id`,
+		sources, jobs).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var k [2]string
+			if err := rows.Scan(&k[0], &k[1]); err != nil {
+				return err
+			}
+			expected[k] = true
+		}
+		return rows.Err()
+	})
+	if err := c.SendBatch(ctx, b).Close(); err != nil {
+		return nil, fmt.Errorf("look for the expectations of %d jobs: %w", len(jobs), err)
+	}
+	out := slices.Clone(batch)
+	for i, d := range out {
+		if d.NeedsExpectation() && !expected[[2]string{inbox.SourceOf(d), d.JobID}] {
+			out[i] = inbox.Unexpected(d)
+		}
+	}
+	return out, nil
+}
+
 // txStart is what the writer's transaction learns as it begins: its clock
 // (Unix milliseconds) and its id.
 type txStart struct {
@@ -174,7 +220,8 @@ type txStart struct {
 // deliveries of batch at the indexes firsts (one a key), in one round
 // trip, and returns the transaction's clock and id. It marks in keys the
 // keys it inserted, reads into keys the rows it locked, and records both
-// in found. With no deliveries it reads only the clock and the id.
+// in found. With no deliveries it reads only the clock and the id. With
+// begun (parkUnexpected sent BEGIN) it sends no BEGIN of its own.
 //
 // The insert runs on a plan the server made once for the connection
 // (force_generic_plan): it reads no table but through the primary key's
@@ -185,14 +232,16 @@ type txStart struct {
 // (force_custom_plan): a generic plan made while events was small (the
 // server makes one after five runs of a statement, and keeps it) scans
 // the whole table for the batch's keys once it is large.
-func (s *Store) begin(ctx context.Context, c *pgx.Conn, batch []inbox.Delivery, firsts []int, keys map[string]*keyState, found map[string]bool) (txStart, error) {
+func (s *Store) begin(ctx context.Context, c *pgx.Conn, batch []inbox.Delivery, firsts []int, keys map[string]*keyState, found map[string]bool, begun bool) (txStart, error) {
 	clock := s.clockArg()
 	b := &pgx.Batch{}
-	b.Queue(`BEGIN`)
+	if !begun {
+		b.Queue(`BEGIN`)
+	}
 	if len(firsts) > 0 {
-		sql, args := insertStatement(insertPlain, batch, firsts, clock)
+		args, ids := insertArgs(batch, firsts, clock)
 		b.Queue(`SET LOCAL plan_cache_mode = force_generic_plan`)
-		b.Queue(sql, args...).Query(func(rows pgx.Rows) error {
+		b.Queue(insertPlain, args...).Query(func(rows pgx.Rows) error {
 			for rows.Next() {
 				var id string
 				if err := rows.Scan(&id); err != nil {
@@ -203,14 +252,13 @@ func (s *Store) begin(ctx context.Context, c *pgx.Conn, batch []inbox.Delivery, 
 			return rows.Err()
 		})
 		b.Queue(`SET LOCAL plan_cache_mode = force_custom_plan`)
-		b.Queue(lockExisting, args[0]).Query(func(rows pgx.Rows) error {
+		b.Queue(lockExisting, ids).Query(func(rows pgx.Rows) error {
 			for rows.Next() {
-				var id string
-				var r inbox.Event
-				if err := rows.Scan(&id, &r.Status, &r.Reason, &r.SHA256, &r.Event, &r.JobStatus, &r.Source, &r.Response); err != nil {
+				r, err := sqlrow.Current.Row(rows.Scan, true)
+				if err != nil {
 					return err
 				}
-				keys[id].row, found[id] = r, true
+				keys[r.ID].row, found[r.ID] = r, true
 			}
 			return rows.Err()
 		})
@@ -233,22 +281,6 @@ func rowOf(d inbox.Delivery) inbox.Event {
 		JobStatus: d.JobStatus, Source: inbox.SourceOf(d), Response: d.Response}
 }
 
-// insertPlain inserts the rows (insertStatement) and returns their ids:
-// those whose keys were not already taken.
-const insertPlain = `INSERT INTO events
-		(id, job_id, status, reason, event, job_status, result_url, body, size, sha256,
-		 delivery_ts, received_at, deliveries, last_seen_at, updated_at, source, response)
-		SELECT u.id, NULLIF(u.job_id, ''), u.status, NULLIF(u.reason, ''), NULLIF(u.event, ''),
-			NULLIF(u.job_status, ''), NULLIF(u.result_url, ''), u.body, u.size, u.sha256,
-			u.delivery_ts, n.now, 1, n.now, n.now, u.source, u.response
-		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
-			$8::bytea[], $9::bigint[], $10::text[], $11::bigint[], $12::text[], $13::bytea[])
-			AS u(id, job_id, status, reason, event, job_status, result_url, body, size, sha256, delivery_ts, source, response),
-			(SELECT coalesce($14::bigint, ` + dbNow + `) AS now) n
-		ORDER BY u.id
-		ON CONFLICT (id) DO NOTHING
-		RETURNING id`
-
 // lockExisting locks, in key order, and reads the rows that held the keys
 // ($1, sorted) before the transaction's insert: those it did not make
 // (their xmin is not the transaction's id, the low 32 bits of
@@ -258,37 +290,9 @@ const insertPlain = `INSERT INTO events
 // statement of its own (lockRows, which tells a held row from a gone
 // one). It runs after the insert, so it sees a row another transaction
 // committed while the insert waited for it.
-const lockExisting = `SELECT id, status, coalesce(reason, ''), sha256, coalesce(event, ''),
-		coalesce(job_status, ''), source, response
+var lockExisting = `SELECT ` + sqlrow.Current.List(true) + `
 		FROM events WHERE id = ANY($1) AND xmin::text::bigint <> txid_current() % 4294967296
 		ORDER BY id FOR UPDATE SKIP LOCKED`
-
-// insertStatement is sql (insertPlain) with its arguments:
-// the deliveries of batch at the indexes idx, in key order, stamped with
-// clock (nil for the database's).
-func insertStatement(sql string, batch []inbox.Delivery, idx []int, clock any) (string, []any) {
-	idx = slices.Clone(idx)
-	slices.SortFunc(idx, func(a, b int) int { return strings.Compare(batch[a].Key, batch[b].Key) })
-	n := len(idx)
-	var (
-		// One backing array for the text columns: one allocation, not nine.
-		text                                   = make([]string, 9*n)
-		ids, jobIDs, statuses, reasons, events = text[:n:n], text[n : 2*n : 2*n], text[2*n : 3*n : 3*n], text[3*n : 4*n : 4*n], text[4*n : 5*n : 5*n]
-		jobStatuses, resultURLs, shas, sources = text[5*n : 6*n : 6*n], text[6*n : 7*n : 7*n], text[7*n : 8*n : 8*n], text[8*n:]
-		bytes                                  = make([][]byte, 2*n)
-		bodies, responses                      = bytes[:n:n], bytes[n:]
-		ints                                   = make([]int64, 2*n)
-		sizes, deliveryTS                      = ints[:n:n], ints[n:]
-	)
-	for j, i := range idx {
-		d := &batch[i]
-		ids[j], jobIDs[j], statuses[j], reasons[j], events[j] = d.Key, d.JobID, string(d.Status), string(d.Reason), d.Event
-		jobStatuses[j], resultURLs[j], shas[j], sources[j] = d.JobStatus, d.ResultURL, d.SHA256, inbox.SourceOf(*d)
-		bodies[j], responses[j] = d.Body, d.Response
-		sizes[j], deliveryTS[j] = int64(len(d.Body)), d.DeliveryTS
-	}
-	return sql, []any{ids, jobIDs, statuses, reasons, events, jobStatuses, resultURLs, bodies, sizes, shas, deliveryTS, sources, responses, clock}
-}
 
 // insert inserts, in key order in one statement, the deliveries of batch at
 // the indexes idx, and returns the keys it inserted: those not already
@@ -297,8 +301,8 @@ func insert(ctx context.Context, q querier, batch []inbox.Delivery, idx []int, n
 	if len(idx) == 0 {
 		return nil, nil
 	}
-	sql, args := insertStatement(insertPlain, batch, idx, now)
-	rows, err := q.Query(ctx, sql, args...)
+	args, _ := insertArgs(batch, idx, now)
+	rows, err := q.Query(ctx, insertPlain, args...)
 	if err != nil {
 		return nil, fmt.Errorf("insert %d rows: %w", len(idx), err)
 	}
@@ -322,8 +326,7 @@ func lockRows(ctx context.Context, tx querier, ids []string, keys map[string]*ke
 		return nil, nil
 	}
 	slices.Sort(ids)
-	rows, err := tx.Query(ctx, `SELECT id, status, coalesce(reason, ''), sha256, coalesce(event, ''),
-		coalesce(job_status, ''), source, response
+	rows, err := tx.Query(ctx, `SELECT `+sqlrow.Current.List(true)+`
 		FROM events WHERE id = ANY($1) ORDER BY id FOR UPDATE SKIP LOCKED`, ids)
 	if err != nil {
 		return nil, fmt.Errorf("lock %d rows: %w", len(ids), err)
@@ -331,13 +334,12 @@ func lockRows(ctx context.Context, tx querier, ids []string, keys map[string]*ke
 	defer rows.Close()
 	locked := make(map[string]bool, len(ids))
 	for rows.Next() {
-		var id string
-		var r inbox.Event
-		if err := rows.Scan(&id, &r.Status, &r.Reason, &r.SHA256, &r.Event, &r.JobStatus, &r.Source, &r.Response); err != nil {
+		r, err := sqlrow.Current.Row(rows.Scan, true)
+		if err != nil {
 			return nil, fmt.Errorf("lock %d rows: %w", len(ids), err)
 		}
-		keys[id].row = r
-		locked[id] = true
+		keys[r.ID].row = r
+		locked[r.ID] = true
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("lock %d rows: %w", len(ids), err)
@@ -424,12 +426,5 @@ func countRepeats(t *tail, keys map[string]*keyState, now int64) {
 // with d's body, and counts n deliveries on it. The row is queued afresh:
 // no attempts, no lease, no error.
 func revive(t *tail, d inbox.Delivery, n, now int64) {
-	t.queue("revive "+d.Key, `UPDATE events SET status = 'new', reason = NULL,
-		event = $1, job_status = $2, result_url = NULL, body = $3, size = $4, sha256 = $5,
-		delivery_ts = $6, deliveries = deliveries + $7, last_seen_at = greatest(last_seen_at, $8), updated_at = $8,
-		attempts = 0, next_attempt_at = 0, lease_owner = NULL, lease_until = NULL,
-		last_error = NULL, done_at = NULL, response = coalesce(response, $9)
-		WHERE id = $10`,
-		nullable(d.Event), nullable(d.JobStatus), d.Body, int64(len(d.Body)), d.SHA256,
-		d.DeliveryTS, n, now, d.Response, d.Key)
+	t.queue("revive "+d.Key, reviveSQL, reviveArgs(d, n, now)...)
 }

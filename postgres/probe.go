@@ -14,7 +14,7 @@ import (
 func (s *Store) Ping(ctx context.Context) error { return s.Probe(ctx, 0) }
 
 // Probe reports whether the store can commit now what a delivery of size
-// bytes (at most inbox.MaxProbeSize) and the dispatcher's claim commit: it
+// bytes (at most inbox.MaxProbeWrite) and the dispatcher's claim commit: it
 // commits a write of its own through the writer, beside the deliveries
 // waiting then, so it fails as they do. That transaction inserts a row of
 // size bytes into events as a delivery does (the same statement), claims
@@ -35,7 +35,7 @@ func (s *Store) Probe(ctx context.Context, size int) error {
 		}
 		return nil
 	}
-	err := s.send(ctx, &write{Probe: true, Op: min(max(size, 0), inbox.MaxProbeSize)}).Err
+	err := s.send(ctx, &write{Probe: true, Op: min(max(size, 0), inbox.MaxProbeWrite)}).Err
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "25006" { // read_only_sql_transaction
 		return errors.New("ping store: the database takes no writes (a standby?)")
@@ -54,8 +54,8 @@ func (s *Store) probe(t *tail, size int, now int64) {
 	t.queue("probe events", `SAVEPOINT probe_row`)
 	key := "inbox probe " + s.probeID // no delivery makes a key with a space
 	row := []inbox.Delivery{inbox.ProbeRow(key, size)}
-	sql, args := insertStatement(insertPlain, row, []int{0}, now)
-	t.queue("probe events", sql, args...)
+	args, _ := insertArgs(row, []int{0}, now)
+	t.queue("probe events", insertPlain, args...)
 	t.queue("probe events: claim", `UPDATE events SET attempts = attempts + 1, lease_owner = 'probe',
 		lease_until = $2, next_attempt_at = $2 WHERE id = $1`, key, now)
 	// A batch settles its arrivals in refusals and expectations too: the

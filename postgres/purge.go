@@ -52,7 +52,7 @@ const besideRemains = `EXISTS (SELECT 1 FROM events b WHERE b.job_id = events.id
 // reasons purged.
 const unfinishedQuery = `SELECT (SELECT count(*) FROM events WHERE status = 'new' AND last_seen_at < $1)
 	+ (SELECT count(*) FROM events WHERE status <> 'new' AND status = 'parked' AND last_seen_at < $1
-		AND reason IN ('handler_failed', 'handler_rejected') AND NOT (reason = ANY($2::text[])))`
+		AND reason IN ('handler_failed', 'handler_rejected', 'too_large_for_destination') AND NOT (reason = ANY($2::text[])))`
 
 // reasons returns sel's reasons as the array the queries take.
 func reasons(sel inbox.PurgeSelection) []string {

@@ -132,10 +132,6 @@ func (t queueTx) Settle(owner string, st inbox.Settlement) (bool, error) {
 		q = `UPDATE deliveries SET status = 'parked', reason = $5, last_error = $6, updated_at = $7,
 			lease_owner = NULL, lease_until = NULL, next_attempt_at = 0, attempts = $8`
 		args = append(args, string(st.Reason), pgText(st.Error), at(st.At), st.Job.Attempt)
-	case inbox.FateExhausted:
-		q = `UPDATE deliveries SET status = 'parked', reason = $5, last_error = $6, updated_at = $7,
-			lease_owner = NULL, lease_until = NULL, next_attempt_at = 0`
-		args = append(args, string(st.Reason), pgText(st.Error), at(st.At))
 	case inbox.FateRelease:
 		q = `UPDATE deliveries SET lease_owner = NULL, lease_until = NULL, next_attempt_at = $5`
 		args = append(args, at(st.At))

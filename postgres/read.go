@@ -5,26 +5,20 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"inbox/inbox"
+	"inbox/sqlfilter"
 )
-
-// eventColumns are the columns scanEvent reads, in its order.
-const eventColumns = `id, coalesce(job_id, ''), status, coalesce(reason, ''), coalesce(event, ''),
-	coalesce(job_status, ''), coalesce(result_url, ''), size, sha256, delivery_ts, received_at,
-	deliveries, last_seen_at, updated_at, attempts, next_attempt_at, coalesce(lease_owner, ''),
-	lease_until, coalesce(last_error, ''), done_at, source, response`
 
 // Get returns the row with the given id, body included, or ErrNotFound.
 func (s *Store) Get(ctx context.Context, id string) (inbox.Event, error) {
 	var e inbox.Event
 	err := s.read(ctx, func(ctx context.Context, q querier) error {
 		var err error
-		e, err = scanEvent(q.QueryRow(ctx, `SELECT `+eventColumns+`, body FROM events WHERE id = $1`, id).Scan, true)
+		e, err = scanEvent(q.QueryRow(ctx, `SELECT `+bodyColumns+` FROM events WHERE id = $1`, id).Scan, true)
 		return err
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -36,56 +30,16 @@ func (s *Store) Get(ctx context.Context, id string) (inbox.Event, error) {
 	return e, nil
 }
 
-// where returns f as a WHERE clause ("" when it selects every row) and its
-// arguments, numbered from $1.
-func where(f inbox.Filter) (string, []any) {
-	var conds []string
-	var args []any
-	add := func(cond string, arg any) {
-		args = append(args, arg)
-		conds = append(conds, fmt.Sprintf(cond, len(args)))
-	}
-	if f.Source != "" {
-		add("source = $%d", f.Source)
-	}
-	if f.Status != "" {
-		add("status = $%d", string(f.Status))
-	}
-	if f.Reason != "" {
-		add("reason = $%d", string(f.Reason))
-	}
-	if f.Event != "" {
-		add("event = $%d", f.Event)
-	}
-	if f.JobStatus != "" {
-		add("job_status = $%d", f.JobStatus)
-	}
-	if !f.Since.IsZero() {
-		add("received_at >= $%d", f.Since.UnixMilli())
-	}
-	if !f.Before.IsZero() {
-		add("received_at < $%d", f.Before.UnixMilli())
-	}
-	if f.Destination != "" {
-		add("EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = events.id AND d.destination = $%d)", f.Destination)
-	}
-	clause := ""
-	if len(conds) > 0 {
-		clause = ` WHERE ` + strings.Join(conds, " AND ")
-	}
-	if f.Contains == "" {
-		return clause, args
-	}
-	// The newest ScanLimit rows the rest selects, by id so the sort
-	// carries no body, then position over their bodies as bytea: bytes
-	// compared, so % _ \ and NUL are bytes like any other.
-	var limit any // NULL: none
-	if f.ScanLimit > 0 {
-		limit = f.ScanLimit
-	}
-	args = append(args, limit, []byte(f.Contains))
-	return fmt.Sprintf(` WHERE id IN (SELECT id FROM events%s ORDER BY received_at DESC, id LIMIT $%d)`+
-		` AND position($%d::bytea IN body) > 0`, clause, len(args)-1, len(args)), args
+// dialect is how PostgreSQL writes a filter's SQL (sqlfilter).
+var dialect = sqlfilter.Dialect{
+	Param: func(n int) string { return "$" + strconv.Itoa(n) },
+	// position over bytea compares bytes, so % _ \ and NUL are bytes
+	// like any other.
+	HasBytes: func(p string) string { return "position(" + p + "::bytea IN body) > 0" },
+	RowKey:   "id",
+	NoLimit:  nil, // LIMIT NULL: none
+	IDs:      func(p string) string { return "id = ANY(" + p + "::text[])" },
+	Bind:     func(ids []string) any { return ids },
 }
 
 // List returns rows without their bodies, newest first.
@@ -96,14 +50,9 @@ func (s *Store) List(ctx context.Context, f inbox.Filter) ([]inbox.Event, error)
 // Each calls fn with each row List returns, as it arrives: pgx reads the
 // rows off the connection as they are asked for.
 func (s *Store) Each(ctx context.Context, f inbox.Filter, fn func(inbox.Event) error) error {
-	w, args := where(f)
-	var limit any // NULL: none
-	if f.Limit > 0 {
-		limit = f.Limit
-	}
-	sql := fmt.Sprintf(`SELECT %s FROM events%s ORDER BY received_at DESC, id LIMIT $%d`, eventColumns, w, len(args)+1)
+	sql, args := dialect.List(f, eventColumns)
 	return s.read(ctx, func(ctx context.Context, q querier) error {
-		rows, err := q.Query(ctx, sql, append(args, limit)...)
+		rows, err := q.Query(ctx, sql, args...)
 		if err != nil {
 			return fmt.Errorf("list: %w", err)
 		}
@@ -160,30 +109,4 @@ func (s *Store) read(ctx context.Context, fn func(ctx context.Context, q querier
 		return err
 	}
 	return tx.Commit(ctx)
-}
-
-func scanEvent(scan func(...any) error, withBody bool) (inbox.Event, error) {
-	var e inbox.Event
-	var received, lastSeen, updated, nextAttempt int64
-	var leaseUntil, doneAt *int64
-	dest := []any{&e.ID, &e.JobID, &e.Status, &e.Reason, &e.Event, &e.JobStatus, &e.ResultURL,
-		&e.Size, &e.SHA256, &e.DeliveryTS, &received, &e.Deliveries, &lastSeen, &updated,
-		&e.Attempts, &nextAttempt, &e.LeaseOwner, &leaseUntil, &e.LastError, &doneAt, &e.Source, &e.Response}
-	if withBody {
-		dest = append(dest, &e.Body)
-	}
-	if err := scan(dest...); err != nil {
-		return inbox.Event{}, err
-	}
-	e.ReceivedAt, e.LastSeenAt, e.UpdatedAt = fromMillis(received), fromMillis(lastSeen), fromMillis(updated)
-	if nextAttempt != 0 {
-		e.NextAttemptAt = fromMillis(nextAttempt)
-	}
-	if leaseUntil != nil {
-		e.LeaseUntil = fromMillis(*leaseUntil)
-	}
-	if doneAt != nil {
-		e.DoneAt = fromMillis(*doneAt)
-	}
-	return e, nil
 }

@@ -9,18 +9,16 @@ import (
 	"time"
 
 	"inbox/inbox"
+	"inbox/inbox/storetest"
 	"inbox/postgres"
 )
 
-var rules = inbox.Rules{Events: []string{"job.completed", "job.failed", "job.canceled"}, MaxBody: 1 << 20}
-
-func job(id string) inbox.Delivery {
-	return inbox.Classify("", inbox.Named{}, []byte(fmt.Sprintf(`{"event":"job.completed","job_id":%q,"status":"COMPLETED"}`, id)), 1_800_000_000, rules)
-}
-
-func failed(id string) inbox.Delivery {
-	return inbox.Classify("", inbox.Named{}, []byte(fmt.Sprintf(`{"event":"job.failed","job_id":%q,"status":"ERROR"}`, id)), 1_800_000_000, rules)
-}
+// The suite's rules and deliveries, for this package's own tests.
+var (
+	rules  = storetest.Rules
+	job    = storetest.Job
+	failed = storetest.Failed
+)
 
 // replicas opens n stores on one schema at once, as replicas starting
 // together would: their migrations take turns.

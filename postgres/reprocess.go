@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"inbox/inbox"
+	"inbox/sqlrow"
 )
 
 // reprocessing is the store's inbox.ReprocessStore, which
@@ -27,16 +28,18 @@ func (reprocessing) StoredText(s string) string { return pgText(s) }
 const selectColumns = `SELECT e.id, coalesce(e.job_id, e.id), e.size + coalesce(j.size, 0), e.received_at, e.status, e.source
 	FROM events e LEFT JOIN events j ON j.id = e.job_id AND j.id <> e.id AND j.status = 'parked'`
 
-// ParkedRows returns the parked rows of sources, with reason when given,
-// oldest first.
+// ParkedRows returns the parked rows of sources, with reason (their own or
+// a pair's) when given, oldest first.
 func (r reprocessing) ParkedRows(ctx context.Context, sources []string, reason inbox.Reason) ([]inbox.Selected, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.s.busy)
 	defer cancel()
-	q, args := selectColumns+` WHERE e.status = 'parked' AND e.source = ANY($1)`, []any{sources}
+	w := dialect.Query()
+	q := selectColumns + ` WHERE e.status = 'parked' AND e.source = ANY(` + w.Arg(sources) + `)`
 	if reason != "" {
-		q, args = q+` AND e.reason = $2`, append(args, string(reason))
+		// Parked with it itself, or at any of its destinations.
+		q += ` AND ` + w.ParkedWith("e", reason)
 	}
-	rows, err := r.s.pool.Query(ctx, q+` ORDER BY e.received_at, e.id`, args...)
+	rows, err := r.s.pool.Query(ctx, q+` ORDER BY e.received_at, e.id`, w.Args()...)
 	if err != nil {
 		return nil, fmt.Errorf("select parked rows: %w", err)
 	}
@@ -66,7 +69,7 @@ func (r reprocessing) SelectedRow(ctx context.Context, id string) (inbox.Selecte
 func (r reprocessing) ReadParked(ctx context.Context, id string) (inbox.Event, bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.s.busy)
 	defer cancel()
-	e, err := scanEvent(r.s.pool.QueryRow(ctx, `SELECT `+eventColumns+`, body FROM events WHERE id = $1 AND status = 'parked'`, id).Scan, true)
+	e, err := scanEvent(r.s.pool.QueryRow(ctx, `SELECT `+bodyColumns+` FROM events WHERE id = $1 AND status = 'parked'`, id).Scan, true)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return inbox.Event{}, false, nil
 	}
@@ -119,26 +122,14 @@ const unchanged = ` AND status = 'parked' AND sha256 = $2`
 
 // Current locks and reads the row holding id; nil when none does.
 func (t reprocessTx) Current(ctx context.Context, id string) (*inbox.Event, error) {
-	var r inbox.Event
-	err := t.tx.QueryRow(ctx, `SELECT status, coalesce(reason, ''), sha256, coalesce(event, ''),
-		coalesce(job_status, ''), source, response FROM events WHERE id = $1 FOR UPDATE`, id).
-		Scan(&r.Status, &r.Reason, &r.SHA256, &r.Event, &r.JobStatus, &r.Source, &r.Response)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	return &r, nil
+	return sqlrow.ReadCurrent(ctx, queryOn(t.tx), `SELECT `+sqlrow.Current.List(true)+` FROM events WHERE id = $1 FOR UPDATE`, id)
 }
 
 // MakeNew makes the parked row id the job's new row under key.
 func (t reprocessTx) MakeNew(ctx context.Context, id, sha, key string, d inbox.Delivery) (bool, error) {
 	tag, err := t.tx.Exec(ctx, `UPDATE events SET id = $3, status = 'new', reason = NULL,
 		event = $4, job_status = $5, result_url = NULL, updated_at = $6,
-		attempts = 0, next_attempt_at = 0, lease_owner = NULL, lease_until = NULL,
-		last_error = NULL, done_at = NULL
-		WHERE id = $1`+unchanged,
+		`+sqlrow.Fresh+` WHERE id = $1`+unchanged,
 		id, sha, key, nullable(d.Event), nullable(d.JobStatus), t.now)
 	return tag.RowsAffected() == 1, err
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"inbox/inbox"
+	"inbox/sqlrow"
 )
 
 // secretUses is the store's inbox.SecretStore: inbox.Secrets, embedded
@@ -61,13 +62,7 @@ func (u secretUses) SaveUnverified(ctx context.Context, runs []inbox.Unverified)
 // Unverified returns each source's saved run of failed verifications, by
 // source, in a read (Store.read).
 func (s *Store) Unverified(ctx context.Context) ([]inbox.Unverified, error) {
-	out, err := collect(ctx, s, `SELECT source, count, first_at, last_at FROM unverified ORDER BY source`, nil,
-		func(r pgx.CollectableRow) (u inbox.Unverified, err error) {
-			var first, last int64
-			err = r.Scan(&u.Source, &u.Count, &first, &last)
-			u.First, u.Last = fromMillis(first), fromMillis(last)
-			return u, err
-		})
+	out, err := sqlrow.Unverified(ctx, s.query)
 	if err != nil {
 		return nil, fmt.Errorf("failed verifications: %w", err)
 	}
@@ -77,13 +72,7 @@ func (s *Store) Unverified(ctx context.Context) ([]inbox.Unverified, error) {
 // SecretUses returns every recorded secret use, by source and fingerprint,
 // in a read (Store.read).
 func (s *Store) SecretUses(ctx context.Context) ([]inbox.SecretUse, error) {
-	out, err := collect(ctx, s, `SELECT source, fingerprint, last_verified_at FROM secret_uses ORDER BY source, fingerprint`, nil,
-		func(r pgx.CollectableRow) (u inbox.SecretUse, err error) {
-			var at int64
-			err = r.Scan(&u.Source, &u.Fingerprint, &at)
-			u.LastVerified = fromMillis(at)
-			return u, err
-		})
+	out, err := sqlrow.SecretUses(ctx, s.query)
 	if err != nil {
 		return nil, fmt.Errorf("secret uses: %w", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"inbox/inbox"
+	"inbox/sqlrow"
 )
 
 // The (row, destination) pairs of the queue: what each destination still
@@ -115,84 +116,26 @@ func (t queueTx) Mirror(ids []string, now time.Time) error {
 // Deliveries returns where the row id stands with each destination it was
 // routed to, by destination; none for a row not routed.
 func (s *Store) Deliveries(ctx context.Context, id string) ([]inbox.Pairing, error) {
-	rows, err := s.read.QueryContext(ctx, `SELECT destination, status, coalesce(reason, ''), attempts,
-		next_attempt_at, coalesce(lease_owner, ''), coalesce(lease_until, 0), coalesce(last_error, ''),
-		updated_at, coalesce(done_at, 0)
-		FROM deliveries WHERE event_id = ? ORDER BY destination`, id)
+	out, err := sqlrow.Collect(ctx, s.query, `SELECT `+sqlrow.PairingColumns+`
+		FROM deliveries WHERE event_id = ? ORDER BY destination`, []any{id}, sqlrow.ScanPairing)
 	if err != nil {
-		return nil, fmt.Errorf("read the destinations of %s: %w", id, err)
-	}
-	defer rows.Close()
-	var out []inbox.Pairing
-	for rows.Next() {
-		var d inbox.Pairing
-		var next, until, updated, done int64
-		if err := rows.Scan(&d.Destination, &d.Status, &d.Reason, &d.Attempts, &next, &d.LeaseOwner, &until,
-			&d.LastError, &updated, &done); err != nil {
-			return nil, fmt.Errorf("read the destinations of %s: %w", id, err)
-		}
-		d.NextAttemptAt, d.LeaseUntil, d.UpdatedAt, d.DoneAt = optMillis(next), optMillis(until), fromMillis(updated), optMillis(done)
-		out = append(out, d)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read the destinations of %s: %w", id, err)
 	}
 	return inbox.WithEarlier(id, out, func() (map[string][]inbox.Series, error) { return s.history(ctx, id) })
 }
 
-// optMillis is fromMillis, the zero time for 0.
-func optMillis(ms int64) time.Time {
-	if ms == 0 {
-		return time.Time{}
-	}
-	return fromMillis(ms)
-}
-
 // Destinations counts each destination's pairs by status at now, paused
 // destinations with no pair included, by name.
 func (s *Store) Destinations(ctx context.Context, now time.Time) ([]inbox.DestinationStats, error) {
-	rows, err := s.read.QueryContext(ctx, `SELECT destination, status, count(*),
+	return sqlrow.Destinations(ctx, s.query, `SELECT destination, status, count(*),
 			coalesce(sum(status = 'new' AND lease_owner IS NOT NULL AND lease_until > ?1), 0),
 			coalesce(sum(status = 'new' AND attempts > 0 AND next_attempt_at > ?1 AND lease_owner IS NULL), 0)
-		FROM deliveries GROUP BY destination, status`, millis(now))
-	if err != nil {
-		return nil, fmt.Errorf("count the destinations: %w", err)
-	}
-	defer rows.Close()
-	var counts []inbox.DestinationCount
-	for rows.Next() {
-		var c inbox.DestinationCount
-		if err := rows.Scan(&c.Name, &c.Status, &c.N, &c.InFlight, &c.Retrying); err != nil {
-			return nil, fmt.Errorf("count the destinations: %w", err)
-		}
-		counts = append(counts, c)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("count the destinations: %w", err)
-	}
-	paused, err := s.PausedDestinations(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return inbox.TallyDestinations(counts, paused), nil
+		FROM deliveries GROUP BY destination, status`, []any{millis(now)})
 }
 
 // PausedDestinations returns the destinations an operator paused, by name.
 func (s *Store) PausedDestinations(ctx context.Context) ([]string, error) {
-	rows, err := s.read.QueryContext(ctx, `SELECT name FROM paused_destinations ORDER BY name`)
-	if err != nil {
-		return nil, fmt.Errorf("read the paused destinations: %w", err)
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var n string
-		if err := rows.Scan(&n); err != nil {
-			return nil, fmt.Errorf("read the paused destinations: %w", err)
-		}
-		out = append(out, n)
-	}
-	return out, rows.Err()
+	return sqlrow.Paused(ctx, s.query)
 }
 
 // SetPaused pauses (or resumes) the destination name, for every dispatcher

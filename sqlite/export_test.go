@@ -87,7 +87,7 @@ var (
 )
 
 // WhereForTest is the WHERE clause List and ParkedByReason use for f.
-func WhereForTest(f inbox.Filter) (string, []any) { return where(f) }
+func WhereForTest(f inbox.Filter) (string, []any) { return dialect.Where(f) }
 
 // ParsedForTest returns how many statements the write connection has run
 // from their text rather than prepared.

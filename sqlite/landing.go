@@ -6,43 +6,33 @@ import (
 	"fmt"
 
 	"inbox/inbox"
+	"inbox/sqlrow"
 )
 
 // How a delivery lands on the rows under the landing rules (inbox.Land),
 // one statement at a time on the writer's transaction (writer.go).
 
-const insertSQL = `INSERT INTO events
-	(id, job_id, status, reason, event, job_status, result_url, body, size, sha256,
-	 delivery_ts, received_at, deliveries, last_seen_at, updated_at, source, response)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?)
-	ON CONFLICT(id) DO NOTHING`
-
-// insertNow is the index in insertArgs of the first of the three times,
-// received, last seen and updated at, all the same. (Numbered parameters,
-// one ?12 three times, would cost the driver a string for each parameter's
-// name on every insert.)
-const insertNow = 11
-
-// insertArgs are insertSQL's arguments for d, received at now (nil: set
-// later, by setNow). Put makes them in the request's goroutine, so that
-// the writer does not box them for each row; every value is already of a
-// type database/sql passes on as it is.
-func insertArgs(d inbox.Delivery, now any) []any {
-	return []any{d.Key, nullable(d.JobID), string(d.Status), nullable(string(d.Reason)),
-		nullable(d.Event), nullable(d.JobStatus), nullable(d.ResultURL),
-		d.Body, int64(len(d.Body)), d.SHA256, d.DeliveryTS, now, now, now, inbox.SourceOf(d), d.Response}
-}
-
-// setNow sets the three times of args, insertArgs' result, to now.
-func setNow(args []any, now any) {
-	args[insertNow], args[insertNow+1], args[insertNow+2] = now, now, now
-}
+// expectedSQL tells whether a job is expected, in any state: a source
+// with expected_only stores only such jobs. Rare enough to parse each
+// time.
+const expectedSQL = `SELECT EXISTS (SELECT 1 FROM expectations WHERE source = ? AND job_id = ?)`
 
 // put applies one delivery inside st's transaction, through its prepared
-// statements only: a repeat parses no more SQL than a new row. The primary
+// statements only (but for the expectation a source with expected_only
+// asks for): a repeat parses no more SQL than a new row. The primary
 // key decides whether the row is new: insert, and only when the key is
 // taken look at what holds it. args are insertArgs(d, now).
 func put(ctx context.Context, st *txStmts, d inbox.Delivery, args []any, now int64) (inbox.Result, error) {
+	if d.NeedsExpectation() {
+		var expected bool
+		if err := st.tx.QueryRowContext(ctx, expectedSQL, inbox.SourceOf(d), d.JobID).Scan(&expected); err != nil {
+			return inbox.Result{}, fmt.Errorf("look for the expectation of %s: %w", d.JobID, err)
+		}
+		if !expected {
+			d = inbox.Unexpected(d)
+			args = insertArgs(d, now)
+		}
+	}
 	ins := st.get(stmtInsert)
 	inserted, err := insert(ctx, ins, d.Key, args)
 	if err != nil {
@@ -52,7 +42,7 @@ func put(ctx context.Context, st *txStmts, d inbox.Delivery, args []any, now int
 		return inbox.Fresh(d), nil
 	}
 
-	cur, err := scanCurrent(d.Key, st.get(stmtCurrent).QueryRowContext(ctx, d.Key))
+	cur, err := scanCurrent(st.get(stmtCurrent).QueryRowContext(ctx, d.Key))
 	if err != nil {
 		return inbox.Result{}, fmt.Errorf("read %s: %w", d.Key, err)
 	}
@@ -134,28 +124,18 @@ func nullable(s string) any {
 	return s
 }
 
-// readCurrent reads what the landing rules (inbox.Land) need of the row
-// holding id, and its saved response; sql.ErrNoRows when there is none.
-func readCurrent(ctx context.Context, tx *sql.Tx, id string) (inbox.Event, error) {
-	return scanCurrent(id, tx.QueryRowContext(ctx, currentSQL, id))
-}
+// currentSQL reads what the landing rules (inbox.Land) need of the row
+// holding id, and its saved response.
+var currentSQL = `SELECT ` + sqlrow.Current.List(true) + ` FROM events WHERE id = ?`
 
-// scanCurrent scans row, currentSQL's result for id.
-func scanCurrent(id string, row *sql.Row) (inbox.Event, error) {
-	cur := inbox.Event{ID: id}
-	var reason, event, jobStatus sql.NullString
-	err := row.Scan(&cur.Status, &reason, &cur.SHA256, &event, &jobStatus, &cur.Source, &cur.Response)
-	cur.Reason, cur.Event, cur.JobStatus = inbox.Reason(reason.String), event.String, jobStatus.String
-	return cur, err
-}
+// scanCurrent scans row, currentSQL's result.
+func scanCurrent(row *sql.Row) (inbox.Event, error) { return sqlrow.Current.Row(row.Scan, true) }
 
 // revive makes the parked row at d.Key new with d's body, and counts n more
 // deliveries on it, the last seen at lastSeen; upd is reviveSQL. The row is
 // queued afresh: no attempts, no lease, no error.
 func revive(ctx context.Context, upd execer, d inbox.Delivery, n, lastSeen, now int64) error {
-	_, err := upd.ExecContext(ctx,
-		nullable(d.Event), nullable(d.JobStatus), d.Body, len(d.Body), d.SHA256,
-		d.DeliveryTS, n, lastSeen, now, d.Response, d.Key)
+	_, err := upd.ExecContext(ctx, reviveArgs(d, n, lastSeen, now)...)
 	if err != nil {
 		return fmt.Errorf("revive %s: %w", d.Key, err)
 	}

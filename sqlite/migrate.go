@@ -202,7 +202,7 @@ func schemaShape(ctx context.Context, schema string) ([][2]string, error) {
 	return out, nil
 }
 
-// queryer is what missingColumns needs: a transaction or a pool.
+// queryer runs reads: a transaction or a pool (missingColumns, queryOn).
 type queryer interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }

@@ -4,7 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"path/filepath"
 	"slices"
+
+	"golang.org/x/sys/unix"
 
 	"inbox/inbox"
 )
@@ -17,7 +20,7 @@ const probeKey = "inbox probe"
 func (s *Store) Ping(ctx context.Context) error { return s.Probe(ctx, 0) }
 
 // Probe reports whether the store can commit now what a delivery of size
-// bytes (at most inbox.MaxProbeSize) and the dispatcher's claim commit. It
+// bytes (at most inbox.MaxProbeWrite) and the dispatcher's claim commit. It
 // fails when a file the store opened is lost, and otherwise runs, through
 // the writer and beside the deliveries waiting then, a transaction that
 // inserts a row into events as a delivery does (the same prepared
@@ -37,7 +40,10 @@ func (s *Store) Probe(ctx context.Context, size int) error {
 		return fmt.Errorf("ping store: %w", err)
 	}
 	now := millis(s.now())
-	size = min(max(size, 0), inbox.MaxProbeSize)
+	size = min(max(size, 0), inbox.MaxProbeWrite)
+	if err := s.roomFor(size); err != nil {
+		return fmt.Errorf("ping store: %w", err)
+	}
 	probe := func(ctx context.Context, tx *sql.Tx) error {
 		if err := probeEvents(ctx, &txStmts{ctx: ctx, tx: tx, st: s.stmts}, now); err != nil {
 			return err
@@ -54,6 +60,26 @@ func (s *Store) Probe(ctx context.Context, size int) error {
 	}
 	if err := s.send(ctx, &write{Op: task{op: probe}, Probe: true}, false).Err; err != nil {
 		return fmt.Errorf("ping store: %w", err)
+	}
+	return nil
+}
+
+// roomFor fails when the file system the database is on has fewer than
+// size bytes free. A commit alone does not tell: one of size bytes may
+// land where a delivery's would not, in the room the write-ahead log
+// keeps once it starts over and in the pages the probe's last write freed,
+// while a delivery's pages stay and the log fills again. A file system
+// that cannot say how much is free is left to the commit.
+func (s *Store) roomFor(size int) error {
+	if size == 0 {
+		return nil
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(filepath.Dir(s.path), &st); err != nil {
+		return nil
+	}
+	if free := uint64(st.Bavail) * uint64(st.Bsize); free < uint64(size) {
+		return fmt.Errorf("the database's file system has %d bytes free, fewer than the %d a delivery as large as the refused one needs with its pages", free, size)
 	}
 	return nil
 }

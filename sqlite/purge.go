@@ -38,7 +38,7 @@ const besideRemains = `EXISTS (SELECT 1 FROM events b WHERE b.job_id = events.id
 // of the reasons purged. Two counts, so each reads an index.
 const unfinishedQuery = `SELECT (SELECT count(*) FROM events WHERE status = 'new' AND last_seen_at < ?)
 	+ (SELECT count(*) FROM events WHERE ` + purgeWhere + `
-		AND reason IN ('handler_failed', 'handler_rejected') AND reason NOT IN (SELECT value FROM json_each(?)))`
+		AND reason IN ('handler_failed', 'handler_rejected', 'too_large_for_destination') AND reason NOT IN (SELECT value FROM json_each(?)))`
 
 // reasons returns sel's reasons as the JSON array the queries take.
 func reasons(sel inbox.PurgeSelection) string {

@@ -131,8 +131,6 @@ const (
 			attempts = ?, updated_at = ?` + claimGuard
 	settleParkSQL = `UPDATE deliveries SET status = 'parked', reason = ?, last_error = ?, updated_at = ?,
 			lease_owner = NULL, lease_until = NULL, next_attempt_at = 0, attempts = ?` + claimGuard
-	settleExhaustedSQL = `UPDATE deliveries SET status = 'parked', reason = ?, last_error = ?, updated_at = ?,
-			lease_owner = NULL, lease_until = NULL, next_attempt_at = 0` + claimGuard
 	settleReleaseSQL = `UPDATE deliveries SET lease_owner = NULL, lease_until = NULL, next_attempt_at = ?` + claimGuard
 	settleUnsentSQL  = `UPDATE deliveries SET lease_owner = NULL, lease_until = NULL, next_attempt_at = ?, attempts = ?` + claimGuard
 )
@@ -148,8 +146,6 @@ func (t queueTx) Settle(owner string, st inbox.Settlement) (bool, error) {
 		stmt, args = stmtSettleRetry, []any{millis(st.RetryAt), st.Error, st.Job.Attempt, millis(st.At)}
 	case inbox.FatePark:
 		stmt, args = stmtSettlePark, []any{string(st.Reason), st.Error, millis(st.At), st.Job.Attempt}
-	case inbox.FateExhausted:
-		stmt, args = stmtSettleExhausted, []any{string(st.Reason), st.Error, millis(st.At)}
 	case inbox.FateRelease:
 		stmt, args = stmtSettleRelease, []any{millis(st.At)}
 	case inbox.FateUnsent:

@@ -2,13 +2,13 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
 	"inbox/inbox"
+	"inbox/sqlrow"
 )
 
 // replaying is the store's inbox.ReplayStore, which inbox.Replayer,
@@ -73,7 +73,7 @@ func (r replaying) Missing(ctx context.Context, ids []string) ([]string, error) 
 // Select returns the ids of the rows sel selects, oldest first, through
 // the read connections.
 func (r replaying) Select(ctx context.Context, sel inbox.ReplaySelection) ([]string, error) {
-	w, args := replayWhere(sel.IDs, sel.Filter)
+	w, args := dialect.WhereIDs(sel.IDs, sel.Filter)
 	rows, err := r.s.read.QueryContext(ctx, `SELECT id FROM events`+w+` ORDER BY received_at, id`, args...)
 	if err != nil {
 		return nil, err
@@ -81,58 +81,39 @@ func (r replaying) Select(ctx context.Context, sel inbox.ReplaySelection) ([]str
 	return collect(rows, func(scan func(...any) error) (id string, err error) { return id, scan(&id) })
 }
 
-// replayWhere is where's clause for f, narrowed to ids when given.
-func replayWhere(ids []string, f inbox.Filter) (string, []any) {
-	w, args := where(f)
-	if len(ids) == 0 {
-		return w, args
-	}
-	cond := ` id IN (SELECT value FROM json_each(?))`
-	if w == "" {
-		return ` WHERE` + cond, append(args, jsonList(ids))
-	}
-	return w + ` AND` + cond, append(args, jsonList(ids))
-}
-
-// Rows reads the rows of ids that f still selects, oldest first, with
-// their pairs.
-func (t replayTx) Rows(ids []string, f inbox.Filter) ([]inbox.ReplayRow, error) {
+// Rows reads the rows of ids that f still selects, oldest first.
+func (t replayTx) Rows(ids []string, f inbox.Filter) ([]inbox.Event, error) {
 	// The rows are found by id, each then checked against f: CROSS JOIN
 	// keeps the planner from walking an index f names (the received
 	// times of a --since) through every row it holds, for each batch.
-	w, args := where(f)
+	w, args := dialect.Where(f)
 	rows, err := t.tx.QueryContext(t.ctx, `SELECT `+eventColumns+` FROM events WHERE rowid IN (SELECT events.rowid
 		FROM json_each(?) AS j CROSS JOIN events ON events.id = j.value`+w+`) ORDER BY received_at, id`,
 		append([]any{jsonList(ids)}, args...)...)
 	if err != nil {
 		return nil, fmt.Errorf("read the rows: %w", err)
 	}
-	out, err := collect(rows, func(scan func(...any) error) (inbox.ReplayRow, error) {
-		e, err := scanEvent(scan, false)
-		return inbox.ReplayRow{Event: e}, err
-	})
-	if err != nil || len(out) == 0 {
-		return out, err
+	out, err := collect(rows, func(scan func(...any) error) (inbox.Event, error) { return scanEvent(scan, false) })
+	if err != nil {
+		return nil, fmt.Errorf("read the rows: %w", err)
 	}
-	at := map[string]int{}
-	for i, r := range out {
-		at[r.Event.ID] = i
-	}
-	pairs, err := t.tx.QueryContext(t.ctx, `SELECT event_id, destination, status, coalesce(reason, '') FROM deliveries
+	return out, nil
+}
+
+// Pairs reads the pairs of the rows of ids.
+func (t replayTx) Pairs(ids []string) (map[string][]inbox.Pairing, error) {
+	rows, err := t.tx.QueryContext(t.ctx, `SELECT event_id, destination, status, coalesce(reason, '') FROM deliveries
 		WHERE event_id IN (SELECT value FROM json_each(?)) ORDER BY event_id, destination`, jsonList(ids))
 	if err != nil {
 		return nil, fmt.Errorf("read the rows' destinations: %w", err)
 	}
-	err = each(pairs, func(scan func(...any) error) error {
+	out := map[string][]inbox.Pairing{}
+	err = each(rows, func(scan func(...any) error) error {
 		var id string
 		var p inbox.Pairing
-		if err := scan(&id, &p.Destination, &p.Status, &p.Reason); err != nil {
-			return err
-		}
-		if i, ok := at[id]; ok {
-			out[i].Pairs = append(out[i].Pairs, p)
-		}
-		return nil
+		err := scan(&id, &p.Destination, &p.Status, &p.Reason)
+		out[id] = append(out[id], p)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read the rows' destinations: %w", err)
@@ -155,102 +136,77 @@ func replayValues(pairs []inbox.ReplayPair) string {
 const replaySet = `(SELECT value ->> 0 AS id, value ->> 1 AS dest, value ->> 2 AS status, value ->> 3 AS due
 	FROM json_each(?1))`
 
-// Reset keeps each pair's series in delivery_history, then makes it new
-// again, due at its time, and its row new; only pairs still of the status
-// read.
-func (t replayTx) Reset(pairs []inbox.ReplayPair, now time.Time) ([]inbox.ReplayPair, error) {
-	if len(pairs) == 0 {
-		return nil, nil
-	}
-	vals, at := replayValues(pairs), millis(now)
+// KeepSeries keeps the series of each pair still of the status read in
+// delivery_history.
+func (t replayTx) KeepSeries(pairs []inbox.ReplayPair, now time.Time) error {
 	_, err := t.tx.ExecContext(t.ctx, `INSERT INTO delivery_history (event_id, destination, series, status, reason,
 			attempts, last_error, updated_at, done_at, replayed_at)
 		SELECT d.event_id, d.destination, 1 + coalesce((SELECT max(h.series) FROM delivery_history h
 				WHERE h.event_id = d.event_id AND h.destination = d.destination), 0),
 			d.status, d.reason, d.attempts, d.last_error, d.updated_at, d.done_at, ?2
 		FROM `+replaySet+` AS v JOIN deliveries d ON d.event_id = v.id AND d.destination = v.dest AND d.status = v.status
-		WHERE d.status IN ('done', 'parked')`, vals, at)
+		WHERE d.status IN ('done', 'parked')`, replayValues(pairs), millis(now))
 	if err != nil {
-		return nil, fmt.Errorf("keep the series of %d pairs: %w", len(pairs), err)
+		return fmt.Errorf("keep the series of %d pairs: %w", len(pairs), err)
 	}
-	rows, err := t.tx.QueryContext(t.ctx, `UPDATE deliveries SET status = 'new', reason = NULL, attempts = 0,
+	return nil
+}
+
+// ResetPairs makes each pair still of the status read new again, due at
+// its time.
+func (t replayTx) ResetPairs(pairs []inbox.ReplayPair, now time.Time) (map[inbox.Pair]bool, error) {
+	return t.changed("reset", len(pairs), `UPDATE deliveries SET status = 'new', reason = NULL, attempts = 0,
 			next_attempt_at = v.due, lease_owner = NULL, lease_until = NULL, last_error = NULL,
 			done_at = NULL, updated_at = ?2
 		FROM `+replaySet+` AS v
 		WHERE deliveries.event_id = v.id AND deliveries.destination = v.dest AND deliveries.status = v.status
 		AND deliveries.status IN ('done', 'parked')
-		RETURNING deliveries.event_id, deliveries.destination`, vals, at)
-	if err != nil {
-		return nil, fmt.Errorf("reset %d pairs: %w", len(pairs), err)
-	}
-	done, err := t.renew(rows, pairs, at)
-	if err != nil {
-		return nil, fmt.Errorf("reset %d pairs: %w", len(pairs), err)
-	}
-	return done, nil
+		RETURNING deliveries.event_id, deliveries.destination`, replayValues(pairs), millis(now))
 }
 
-// renew reads the pairs rows returns (id, destination), and makes the rows
-// of those of pairs among them new with no error of their own: the row's
-// last error is its pairs' again once Mirror has run. It returns those
-// pairs, in the order given.
-func (t replayTx) renew(rows *sql.Rows, pairs []inbox.ReplayPair, at int64) ([]inbox.ReplayPair, error) {
+// AddPairs makes each pair new, due at its time, where its row was
+// handed on and has no pair for the destination yet.
+func (t replayTx) AddPairs(pairs []inbox.ReplayPair, now time.Time) (map[inbox.Pair]bool, error) {
+	return t.changed("add", len(pairs), sqlrow.AddPairs(replaySet+` AS v`, "?2"), replayValues(pairs), millis(now))
+}
+
+// changed runs stmt, which does what to n pairs and returns those it
+// changed (id, destination).
+func (t replayTx) changed(what string, n int, stmt string, args ...any) (map[inbox.Pair]bool, error) {
 	got := map[inbox.Pair]bool{}
-	err := each(rows, func(scan func(...any) error) error {
-		var p inbox.Pair
-		err := scan(&p.ID, &p.Destination)
-		got[p] = true
-		return err
-	})
-	if err != nil {
-		return nil, err
+	rows, err := t.tx.QueryContext(t.ctx, stmt, args...)
+	if err == nil {
+		err = each(rows, func(scan func(...any) error) error {
+			var p inbox.Pair
+			err := scan(&p.ID, &p.Destination)
+			got[p] = true
+			return err
+		})
 	}
-	kept, ids := inbox.Returned(pairs, got)
-	_, err = t.tx.ExecContext(t.ctx, `UPDATE events SET status = 'new', reason = NULL, done_at = NULL, last_error = NULL,
-			updated_at = CASE WHEN status <> 'new' THEN ?2 ELSE updated_at END
-		WHERE id IN (SELECT value FROM json_each(?1))`, jsonList(ids), at)
 	if err != nil {
-		return nil, fmt.Errorf("renew %d rows: %w", len(ids), err)
+		return nil, fmt.Errorf("%s %d pairs: %w", what, n, err)
 	}
-	return kept, nil
+	return got, nil
 }
 
-// Add makes the pairs new, due at their times, and their rows new: only
-// for a row handed on already (done, parked by the dispatcher, or new
-// with a pair) that has no pair for the destination yet.
-func (t replayTx) Add(pairs []inbox.ReplayPair, now time.Time) ([]inbox.ReplayPair, error) {
-	if len(pairs) == 0 {
-		return nil, nil
-	}
-	vals, at := replayValues(pairs), millis(now)
-	rows, err := t.tx.QueryContext(t.ctx, `INSERT INTO deliveries (event_id, destination, status, attempts,
-			next_attempt_at, received_at, updated_at)
-		SELECT v.id, v.dest, 'new', 0, v.due, e.received_at, ?2
-		FROM `+replaySet+` AS v JOIN events e ON e.id = v.id
-		WHERE e.status = 'done' OR (e.status = 'parked' AND e.reason IN ('handler_failed', 'handler_rejected'))
-			OR (e.status = 'new' AND EXISTS (SELECT 1 FROM deliveries o WHERE o.event_id = e.id))
-		ON CONFLICT (event_id, destination) DO NOTHING
-		RETURNING event_id, destination`, vals, at)
+// Renew makes the rows of ids new; the row's last error is its pairs'
+// again once Mirror has run.
+func (t replayTx) Renew(ids []string, now time.Time) error {
+	_, err := t.tx.ExecContext(t.ctx, `UPDATE events SET status = 'new', reason = NULL, done_at = NULL, last_error = NULL,
+			updated_at = CASE WHEN status <> 'new' THEN ?2 ELSE updated_at END
+		WHERE id IN (SELECT value FROM json_each(?1))`, jsonList(ids), millis(now))
 	if err != nil {
-		return nil, fmt.Errorf("add %d pairs: %w", len(pairs), err)
+		return fmt.Errorf("renew %d rows: %w", len(ids), err)
 	}
-	added, err := t.renew(rows, pairs, at)
-	if err != nil {
-		return nil, fmt.Errorf("add %d pairs: %w", len(pairs), err)
-	}
-	return added, nil
+	return nil
 }
 
 // Reroute makes the rows of ids that are done (or parked by the
 // dispatcher) with no pair new and not routed.
 func (t replayTx) Reroute(ids []string, now time.Time) ([]string, error) {
-	if len(ids) == 0 {
-		return nil, nil
-	}
-	rows, err := t.tx.QueryContext(t.ctx, `UPDATE events SET status = 'new', reason = NULL, attempts = 0,
-			next_attempt_at = 0, lease_owner = NULL, lease_until = NULL, last_error = NULL, done_at = NULL, updated_at = ?2
+	rows, err := t.tx.QueryContext(t.ctx, `UPDATE events SET status = 'new', reason = NULL, `+sqlrow.Fresh+`, updated_at = ?2
 		WHERE id IN (SELECT value FROM json_each(?1))
-		AND (status = 'done' OR (status = 'parked' AND reason IN ('handler_failed', 'handler_rejected')))
+		AND (status = 'done' OR (status = 'parked' AND reason IN ('handler_failed', 'handler_rejected', 'too_large_for_destination')))
 		AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = events.id)
 		RETURNING id`, jsonList(ids), millis(now))
 	if err != nil {
@@ -276,12 +232,9 @@ func (s *Store) history(ctx context.Context, id string) (map[string][]inbox.Seri
 	return out, each(rows, func(scan func(...any) error) error {
 		var dest string
 		var h inbox.Series
-		var updated, done, replayed int64
-		if err := scan(&dest, &h.N, &h.Status, &h.Reason, &h.Attempts, &h.LastError, &updated, &done, &replayed); err != nil {
-			return err
-		}
-		h.UpdatedAt, h.DoneAt, h.ReplayedAt = fromMillis(updated), optMillis(done), fromMillis(replayed)
+		err := scan(&dest, &h.N, &h.Status, &h.Reason, &h.Attempts, &h.LastError, sqlrow.Time{P: &h.UpdatedAt},
+			sqlrow.Time{P: &h.DoneAt, Unset: true}, sqlrow.Time{P: &h.ReplayedAt})
 		out[dest] = append(out[dest], h)
-		return nil
+		return err
 	})
 }

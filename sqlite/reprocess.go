@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"inbox/inbox"
+	"inbox/sqlrow"
 )
 
 // reprocessing is the store's inbox.ReprocessStore, which
@@ -28,8 +29,8 @@ func (reprocessing) StoredText(s string) string { return s }
 const selectColumns = `SELECT e.id, COALESCE(e.job_id, e.id), e.size + COALESCE(j.size, 0), e.received_at, e.status, e.source
 	FROM events e LEFT JOIN events j ON j.id = e.job_id AND j.id != e.id AND j.status = 'parked'`
 
-// ParkedRows returns the parked rows of sources, with reason when given,
-// oldest first.
+// ParkedRows returns the parked rows of sources, with reason (their own or
+// a pair's) when given, oldest first.
 func (r reprocessing) ParkedRows(ctx context.Context, sources []string, reason inbox.Reason) ([]inbox.Selected, error) {
 	q := selectColumns + ` WHERE e.status = 'parked' AND e.source IN (?` + strings.Repeat(", ?", len(sources)-1) + `)`
 	args := make([]any, 0, len(sources)+1)
@@ -37,7 +38,9 @@ func (r reprocessing) ParkedRows(ctx context.Context, sources []string, reason i
 		args = append(args, n)
 	}
 	if reason != "" {
-		q, args = q+` AND e.reason = ?`, append(args, string(reason))
+		// Parked with it itself, or at any of its destinations.
+		w := dialect.Query()
+		q, args = q+` AND `+w.ParkedWith("e", reason), append(args, w.Args()...)
 	}
 	rows, err := r.s.read.QueryContext(ctx, q+` ORDER BY e.received_at, e.id`, args...)
 	if err != nil {
@@ -70,7 +73,7 @@ func (r reprocessing) SelectedRow(ctx context.Context, id string) (inbox.Selecte
 // ReadParked reads the parked row id, body included, through the read
 // connections; false when it is not there or not parked.
 func (r reprocessing) ReadParked(ctx context.Context, id string) (inbox.Event, bool, error) {
-	e, err := scanEvent(r.s.read.QueryRowContext(ctx, `SELECT `+eventColumns+`, body FROM events WHERE id = ? AND status = 'parked'`, id).Scan, true)
+	e, err := scanEvent(r.s.read.QueryRowContext(ctx, `SELECT `+bodyColumns+` FROM events WHERE id = ? AND status = 'parked'`, id).Scan, true)
 	if errors.Is(err, sql.ErrNoRows) {
 		return inbox.Event{}, false, nil
 	}
@@ -117,14 +120,7 @@ func changedRows(res sql.Result) (bool, error) {
 // Current reads the row holding id; nil when none does. The write lock the
 // transaction holds keeps it as read.
 func (t reprocessTx) Current(ctx context.Context, id string) (*inbox.Event, error) {
-	cur, err := readCurrent(ctx, t.tx, id)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	return &cur, nil
+	return sqlrow.ReadCurrent(ctx, queryOn(t.tx), currentSQL, id)
 }
 
 // MakeNew makes the parked row id the job's new row under key. Only the
@@ -132,9 +128,7 @@ func (t reprocessTx) Current(ctx context.Context, id string) (*inbox.Event, erro
 func (t reprocessTx) MakeNew(ctx context.Context, id, sha, key string, d inbox.Delivery) (bool, error) {
 	res, err := t.tx.ExecContext(ctx, `UPDATE events SET id = ?, status = 'new', reason = NULL,
 		event = ?, job_status = ?, result_url = NULL, updated_at = ?,
-		attempts = 0, next_attempt_at = 0, lease_owner = NULL, lease_until = NULL,
-		last_error = NULL, done_at = NULL
-		WHERE id = ?`+unchanged,
+		`+sqlrow.Fresh+` WHERE id = ?`+unchanged,
 		key, nullable(d.Event), nullable(d.JobStatus), t.now, id, sha)
 	if err != nil {
 		return false, err

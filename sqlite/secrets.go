@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"inbox/inbox"
+	"inbox/sqlrow"
 )
 
 // secretUses is the store's inbox.SecretStore: inbox.Secrets, embedded
@@ -60,16 +61,7 @@ func (s *Store) Unverified(ctx context.Context) ([]inbox.Unverified, error) {
 	if ok, err := s.hasTable(ctx, "unverified"); err != nil || !ok {
 		return nil, err
 	}
-	rows, err := s.read.QueryContext(ctx, `SELECT source, count, first_at, last_at FROM unverified ORDER BY source`)
-	if err != nil {
-		return nil, fmt.Errorf("failed verifications: %w", err)
-	}
-	out, err := collect(rows, func(scan func(...any) error) (u inbox.Unverified, err error) {
-		var first, last int64
-		err = scan(&u.Source, &u.Count, &first, &last)
-		u.First, u.Last = fromMillis(first), fromMillis(last)
-		return u, err
-	})
+	out, err := sqlrow.Unverified(ctx, s.query)
 	if err != nil {
 		return nil, fmt.Errorf("failed verifications: %w", err)
 	}
@@ -82,16 +74,7 @@ func (s *Store) SecretUses(ctx context.Context) ([]inbox.SecretUse, error) {
 	if ok, err := s.hasTable(ctx, "secret_uses"); err != nil || !ok {
 		return nil, err
 	}
-	rows, err := s.read.QueryContext(ctx, `SELECT source, fingerprint, last_verified_at FROM secret_uses ORDER BY source, fingerprint`)
-	if err != nil {
-		return nil, fmt.Errorf("secret uses: %w", err)
-	}
-	out, err := collect(rows, func(scan func(...any) error) (u inbox.SecretUse, err error) {
-		var at int64
-		err = scan(&u.Source, &u.Fingerprint, &at)
-		u.LastVerified = fromMillis(at)
-		return u, err
-	})
+	out, err := sqlrow.SecretUses(ctx, s.query)
 	if err != nil {
 		return nil, fmt.Errorf("secret uses: %w", err)
 	}

@@ -11,17 +11,8 @@ import (
 // parsing a statement costs SQLite more than running it, and a repeat or a
 // commit must not pay a parse that a new row does not.
 const (
-	currentSQL = `SELECT status, reason, sha256, event, job_status, source, response FROM events WHERE id = ?`
-
 	repeatSQL = `UPDATE events SET deliveries = deliveries + ?,
 		last_seen_at = max(last_seen_at, ?) WHERE id = ?`
-
-	reviveSQL = `UPDATE events SET status = 'new', reason = NULL,
-		event = ?, job_status = ?, result_url = NULL, body = ?, size = ?, sha256 = ?,
-		delivery_ts = ?, deliveries = deliveries + ?, last_seen_at = max(last_seen_at, ?), updated_at = ?,
-		attempts = 0, next_attempt_at = 0, lease_owner = NULL, lease_until = NULL,
-		last_error = NULL, done_at = NULL, response = COALESCE(response, ?)
-		WHERE id = ?`
 
 	// settleTablesSQL tells whether the database has the tables
 	// settleArrivals settles: the admin commands open one without the
@@ -67,7 +58,6 @@ const (
 	stmtSettleDone
 	stmtSettleRetry
 	stmtSettlePark
-	stmtSettleExhausted
 	stmtSettleRelease
 	stmtSettleUnsent
 	stmtUnrouted
@@ -94,7 +84,6 @@ var writerSQL = [numStmts]string{
 	stmtSettleDone:        settleDoneSQL,
 	stmtSettleRetry:       settleRetrySQL,
 	stmtSettlePark:        settleParkSQL,
-	stmtSettleExhausted:   settleExhaustedSQL,
 	stmtSettleRelease:     settleReleaseSQL,
 	stmtSettleUnsent:      settleUnsentSQL,
 	stmtUnrouted:          unroutedSQL,

@@ -13,15 +13,16 @@ import (
 	"time"
 
 	"inbox/inbox"
+	"inbox/inbox/storetest"
 	"inbox/sqlite"
 	"inbox/sqlite/sqlitetest"
 )
 
-var rules = inbox.Rules{Events: []string{"job.completed", "job.failed", "job.canceled"}, MaxBody: 1 << 20}
-
-func job(id string) inbox.Delivery {
-	return inbox.Classify("", inbox.Named{}, []byte(fmt.Sprintf(`{"event":"job.completed","job_id":%q,"status":"COMPLETED"}`, id)), 1_800_000_000, rules)
-}
+// The suite's rules and deliveries, for this package's own tests.
+var (
+	rules = storetest.Rules
+	job   = storetest.Job
+)
 
 // TestGroupCommit puts many deliveries at once, with repeats, and checks
 // that each caller gets its own outcome and every row is there once.

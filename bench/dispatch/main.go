@@ -6,8 +6,8 @@
 // serve uses, in a temporary folder, or with -postgres in schemas of its
 // own on that server (its CPU time is the server's, not counted).
 //
-//	go run ./bench/dispatch -n 20000 -conns 32 -workers 32 -rounds 3
-//	go run ./bench/dispatch -n 10000 -workers 32 -jetstream=false \
+//	go -C bench run ./dispatch -n 20000 -conns 32 -workers 32 -rounds 3
+//	go -C bench run ./dispatch -n 10000 -workers 32 -jetstream=false \
 //	    -postgres 'postgres://postgres@127.0.0.1:5432/test?sslmode=disable'
 package main
 
@@ -47,6 +47,8 @@ import (
 	"inbox/scheme"
 	"inbox/sqlite"
 	"inbox/sume"
+
+	"inbox/bench/internal/inboxmod"
 )
 
 const (
@@ -121,9 +123,9 @@ type drained struct {
 }
 
 func run(set settings) error {
-	schema, err := os.ReadFile("schema.sql")
+	schema, err := inboxmod.Schema(context.Background())
 	if err != nil {
-		return fmt.Errorf("run from the module root: %w", err)
+		return fmt.Errorf("read schema.sql: %w", err)
 	}
 	on := "SQLite"
 	if set.postgres != "" {

@@ -218,36 +218,44 @@ func runQueue(t *testing.T, o opener) {
 		if r := e.get(j2.ID); r.Attempts != 1 {
 			t.Errorf("%s attempts = %d after an outcome, want 1", j2.ID, r.Attempts)
 		}
-		// An attempt lost with no attempt left is parked without counting
-		// one; a started one cannot be parked so.
+		// An attempt whose outcome is lost (its lease runs out) is never
+		// a park: the row is claimed again past it, not counted ahead even
+		// past a claim's LastAttempt, and is parked only by the outcome of
+		// the attempt it then starts.
 		j2 = e.claim("c", at, lease, 1)[0]
 		if j2.Attempt != 2 {
 			t.Fatalf("claimed %+v again, want attempt 2", j2)
 		}
-		if s2, ok := e.startOne("c", j2, at, at.Add(lease)); !ok {
-			t.Fatal("start attempt 2")
-		} else if _, _, err := e.s.Settle(ctx, "c", []inbox.Settlement{{Job: s2, Fate: inbox.FateExhausted, At: at, Reason: inbox.ReasonHandlerFailed}}, inbox.Claim{}); err == nil {
-			t.Error("a started attempt was parked as never attempted")
+		e.startOne("c", j2, at, at.Add(lease))
+		at = at.Add(lease)
+		e.clock.Set(at)
+		again, _, err := e.s.Settle(ctx, "d", nil, inbox.Claim{Now: at, Until: at.Add(lease), Max: 5, Start: 5, LastAttempt: 2})
+		if err != nil {
+			t.Fatal(err)
 		}
-		// Its lease runs out with the outcome lost: the next claim holds
-		// attempt 3, the row's last.
-		var again []string
-		for _, j := range e.claim("c", at.Add(lease), lease, 5) {
-			if again = append(again, fmt.Sprintf("%s#%d", j.ID, j.Attempt)); j.ID == j2.ID {
-				j2 = j
+		var lost inbox.Job
+		for _, j := range again {
+			if j.ID == j2.ID {
+				lost = j
 			}
 		}
-		if j2.Attempt != 3 {
-			t.Fatalf("claimed %v after the lease, want %s at attempt 3", again, j2.ID)
+		if lost.Attempt != 3 || lost.Started() {
+			t.Fatalf("claimed %+v after the lease ran out, want %s at attempt 3, not counted ahead", again, j2.ID)
 		}
-		at = at.Add(lease)
-		if stale := e.settle("c", at, inbox.Settlement{Job: j2, Fate: inbox.FateExhausted, At: at, Reason: inbox.ReasonHandlerFailed, Error: "lost"}); stale != 0 {
-			t.Fatalf("settle exhausted: stale %d", stale)
+		if r := e.get(j2.ID); r.Status != inbox.StatusNew || r.Attempts != 2 {
+			t.Errorf("row whose outcome was lost = %+v, want new, 2 attempts", r)
 		}
-		if r := e.get(j2.ID); r.Status != inbox.StatusParked || r.Reason != inbox.ReasonHandlerFailed || r.Attempts != 2 || r.LastError != "lost" {
-			t.Errorf("exhausted row = %+v, want parked handler_failed, still 2 attempts", r)
+		s3, ok := e.startOne("d", lost, at, at.Add(lease))
+		if !ok {
+			t.Fatal("start attempt 3")
 		}
-		if st := e.stats(); st.Attempts[inbox.StatusParked] != 2 || st.Attempts[inbox.StatusDone] != 1 {
+		if stale := e.settle("d", at, inbox.Settlement{Job: s3, Fate: inbox.FatePark, At: at, Reason: inbox.ReasonHandlerFailed, Error: "HTTP 500"}); stale != 0 {
+			t.Fatalf("settle the park: stale %d", stale)
+		}
+		if r := e.get(j2.ID); r.Status != inbox.StatusParked || r.Reason != inbox.ReasonHandlerFailed || r.Attempts != 3 || r.LastError != "HTTP 500" {
+			t.Errorf("parked row = %+v, want parked handler_failed by attempt 3", r)
+		}
+		if st := e.stats(); st.Attempts[inbox.StatusParked] != 3 || st.Attempts[inbox.StatusDone] != 1 {
 			t.Errorf("attempts by status %v", st.Attempts)
 		}
 	})

@@ -3,6 +3,8 @@ package storetest
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -71,6 +73,84 @@ func runReconcile(t *testing.T, o opener) {
 		e.put(classify(exploded("job_c")))
 		if missed, err := e.s.Missed(ctx, time.Time{}); err != nil || len(missed) != 0 {
 			t.Errorf("after every key was delivered, missed = %+v, %v", missed, err)
+		}
+	})
+
+	t.Run("expected only", func(t *testing.T) {
+		// A source with expected_only: a job with an expectation (waiting
+		// or done) lands new and settles it; one without is parked
+		// unknown_job, concurrently too, and a repeat of it counts on that
+		// row; a job of a source without it lands as ever.
+		e := o.fresh(t)
+		only := rules
+		only.ExpectedOnly = true
+		expectOnly := func(id string) inbox.Delivery {
+			return inbox.Classify("", inbox.Named{}, []byte(jobBody(id)), deliveryTS, only)
+		}
+		if _, err := e.s.Expect(ctx, []string{"job_exp", "job_twice"}, "", t0.Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		if res := e.put(expectOnly("job_exp")); res.Outcome != inbox.OutcomeStored {
+			t.Fatalf("an expected job: %+v, want stored", res)
+		}
+		if r := e.get("job_exp"); r.Status != inbox.StatusNew {
+			t.Errorf("an expected job's row = %s, want new", r.Status)
+		}
+		e.put(expectOnly("job_twice"))
+		if res := e.put(expectOnly("job_twice")); res.Outcome != inbox.OutcomeDuplicate {
+			t.Errorf("an expected job again, its expectation done: %+v, want duplicate", res)
+		}
+		res := e.put(expectOnly("job_nobody"))
+		if res.Outcome != inbox.OutcomeParked || res.Reason != inbox.ReasonUnknownJob {
+			t.Fatalf("a job nobody expected: %+v, want parked unknown_job", res)
+		}
+		if r := e.get("job_nobody"); r.Status != inbox.StatusParked || r.Reason != inbox.ReasonUnknownJob {
+			t.Errorf("its row = %s %s, want parked unknown_job", r.Status, r.Reason)
+		}
+		if res := e.put(expectOnly("job_nobody")); res.Outcome != inbox.OutcomeDuplicate {
+			t.Errorf("it again: %+v, want duplicate", res)
+		}
+		if res := e.put(job("job_plain")); res.Outcome != inbox.OutcomeStored {
+			t.Errorf("a job of a source without expected_only: %+v, want stored", res)
+		}
+		// A batch that mixes them (group commit).
+		var wg sync.WaitGroup
+		results := make([]inbox.Result, 8)
+		for i := range results {
+			id := fmt.Sprintf("job_batch_%d", i)
+			if i%2 == 0 {
+				if _, err := e.s.Expect(ctx, []string{id}, "", t0.Add(time.Hour)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r, err := e.s.Put(ctx, expectOnly(id))
+				if err != nil {
+					t.Error(err)
+				}
+				results[i] = r
+			}()
+		}
+		wg.Wait()
+		for i, r := range results {
+			want := inbox.OutcomeStored
+			if i%2 == 1 {
+				want = inbox.OutcomeParked
+			}
+			if r.Outcome != want {
+				t.Errorf("job_batch_%d: %+v, want %v", i, r, want)
+			}
+		}
+		exp, err := e.s.Expected(ctx, t0, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, x := range exp {
+			if x.State != inbox.ExpectDone {
+				t.Errorf("expectation %s = %s, want done by its delivery", x.JobID, x.State)
+			}
 		}
 	})
 

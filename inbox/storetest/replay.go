@@ -198,6 +198,12 @@ func runReplay(t *testing.T, o opener) {
 		if rep.Added != 0 || rep.Present != 2 || rep.Pairs != 0 {
 			t.Errorf("missing-only replay = %+v, want 2 present and nothing made", rep)
 		}
+		// The rows are new (newc's pairs wait), app's pairs done: a status
+		// selects by the destination's pair where the row has one.
+		done := inbox.ReplaySelection{Filter: inbox.Filter{Destination: "app", Status: inbox.StatusDone, Since: t0}}
+		if rep := e.replay(done, inbox.ReplayOptions{Routes: now, DryRun: true}); rep.Pairs != 2 || rep.Added != 0 {
+			t.Errorf("replay of app's done pairs = %+v, want job_1's and job_2's", rep)
+		}
 	})
 
 	t.Run("a destination's pair alone, of the rows routed to it", func(t *testing.T) {

@@ -45,6 +45,8 @@ func Run(t *testing.T, open func(t *testing.T, opts Options) inbox.Store) {
 	t.Run("reconcile", func(t *testing.T) { runReconcile(t, o) })
 	t.Run("destinations", func(t *testing.T) { runDestinations(t, o) })
 	t.Run("replay", func(t *testing.T) { runReplay(t, o) })
+	t.Run("roundtrip", func(t *testing.T) { runRoundTrip(t, o) })
+	t.Run("pair state", func(t *testing.T) { runPairState(t, o) })
 }
 
 type opener func(t *testing.T, opts Options) inbox.Store
@@ -124,17 +126,28 @@ func (e *env) put(d inbox.Delivery) inbox.Result {
 // putAll stores the bodies concurrently, so group commit keeps it quick.
 func (e *env) putAll(bodies ...string) {
 	e.t.Helper()
-	var wg sync.WaitGroup
-	errs := make([]error, len(bodies))
+	ds := make([]inbox.Delivery, len(bodies))
 	for i, b := range bodies {
+		ds[i] = classify(b)
+	}
+	e.putTogether(ds...)
+}
+
+// putTogether stores the deliveries concurrently: a store that commits in
+// groups writes them in one.
+func (e *env) putTogether(ds ...inbox.Delivery) {
+	e.t.Helper()
+	var wg sync.WaitGroup
+	errs := make([]error, len(ds))
+	for i, d := range ds {
 		wg.Go(func() {
-			_, errs[i] = e.s.Put(context.Background(), classify(b))
+			_, errs[i] = e.s.Put(context.Background(), d)
 		})
 	}
 	wg.Wait()
 	for i, err := range errs {
 		if err != nil {
-			e.t.Fatalf("put %d: %v", i, err)
+			e.t.Fatalf("put %s: %v", ds[i].Key, err)
 		}
 	}
 }
