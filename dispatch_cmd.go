@@ -653,6 +653,7 @@ Examples:
 			if err != nil {
 				return err
 			}
+			dests.watchRouting(ctx, store)
 			log.Info().Str("db", describeDB(db)).Msg("starting")
 			rctx, stopReloads := context.WithCancel(ctx)
 			reloaded := make(chan struct{})

@@ -325,6 +325,7 @@ func runServe(ctx context.Context, cfg serveConfig, store inbox.Store, deps serv
 	if err != nil {
 		return err
 	}
+	dests.watchRouting(ctx, store)
 	// One count for every source: --max-in-flight bounds the process.
 	inFlight, receiving := new(atomic.Int64), new(atomic.Int64)
 	budget := receiver.NewBudget(cfg.bodyMemory)

@@ -94,6 +94,11 @@ type Store interface {
 	// SetDown records that the destination name is down since since, for
 	// cause (bounded by the caller); a zero since records it up again.
 	SetDown(ctx context.Context, name string, since time.Time, cause string) error
+	// RecordRouting records that the dispatcher owner routes new rows by
+	// routes, seen at now; routes nil forgets owner (it stopped).
+	RecordRouting(ctx context.Context, owner string, routes []Route, now time.Time) error
+	// Routings returns the routings recorded at or after since, by owner.
+	Routings(ctx context.Context, since time.Time) ([]Routing, error)
 
 	// Get returns the row with the given id, body included, or an error
 	// wrapping ErrNotFound.

@@ -1,4 +1,4 @@
--- inbox schema on PostgreSQL, version 7: destinations a dispatcher found
+-- inbox schema on PostgreSQL, version 8: destinations a dispatcher found
 -- down (schema.sql's down_destinations): their rows wait with no attempt
 -- counted while one probes them; inbox stats and inbox alert --down-for
 -- read it.
