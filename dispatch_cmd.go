@@ -76,7 +76,8 @@ stops a destination on every running dispatcher within about a second
                     (webhook-id: <key>, webhook-timestamp, webhook-signature:
                     v1,<base64>) when --forward-secret is set. 2xx is success;
                     any other 4xx than 408 and 429 parks the row
-                    handler_rejected at once; the rest is retried.
+                    handler_rejected at once; the rest is retried, but no
+                    answer, 429 and 502-504 are the application's outage.
    --exec           runs the command with /bin/sh -c, the body on stdin and
                     INBOX_SOURCE, INBOX_KEY, INBOX_ROW_ID (and INBOX_JOB_ID,
                     the same), INBOX_EVENT, INBOX_ATTEMPT in its environment,
@@ -87,7 +88,9 @@ stops a destination on every running dispatcher within about a second
                     PGSSLPASSWORD's (those two are withheld too).
                     Exit 0 is success; exit 65 (EX_DATAERR) parks the row
                     handler_rejected at once; any other exit, a signal or the
-                    --timeout (which kills its whole process group) is retried.
+                    --timeout (which kills its whole process group) is retried;
+                    exit 69 (EX_UNAVAILABLE), 75 (EX_TEMPFAIL) and the
+                    --timeout are the destination's outage.
    --nats-url and --nats-subject
                     publish to JetStream with Nats-Msg-Id: <row id>,
                     Idempotency-Key: <key> and the Inbox-* headers above, and
@@ -110,9 +113,14 @@ busy all along). One running past --slow-after goes on beside the workers
 (at most --max-slow at once), so rows that hang at the destination do not
 hold the workers for --timeout.
 A failure is retried after each wait of --retry-schedule, then the row is
-parked handler_failed with the last error. Parked rows come back only
-through inbox reprocess. A row can be delivered more than once: key the
-application's writes and external effects on the source and the key.`
+parked handler_failed with the last error. An outage of the destination
+(those above, a timeout, or the same failure for 3 rows in a row) uses up
+no retry: its rows wait uncounted while one at a time probes it, at most
+a minute apart (or its Retry-After), and all go on once one succeeds;
+inbox stats, /readyz and inbox alert --down-for show it (docs/dispatch.md).
+Parked rows come back only through inbox reprocess. A row can be delivered
+more than once: key the application's writes and external effects on the
+source and the key.`
 
 // dispatchFlags are the flags that choose and tune the destination. They
 // are built per command: a flag value is filled in from the environment

@@ -244,6 +244,17 @@ CREATE TABLE IF NOT EXISTS paused_destinations (
   paused_at INTEGER NOT NULL
 ) STRICT;
 
+-- Destinations a dispatcher found down (no answer, timeouts, 429,
+-- 502-504, or the same failure for several rows in a row): their rows
+-- wait with no attempt counted while one probes them. inbox stats and
+-- inbox alert --down-for read it; the dispatcher deletes its row once the
+-- destination is up again, and writes it again every 30 s while down.
+CREATE TABLE IF NOT EXISTS down_destinations (
+  name  TEXT    NOT NULL PRIMARY KEY,
+  since INTEGER NOT NULL, -- Unix ms
+  cause TEXT    NOT NULL
+) STRICT;
+
 -- The destination table each running dispatcher routes new rows by, as
 -- it last recorded it (at start, at each reload, every few seconds), so
 -- that a destination no running dispatcher has and two dispatchers routing

@@ -43,7 +43,7 @@ func (r *report) empty() bool { return r.text.Len() == 0 && r.json.Len() == 0 }
 func alertCommand(open Opener) *cli.Command {
 	return &cli.Command{
 		Name:  "alert",
-		Usage: "for cron: print parked rows older than --max-age (or parked in every hour), missed and overdue jobs, destinations no running dispatcher has, dispatchers routing by different tables, quiet sources or sources failing verification; exit 1 if any",
+		Usage: "for cron: print parked rows older than --max-age (or parked in every hour), missed and overdue jobs, destinations no running dispatcher has, dispatchers routing by different tables, destinations down, quiet sources or sources failing verification; exit 1 if any",
 		Description: `Counts the parked rows received more than --max-age ago. While there are
 fewer than --min-count it prints nothing and exits 0, so cron mails nothing;
 otherwise it prints one line per reason (count, oldest) and exits 1.
@@ -79,6 +79,16 @@ the last minute may not be seen yet. One forgery at a source that is
 quiet anyway looks the same as a broken rotation: --min-count 3 or so
 asks for more.
 
+With --down-for DURATION it asks instead whether a destination is down: it
+prints each destination a dispatcher has found down (no answer, timeouts,
+429 or 502-504, or the same failure for several rows in a row; see
+docs/dispatch.md) for longer than DURATION, with since when, and exits 1;
+not one an operator paused (inbox pause), which no one probes.
+Its rows wait meanwhile with no attempt counted; the dispatcher probes it
+and resumes by itself. It reads what the dispatchers record in the
+database (written again every 30 s while down, deleted once up), never the
+failure itself, which may name the application's host.
+
 It also prints, and exits 1 for, each key refused with 503 (the store was
 down) more than --missed-after ago and not delivered since (inbox missed),
 each expected job waiting past its window (inbox expected --overdue),
@@ -94,8 +104,8 @@ records its table every few seconds).
 With --notify URL (repeatable; INBOX_NOTIFY holds several, comma-separated)
 it also POSTs what it prints, when it prints anything, to each webhook as
 JSON: "text" (the message, as Slack, Mattermost and ntfy-style endpoints
-show it), "host", "check" (parked, parked_every_hour, quiet, or unreadable
-when the inbox could not be read), "exit_code", "at", "lines" and
+show it), "host", "check" (parked, parked_every_hour, quiet, failing_verification,
+destination_down, or unreadable when the inbox could not be read), "exit_code", "at", "lines" and
 "findings" (the objects --json prints). It never carries the database's
 address or a secret: the reason an inbox could not be read says [--db]
 for the SQLite file and [user], [host], [port] and [dbname] for the parts
@@ -119,6 +129,7 @@ Examples:
    inbox alert --parked-every-hour 2d --reason handler_failed --json
    inbox alert --quiet-for 2h --config /etc/inbox/inbox.toml
    inbox alert --quiet-for 30m --source vibe --notify https://hooks.slack.com/services/...
+   inbox alert --down-for 10m --notify https://hooks.slack.com/services/...
    inbox alert --failing-for 15m --min-count 3 --config /etc/inbox/inbox.toml --notify https://hooks.slack.com/services/...
    INBOX_NOTIFY=https://ntfy.example.com/inbox,https://chat.example.com/hooks/x inbox alert --max-age 24h
    */15 * * * * inbox /usr/local/bin/inbox alert --db /var/lib/inbox/inbox.db --max-age 24h   (/etc/cron.d: as user inbox)`,
@@ -131,6 +142,7 @@ Examples:
 			ageFlag("missed-after", "1h", "also alert on keys refused with 503 longer ago than this and not delivered since", "INBOX_ALERT_MISSED_AFTER"),
 			ageFlag("quiet-for", "", "alert instead when a source has had no verified delivery for this long (precise to about a minute)", "INBOX_ALERT_QUIET_FOR"),
 			ageFlag("failing-for", "", "alert instead when a source had requests fail verification within this long and none verified since they began (a broken secret rotation)", "INBOX_ALERT_FAILING_FOR"),
+			ageFlag("down-for", "", "alert instead when a destination has been down (its rows held, probed) for longer than this", "INBOX_ALERT_DOWN_FOR"),
 			&cli.StringSliceFlag{Name: "source", Usage: "with --quiet-for or --failing-for: the source to watch (repeatable); default: those of --config", EnvVars: []string{"INBOX_ALERT_SOURCE"}},
 			config.FileFlag("with --quiet-for or --failing-for: the TOML file of [[source]] tables serve reads, whose sources are watched"),
 			&cli.StringSliceFlag{Name: "notify", Usage: "also POST the alert as JSON to this http(s) webhook (repeatable)", EnvVars: []string{"INBOX_NOTIFY"}},
@@ -239,6 +251,8 @@ func alertCheck(c *cli.Context) (check, error) {
 		return check{}, err
 	}
 	switch {
+	case c.IsSet("down-for"):
+		return downCheck(c)
 	case c.IsSet("failing-for"):
 		return sourceCheck(c, "failing-for", failing, "failing_verification", alertFailing, "max-age", "parked-every-hour", "quiet-for")
 	case c.IsSet("quiet-for"):
@@ -259,6 +273,26 @@ func alertCheck(c *cli.Context) (check, error) {
 	}
 	return check{"parked", func(c *cli.Context, open Opener, rep *report) error {
 		return alertParked(c, open, maxAge, r, rep)
+	}}, nil
+}
+
+// downCheck is alert --down-for: it refuses a duration not above 0 and
+// the flags of the other checks beside it.
+func downCheck(c *cli.Context) (check, error) {
+	d, err := age(c, "down-for")
+	if err != nil {
+		return check{}, err
+	}
+	if d <= 0 {
+		return check{}, errors.New("--down-for must be more than 0")
+	}
+	for _, other := range []string{"max-age", "parked-every-hour", "quiet-for", "failing-for", "source"} {
+		if c.IsSet(other) {
+			return check{}, fmt.Errorf("--down-for and --%s (or its INBOX_ALERT_ variable) are two alerts: run one command for each", other)
+		}
+	}
+	return check{"destination_down", func(c *cli.Context, open Opener, rep *report) error {
+		return alertDown(c, open, d, rep)
 	}}, nil
 }
 

@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -9,6 +10,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"inbox/sqlite"
+	"inbox/sqlite/sqlitetest"
 )
 
 func TestAlert(t *testing.T) {
@@ -148,5 +152,50 @@ func TestAlertParkedEveryHour(t *testing.T) {
 		if exitCode(err) != 2 || out != "" || err.Error() == "" {
 			t.Errorf("%v: exit %d (%v), printed %q; want 2 with an error", args, exitCode(err), err, out)
 		}
+	}
+}
+
+// TestAlertDownFor: alert --down-for exits 1 naming each destination
+// recorded down for longer than it, and 0 once it is up again; stats shows
+// its state.
+func TestAlertDownFor(t *testing.T) {
+	path := newDB(t)
+	s := sqlitetest.MustOpenPath(t, path, sqlite.Options{})
+	ctx := context.Background()
+	if err := s.SetDown(ctx, "billing", time.Now().Add(-time.Minute), "Post \"http://app.internal\": connection refused"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetDown(ctx, "audit", time.Now().Add(-time.Second), "HTTP 503"); err != nil {
+		t.Fatal(err)
+	}
+	out, err := run(t, "alert", "--db", path, "--down-for", "30s")
+	if code := exitCode(err); code != 1 || !strings.HasPrefix(out, "down billing") || strings.Contains(out, "audit") || strings.Contains(out, "app.internal") {
+		t.Errorf("exit %d, printed %q: want 1, billing alone, no host", code, out)
+	}
+	out, err = run(t, "alert", "--db", path, "--down-for", "30s", "--json")
+	var f downFinding
+	if exitCode(err) != 1 || json.Unmarshal([]byte(out), &f) != nil || f.Destination != "billing" || f.Seconds < 60 {
+		t.Errorf("--json: %q (%v), want billing down a minute", out, err)
+	}
+	if _, err := run(t, "alert", "--db", path, "--down-for", "30s", "--max-age", "1h"); exitCode(err) != 2 {
+		t.Errorf("--down-for with --max-age: %v, want exit 2", err)
+	}
+	out, _ = run(t, "stats", "--db", path)
+	if !strings.Contains(out, "down for 1m") {
+		t.Errorf("stats:\n%s\nwant billing down for 1m", out)
+	}
+	if err := s.SetPaused(ctx, "billing", true); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := run(t, "alert", "--db", path, "--down-for", "30s"); err != nil || out != "" {
+		t.Errorf("paused while down: exit %d, printed %q, want 0: no one probes it", exitCode(err), out)
+	}
+	for _, name := range []string{"billing", "audit"} {
+		if err := s.SetDown(ctx, name, time.Time{}, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, err := run(t, "alert", "--db", path, "--down-for", "1s"); err != nil || out != "" {
+		t.Errorf("up again: exit %d, printed %q, want 0 and silence", exitCode(err), out)
 	}
 }

@@ -40,8 +40,10 @@ its --admin-addr) which destinations it hands rows to now, after any reload
 (SIGHUP): for each its name, kind (forward, exec or nats), filters (sources
 and events; none: every row), workers, timeout, retry schedule, rate (in
 attempts a second; - for no bound), whether a forward destination signs,
-and its state (dispatching, paused by an operator, unreachable: paused, or
-starting while a reload restarts it). It never shows a secret, a URL or a
+and its state (dispatching, paused by an operator, unreachable: paused,
+down for a while (its rows wait, no attempt counted, while one row at a
+time probes it: see docs/dispatch.md), or starting while a reload restarts
+it). It never shows a secret, a URL or a
 command.
 
 Examples:

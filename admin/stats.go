@@ -24,7 +24,11 @@ before giving up), the queue of new rows the application still has to take
 long the oldest has waited), and parked rows per reason (handler_failed,
 handler_rejected and too_large_for_destination are the dispatcher's). Then, per destination, where its
 rows stand: new (waiting for it, in flight or retrying among them), done,
-parked for it alone, and whether an operator paused it (inbox pause).
+parked for it alone, and its state: paused (by an operator, inbox pause),
+down (a dispatcher found it down: no answer, timeouts, 429, 502-504, or
+the same failure for several rows in a row; its rows wait with no attempt
+counted while it is probed; --json gives since when and the last failure)
+or up (- in the table).
 
 With --watch [INTERVAL] it redraws them every INTERVAL (default 2s, at
 least 100ms) until interrupted (Ctrl-C: exit 0); each read is cut off
@@ -35,6 +39,7 @@ Examples:
    inbox stats
    inbox stats --json | jq .queue
    inbox stats --json | jq '.destinations[] | select(.paused)'
+   inbox stats --json | jq '.destinations[] | select(.state == "down")'
    inbox stats --watch
    inbox stats --watch 10s
    inbox stats --watch 5s --json`,
@@ -113,11 +118,14 @@ Examples:
 				}
 			}
 			if len(dests) > 0 {
-				fmt.Fprintln(tw, "\nDESTINATION\tNEW\tIN FLIGHT\tRETRYING\tDONE\tPARKED\tPAUSED")
+				fmt.Fprintln(tw, "\nDESTINATION\tNEW\tIN FLIGHT\tRETRYING\tDONE\tPARKED\tSTATE")
 				for _, d := range dests {
 					paused := "-"
-					if d.Paused {
+					switch {
+					case d.Paused:
 						paused = "paused"
+					case !d.DownSince.IsZero():
+						paused = "down for " + formatDuration(time.Since(d.DownSince).Round(time.Second))
 					}
 					fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\n", cell(d.Name), d.ByStatus[inbox.StatusNew], d.InFlight, d.Retrying,
 						d.ByStatus[inbox.StatusDone], d.ByStatus[inbox.StatusParked], paused)

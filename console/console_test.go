@@ -301,3 +301,27 @@ func TestRowFieldsAreEventFields(t *testing.T) {
 		}
 	}
 }
+
+// TestDestinationDown: the overview marks a destination a dispatcher
+// recorded down, with since when, never its cause (it may name a host),
+// and a paused one as paused rather than down.
+func TestDestinationDown(t *testing.T) {
+	store := sqlitetest.MustOpen(t, sqlite.Options{})
+	ctx := context.Background()
+	if err := store.SetDown(ctx, "billing", time.Now().Add(-2*time.Minute), "Post \"http://app.internal\": connection refused"); err != nil {
+		t.Fatal(err)
+	}
+	row := func(name string) string {
+		_, body := get(t, newConsole(store), http.MethodGet, "/")
+		return regexp.MustCompile(`<td id="dest-` + name + `-paused">.*?</td>`).FindString(body)
+	}
+	if got := row("billing"); !strings.Contains(got, `id="dest-billing-down">down</span>`) || strings.Contains(got, "app.internal") {
+		t.Errorf("down: %q", got)
+	}
+	if err := store.SetPaused(ctx, "billing", true); err != nil {
+		t.Fatal(err)
+	}
+	if got := row("billing"); !strings.Contains(got, "paused") || strings.Contains(got, "down") {
+		t.Errorf("paused while down: %q", got)
+	}
+}

@@ -76,6 +76,7 @@ type sourceCounts struct {
 type destinationCounts struct {
 	Name                                  string
 	Paused                                bool
+	DownSince                             time.Time // zero: not down
 	New, InFlight, Retrying, Done, Parked int64
 }
 
@@ -180,7 +181,7 @@ func (c *Console) readOverview(ctx context.Context) (overviewPage, error) {
 		return p, err
 	}
 	for _, d := range dests {
-		p.Destinations = append(p.Destinations, destinationCounts{Name: d.Name, Paused: d.Paused, New: d.ByStatus[inbox.StatusNew],
+		p.Destinations = append(p.Destinations, destinationCounts{Name: d.Name, Paused: d.Paused, DownSince: d.DownSince, New: d.ByStatus[inbox.StatusNew],
 			InFlight: d.InFlight, Retrying: d.Retrying, Done: d.ByStatus[inbox.StatusDone], Parked: d.ByStatus[inbox.StatusParked]})
 	}
 	return p, nil

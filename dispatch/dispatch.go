@@ -62,6 +62,13 @@ type Store interface {
 	Start(ctx context.Context, owner string, jobs []inbox.Job, now, until time.Time) ([]inbox.Job, error)
 	NextDue(ctx context.Context) (time.Time, bool, error)
 	Queue(ctx context.Context, now time.Time) (inbox.Queue, error)
+	// SetDown records that the destination name is down since since, for
+	// cause, so that the operator's commands (inbox stats, inbox alert
+	// --down-for) see it; a zero since records that it is up.
+	SetDown(ctx context.Context, name string, since time.Time, cause string) error
+	// DownDestinations returns the destinations recorded down: a
+	// dispatcher starting takes its destination's over, probing it first.
+	DownDestinations(ctx context.Context) ([]inbox.DownDestination, error)
 }
 
 // Destination hands one job to the application.
@@ -103,9 +110,10 @@ type Config struct {
 	Destination Destination
 	// Workers is how many deliveries run at once.
 	Workers int
-	// Schedule is the wait before each retry; after len(Schedule) retries
-	// a failure parks the row handler_failed. Nil: DefaultSchedule; empty:
-	// no retries.
+	// Schedule is the wait before each retry of a failure that is the
+	// row's (see Retry); after len(Schedule) retries such a failure parks
+	// the row handler_failed. The destination's outages use none of it
+	// (see breaker). Nil: DefaultSchedule; empty: no retries.
 	Schedule []time.Duration
 	// Timeout bounds one attempt.
 	Timeout time.Duration
@@ -168,6 +176,8 @@ type Dispatcher struct {
 	times   *durations
 	tally   progress
 	limit   *rate.Limiter // nil: no Rate
+	retry   Retry
+	brk     *breaker
 	// What the workers saw, for Run to size the rows it holds (see
 	// heldPerWorker): starved, a worker that had made an attempt found no
 	// row waiting for it; waitedLong, a worker took a row that had waited
@@ -215,7 +225,7 @@ func New(store Store, cfg Config, log zerolog.Logger) (*Dispatcher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dispatch: %w", err)
 	}
-	d := &Dispatcher{store: store, cfg: cfg, metrics: m, times: &durations{},
+	d := &Dispatcher{store: store, cfg: cfg, metrics: m, times: &durations{}, retry: NewRetry(cfg.Schedule), brk: newBreaker(),
 		log: log.With().Str(keyDest, cfg.Route.Name).Str(keyKind, cfg.Name).Logger()}
 	if cfg.Rate > 0 {
 		d.limit = rate.NewLimiter(rate.Limit(cfg.Rate), max(1, int(cfg.Rate)))
@@ -326,6 +336,7 @@ func (d *Dispatcher) Owner() string { return d.cfg.Owner }
 // when, stopping, it could not record what it had done (those rows are
 // delivered again once their leases run out).
 func (d *Dispatcher) Run(ctx context.Context) error {
+	d.takeOverDown(ctx)
 	// Rows claimed and not yet settled: up to maxHeldPerWorker a worker
 	// (one under way, the rest waiting for it), plus one per attempt gone
 	// on beside the workers.
@@ -364,6 +375,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		stopping  bool
 		stopBy    time.Time
 		paused    pause
+		outage    downRecord
 		reported  = time.Now()
 	)
 	timer := time.NewTimer(0)
@@ -379,6 +391,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		}
 		if stopping && held == 0 {
 			d.report(&reported, held, true)
+			d.recordDown(context.WithoutCancel(ctx), time.Time{}, "")
 			return nil
 		}
 		d.report(&reported, held, false)
@@ -389,6 +402,11 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		}
 		if !stopping && d.check(&paused) {
 			want = 0 // the destination is away: claim nothing, settle the rest
+		}
+		down, probe := d.watchDown(ctx, &outage)
+		if down {
+			// Down: claim nothing but the one row that probes it.
+			want = min(want, probe)
 		}
 		// With outcomes to record the transaction is written anyway, and
 		// its claim finds what is due: no read to ask first.
@@ -404,7 +422,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 			// A row's last attempt is never counted ahead (LastAttempt):
 			// it is counted by itself, just before it is sent (counted.last).
 			start := 0
-			for d.limit == nil && len(d.cfg.Schedule) > 0 && start < want && tryTake(ahead) {
+			for d.limit == nil && d.retry.Retries() && !down && start < want && tryTake(ahead) {
 				start++
 			}
 			// Not cut short by ctx: a claim that commits after Settle gave
@@ -456,7 +474,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		}
 
 		wait := d.cfg.Poll
-		if !paused.since.IsZero() {
+		if !paused.since.IsZero() || !outage.since.IsZero() {
 			wait = min(wait, pauseCheck)
 		}
 		if !failing.IsZero() {
@@ -586,7 +604,7 @@ func (d *Dispatcher) settle(ctx context.Context, now time.Time, pending []inbox.
 			want, start = 0, 0 // a reload removed this destination: it only settles
 		}
 		got, stale, err = d.store.Settle(ctx, d.cfg.Owner, pending, inbox.Claim{Now: now, Until: now.Add(d.cfg.Lease), Max: want,
-			Destination: d.cfg.Route.Name, Routes: routes, Start: start, LastAttempt: len(d.cfg.Schedule)})
+			Destination: d.cfg.Route.Name, Routes: routes, Start: start, LastAttempt: d.retry.Attempts() - 1})
 	})
 	var partial *inbox.PartialError
 	switch {
@@ -627,7 +645,7 @@ func (d *Dispatcher) work(ctx context.Context, ready <-chan counted, results cha
 			now := d.cfg.Now()
 			var started []inbox.Job
 			var err error
-			if ctx.Err() == nil && d.reachable() == nil {
+			if ctx.Err() == nil && d.reachable() == nil && d.brk.ready(time.Now()) == nil {
 				// Not cut short by ctx: an error must mean nothing was counted.
 				started, err = d.store.Start(context.WithoutCancel(ctx), d.cfg.Owner, []inbox.Job{j}, now, now.Add(d.cfg.Lease))
 				if err != nil {
@@ -644,7 +662,8 @@ func (d *Dispatcher) work(ctx context.Context, ready <-chan counted, results cha
 		// A row that waited long for a worker (every one held by an
 		// attempt that could not go aside) no longer has the lease its
 		// attempt and outcome need: it is given back, to be claimed anew.
-		if now := d.cfg.Now(); ctx.Err() != nil || d.reachable() != nil || now.Sub(c.at) > d.cfg.Timeout/2 {
+		// While the destination is down only its one probe is sent.
+		if now := d.cfg.Now(); ctx.Err() != nil || d.reachable() != nil || now.Sub(c.at) > d.cfg.Timeout/2 || !d.brk.admit(j.ID, time.Now()) {
 			<-ahead
 			results <- unsent(j, now)
 			continue
@@ -807,8 +826,15 @@ func (d *Dispatcher) runStarter(ctx context.Context, jobs <-chan inbox.Job, read
 
 // isLast reports whether j's attempt is the last its schedule allows, or
 // past it (the last one's outcome lost to a crash, or the schedule cut
-// short since): one never counted ahead of its worker (counted.last).
-func (d *Dispatcher) isLast(j inbox.Job) bool { return j.Attempt > len(d.cfg.Schedule) }
+// short since), or a probe of the destination down: one never counted
+// ahead of its worker (counted.last), so a crash while it is down costs
+// no row an attempt.
+func (d *Dispatcher) isLast(j inbox.Job) bool {
+	if since, _, _ := d.brk.down(time.Now()); !since.IsZero() {
+		return true
+	}
+	return d.retry.Last(j.Attempt)
+}
 
 // mayStart reports whether j's attempt may be counted now, holding a token
 // of ahead; if not, it gives j back unattempted and the token with it.
@@ -816,7 +842,7 @@ func (d *Dispatcher) isLast(j inbox.Job) bool { return j.Attempt > len(d.cfg.Sch
 func (d *Dispatcher) mayStart(ctx context.Context, j inbox.Job, results chan<- inbox.Settlement, ahead chan struct{}) bool {
 	// Stopping, or the destination is away: no attempt is made, so none is
 	// counted.
-	ok := ctx.Err() == nil && d.reachable() == nil
+	ok := ctx.Err() == nil && d.reachable() == nil && d.brk.ready(time.Now()) == nil
 	if ok && d.limit != nil {
 		ok = d.limit.Wait(ctx) == nil
 	}
@@ -881,7 +907,9 @@ func (d *Dispatcher) attempt(ctx context.Context, j inbox.Job) inbox.Settlement 
 		d.times.add(took)
 	}
 	if err != nil && errors.Is(actx.Err(), context.DeadlineExceeded) {
-		err = fmt.Errorf("timed out after %s: %w", d.cfg.Timeout, err)
+		// A timeout is the destination's: an application too busy, or
+		// away behind a proxy that holds the connection.
+		err = timedOut(fmt.Errorf("timed out after %s: %w", d.cfg.Timeout, err))
 	}
 	return d.outcome(j, err)
 }
@@ -892,20 +920,47 @@ func (d *Dispatcher) outcome(j inbox.Job, err error) inbox.Settlement {
 	st := inbox.Settlement{Job: j, At: now}
 	log := d.log.With().Str(keyJob, j.ID).Int(keyAttempt, j.Attempt).Logger()
 	var outcome string
+	v, due := verdictRow, time.Time{}
+	switch {
+	case err == nil:
+		if d.brk.succeeded(j.ID) {
+			d.log.Info().Msg("destination up again: resuming")
+		}
+	case !Rejected(err):
+		var tripped bool
+		v, due, tripped = d.brk.failed(j, err, d.retry.Last(j.Attempt), time.Now())
+		if tripped {
+			d.log.Warn().Str(keyCause, errorText(err)).Msg("destination down: its rows wait, no attempt counted, probing it")
+		}
+	}
 	switch {
 	case err == nil:
 		st.Fate, outcome = inbox.FateDone, outcomeDone
 		log.Debug().Str(keyOutcome, outcome).Msg("delivered")
+	case v == verdictDown && reached(err):
+		// The destination's failure, whose request may have reached it:
+		// the attempt counts, but the row waits for the probe, never parked.
+		st.Fate, st.RetryAt, st.Error, outcome = inbox.FateRetry, d.cfg.Now().Add(time.Until(due)), errorText(err), outcomeDown
+		log.Debug().Str(keyOutcome, outcome).Str(keyCause, st.Error).Msg("destination down: attempt timed out, retried once it is up")
+	case v == verdictDown:
+		// The destination's failure: the row waits, its attempt given back.
+		st.Fate, st.RetryAt, st.Error, outcome = inbox.FateUnsent, d.cfg.Now().Add(time.Until(due)), errorText(err), outcomeDown
+		log.Debug().Str(keyOutcome, outcome).Str(keyCause, st.Error).Msg("destination down: attempt given back")
+	case v == verdictUnsure:
+		wait := max(d.retry.Wait(j.Attempt), retryAfter(err))
+		st.Fate, st.RetryAt, st.Error, outcome = inbox.FateUnsent, now.Add(wait), errorText(err), outcomeDown
+		log.Info().Str(keyOutcome, outcome).Str(keyCause, st.Error).Dur(keyRetryIn, wait).
+			Msg("last attempt failed as others just did: given back once")
 	case Rejected(err):
 		var r *rejection
 		errors.As(err, &r)
 		st.Fate, st.Reason, st.Error, outcome = inbox.FatePark, r.reason, errorText(err), string(r.reason)
 		log.Warn().Str(keyOutcome, outcome).Str(keyCause, st.Error).Msg("rejected: parked")
-	case j.Attempt > len(d.cfg.Schedule):
+	case d.retry.Last(j.Attempt):
 		st.Fate, st.Reason, st.Error, outcome = inbox.FatePark, inbox.ReasonHandlerFailed, errorText(err), outcomeFailed
 		log.Warn().Str(keyOutcome, outcome).Str(keyCause, st.Error).Msg("failed every attempt: parked")
 	default:
-		wait := d.cfg.Schedule[j.Attempt-1]
+		wait := max(d.retry.Wait(j.Attempt), retryAfter(err))
 		st.Fate, st.RetryAt, st.Error, outcome = inbox.FateRetry, now.Add(wait), errorText(err), outcomeRetry
 		log.Info().Str(keyOutcome, outcome).Str(keyCause, st.Error).Dur(keyRetryIn, wait).Msg("failed: retrying")
 	}
@@ -913,12 +968,12 @@ func (d *Dispatcher) outcome(j inbox.Job, err error) inbox.Settlement {
 	switch st.Fate {
 	case inbox.FateDone:
 		d.tally.done.Add(1)
-	case inbox.FateRetry:
+	case inbox.FateRetry, inbox.FateUnsent:
 		d.tally.retried.Add(1)
 	default:
 		d.tally.parked.Add(1)
 	}
-	if st.Fate != inbox.FateRetry {
+	if st.Fate == inbox.FateDone || st.Fate == inbox.FatePark {
 		d.metrics.attempts.Observe(float64(j.Attempt))
 	}
 	return st

@@ -216,7 +216,7 @@ func TestRetryScheduleThenPark(t *testing.T) {
 func TestFailThenSucceed(t *testing.T) {
 	c := newClock()
 	s := storeWith(t, c, "job_1")
-	a := newApp(t, http.StatusServiceUnavailable, http.StatusTooManyRequests, http.StatusNoContent)
+	a := newApp(t, http.StatusInternalServerError, http.StatusRequestTimeout, http.StatusNoContent)
 	start(t, s, dispatch.Config{Destination: forward(t, a.URL, c), Now: c.Now, Schedule: []time.Duration{time.Second, time.Minute}})
 	waitRetry(t, s, "job_1", 1)
 	c.Advance(time.Second)
@@ -426,8 +426,9 @@ func TestMetrics(t *testing.T) {
 		return err == nil && st.ByStatus[inbox.StatusNew] == 0
 	})
 	want := `
-# HELP inbox_dispatch_deliveries_total Delivery attempts by outcome: done, retry, handler_failed (parked: no attempt left), handler_rejected (parked: the application said never retry), too_large_for_destination (parked: the destination can never take it).
+# HELP inbox_dispatch_deliveries_total Delivery attempts by outcome: done, retry, destination_down (the destination's outage: given back, no attempt counted), handler_failed (parked: no attempt left), handler_rejected (parked: the application said never retry), too_large_for_destination (parked: the destination can never take it).
 # TYPE inbox_dispatch_deliveries_total counter
+inbox_dispatch_deliveries_total{destination="default",outcome="destination_down"} 0
 inbox_dispatch_deliveries_total{destination="default",outcome="done"} 1
 inbox_dispatch_deliveries_total{destination="default",outcome="handler_failed"} 0
 inbox_dispatch_deliveries_total{destination="default",outcome="handler_rejected"} 1

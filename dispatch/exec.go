@@ -24,6 +24,16 @@ import (
 // status, a signal or the timeout is retried.
 const ExitReject = 65
 
+// The exit statuses with which a command says that what it hands the job
+// to is down, not the job: EX_UNAVAILABLE ("a service is unavailable")
+// and EX_TEMPFAIL ("try again later") from sysexits.h. The attempt is
+// given back uncounted and the destination held, probed until it is back
+// (see Down), as after the timeout.
+const (
+	ExitUnavailable = 69
+	ExitTempFail    = 75
+)
+
 // The environment a command gets about its job.
 const (
 	EnvJobID   = "INBOX_JOB_ID" // the row's id, as EnvRowID (its name since before sources)
@@ -234,8 +244,11 @@ func (e *Exec) Deliver(ctx context.Context, j inbox.Job) error {
 	if msg := stderr.String(); msg != "" {
 		err = fmt.Errorf("%w: %s", err, msg)
 	}
-	if exit.ExitCode() == ExitReject {
+	switch exit.ExitCode() {
+	case ExitReject:
 		return Reject(err)
+	case ExitUnavailable, ExitTempFail:
+		return Down(err, 0)
 	}
 	return err
 }

@@ -131,3 +131,22 @@ func TestNewExecRefusesEmpty(t *testing.T) {
 		t.Error("an empty command was accepted")
 	}
 }
+
+// TestExecExitCodes: exit 69 (EX_UNAVAILABLE) and 75 (EX_TEMPFAIL) say
+// that the destination is down, exit 65 that the job is refused, any other
+// exit that the job failed.
+func TestExecExitCodes(t *testing.T) {
+	for _, tt := range []struct {
+		code           int
+		down, rejected bool
+	}{{69, true, false}, {75, true, false}, {65, false, true}, {1, false, false}, {70, false, false}} {
+		e, err := dispatch.NewExec("exit "+strconv.Itoa(tt.code), dispatch.Withheld{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = e.Deliver(context.Background(), inbox.Job{ID: "job_1", Attempt: 1})
+		if err == nil || dispatch.IsDown(err) != tt.down || dispatch.Rejected(err) != tt.rejected {
+			t.Errorf("exit %d: %v, down %v, rejected %v; want down %v, rejected %v", tt.code, err, dispatch.IsDown(err), dispatch.Rejected(err), tt.down, tt.rejected)
+		}
+	}
+}

@@ -36,8 +36,10 @@ const (
 )
 
 // Forward POSTs each job's stored body to the application. A 2xx answer is
-// success; 408, 429, any other status and any transport failure are
-// retried; any other 4xx is the application's "never retry".
+// success; no answer (a transport failure), 429, 502, 503 and 504 are the
+// destination's outage (Down, with the Retry-After of a 429 or 503); 408
+// and any other status are retried; any other 4xx is the application's
+// "never retry".
 type Forward struct {
 	url    string
 	origin string // scheme and host of url: what an error may name
@@ -114,8 +116,9 @@ func (f *Forward) Deliver(ctx context.Context, j inbox.Job) error {
 	if err != nil {
 		// Worded as http.Client words it, but naming only the URL's
 		// origin: a hook URL's path or query is often its credential
-		// (Slack's, Discord's), in the logs and last_error alike.
-		return &url.Error{Op: "Post", URL: f.origin, Err: err}
+		// (Slack's, Discord's), in the logs and last_error alike. No
+		// answer at all is the destination's outage, not the row's.
+		return Down(&url.Error{Op: "Post", URL: f.origin, Err: err}, 0)
 	}
 	defer resp.Body.Close()
 	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, maxSnippet))
@@ -124,8 +127,14 @@ func (f *Forward) Deliver(ctx context.Context, j inbox.Job) error {
 		return nil
 	}
 	err = fmt.Errorf("HTTP %s%s", resp.Status, quote(snippet))
+	switch resp.StatusCode {
+	case http.StatusTooManyRequests, http.StatusServiceUnavailable:
+		return Down(err, ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now()))
+	case http.StatusBadGateway, http.StatusGatewayTimeout:
+		return Down(err, 0)
+	}
 	switch {
-	case resp.StatusCode == http.StatusRequestTimeout, resp.StatusCode == http.StatusTooManyRequests:
+	case resp.StatusCode == http.StatusRequestTimeout:
 		return err
 	case resp.StatusCode >= 400 && resp.StatusCode < 500:
 		return Reject(err)

@@ -92,12 +92,13 @@ func TestForwardUserInfo(t *testing.T) {
 // and which park the row at once; no error text carries the body.
 func TestForwardStatuses(t *testing.T) {
 	for _, tt := range []struct {
-		status       int
-		ok, rejected bool
+		status             int
+		ok, rejected, down bool
 	}{
-		{200, true, false}, {204, true, false}, {202, true, false},
-		{408, false, false}, {429, false, false}, {500, false, false}, {503, false, false},
-		{302, false, false}, {400, false, true}, {404, false, true}, {409, false, true}, {422, false, true},
+		{200, true, false, false}, {204, true, false, false}, {202, true, false, false},
+		{408, false, false, false}, {429, false, false, true}, {500, false, false, false}, {503, false, false, true},
+		{502, false, false, true}, {504, false, false, true}, {501, false, false, false},
+		{302, false, false, false}, {400, false, true, false}, {404, false, true, false}, {409, false, true, false}, {422, false, true, false},
 	} {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Location", "/elsewhere")
@@ -109,20 +110,21 @@ func TestForwardStatuses(t *testing.T) {
 		}
 		err = f.Deliver(context.Background(), inbox.Job{ID: "job_1", Event: "job.completed", Body: []byte(`{"secret":"payload"}`), Attempt: 1})
 		srv.Close()
-		if (err == nil) != tt.ok || dispatch.Rejected(err) != tt.rejected {
-			t.Errorf("%d: err %v (rejected %v), want ok %v rejected %v", tt.status, err, dispatch.Rejected(err), tt.ok, tt.rejected)
+		if (err == nil) != tt.ok || dispatch.Rejected(err) != tt.rejected || dispatch.IsDown(err) != tt.down {
+			t.Errorf("%d: err %v (rejected %v, down %v), want ok %v rejected %v down %v", tt.status, err, dispatch.Rejected(err), dispatch.IsDown(err), tt.ok, tt.rejected, tt.down)
 		}
 		if err != nil && (strings.Contains(err.Error(), "payload") || !strings.Contains(err.Error(), strconv.Itoa(tt.status))) {
 			t.Errorf("%d: error %q", tt.status, err)
 		}
 	}
-	// Nothing listens: retried, and the error holds no password.
+	// Nothing listens: the destination is down, and the error holds no
+	// password.
 	f, err := dispatch.NewForward("http://user:hunter2@127.0.0.1:1/", "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	err = f.Deliver(context.Background(), inbox.Job{ID: "job_1", Body: []byte(`{}`), Attempt: 1})
-	if err == nil || dispatch.Rejected(err) || strings.Contains(err.Error(), "hunter2") {
+	if err == nil || dispatch.Rejected(err) || !dispatch.IsDown(err) || strings.Contains(err.Error(), "hunter2") {
 		t.Errorf("connection refused: %v", err)
 	}
 }
@@ -214,6 +216,34 @@ func TestNewForwardRefuses(t *testing.T) {
 		_, err := dispatch.NewForward(typed, "", nil)
 		if err == nil || !strings.Contains(err.Error(), shown) || !strings.Contains(err.Error(), "http:// or https://") || strings.Contains(err.Error(), "hunter2") {
 			t.Errorf("NewForward(%q): %v, want %s and the schemes", typed, err, shown)
+		}
+	}
+}
+
+// TestForwardRetryAfter: a 429 or 503 carries its Retry-After, in seconds
+// or as an HTTP date, bounded; another status none.
+func TestForwardRetryAfter(t *testing.T) {
+	for _, tt := range []struct {
+		status int
+		header string
+		want   time.Duration
+	}{
+		{503, "4", 4 * time.Second}, {429, "120", 2 * time.Minute}, {503, "864000", time.Hour},
+		{503, time.Now().Add(time.Minute).UTC().Format(http.TimeFormat), time.Minute}, {503, "", 0}, {502, "30", 0},
+	} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Retry-After", tt.header)
+			w.WriteHeader(tt.status)
+		}))
+		f, err := dispatch.NewForward(srv.URL, "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = f.Deliver(context.Background(), inbox.Job{ID: "job_1", Body: []byte(`{}`), Attempt: 1})
+		srv.Close()
+		got := dispatch.RetryAfter(err)
+		if got > tt.want || got < tt.want-2*time.Second {
+			t.Errorf("%d Retry-After %q: %v, want %v", tt.status, tt.header, got, tt.want)
 		}
 	}
 }

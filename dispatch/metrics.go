@@ -11,6 +11,7 @@ const (
 	outcomeFailed   = "handler_failed"            // it failed and no attempt is left: parked
 	outcomeRejected = "handler_rejected"          // the application said never to retry: parked
 	outcomeTooLarge = "too_large_for_destination" // the destination can never take it: parked
+	outcomeDown     = "destination_down"          // it failed for the destination's outage: given back uncounted
 )
 
 // metrics are the dispatcher's counters. The queue's gauges are the store's
@@ -23,6 +24,7 @@ type metrics struct {
 	slow       prometheus.Gauge
 	paused     prometheus.Gauge
 	held       prometheus.Gauge
+	down       prometheus.Gauge
 	// reg is where they are registered (nil: nowhere).
 	reg prometheus.Registerer
 }
@@ -31,7 +33,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "inbox_dispatch_deliveries_total",
-			Help: "Delivery attempts by outcome: done, retry, handler_failed (parked: no attempt left), handler_rejected (parked: the application said never retry), too_large_for_destination (parked: the destination can never take it).",
+			Help: "Delivery attempts by outcome: done, retry, destination_down (the destination's outage: given back, no attempt counted), handler_failed (parked: no attempt left), handler_rejected (parked: the application said never retry), too_large_for_destination (parked: the destination can never take it).",
 		}, []string{"outcome"}),
 		attempts: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "inbox_dispatch_attempts",
@@ -59,8 +61,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "inbox_dispatch_paused",
 			Help: "1 while the destination says it cannot be reached (a JetStream broker down or its stream not answering): no row is claimed or attempted, none uses up its retries; else 0.",
 		}),
+		down: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "inbox_dispatch_destination_down",
+			Help: "1 while the destination is down (no answer, timeouts, 429, 502-504, or the same failure for several rows in a row): its rows wait with no attempt counted and one row at a time probes it; else 0.",
+		}),
 	}
-	for _, o := range []string{outcomeDone, outcomeRetry, outcomeFailed, outcomeRejected, outcomeTooLarge} {
+	for _, o := range []string{outcomeDone, outcomeRetry, outcomeFailed, outcomeRejected, outcomeTooLarge, outcomeDown} {
 		m.deliveries.WithLabelValues(o) // every outcome shows, from 0
 	}
 	if reg == nil {
@@ -90,5 +96,5 @@ func (m *metrics) unregister() {
 }
 
 func (m *metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.deliveries, m.attempts, m.duration, m.stale, m.slow, m.paused, m.held}
+	return []prometheus.Collector{m.deliveries, m.attempts, m.duration, m.stale, m.slow, m.paused, m.held, m.down}
 }

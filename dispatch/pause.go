@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -78,14 +79,17 @@ func (d *Dispatcher) check(p *pause) bool {
 }
 
 // State is what /readyz shows of the dispatcher's destination: whether it
-// is attempting deliveries now, and if not, why (paused by an operator, or
-// its Gate away), in a few words, never an address.
+// is attempting deliveries now, and if not, why (paused by an operator,
+// its Gate away, or down: see breaker), in a few words, never an address.
 func (d *Dispatcher) State(context.Context) (ok bool, detail string) {
 	if d.cfg.Held != nil && d.cfg.Held() != nil {
 		return false, "paused by an operator"
 	}
 	if d.reachable() != nil {
 		return false, "unreachable: paused"
+	}
+	if since, _, _ := d.brk.down(time.Now()); !since.IsZero() {
+		return false, fmt.Sprintf("down for %s: rows wait, probing", time.Since(since).Round(time.Second))
 	}
 	return true, "dispatching"
 }

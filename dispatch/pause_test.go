@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -136,11 +139,12 @@ func TestPauseWhileUnreachable(t *testing.T) {
 	}
 }
 
-// TestForwardRefusedNotPaused: the HTTP destination is the application
-// itself, whose failures may come from the row, so a refused connection
-// is failed and retried on the schedule, then parked; the dispatcher never
-// pauses for it.
-func TestForwardRefusedNotPaused(t *testing.T) {
+// TestForwardRefusedHeld: the HTTP destination is no Gate (its failures
+// may come from the row), yet a refused connection is its outage, not the
+// row's: the row waits with no attempt counted, however long, never
+// parked, the destination shows down, and once the application listens
+// again the probe delivers the row at its first attempt.
+func TestForwardRefusedHeld(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -157,14 +161,60 @@ func TestForwardRefusedNotPaused(t *testing.T) {
 	if _, ok := any(f).(dispatch.Gate); ok {
 		t.Error("the HTTP destination is a Gate")
 	}
-	start(t, s, dispatch.Config{Destination: f, Now: c.Now, Schedule: []time.Duration{time.Millisecond}, Registerer: reg})
-	waitRetry(t, s, "job_1", 1)
-	c.Advance(time.Millisecond)
-	waitFor(t, "parked", func() bool { return row(t, s, "job_1").Status == inbox.StatusParked })
-	if e := row(t, s, "job_1"); e.Reason != inbox.ReasonHandlerFailed || e.Attempts != 2 {
-		t.Errorf("row %+v, want parked handler_failed after 2 attempts", e)
+	d := start(t, s, dispatch.Config{Destination: f, Now: c.Now, Schedule: []time.Duration{time.Millisecond}, Registerer: reg})
+	waitFor(t, "down", func() bool { return gauge(t, reg, "inbox_dispatch_destination_down") == 1 })
+	for range 3 { // several probes, each failing
+		c.Advance(time.Minute)
+		time.Sleep(1200 * time.Millisecond)
 	}
+	if e := row(t, s, "job_1"); e.Status != inbox.StatusNew || e.Attempts != 0 {
+		t.Fatalf("row %+v, want new with no attempt counted while the destination is down", e)
+	}
+	if ok, detail := d.State(context.Background()); ok || !strings.Contains(detail, "down") {
+		t.Errorf("state %v %q, want down", ok, detail)
+	}
+	a := &app{statuses: []int{http.StatusNoContent}}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { a.hits.Add(1) }))
+	if srv.Listener, err = net.Listen("tcp", ln.Addr().String()); err != nil {
+		t.Skip("the port was taken meanwhile:", err)
+	}
+	srv.Start()
+	defer srv.Close()
+	c.Advance(time.Hour)
+	waitFor(t, "done", func() bool { return row(t, s, "job_1").Status == inbox.StatusDone })
+	if e := row(t, s, "job_1"); e.Attempts != 1 {
+		t.Errorf("done at attempt %d, want 1: the outage counted attempts", e.Attempts)
+	}
+	waitFor(t, "up", func() bool { return gauge(t, reg, "inbox_dispatch_destination_down") == 0 })
 	if got := pausedGauge(t, reg); got != 0 {
 		t.Errorf("inbox_dispatch_paused = %v, want 0", got)
+	}
+}
+
+// hang is a destination that never answers, until its attempt times out.
+type hang struct{}
+
+func (hang) Deliver(ctx context.Context, _ inbox.Job) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// TestTimeoutNeverParks: a destination that times out every attempt is
+// down, not the row's failure: with no retries left (every attempt the
+// last) the row is never parked, and its timed-out attempts, whose
+// requests may have reached the application, stay counted.
+func TestTimeoutNeverParks(t *testing.T) {
+	c := newClock()
+	s := storeWith(t, c, "job_1")
+	reg := prometheus.NewRegistry()
+	start(t, s, dispatch.Config{Destination: hang{}, Now: c.Now, Schedule: []time.Duration{}, Timeout: 50 * time.Millisecond, Registerer: reg})
+	waitFor(t, "down", func() bool { return gauge(t, reg, "inbox_dispatch_destination_down") == 1 })
+	for range 3 {
+		c.Advance(time.Hour)
+		time.Sleep(time.Second)
+	}
+	e := row(t, s, "job_1")
+	if e.Status != inbox.StatusNew || e.Attempts < 1 {
+		t.Errorf("row %+v, want new with its timed-out attempts counted", e)
 	}
 }

@@ -41,7 +41,13 @@ func newDestApp(t *testing.T, code int) *destApp {
 		a.times[id] = append(a.times[id], time.Now())
 		a.mu.Unlock()
 		time.Sleep(time.Duration(a.delay.Load()))
-		w.WriteHeader(int(a.code.Load()))
+		code := int(a.code.Load())
+		w.WriteHeader(code)
+		if code >= 500 {
+			// Each row's own failure, named: not an outage, which
+			// answers every row alike (docs/dispatch.md).
+			fmt.Fprintf(w, "cannot take row %s", id)
+		}
 	}))
 	t.Cleanup(a.Close)
 	return a
@@ -87,6 +93,7 @@ func (a *destApp) attempts(id string) []string {
 type destStats struct {
 	Name     string         `json:"name"`
 	Paused   bool           `json:"paused"`
+	State    string         `json:"state"`
 	ByStatus map[string]int `json:"by_status"`
 	InFlight int            `json:"in_flight"`
 	Retrying int            `json:"retrying"`

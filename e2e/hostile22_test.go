@@ -269,10 +269,13 @@ retry_schedule = "1m"
 `)
 	s := startServer(t, db, "--config", cfg, "--admin-addr", "127.0.0.1:0")
 	done, _, _ := sendFanOut(t, s, 1, 0, 0)
+	// Nothing answers: the destination is down, the row waits uncounted
+	// with the failure kept.
+	var text string
 	waitLong(t, 30*time.Second, "the first attempt to fail", func() bool {
-		return destinationStats(t, db)["hook"].Retrying == 1
+		text, _, _ = runCLI(t, nil, "show", "--db", db, done[0])
+		return destinationStats(t, db)["hook"].State == "down" && strings.Contains(text, "connection refused")
 	})
-	text, _, _ := runCLI(t, nil, "show", "--db", db, done[0])
 	js, _, _ := runCLI(t, nil, "show", "--db", db, "--json", done[0])
 	dests, _, _ := runCLI(t, nil, "destinations", "--admin", s.admin, "--json")
 	if !strings.Contains(dests, `"hook"`) {

@@ -16,8 +16,10 @@ import (
 	"inbox/dispatch"
 )
 
-// failingApp answers every request 500 and records, for each path and
-// row, the Inbox-Attempt of each request it got.
+// failingApp answers every request 500, each row's own failure (its
+// answer names the row: not an outage, which answers every row alike), and
+// records, for each path and row, the Inbox-Attempt of each request it
+// got.
 type failingApp struct {
 	*httptest.Server
 	mu   sync.Mutex
@@ -36,6 +38,7 @@ func newFailingApp(t *testing.T) *failingApp {
 		a.seen[key][n] = true
 		a.mu.Unlock()
 		w.WriteHeader(http.StatusInternalServerError)
+		fmt.Fprintf(w, "cannot take row %s", r.Header.Get(dispatch.HeaderRowID))
 	}))
 	t.Cleanup(a.Close)
 	return a

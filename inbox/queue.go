@@ -109,7 +109,9 @@ const (
 	FateRelease                 // it was never attempted: claimable at once, no attempt counted
 	// Start counted its attempt, yet no request was sent (the dispatcher
 	// stopped, or the destination went away, first): the count is undone
-	// and the row is claimable at once, as after FateRelease.
+	// and the row is claimable at once, as after FateRelease, or from
+	// RetryAt when set (the destination was down: the request was sent,
+	// and failed for the destination, not the row).
 	FateUnsent
 )
 
@@ -118,9 +120,18 @@ type Settlement struct {
 	Job     Job // its ID and Attempt name the claim
 	Fate    Fate
 	At      time.Time // when the attempt ended
-	RetryAt time.Time // with FateRetry
+	RetryAt time.Time // with FateRetry, and FateUnsent when set
 	Reason  Reason    // with FatePark
-	Error   string    // with FateRetry and FatePark: the error, never the body
+	Error   string    // with FateRetry and FatePark, and FateUnsent when set: the error, never the body
+}
+
+// Due returns when the row of st is claimable again, of a FateRelease,
+// FateRetry or FateUnsent.
+func (st Settlement) Due() time.Time {
+	if st.Fate == FateRelease || st.RetryAt.IsZero() {
+		return st.At
+	}
+	return st.RetryAt
 }
 
 // Queue describes the new rows: what the application still has to take.

@@ -140,13 +140,18 @@ type Pairing struct {
 }
 
 // DestinationStats counts one destination's pairs by status, and says
-// whether an operator paused it.
+// whether an operator paused it or a dispatcher found it down.
 type DestinationStats struct {
-	Name     string           `json:"name"`
-	Paused   bool             `json:"paused"`
-	ByStatus map[Status]int64 `json:"by_status"`
-	InFlight int64            `json:"in_flight"`
-	Retrying int64            `json:"retrying"`
+	Name   string `json:"name"`
+	Paused bool   `json:"paused"`
+	// State is "paused" (an operator's), "down" (a dispatcher found it
+	// down: DownSince, DownCause) or "up".
+	State     string           `json:"state"`
+	DownSince time.Time        `json:"down_since,omitzero"`
+	DownCause string           `json:"down_cause,omitempty"`
+	ByStatus  map[Status]int64 `json:"by_status"`
+	InFlight  int64            `json:"in_flight"`
+	Retrying  int64            `json:"retrying"`
 }
 
 // DestinationCount is one destination's pairs of one status, as a store
@@ -158,9 +163,24 @@ type DestinationCount struct {
 	InFlight, Retrying int64
 }
 
-// TallyDestinations turns a store's counts and paused destinations into
-// DestinationStats, by name.
-func TallyDestinations(counts []DestinationCount, paused []string) []DestinationStats {
+// The states of a destination, as DestinationStats gives them.
+const (
+	DestinationUp     = "up"
+	DestinationDown   = "down"
+	DestinationPaused = "paused"
+)
+
+// DownDestination is a destination a dispatcher found down since Since,
+// for Cause (its last failure's error, bounded).
+type DownDestination struct {
+	Name  string    `json:"name"`
+	Since time.Time `json:"since"`
+	Cause string    `json:"cause"`
+}
+
+// TallyDestinations turns a store's counts, paused and down destinations
+// into DestinationStats, by name.
+func TallyDestinations(counts []DestinationCount, paused []string, down []DownDestination) []DestinationStats {
 	by := map[string]*DestinationStats{}
 	get := func(name string) *DestinationStats {
 		d, ok := by[name]
@@ -179,8 +199,20 @@ func TallyDestinations(counts []DestinationCount, paused []string) []Destination
 	for _, p := range paused {
 		get(p).Paused = true
 	}
+	for _, dd := range down {
+		d := get(dd.Name)
+		d.DownSince, d.DownCause = dd.Since, dd.Cause
+	}
 	out := make([]DestinationStats, 0, len(by))
 	for _, d := range by {
+		switch {
+		case d.Paused:
+			d.State = DestinationPaused
+		case !d.DownSince.IsZero():
+			d.State = DestinationDown
+		default:
+			d.State = DestinationUp
+		}
 		out = append(out, *d)
 	}
 	slices.SortFunc(out, func(a, b DestinationStats) int { return strings.Compare(a.Name, b.Name) })

@@ -88,6 +88,12 @@ type Store interface {
 	// the store: a paused one's pairs are not claimed, so they wait with
 	// no attempt counted.
 	SetPaused(ctx context.Context, name string, paused bool) error
+	// DownDestinations returns the destinations a dispatcher found down
+	// (an outage: its rows wait with no attempt counted), by name.
+	DownDestinations(ctx context.Context) ([]DownDestination, error)
+	// SetDown records that the destination name is down since since, for
+	// cause (bounded by the caller); a zero since records it up again.
+	SetDown(ctx context.Context, name string, since time.Time, cause string) error
 	// RecordRouting records that the dispatcher owner routes new rows by
 	// routes, seen at now; routes nil forgets owner (it stopped).
 	RecordRouting(ctx context.Context, owner string, routes []Route, now time.Time) error

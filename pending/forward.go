@@ -47,6 +47,15 @@ func (s *Store) SetPaused(ctx context.Context, name string, paused bool) error {
 	return err
 }
 
+func (s *Store) DownDestinations(ctx context.Context) ([]inbox.DownDestination, error) {
+	return do(ctx, s, func(st inbox.Store) ([]inbox.DownDestination, error) { return st.DownDestinations(ctx) })
+}
+
+func (s *Store) SetDown(ctx context.Context, name string, since time.Time, cause string) error {
+	_, err := do(ctx, s, func(st inbox.Store) (struct{}, error) { return struct{}{}, st.SetDown(ctx, name, since, cause) })
+	return err
+}
+
 func (s *Store) RecordRouting(ctx context.Context, owner string, routes []inbox.Route, now time.Time) error {
 	_, err := do(ctx, s, func(st inbox.Store) (struct{}, error) {
 		return struct{}{}, st.RecordRouting(ctx, owner, routes, now)

@@ -189,3 +189,32 @@ func (s *Store) Routings(ctx context.Context, since time.Time) ([]inbox.Routing,
 	}
 	return out, nil
 }
+
+// DownDestinations returns the destinations a dispatcher found down, by
+// name.
+func (s *Store) DownDestinations(ctx context.Context) ([]inbox.DownDestination, error) {
+	return sqlrow.Down(ctx, s.query)
+}
+
+// SetDown records the destination name down since since, for cause, or
+// up (a zero since).
+func (s *Store) SetDown(ctx context.Context, name string, since time.Time, cause string) error {
+	if s.readOnly {
+		return fmt.Errorf("record destination %s down: store is read-only", name)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.busy)
+	defer cancel()
+	return s.inTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		if since.IsZero() {
+			_, err = tx.Exec(ctx, `DELETE FROM down_destinations WHERE name = $1`, name)
+		} else {
+			_, err = tx.Exec(ctx, `INSERT INTO down_destinations (name, since, cause) VALUES ($1, $2, $3)
+				ON CONFLICT (name) DO UPDATE SET since = excluded.since, cause = excluded.cause`, name, since.UnixMilli(), pgText(cause))
+		}
+		if err != nil {
+			return fmt.Errorf("record destination %s down: %w", name, err)
+		}
+		return nil
+	})
+}

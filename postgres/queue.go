@@ -136,8 +136,9 @@ func (t queueTx) Settle(owner string, st inbox.Settlement) (bool, error) {
 		q = `UPDATE deliveries SET lease_owner = NULL, lease_until = NULL, next_attempt_at = $5`
 		args = append(args, at(st.At))
 	case inbox.FateUnsent:
-		q = `UPDATE deliveries SET lease_owner = NULL, lease_until = NULL, next_attempt_at = $5, attempts = $6`
-		args = append(args, at(st.At), st.Job.Attempt-1)
+		q = `UPDATE deliveries SET lease_owner = NULL, lease_until = NULL, next_attempt_at = $5, attempts = $6,
+			last_error = coalesce($7, last_error)`
+		args = append(args, at(st.Due()), st.Job.Attempt-1, unsentError(st))
 	}
 	tag, err := t.tx.Exec(t.ctx, q+claimGuard, args...)
 	if err != nil {
@@ -285,4 +286,13 @@ func (s *Store) Queue(ctx context.Context, now time.Time) (inbox.Queue, error) {
 		q.Oldest = fromMillis(*oldest)
 	}
 	return q, nil
+}
+
+// unsentError is the last_error a FateUnsent settlement records: its
+// Error, or NULL to keep the pair's.
+func unsentError(st inbox.Settlement) any {
+	if st.Error == "" {
+		return nil
+	}
+	return pgText(st.Error)
 }

@@ -156,6 +156,30 @@ func (s *Store) SetPaused(ctx context.Context, name string, paused bool) error {
 	})
 }
 
+// DownDestinations returns the destinations a dispatcher found down, by
+// name.
+func (s *Store) DownDestinations(ctx context.Context) ([]inbox.DownDestination, error) {
+	return sqlrow.Down(ctx, s.query)
+}
+
+// SetDown records the destination name down since since, for cause, or
+// up (a zero since).
+func (s *Store) SetDown(ctx context.Context, name string, since time.Time, cause string) error {
+	return s.writeOp(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		var err error
+		if since.IsZero() {
+			_, err = tx.ExecContext(ctx, `DELETE FROM down_destinations WHERE name = ?`, name)
+		} else {
+			_, err = tx.ExecContext(ctx, `INSERT INTO down_destinations (name, since, cause) VALUES (?, ?, ?)
+				ON CONFLICT (name) DO UPDATE SET since = excluded.since, cause = excluded.cause`, name, millis(since), cause)
+		}
+		if err != nil {
+			return fmt.Errorf("record destination %s down: %w", name, err)
+		}
+		return nil
+	})
+}
+
 // RecordRouting records (or, routes nil, forgets) the routing of the
 // dispatcher owner.
 func (s *Store) RecordRouting(ctx context.Context, owner string, routes []inbox.Route, now time.Time) error {

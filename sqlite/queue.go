@@ -132,7 +132,8 @@ const (
 	settleParkSQL = `UPDATE deliveries SET status = 'parked', reason = ?, last_error = ?, updated_at = ?,
 			lease_owner = NULL, lease_until = NULL, next_attempt_at = 0, attempts = ?` + claimGuard
 	settleReleaseSQL = `UPDATE deliveries SET lease_owner = NULL, lease_until = NULL, next_attempt_at = ?` + claimGuard
-	settleUnsentSQL  = `UPDATE deliveries SET lease_owner = NULL, lease_until = NULL, next_attempt_at = ?, attempts = ?` + claimGuard
+	settleUnsentSQL  = `UPDATE deliveries SET lease_owner = NULL, lease_until = NULL, next_attempt_at = ?, attempts = ?,
+			last_error = coalesce(?, last_error)` + claimGuard
 )
 
 // Settle records st, a settlement inbox.CheckSettle took, unless its claim
@@ -149,7 +150,7 @@ func (t queueTx) Settle(owner string, st inbox.Settlement) (bool, error) {
 	case inbox.FateRelease:
 		stmt, args = stmtSettleRelease, []any{millis(st.At)}
 	case inbox.FateUnsent:
-		stmt, args = stmtSettleUnsent, []any{millis(st.At), st.Job.Attempt - 1}
+		stmt, args = stmtSettleUnsent, []any{millis(st.Due()), st.Job.Attempt - 1, unsentError(st)}
 	default:
 		return false, fmt.Errorf("settle %s: unknown fate %d", st.Job.ID, st.Fate)
 	}
@@ -310,4 +311,13 @@ func (s *Store) Queue(ctx context.Context, now time.Time) (inbox.Queue, error) {
 		q.Oldest = fromMillis(oldest.Int64)
 	}
 	return q, nil
+}
+
+// unsentError is the last_error a FateUnsent settlement records: its
+// Error, or NULL to keep the pair's.
+func unsentError(st inbox.Settlement) any {
+	if st.Error == "" {
+		return nil
+	}
+	return st.Error
 }

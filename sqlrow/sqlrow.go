@@ -228,8 +228,8 @@ func ScanPairing(scan func(...any) error) (p inbox.Pairing, err error) {
 }
 
 // Destinations tallies each destination's pairs as sql counts them (its
-// rows: destination, status, pairs, in flight, retrying), the paused
-// destinations with no pair included, by name.
+// rows: destination, status, pairs, in flight, retrying), the paused and
+// down destinations with no pair included, by name.
 func Destinations(ctx context.Context, q Query, sql string, args []any) ([]inbox.DestinationStats, error) {
 	counts, err := Collect(ctx, q, sql, args, func(scan func(...any) error) (c inbox.DestinationCount, err error) {
 		return c, scan(&c.Name, &c.Status, &c.N, &c.InFlight, &c.Retrying)
@@ -241,7 +241,23 @@ func Destinations(ctx context.Context, q Query, sql string, args []any) ([]inbox
 	if err != nil {
 		return nil, err
 	}
-	return inbox.TallyDestinations(counts, paused), nil
+	down, err := Down(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	return inbox.TallyDestinations(counts, paused, down), nil
+}
+
+// Down reads the destinations a dispatcher found down, by name.
+func Down(ctx context.Context, q Query) ([]inbox.DownDestination, error) {
+	out, err := Collect(ctx, q, `SELECT name, since, cause FROM down_destinations ORDER BY name`, nil,
+		func(scan func(...any) error) (d inbox.DownDestination, err error) {
+			return d, scan(&d.Name, Time{P: &d.Since}, &d.Cause)
+		})
+	if err != nil {
+		return nil, fmt.Errorf("read the down destinations: %w", err)
+	}
+	return out, nil
 }
 
 // Paused reads the destinations an operator paused, by name.

@@ -268,6 +268,78 @@ func runDestinations(t *testing.T, o opener) {
 		}
 	})
 
+	t.Run("a destination's outage is recorded, paused wins, up clears it", func(t *testing.T) {
+		e := o.fresh(t)
+		ctx := context.Background()
+		e.put(job("job_1"))
+		e.claimFor("audit", "o", t0, 1) // routes job_1 to app and audit
+		// An attempt given back for the destination's outage: uncounted,
+		// due when the settlement says, its error kept.
+		j := e.start("o", e.claimFor("app", "o", t0, 1), t0, t0.Add(time.Minute))[0]
+		later := t0.Add(time.Hour)
+		e.settle("o", t0, inbox.Settlement{Job: j, Fate: inbox.FateUnsent, At: t0, RetryAt: later, Error: "connection refused"})
+		if got := e.claimFor("app", "o", later.Add(-time.Second), 1); len(got) != 0 {
+			t.Errorf("claimed %v before its RetryAt", ids(got))
+		}
+		pairs, err := e.s.Deliveries(ctx, "job_1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pairs {
+			if p.Destination == "app" && (p.Attempts != 0 || p.LastError != "connection refused" || !p.NextAttemptAt.Equal(later)) {
+				t.Errorf("given back for an outage: %+v, want no attempt, the error, due at %v", p, later)
+			}
+		}
+		since := time.UnixMilli(t0.Add(-time.Minute).UnixMilli())
+		if err := e.s.SetDown(ctx, "app", t0.Add(-time.Hour), "first"); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.s.SetDown(ctx, "app", since, "dial tcp: connection refused"); err != nil {
+			t.Fatalf("down again: %v", err)
+		}
+		if err := e.s.SetDown(ctx, "gone", since, "x"); err != nil {
+			t.Fatal(err)
+		}
+		down, err := e.s.DownDestinations(ctx)
+		if err != nil || len(down) != 2 || down[0].Name != "app" || !down[0].Since.Equal(since) || down[0].Cause != "dial tcp: connection refused" {
+			t.Fatalf("down = %+v, %v, want app since %v and gone", down, err, since)
+		}
+		st, err := e.s.Destinations(ctx, t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		state := map[string]inbox.DestinationStats{}
+		for _, d := range st {
+			state[d.Name] = d
+		}
+		if a := state["app"]; a.State != inbox.DestinationDown || !a.DownSince.Equal(since) || a.ByStatus[inbox.StatusNew] != 1 {
+			t.Errorf("app = %+v, want down with its new row", a)
+		}
+		if a := state["audit"]; a.State != inbox.DestinationUp {
+			t.Errorf("audit = %+v, want up", a)
+		}
+		if g, ok := state["gone"]; !ok || g.State != inbox.DestinationDown {
+			t.Errorf("gone = %+v, want down though it has no pair", g)
+		}
+		if err := e.s.SetPaused(ctx, "app", true); err != nil {
+			t.Fatal(err)
+		}
+		if st, _ := e.s.Destinations(ctx, t0); st[0].Name != "app" || st[0].State != inbox.DestinationPaused {
+			t.Errorf("paused and down = %+v, want paused", st[0])
+		}
+		if got := e.claimFor("app", "o", t0, 10); len(got) != 0 {
+			t.Errorf("a paused destination claimed %v while down", ids(got))
+		}
+		for _, name := range []string{"app", "gone", "never"} {
+			if err := e.s.SetDown(ctx, name, time.Time{}, ""); err != nil {
+				t.Fatalf("up %s: %v", name, err)
+			}
+		}
+		if down, err := e.s.DownDestinations(ctx); err != nil || len(down) != 0 {
+			t.Errorf("down after up = %+v, %v", down, err)
+		}
+	})
+
 	t.Run("purge deletes the pairs with the row", func(t *testing.T) {
 		e := o.fresh(t)
 		e.put(job("job_1"))
