@@ -158,7 +158,8 @@ retry_schedule = "30ms,30ms,30ms"
 		d.kill(syscall.SIGKILL)
 	}
 	d := startDispatch(t, args...)
-	deadline := time.Now().Add(90 * time.Second)
+	// A bound on waiting, not a speed goal: a loaded machine may take long.
+	deadline := time.Now().Add(180 * time.Second)
 	for {
 		parked := 0
 		for _, p := range pairs() {
