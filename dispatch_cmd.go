@@ -1,17 +1,12 @@
 package main
 
 import (
-	"errors"
-	"fmt"
 	"io"
-	"os"
-	"strings"
 
 	"github.com/urfave/cli/v2"
 
 	"inbox/config"
 	"inbox/dispatch"
-	"inbox/inbox"
 	"inbox/process"
 	"inbox/stores"
 )
@@ -125,151 +120,9 @@ func slowAfterFlag() *cli.GenericFlag {
 	return f
 }
 
-// destinationSet reports whether any destination flag is set.
-func destinationSet(c *cli.Context) bool {
-	for _, name := range []string{"forward-url", "exec", "nats-url", "nats-subject", "forward-secret"} {
-		if c.String(name) != "" {
-			return true
-		}
-	}
-	return false
-}
-
 // defaultMaxBody is --max-body's default, what inbox dispatch assumes the
 // sources hand on.
 const defaultMaxBody = 1 << 20
-
-// errNoDestination is parseDispatch's answer when neither the flags nor
-// --config configure a destination.
-var errNoDestination = errors.New("no destination: set one of --forward-url, --exec or --nats-url, or [[destination]] tables in --config")
-
-// parseDestinations reads the destinations: the single-destination flags
-// (one destination, named default) or the [[destination]] tables of
-// --config, whose knobs left unset take the flags' values, each checked
-// once (config.Destination.Check). It fails with errNoDestination when
-// there is none, and when both are given, a destination or a knob is
-// refused, or --config cannot be read.
-func parseDestinations(c *cli.Context) ([]config.Destination, error) {
-	var tables []config.Destination
-	if file := c.String("config"); file != "" {
-		var err error
-		if tables, err = config.LoadDestinations(file, os.Getenv); err != nil {
-			return nil, err
-		}
-	}
-	flags := destinationSet(c)
-	switch {
-	case flags && len(tables) > 0:
-		return nil, fmt.Errorf("--config %s has [[destination]] tables, and --forward-url, --exec or --nats-url (with --forward-secret, --nats-subject) configure one more: use the tables or the flags, not both", c.String("config"))
-	case !flags && len(tables) == 0:
-		return nil, errNoDestination
-	}
-	maxSlow := c.Int("max-slow")
-	base := config.Destination{Name: inbox.DefaultDestination, FromFlags: true,
-		URL: c.String("forward-url"), Secret: c.String("forward-secret"), Exec: c.String("exec"),
-		NATSURL: c.String("nats-url"), NATSSubject: c.String("nats-subject"),
-		Workers: c.Int("workers"), Timeout: config.DurationOf(c, "timeout").Get(), SlowAfter: config.DurationOf(c, "slow-after").Get(),
-		Lease: config.DurationOf(c, "lease").Get(), MaxSlow: &maxSlow, RetrySchedule: c.String("retry-schedule")}
-	if err := base.CheckKnobs(); err != nil {
-		return nil, err
-	}
-	var dests []config.Destination
-	if flags {
-		if err := base.Check(); err != nil {
-			return nil, err
-		}
-		dests = append(dests, base)
-	}
-	for _, t := range tables {
-		dests = append(dests, t.Over(base)) // each checked by LoadDestinations
-	}
-	var w *dispatch.Withheld
-	for i := range dests {
-		if dests[i].Exec == "" {
-			continue
-		}
-		if w == nil {
-			got, err := withheld(c, tables)
-			if err != nil {
-				return nil, err
-			}
-			w = &got
-		}
-		dests[i].Withheld = *w
-	}
-	return dests, nil
-}
-
-// withheld names the secrets an --exec command must not see: every
-// variable a [[source.secret]] of --config names, and the values of every
-// secret configured, from a flag or its variable alike: the sources', the
-// Sume signing secrets (--secret, SUME_COM_WEBHOOK_SIGNING_SECRET), the
-// Sume API key (--api-key, SUME_API_KEY), the forward secret, the user
-// info of --api-url, --forward-url and --nats-url and, on PostgreSQL, the
-// database's password and TLS key password, from the URL or the
-// variables the driver reads them from (PGPASSWORD, PGSSLPASSWORD), and
-// any variable that holds a copy of one. The config is read
-// as inbox sources reads it, so a secret unset here is no error. It fails
-// when --config cannot be read.
-func withheld(c *cli.Context, dests []config.Destination) (dispatch.Withheld, error) {
-	var w dispatch.Withheld
-	add := func(vals ...string) {
-		for _, v := range vals {
-			if v = strings.TrimSpace(v); v != "" {
-				w.Secrets = append(w.Secrets, v)
-			}
-		}
-	}
-	// Each secret as the flag holds it (from the command line or its
-	// variable) and as the variable holds it: a flag given on the command
-	// line still leaves the variable's value in the environment.
-	add(c.StringSlice("secret")...)
-	add(strings.Split(os.Getenv("SUME_COM_WEBHOOK_SIGNING_SECRET"), ",")...)
-	for _, name := range []string{"api-key", "forward-secret"} {
-		add(c.String(name))
-	}
-	add(os.Getenv("SUME_API_KEY"), os.Getenv("INBOX_FORWARD_SECRET"))
-	// A password in a URL flag: the API's, the destination's, NATS's.
-	add(stores.URLSecrets(c.String("api-url"), false)...)
-	add(stores.URLSecrets(c.String("forward-url"), false)...)
-	add(stores.URLSecrets(c.String("nats-url"), true)...)
-	// The [[destination]] tables' secrets, the variables they are read
-	// from, and their URLs' passwords.
-	for _, d := range dests {
-		add(d.Secret)
-		if d.SecretEnv != "" {
-			w.Names = append(w.Names, d.SecretEnv)
-		}
-		add(stores.URLSecrets(d.URL, false)...)
-		add(stores.URLSecrets(d.NATSURL, true)...)
-	}
-	// The database's password: in --db (INBOX_DB), or where the driver
-	// reads one beside it.
-	if db := c.String("db"); stores.IsPostgres(db) {
-		add(stores.DBSecrets(db, os.Getenv)...)
-		w.Names = append(w.Names, stores.PGSecretEnv()...)
-	}
-	file := c.String("config")
-	if file == "" {
-		return w, nil
-	}
-	sources, err := config.DescribeSources(file, os.Getenv)
-	if err != nil {
-		return dispatch.Withheld{}, err
-	}
-	for _, src := range sources {
-		for _, e := range src.Secrets {
-			if e.Env != "" {
-				w.Names = append(w.Names, e.Env)
-				add(os.Getenv(e.Env))
-			}
-			if e.Key != nil {
-				w.Secrets = append(w.Secrets, string(e.Key)) // as decoded: not trimmed
-			}
-		}
-	}
-	return w, nil
-}
 
 func dispatchCommand(logOut io.Writer) *cli.Command {
 	return &cli.Command{
@@ -341,7 +194,7 @@ func parseDispatch(c *cli.Context, logOut io.Writer) (process.Config, error) {
 	}
 	db := c.String("db")
 	cfg := process.Config{Log: log, DB: stores.Describe(db), File: c.String("config"), AdminAddr: c.String("admin-addr"), MaxBody: defaultMaxBody,
-		ReadDestinations: func() ([]config.Destination, error) { return parseDestinations(c) }}
+		ReadDestinations: func() ([]config.Destination, error) { return config.Destinations(c) }}
 	if cfg.Destinations, err = cfg.ReadDestinations(); err != nil {
 		return process.Config{}, err
 	}

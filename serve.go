@@ -181,8 +181,8 @@ func parseServe(c *cli.Context, logOut io.Writer) (process.Config, error) {
 	}
 	cfg.MaxBody = largestBody(cfg.Sources)
 	cfg.ReadDestinations = func() ([]config.Destination, error) {
-		d, err := parseDestinations(c)
-		if errors.Is(err, errNoDestination) {
+		d, err := config.Destinations(c)
+		if errors.Is(err, config.ErrNoDestination) {
 			return nil, nil // serve only receives
 		}
 		return d, err

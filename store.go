@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	_ "embed"
 	"fmt"
 	"strings"
 
@@ -13,6 +14,9 @@ import (
 	"inbox/process"
 	"inbox/stores"
 )
+
+//go:embed schema.sql
+var schema string
 
 // dbWriteFlags are the flags of the commands that open PostgreSQL for
 // writing for long (serve, dispatch).

@@ -100,7 +100,9 @@ func (d Destination) Over(base Destination) Destination {
 // a url that is not http(s) (a table's), a placeholder secret or one not
 // in the Standard Webhooks form, and a knob out of range (CheckKnobs).
 // Its errors name the flags or the table's keys, as d was described, and
-// never hold a secret.
+// never hold a secret. A table's two halves are checked as it is read
+// (LoadDestinations: where it hands rows) and once it has taken the
+// flags' knobs (Destinations).
 func (d Destination) Check() error {
 	if d.FromFlags {
 		if err := d.checkFlags(); err != nil {
@@ -183,14 +185,11 @@ func (d Destination) checkTable() error {
 // CheckKnobs refuses a knob of d out of range, naming it as d was
 // described: the flags check theirs before a table takes them (Over).
 func (d Destination) CheckKnobs() error {
-	workers, maxSlow, schedule := "workers", "max_slow", "retry_schedule"
+	maxSlow, schedule := "max_slow", "retry_schedule"
 	if d.FromFlags {
-		workers, maxSlow, schedule = "--workers", "--max-slow", "--retry-schedule"
+		maxSlow, schedule = "--max-slow", "--retry-schedule"
 	}
-	switch {
-	case d.Workers < 0 && !d.FromFlags: // the dispatcher refuses the flag's
-		return fmt.Errorf("%s must be positive, got %d", workers, d.Workers)
-	case d.MaxSlow != nil && *d.MaxSlow < 0:
+	if d.MaxSlow != nil && *d.MaxSlow < 0 {
 		return fmt.Errorf("%s must be 0 or more, got %d", maxSlow, *d.MaxSlow)
 	}
 	if d.RetrySchedule != "" || d.FromFlags {
@@ -289,6 +288,9 @@ func (fd fileDestination) destination(getenv func(string) string, sources map[st
 		}
 		d.Secret = strings.TrimSpace(getenv(fd.SecretEnv))
 	}
+	if fd.Workers < 0 {
+		return Destination{}, fmt.Errorf("workers must be positive, got %d", fd.Workers)
+	}
 	for _, k := range []struct {
 		name, v string
 		to      *time.Duration
@@ -309,7 +311,8 @@ func (fd fileDestination) destination(getenv func(string) string, sources map[st
 		}
 		d.Rate = r
 	}
-	if err := d.Check(); err != nil {
+	// Its knobs are checked once it has taken the flags' (Destinations).
+	if err := d.checkTable(); err != nil {
 		return Destination{}, err
 	}
 	for _, s := range fd.Sources {
