@@ -1,7 +1,8 @@
-// Command inbox receives signed webhooks, stores each job once (in SQLite,
-// see store.go), parks what it can never process, and gives operators the
-// commands to look after it. This package only wires: the commands, the
-// logger, the store --db names.
+// Command inbox receives signed webhooks, stores each job once (in SQLite
+// or PostgreSQL, see stores), parks what it can never process, and gives
+// operators the commands to look after it. This package only wires: the
+// commands, their flags and help, and the logger; serve and dispatch are
+// run by package process from the Config their flags make.
 package main
 
 import (
