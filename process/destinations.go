@@ -212,7 +212,6 @@ func routesOf(cfgs []config.Destination) []inbox.Route {
 // starts is not looked up at all (its readiness line says how it stands).
 // It fails when a destination or the dispatcher refuses its settings.
 func (l *liveDestinations) newDispatcher(ctx context.Context, cfg config.Destination, routes []inbox.Route, routing *dispatch.Routing, held func() error, first bool) (*dispatch.Dispatcher, func(), []health.Dependency, error) {
-	log, reg, alone, maxBody := l.log, l.reg, l.alone, l.maxBody
 	var dest dispatch.Destination
 	var deps []health.Dependency
 	var err error
@@ -223,63 +222,80 @@ func (l *liveDestinations) newDispatcher(ctx context.Context, cfg config.Destina
 	case cfg.Exec != "":
 		dest, err = dispatch.NewExec(cfg.Exec, cfg.Withheld)
 	default:
-		var p *nats.Publisher
-		if p, err = nats.Connect(cfg.NATSURL, cfg.NATSSubject, log); err != nil {
-			break
-		}
-		name, preg := "nats", reg
-		if cfg.Name != inbox.DefaultDestination {
-			// Each named destination's gauge carries its name, as the
-			// dispatch metrics do; the flags' one keeps its plain series.
-			name += " " + cfg.Name
-			preg = prometheus.WrapRegistererWith(prometheus.Labels{"destination": cfg.Name}, reg)
-		}
-		deps = append(deps, health.Dependency{Name: name, State: p.State, Gates: alone})
-		gauge := p.Collector()
-		if err = preg.Register(gauge); err != nil {
-			p.Close()
-			break
-		}
-		dest, closeDest = p, func() {
-			preg.Unregister(gauge) // a restart of the destination registers its own
-			p.Close()
-		}
-		if !first {
-			break
-		}
-		cctx, cancel := context.WithTimeout(ctx, connectTimeout)
-		defer cancel()
-		switch cerr := p.Check(cctx); {
-		case cerr == nil:
-			log.Info().Str("stream", p.Stream()).Str("subject", cfg.NATSSubject).Msg("publishing to JetStream")
-			if most := p.MaxPayload(); most > 0 && maxBody+headerRoom > most {
-				log.Warn().Int64("max_payload", most).Int64("max_body", maxBody).Str("subject", cfg.NATSSubject).
-					Msg("nats: the server's max_payload is below the largest body the sources take (--max-body, max_body) with its headers: a larger message can never be published, and its row is parked too_large_for_destination; raise max_payload on the server, or lower --max-body")
-			}
-			if most := p.MaxMsgSize(cctx); most > 0 && maxBody+headerRoom > most {
-				log.Warn().Int64("max_msg_size", most).Int64("max_body", maxBody).Str("stream", p.Stream()).
-					Msg("nats: the stream's max_msg_size is below the largest body the sources take (--max-body, max_body) with its headers: a larger message can never be stored, and its row is parked too_large_for_destination; raise the stream's max_msg_size, or lower --max-body")
-			}
-		case errors.Is(cerr, nats.ErrUnreachable):
-			// Logged by Connect; the rows wait for the connection.
-		case alone:
-			err = cerr
-		default:
-			log.Error().Err(cerr).Msg("nats: webhooks are still taken; dispatch is paused, their rows wait with no attempt counted, until a stream answers")
-		}
+		dest, closeDest, deps, err = l.publisher(ctx, cfg, first)
 	}
 	if err != nil {
-		closeDest()
 		return nil, nil, nil, err
 	}
 	dc := dispatcherConfig(cfg, dest, routes)
-	dc.Registerer, dc.Routing, dc.Held = reg, routing, held
-	d, err := dispatch.New(l.store, dc, log)
+	dc.Registerer, dc.Routing, dc.Held = l.reg, routing, held
+	d, err := dispatch.New(l.store, dc, l.log)
 	if err != nil {
 		closeDest()
 		return nil, nil, nil, err
 	}
 	return d, closeDest, deps, nil
+}
+
+// publisher is cfg's NATS destination, connected in the background, its
+// gauge registered, and what /readyz shows of its connection; at start
+// (first) its stream is looked up as newDispatcher says. On error nothing
+// is left made.
+func (l *liveDestinations) publisher(ctx context.Context, cfg config.Destination, first bool) (dispatch.Destination, func(), []health.Dependency, error) {
+	log := l.log
+	p, err := nats.Connect(cfg.NATSURL, cfg.NATSSubject, log)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	name, preg := "nats", l.reg
+	if cfg.Name != inbox.DefaultDestination {
+		// Each named destination's gauge carries its name, as the
+		// dispatch metrics do; the flags' one keeps its plain series.
+		name += " " + cfg.Name
+		preg = prometheus.WrapRegistererWith(prometheus.Labels{"destination": cfg.Name}, l.reg)
+	}
+	deps := []health.Dependency{{Name: name, State: p.State, Gates: l.alone}}
+	gauge := p.Collector()
+	if err := preg.Register(gauge); err != nil {
+		p.Close()
+		return nil, nil, nil, err
+	}
+	closeDest := func() {
+		preg.Unregister(gauge) // a restart of the destination registers its own
+		p.Close()
+	}
+	if !first {
+		return p, closeDest, deps, nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	switch cerr := p.Check(cctx); {
+	case cerr == nil:
+		log.Info().Str("stream", p.Stream()).Str("subject", cfg.NATSSubject).Msg("publishing to JetStream")
+		l.warnSizes(cctx, p, cfg)
+	case errors.Is(cerr, nats.ErrUnreachable):
+		// Logged by Connect; the rows wait for the connection.
+	case l.alone:
+		closeDest()
+		return nil, nil, nil, cerr
+	default:
+		log.Error().Err(cerr).Msg("nats: webhooks are still taken; dispatch is paused, their rows wait with no attempt counted, until a stream answers")
+	}
+	return p, closeDest, deps, nil
+}
+
+// warnSizes warns when the server's max_payload or the stream's
+// max_msg_size is below the largest body the sources hand on.
+func (l *liveDestinations) warnSizes(ctx context.Context, p *nats.Publisher, cfg config.Destination) {
+	log, maxBody := l.log, l.maxBody
+	if most := p.MaxPayload(); most > 0 && maxBody+headerRoom > most {
+		log.Warn().Int64("max_payload", most).Int64("max_body", maxBody).Str("subject", cfg.NATSSubject).
+			Msg("nats: the server's max_payload is below the largest body the sources take (--max-body, max_body) with its headers: a larger message can never be published, and its row is parked too_large_for_destination; raise max_payload on the server, or lower --max-body")
+	}
+	if most := p.MaxMsgSize(ctx); most > 0 && maxBody+headerRoom > most {
+		log.Warn().Int64("max_msg_size", most).Int64("max_body", maxBody).Str("stream", p.Stream()).
+			Msg("nats: the stream's max_msg_size is below the largest body the sources take (--max-body, max_body) with its headers: a larger message can never be stored, and its row is parked too_large_for_destination; raise the stream's max_msg_size, or lower --max-body")
+	}
 }
 
 // dispatcherConfig is the dispatcher's Config of cfg, handing rows to
