@@ -244,6 +244,18 @@ CREATE TABLE IF NOT EXISTS paused_destinations (
   paused_at INTEGER NOT NULL
 ) STRICT;
 
+-- The destination table each running dispatcher routes new rows by, as
+-- it last recorded it (at start, at each reload, every few seconds), so
+-- that a destination no running dispatcher has and two dispatchers routing
+-- by different tables are found and said. A dispatcher that stops deletes
+-- its row; one killed is no longer live once its seen_at is old.
+CREATE TABLE IF NOT EXISTS routings (
+  owner   TEXT    NOT NULL PRIMARY KEY CHECK (owner <> ''),
+  -- The routes as JSON (inbox.EncodeRoutes): names and filters, nothing else.
+  routes  TEXT    NOT NULL,
+  seen_at INTEGER NOT NULL
+) STRICT;
+
 -- The earlier series of attempts of (row, destination) pairs: what a pair
 -- held when inbox replay made it new again, so show still tells what
 -- became of each earlier hand-over.

@@ -43,7 +43,7 @@ func (r *report) empty() bool { return r.text.Len() == 0 && r.json.Len() == 0 }
 func alertCommand(open Opener) *cli.Command {
 	return &cli.Command{
 		Name:  "alert",
-		Usage: "for cron: print parked rows older than --max-age (or parked in every hour), missed and overdue jobs, quiet sources or sources failing verification; exit 1 if any",
+		Usage: "for cron: print parked rows older than --max-age (or parked in every hour), missed and overdue jobs, destinations no running dispatcher has, dispatchers routing by different tables, quiet sources or sources failing verification; exit 1 if any",
 		Description: `Counts the parked rows received more than --max-age ago. While there are
 fewer than --min-count it prints nothing and exits 0, so cron mails nothing;
 otherwise it prints one line per reason (count, oldest) and exits 1.
@@ -81,7 +81,15 @@ asks for more.
 
 It also prints, and exits 1 for, each key refused with 503 (the store was
 down) more than --missed-after ago and not delivered since (inbox missed),
-and each expected job waiting past its window (inbox expected --overdue).
+each expected job waiting past its window (inbox expected --overdue),
+each destination with unfinished rows that no running dispatcher has
+("unconfigured NAME": removed from the config, or an upgrade's default
+left out of the [[destination]] tables; its rows wait for good), and
+running dispatchers that route new rows by different destination tables
+("routing": a destination only some have misses the rows the others
+route; see inbox replay --help for --missing-only). The last two are
+checked while a dispatcher runs (serve or dispatch with destinations
+records its table every few seconds).
 
 With --notify URL (repeatable; INBOX_NOTIFY holds several, comma-separated)
 it also POSTs what it prints, when it prints anything, to each webhook as

@@ -88,6 +88,11 @@ Examples:
 				return err
 			}
 			defer store.Close()
+			if f.Destination != "" {
+				if err := knownDestination(ctx, store, f.Destination, nil); err != nil {
+					return err
+				}
+			}
 			p := newRowPrinter(c, listHead, listCells)
 			err = store.Each(ctx, f, p.add)
 			if ferr := p.flush(); err == nil {

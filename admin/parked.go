@@ -91,6 +91,11 @@ Examples:
 				return err
 			}
 			defer store.Close()
+			if f.Destination != "" {
+				if err := knownDestination(ctx, store, f.Destination, nil); err != nil {
+					return err
+				}
+			}
 			if c.String("group-by") != "" {
 				groups, err := store.ParkedByReason(ctx, f)
 				if err == nil {
@@ -158,6 +163,11 @@ func parkedPerHour(ctx context.Context, c *cli.Context, open Opener, f inbox.Fil
 		return err
 	}
 	defer store.Close()
+	if f.Destination != "" {
+		if err := knownDestination(ctx, store, f.Destination, nil); err != nil {
+			return err
+		}
+	}
 	end := time.Now().UTC().Truncate(time.Hour).Add(time.Hour)
 	counts, err := store.ParkedPerHour(ctx, f, end, hours)
 	if err != nil {

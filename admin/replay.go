@@ -44,7 +44,21 @@ reset: no row reaches a destination whose filters did not take it. With
 --config (INBOX_CONFIG, as dispatch reads it), a pair whose destination's
 filters in that file no longer take its row, or that the file no longer
 has, is left as it is and counted: no row reaches a destination narrowed
-since, and none waits for one removed. It
+since, and none waits for one removed.
+
+With --destination NAME and a --config that has NAME, the rows handed on
+already that have no pair for NAME and that its filters take get one,
+new, as if NAME had been configured when they were routed: a destination
+added later is fed the rows it never had ("feed a new consumer the last
+hour again"), and one that missed rows because another dispatcher routed
+them by a table without it gets them. The output counts these pairs as
+made; --dry-run counts them and changes nothing. --missing-only makes
+only those, leaving the rows that have a pair for NAME as they are (not
+handed to it again). Not with --status parked or --reason: a missing pair
+was never parked. Rows not routed yet are left to the dispatcher that
+routes them. A --destination the inbox does not know (no routed row,
+not paused, no running dispatcher has it, not in --config) is refused.
+It
 refuses to run without a selection (--status done selects every done
 row), and a selection flag given empty (--source "", or its variable set
 to ""), which would select as the flag left out does. Rows named by id
@@ -69,7 +83,9 @@ Examples:
    inbox replay --status done --since 6h --destination crm --rate 20/s
    inbox replay --status parked --reason handler_failed --source github
    inbox replay --job-status ERROR --since 24h --rate 600/m --json
-   inbox replay --config /etc/inbox/inbox.toml --status done --since 6h`,
+   inbox replay --config /etc/inbox/inbox.toml --status done --since 6h
+   inbox replay --config /etc/inbox/inbox.toml --destination newc --since 1h --dry-run
+   inbox replay --config /etc/inbox/inbox.toml --destination crm --since 24h --missing-only --rate 20/s`,
 		Flags: append([]cli.Flag{
 			config.DBFlag(),
 			config.FileFlag("the config whose [[destination]] filters the replay keeps to: a pair whose destination's sources or events no longer take its row is left as it is (only names and filters are read)"),
@@ -77,6 +93,7 @@ Examples:
 			&cli.StringFlag{Name: "status", Usage: "only rows with this status (new, done, parked)", EnvVars: []string{"INBOX_REPLAY_STATUS"}},
 			reasonFlag("only rows parked for this reason (handler_failed, handler_rejected, too_large_for_destination)", "INBOX_REPLAY_REASON"),
 			&cli.StringFlag{Name: "rate", Usage: "hand the rows on at most this fast, N/s or N/m (20/s, 600/m); every row due at once without it", EnvVars: []string{"INBOX_REPLAY_RATE"}},
+			&cli.BoolFlag{Name: "missing-only", Usage: "with --destination and a --config that has it: only make the pairs the rows lack for it, leaving the rows it has as they are", EnvVars: []string{"INBOX_REPLAY_MISSING_ONLY"}},
 			&cli.IntFlag{Name: "show", Usage: "with --dry-run, list this many of the first rows", Value: 10, EnvVars: []string{"INBOX_REPLAY_SHOW"}},
 			dryRunFlag(),
 			busyTimeoutFlag(),
@@ -120,6 +137,11 @@ Examples:
 					return err
 				}
 			}
+			if opts.MissingOnly = c.Bool("missing-only"); opts.MissingOnly &&
+				(f.Destination == "" || f.Status == inbox.StatusParked || f.Reason != "" ||
+					!slices.ContainsFunc(opts.Routes, func(r inbox.Route) bool { return r.Name == f.Destination })) {
+				return errors.New("--missing-only goes with --destination NAME and a --config that has NAME, not with --status parked or --reason")
+			}
 			sel := inbox.ReplaySelection{IDs: ids, Filter: f}
 			if err := sel.Check(); err != nil {
 				return fmt.Errorf("replay: %w (see --help)", err)
@@ -129,6 +151,11 @@ Examples:
 				return err
 			}
 			defer store.Close()
+			if f.Destination != "" {
+				if err := knownDestination(c.Context, store, f.Destination, opts.Routes); err != nil {
+					return err
+				}
+			}
 			rep, err := store.Replay(c.Context, sel, opts)
 			if err != nil {
 				if rep.Rows+rep.Waiting+len(rep.Skipped) > 0 {
@@ -147,6 +174,9 @@ Examples:
 // first rows.
 func printReplay(c *cli.Context, rep inbox.ReplayReport) error {
 	w := c.App.Writer
+	if d := c.String("destination"); rep.Rows+rep.Waiting+rep.Changed == 0 && d != "" && c.String("config") == "" {
+		fmt.Fprintf(c.App.ErrWriter, "no selected row has a pair for %s to hand on again: to make the pairs of rows routed before it was configured, give --config FILE with its [[destination]] table (see --help)\n", d)
+	}
 	if c.Bool("json") {
 		return encodeExact(w, rep)
 	}
@@ -154,6 +184,9 @@ func printReplay(c *cli.Context, rep inbox.ReplayReport) error {
 		fmt.Fprintln(w, "dry run: nothing changed")
 	}
 	fmt.Fprintf(w, "rows handed on again: %s (%s pairs made new", thousands(int64(rep.Rows)), thousands(int64(rep.Pairs)))
+	if rep.Added > 0 {
+		fmt.Fprintf(w, "; %s pairs made for a destination the rows had none of", thousands(int64(rep.Added)))
+	}
 	if rep.Rerouted > 0 {
 		fmt.Fprintf(w, "; %s rows no destination had taken, to be routed again", thousands(int64(rep.Rerouted)))
 	}
@@ -166,6 +199,9 @@ func printReplay(c *cli.Context, rep inbox.ReplayReport) error {
 	}
 	if rep.Filtered > 0 {
 		fmt.Fprintf(w, "left as they are, their destination in --config no longer takes them or is gone: %s pairs\n", thousands(int64(rep.Filtered)))
+	}
+	if rep.Present > 0 {
+		fmt.Fprintf(w, "left as they are, they have a pair for the destination (--missing-only): %s rows\n", thousands(int64(rep.Present)))
 	}
 	if rep.LeftOut > 0 {
 		fmt.Fprintf(w, "named but left out by the other filters: %s\n", thousands(int64(rep.LeftOut)))
@@ -186,7 +222,7 @@ func printReplay(c *cli.Context, rep inbox.ReplayReport) error {
 			thousands(int64(total)), strings.Join(receipt, ", "))
 	}
 	switch {
-	case rep.Pairs == 0:
+	case rep.Pairs+rep.Added == 0:
 	case formatTime(rep.LastDue) == formatTime(rep.FirstDue):
 		// Due within the same second: batches of an unpaced run differ by milliseconds.
 		fmt.Fprintf(w, "due: at once (%s)\n", formatTime(rep.FirstDue))

@@ -91,10 +91,15 @@ func NoArgs(c *cli.Context) error {
 	if c.Args().Len() == 0 {
 		return nil
 	}
+	first := c.Args().First()
 	for _, a := range c.Args().Tail() {
-		if strings.HasPrefix(a, "-") {
-			return fmt.Errorf("%s takes no arguments, got %q, and %s after it was not read as a flag (flags after an argument are not): a flag that takes no value goes alone or as --flag=false, never as --flag false", c.Command.Name, c.Args().First(), a)
+		if !strings.HasPrefix(a, "-") {
+			continue
 		}
+		if first == "true" || first == "false" {
+			return fmt.Errorf("%s takes no arguments, got %q, and %s after it was not read as a flag (flags after an argument are not): a flag that takes no value goes alone or as --flag=false, never as --flag false", c.Command.Name, first, a)
+		}
+		return fmt.Errorf("%s takes no arguments, got %q, and %s after it was not read as a flag (flags after an argument are not): remove %q", c.Command.Name, first, a, first)
 	}
 	return fmt.Errorf("%s takes no arguments, got %q (flags go before their values: --flag value)", c.Command.Name, c.Args().First())
 }

@@ -27,8 +27,10 @@ var readCommands = []struct {
 
 // writeCommands are the admin commands that write, with their arguments.
 var writeCommands = [][]string{
-	{"pause", "billing"},
-	{"resume", "billing"},
+	// default: the older rows' destination once upgraded; a name the
+	// inbox does not know is refused.
+	{"pause", "default"},
+	{"resume", "default"},
 	{"expect", "job_later"},
 	{"reprocess", "--all"},
 	{"purge"},

@@ -246,7 +246,7 @@ func TestMigrateWithoutCreatePostgres(t *testing.T) {
 		t.Fatalf("inbox migrate as the owner: exit %d %q %s", code, out, errOut)
 	}
 	pgExec(t, pgDatabase(t), `GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA `+schema+` TO `+role)
-	if out, errOut, code := adminRun(t, asRole, "pause", "billing"); code != 0 {
+	if out, errOut, code := adminRun(t, asRole, "pause", "default"); code != 0 {
 		t.Errorf("pause as the role once the owner migrated: exit %d %q %s", code, out, errOut)
 	}
 }

@@ -151,7 +151,7 @@ func testReloadDestinations(t *testing.T, db string) {
 			t.Errorf("inbox destinations or the log shows %q:\n%s", secret, out)
 		}
 	}
-	if _, body := get(t, d.admin+"/readyz"); !strings.Contains(body, "destination added: dispatching") || strings.Contains(body, "destination gone") {
+	if _, body := get(t, d.admin+"/readyz"); !strings.Contains(body, "destination added: dispatching") || strings.Contains(body, "destination gone: dispatching") {
 		t.Errorf("/readyz after the reload:\n%s", body)
 	}
 

@@ -113,7 +113,6 @@ url = "`+all.URL+`"
 		{[]string{"list", "--destination", "failures"}, []string{"job_fa0", "job_fb0"}},
 		{[]string{"list", "--destination", "jobs", "--since", since, "--until", until}, sorted(window, []string{"job_fb0"})},
 		{[]string{"list", "--destination", "all", "--source", "gh"}, []string{"gh/d0", "gh/d1"}},
-		{[]string{"list", "--destination", "nowhere"}, nil},
 		{[]string{"parked", "--destination", "failures"}, []string{"job_fa0", "job_fb0"}},
 		// jobs took job_fb0: parked at failures alone, it is not parked there.
 		{[]string{"parked", "--destination", "jobs", "--since", since}, nil},
@@ -121,6 +120,9 @@ url = "`+all.URL+`"
 		if got := listIDs(tc.args...); !slices.Equal(got, tc.want) {
 			t.Errorf("%v = %v, want %v", tc.args, got, tc.want)
 		}
+	}
+	if _, errOut, code := runCLI(t, nil, "list", "--db", db, "--destination", "nowhere"); code == 0 || !strings.Contains(errOut, `unknown destination "nowhere"`) {
+		t.Errorf("list --destination nowhere: %d %s, want refused", code, errOut)
 	}
 	if _, errOut, code := runCLI(t, nil, "list", "--db", db, "--destination", "Bad/Name"); code == 0 || !strings.Contains(errOut, "--destination") {
 		t.Errorf("list --destination Bad/Name: %d %s", code, errOut)

@@ -26,7 +26,13 @@ import (
 //
 // With Filter.Destination only the rows routed to that destination are
 // selected, and only their pair for it is reset: a row never reaches a
-// destination whose filters did not take it.
+// destination whose filters did not take it. When ReplayOptions.Routes
+// has that destination too (and the selection is not of parked rows), a
+// row handed on already that has no pair for it and that its filters
+// take is selected as well, and gets the pair, new: a destination
+// configured after the row was routed, or missed because another
+// dispatcher routed the row by a table without it, gets the rows it
+// would have had (counted in Added).
 //
 // The rows are selected once, when it starts (their ids held in memory),
 // then taken oldest first in batches of replayBatch, each in one
@@ -62,7 +68,14 @@ func Replay(ctx context.Context, store ReplayStore, sel ReplaySelection, opts Re
 			return rep, fmt.Errorf("replay: no row with id %q", missing[0])
 		}
 	}
-	ids, err := store.Select(ctx, sel)
+	// What the stores select: with pairs to add, every row of the other
+	// filters, the route's filters and the status (addSelects) sifting
+	// them in planReplay.
+	stored := sel.Filter
+	if addsPairs(sel.Filter, opts.Routes) {
+		stored.Destination, stored.Status = "", ""
+	}
+	ids, err := store.Select(ctx, ReplaySelection{IDs: sel.IDs, Filter: stored})
 	if err != nil {
 		return rep, fmt.Errorf("replay: select the rows: %w", err)
 	}
@@ -84,11 +97,11 @@ func Replay(ctx context.Context, store ReplayStore, sel ReplaySelection, opts Re
 			if from == 0 {
 				start = now
 			}
-			rows, err := readRows(tx, batch, sel.Filter)
+			rows, err := readRows(tx, batch, stored)
 			if err != nil {
 				return err
 			}
-			b, err = replayRows(tx, rows, sel.Filter, opts.Routes, start, rep.Rows-rep.Rerouted, opts.Rate, now)
+			b, err = replayRows(tx, rows, sel.Filter, opts, start, rep.Rows-rep.Rerouted, now)
 			return err
 		})
 		if err != nil {
@@ -128,27 +141,31 @@ func readRows(tx ReplayTx, ids []string, f Filter) ([]ReplayRow, error) {
 // replayRows plans and applies one batch of rows, selected by f, in tx at
 // now, the rows handed on paced at rate from start, after the paced ones
 // of the batches before.
-func replayRows(tx ReplayTx, rows []ReplayRow, f Filter, routes []Route, start time.Time, paced int, rate float64, now time.Time) (ReplayReport, error) {
+func replayRows(tx ReplayTx, rows []ReplayRow, f Filter, opts ReplayOptions, start time.Time, paced int, now time.Time) (ReplayReport, error) {
 	b := ReplayReport{Skipped: map[string]int{}}
-	var reset []ReplayPair
+	var reset, add []ReplayPair
 	var reroute []string
 	for _, r := range rows {
-		p := planReplay(r, f, routes)
+		p := planReplay(r, f, opts)
 		b.Waiting += p.waiting
 		b.Filtered += p.filtered
+		b.Present += p.present
 		switch {
 		case p.skip != "":
 			b.Skipped[p.skip]++
 		case p.reroute:
 			reroute = append(reroute, r.Event.ID)
-		case len(p.reset) > 0:
-			due := start.Add(pace(paced, rate))
+		case len(p.reset) > 0 || p.add:
+			due := start.Add(pace(paced, opts.Rate))
 			if due.Before(now) {
 				due = now
 			}
 			paced++
 			for _, d := range p.reset {
 				reset = append(reset, ReplayPair{Pair: Pair{ID: r.Event.ID, Destination: d.Destination}, Status: d.Status, Due: due})
+			}
+			if p.add {
+				add = append(add, ReplayPair{Pair: Pair{ID: r.Event.ID, Destination: f.Destination}, Status: StatusNew, Due: due})
 			}
 		}
 	}
@@ -157,6 +174,12 @@ func replayRows(tx ReplayTx, rows []ReplayRow, f Filter, routes []Route, start t
 		return b, err
 	}
 	b.Pairs, b.Changed = len(done), len(reset)-len(done)
+	added, err := addPairs(tx, add, now)
+	if err != nil {
+		return b, err
+	}
+	b.Added, b.Changed = len(added), b.Changed+len(add)-len(added)
+	done = append(done, added...)
 	var rerouted []string
 	if len(reroute) > 0 {
 		if rerouted, err = tx.Reroute(reroute, now); err != nil {
@@ -215,6 +238,29 @@ func resetPairs(tx ReplayTx, pairs []ReplayPair, now time.Time) ([]ReplayPair, e
 	if err != nil {
 		return nil, err
 	}
+	return renewRows(tx, pairs, got, now)
+}
+
+// addPairs makes each pair (its Status new) new, due at its time, and its
+// row new as resetPairs does, all in tx at now: only for a row handed on
+// already (done, parked by the dispatcher, or new with a pair) that has
+// no pair for the destination yet. It returns the pairs it made, in the
+// order given.
+func addPairs(tx ReplayTx, pairs []ReplayPair, now time.Time) ([]ReplayPair, error) {
+	if len(pairs) == 0 {
+		return nil, nil
+	}
+	got, err := tx.AddPairs(pairs, now)
+	if err != nil {
+		return nil, err
+	}
+	return renewRows(tx, pairs, got, now)
+}
+
+// renewRows makes the rows of the pairs of pairs that got holds (those a
+// statement changed) new, in tx at now, and returns those pairs, in the
+// order given.
+func renewRows(tx ReplayTx, pairs []ReplayPair, got map[Pair]bool, now time.Time) ([]ReplayPair, error) {
 	var done []ReplayPair
 	var ids []string
 	for _, p := range pairs {
@@ -243,10 +289,20 @@ func pace(taken int, rate float64) time.Duration {
 // it again, or skip it (why), with how many of its pairs already wait.
 type replayPlan struct {
 	reset    []Pairing
+	add      bool // a pair for the selection's destination, made new
 	reroute  bool
 	skip     string
 	waiting  int
 	filtered int
+	present  int
+}
+
+// addsPairs reports whether a replay selected by f makes the missing pairs
+// of f.Destination: when routes has it and f does not select parked rows
+// (a pair that does not exist was never parked).
+func addsPairs(f Filter, routes []Route) bool {
+	return f.Destination != "" && f.Status != StatusParked && f.Reason == "" &&
+		slices.ContainsFunc(routes, func(r Route) bool { return r.Name == f.Destination })
 }
 
 // planReplay returns what a replay does with row r, selected by f: reset
@@ -256,8 +312,20 @@ type replayPlan struct {
 // no pair that was handed on; skip a row parked on receipt or ignored. A
 // row selected as parked (f.Status parked, or f.Reason) has only its
 // parked pairs of that reason reset: a destination that took the row is
-// not handed it again.
-func planReplay(r ReplayRow, f Filter, routes []Route) replayPlan {
+// not handed it again. When the replay adds pairs (addsPairs), a row
+// handed on with no pair for f.Destination whose filters in opts.Routes
+// take it gets one; with opts.MissingOnly a row that has one is left as it
+// is.
+func planReplay(r ReplayRow, f Filter, opts ReplayOptions) replayPlan {
+	routes := opts.Routes
+	if addsPairs(f, routes) {
+		if !addSelects(r, f) {
+			return replayPlan{}
+		}
+		if p, ok := planAdd(r, f.Destination, routes, opts.MissingOnly); ok {
+			return p
+		}
+	}
 	pairs := r.Pairs
 	keep := func(p Pairing) bool {
 		if f.Destination != "" && p.Destination != f.Destination {
@@ -305,6 +373,44 @@ func planReplay(r ReplayRow, f Filter, routes []Route) replayPlan {
 	return p
 }
 
+// addSelects reports whether a replay that adds pairs selects r by
+// f.Status: the status of r's pair for f.Destination where it has one
+// (as the stores select with a destination), r's own where it has none.
+func addSelects(r ReplayRow, f Filter) bool {
+	if f.Status == "" {
+		return true
+	}
+	if i := slices.IndexFunc(r.Pairs, func(p Pairing) bool { return p.Destination == f.Destination }); i >= 0 {
+		return r.Pairs[i].Status == f.Status
+	}
+	return r.Event.Status == f.Status
+}
+
+// planAdd is what a replay that adds pairs of dest does with r when r has
+// no pair for dest (ok), or has one and missingOnly leaves it.
+func planAdd(r ReplayRow, dest string, routes []Route, missingOnly bool) (replayPlan, bool) {
+	if slices.ContainsFunc(r.Pairs, func(p Pairing) bool { return p.Destination == dest }) {
+		if missingOnly {
+			return replayPlan{present: 1}, true
+		}
+		return replayPlan{}, false
+	}
+	i := slices.IndexFunc(routes, func(rt Route) bool { return rt.Name == dest })
+	if !routes[i].Takes(r.Event.Source, r.Event.Event) {
+		return replayPlan{}, true // not the destination's: left out
+	}
+	switch {
+	case r.Event.Status == StatusIgnored:
+		return replayPlan{skip: "ignored"}, true
+	case r.Event.Status == StatusParked && !r.Event.Reason.ByHandler():
+		return replayPlan{skip: string(r.Event.Reason)}, true
+	case r.Event.Status == StatusNew && len(r.Pairs) == 0:
+		// Not routed yet: the dispatcher that routes it decides.
+		return replayPlan{waiting: 1}, true
+	}
+	return replayPlan{add: true}, true
+}
+
 // ReplaySelection names the rows Replay hands on again: those of IDs (when
 // given) that Filter selects. Filter.Destination narrows them to the rows
 // routed to it, and the replay to their pair for it. Filter.Limit is not
@@ -343,8 +449,14 @@ type ReplayOptions struct {
 	// one of them whose filters no longer take its row is left as it is,
 	// counted in Filtered, so a replay never hands a row to a destination
 	// narrowed since it was routed. A pair of a destination not among
-	// them is reset, to wait for it.
+	// them is reset, to wait for it. When it has Filter.Destination, the
+	// rows handed on that have no pair for it and that its filters take
+	// get one (see Replay).
 	Routes []Route
+	// MissingOnly, when Replay adds pairs, leaves the rows that have a
+	// pair for the destination as they are (counted in Present): only the
+	// missing pairs are made.
+	MissingOnly bool
 }
 
 // ReplayRow is a row a replay selected, without its body, with every pair
@@ -375,6 +487,12 @@ type ReplayReport struct {
 	// Changed counts the pairs a dispatcher or another command changed
 	// between reading and resetting them, left as they are.
 	Changed int `json:"changed"`
+	// Added counts the pairs made for a destination the row had none of
+	// (ReplayOptions.Routes), each new; Pairs does not count them.
+	Added int `json:"added"`
+	// Present counts, with ReplayOptions.MissingOnly, the rows left as
+	// they are because they have a pair for the destination.
+	Present int `json:"present"`
 	// Filtered counts the pairs left as they are because their
 	// destination's filters (ReplayOptions.Routes) no longer take the row,
 	// or Routes no longer has their destination.
@@ -403,6 +521,8 @@ func (r *ReplayReport) add(b ReplayReport, sample int) {
 	r.Waiting += b.Waiting
 	r.Changed += b.Changed
 	r.Filtered += b.Filtered
+	r.Added += b.Added
+	r.Present += b.Present
 	for k, n := range b.Skipped {
 		r.Skipped[k] += n
 	}
@@ -463,6 +583,11 @@ type ReplayTx interface {
 	// again, due at its Due, with no attempt, lease or error, and returns
 	// those it reset.
 	ResetPairs(pairs []ReplayPair, now time.Time) (map[Pair]bool, error)
+	// AddPairs makes each pair (its Status new) new, due at its Due, with
+	// no attempt, only where its row was handed on (done, parked by the
+	// dispatcher, or new with a pair) and has no pair for the destination
+	// yet, and returns those it made.
+	AddPairs(pairs []ReplayPair, now time.Time) (map[Pair]bool, error)
 	// Renew makes the rows of ids new with no error of their own (Mirror
 	// gives them their pairs' again), their updated_at now where they
 	// were not new.

@@ -16,9 +16,9 @@ const DefaultDestination = "default"
 // Route names a destination and the rows it takes: those of Sources and
 // Events (an empty list takes all).
 type Route struct {
-	Name    string
-	Sources []string
-	Events  []string
+	Name    string   `json:"name"`
+	Sources []string `json:"sources,omitempty"`
+	Events  []string `json:"events,omitempty"`
 }
 
 // Takes reports whether r's filters match a row of source and event.

@@ -88,6 +88,11 @@ type Store interface {
 	// the store: a paused one's pairs are not claimed, so they wait with
 	// no attempt counted.
 	SetPaused(ctx context.Context, name string, paused bool) error
+	// RecordRouting records that the dispatcher owner routes new rows by
+	// routes, seen at now; routes nil forgets owner (it stopped).
+	RecordRouting(ctx context.Context, owner string, routes []Route, now time.Time) error
+	// Routings returns the routings recorded at or after since, by owner.
+	Routings(ctx context.Context, since time.Time) ([]Routing, error)
 
 	// Get returns the row with the given id, body included, or an error
 	// wrapping ErrNotFound.

@@ -47,6 +47,17 @@ func (s *Store) SetPaused(ctx context.Context, name string, paused bool) error {
 	return err
 }
 
+func (s *Store) RecordRouting(ctx context.Context, owner string, routes []inbox.Route, now time.Time) error {
+	_, err := do(ctx, s, func(st inbox.Store) (struct{}, error) {
+		return struct{}{}, st.RecordRouting(ctx, owner, routes, now)
+	})
+	return err
+}
+
+func (s *Store) Routings(ctx context.Context, since time.Time) ([]inbox.Routing, error) {
+	return do(ctx, s, func(st inbox.Store) ([]inbox.Routing, error) { return st.Routings(ctx, since) })
+}
+
 func (s *Store) Get(ctx context.Context, id string) (inbox.Event, error) {
 	return do(ctx, s, func(st inbox.Store) (inbox.Event, error) { return st.Get(ctx, id) })
 }

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -141,4 +142,50 @@ func (s *Store) SetPaused(ctx context.Context, name string, paused bool) error {
 		}
 		return nil
 	})
+}
+
+// RecordRouting records (or, routes nil, forgets) the routing of the
+// dispatcher owner.
+func (s *Store) RecordRouting(ctx context.Context, owner string, routes []inbox.Route, now time.Time) error {
+	if s.readOnly {
+		return errors.New("record the routing: store is read-only")
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.busy)
+	defer cancel()
+	return s.inTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		if routes == nil {
+			_, err = tx.Exec(ctx, `DELETE FROM routings WHERE owner = $1`, owner)
+		} else {
+			_, err = tx.Exec(ctx, `INSERT INTO routings (owner, routes, seen_at) VALUES ($1, $2, $3)
+				ON CONFLICT (owner) DO UPDATE SET routes = excluded.routes, seen_at = excluded.seen_at`,
+				owner, inbox.EncodeRoutes(routes), now.UnixMilli())
+		}
+		if err != nil {
+			return fmt.Errorf("record the routing: %w", err)
+		}
+		return nil
+	})
+}
+
+// Routings returns the routings recorded at or after since, by owner.
+func (s *Store) Routings(ctx context.Context, since time.Time) ([]inbox.Routing, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.busy)
+	defer cancel()
+	rows, err := s.pool.Query(ctx, `SELECT owner, routes, seen_at FROM routings WHERE seen_at >= $1 ORDER BY owner`, since.UnixMilli())
+	if err != nil {
+		return nil, fmt.Errorf("read the routings: %w", err)
+	}
+	defer rows.Close()
+	var out []inbox.Routing
+	var owner, routes string
+	var seen int64
+	if _, err := pgx.ForEachRow(rows, []any{&owner, &routes, &seen}, func() error {
+		r, err := inbox.ReadRouting(owner, routes, seen)
+		out = append(out, r)
+		return err
+	}); err != nil {
+		return nil, fmt.Errorf("read the routings: %w", err)
+	}
+	return out, nil
 }

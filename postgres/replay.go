@@ -157,22 +157,34 @@ func (t replayTx) KeepSeries(pairs []inbox.ReplayPair, now time.Time) error {
 // ResetPairs makes each pair still of the status read new again, due at
 // its time.
 func (t replayTx) ResetPairs(pairs []inbox.ReplayPair, now time.Time) (map[inbox.Pair]bool, error) {
-	rows, err := t.tx.Query(t.ctx, `UPDATE deliveries d SET status = 'new', reason = NULL, attempts = 0,
+	return t.changed("reset", len(pairs), `UPDATE deliveries d SET status = 'new', reason = NULL, attempts = 0,
 			next_attempt_at = v.due, lease_owner = NULL, lease_until = NULL, last_error = NULL,
 			done_at = NULL, updated_at = $5
 		FROM `+replaySet+`
 		WHERE d.event_id = v.id AND d.destination = v.dest AND d.status = v.status AND d.status IN ('done', 'parked')
 		RETURNING d.event_id, d.destination`, replayArgs(pairs, now)...)
-	if err != nil {
-		return nil, fmt.Errorf("reset %d pairs: %w", len(pairs), err)
-	}
+}
+
+// AddPairs makes each pair new, due at its time, where its row was
+// handed on and has no pair for the destination yet.
+func (t replayTx) AddPairs(pairs []inbox.ReplayPair, now time.Time) (map[inbox.Pair]bool, error) {
+	return t.changed("add", len(pairs), sqlrow.AddPairs(replaySet, "$5"), replayArgs(pairs, now)...)
+}
+
+// changed runs stmt, which does what to n pairs and returns those it
+// changed (id, destination).
+func (t replayTx) changed(what string, n int, stmt string, args ...any) (map[inbox.Pair]bool, error) {
 	got := map[inbox.Pair]bool{}
 	var p inbox.Pair
-	if _, err := pgx.ForEachRow(rows, []any{&p.ID, &p.Destination}, func() error {
-		got[p] = true
-		return nil
-	}); err != nil {
-		return nil, fmt.Errorf("reset %d pairs: %w", len(pairs), err)
+	rows, err := t.tx.Query(t.ctx, stmt, args...)
+	if err == nil {
+		_, err = pgx.ForEachRow(rows, []any{&p.ID, &p.Destination}, func() error {
+			got[p] = true
+			return nil
+		})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s %d pairs: %w", what, n, err)
 	}
 	return got, nil
 }

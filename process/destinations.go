@@ -49,9 +49,23 @@ type liveDestinations struct {
 	// onSwap, when set, is told of each set a reload put into effect.
 	onSwap func(cfgs []config.Destination)
 
+	// watch, when set, records and checks the routing (see routingWatch).
+	watch *routingWatch
+
 	mu   sync.Mutex
 	deps map[string][]health.Dependency // the running destinations' NATS lines
 }
+
+// watchRouting has the destinations' routing recorded and checked on
+// store while they run (see routingWatch). It records it once now, so
+// that its names are known (inbox pause) as soon as the process is up.
+func (l *liveDestinations) watchRouting(ctx context.Context, store routingStore) {
+	l.watch = newRoutingWatch(store, l.routes, l.log)
+	l.watch.record(ctx)
+}
+
+// routes are the routes of the destinations in effect.
+func (l *liveDestinations) routes() []inbox.Route { return routesOf(l.configs()) }
 
 // destinations makes the dispatchers of the run's destinations on store,
 // their holds read from the run's store, alone for inbox dispatch (see
@@ -69,6 +83,7 @@ func (r *run) destinations(ctx context.Context, store dispatch.Store, alone bool
 		return nil, err
 	}
 	l.cur.Store(&cfgs)
+	l.watchRouting(ctx, r.store)
 	return l, nil
 }
 
@@ -100,8 +115,23 @@ func (l *liveDestinations) member(ctx context.Context, cfg config.Destination, r
 // configs returns the destinations in effect.
 func (l *liveDestinations) configs() []config.Destination { return *l.cur.Load() }
 
-// run hands rows on until ctx is done, as dispatch.Group.Run does.
-func (l *liveDestinations) run(ctx context.Context) error { return l.group.Run(ctx) }
+// run hands rows on until ctx is done, as dispatch.Group.Run does, the
+// routing watched meanwhile.
+func (l *liveDestinations) run(ctx context.Context) error {
+	if l.watch == nil {
+		return l.group.Run(ctx)
+	}
+	wctx, stop := context.WithCancel(ctx)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		l.watch.run(wctx)
+	}()
+	err := l.group.Run(ctx)
+	stop()
+	<-watched
+	return err
+}
 
 // dependencies are what /readyz shows of the destinations in effect: a
 // line per destination (dispatching, paused by an operator, unreachable,
@@ -116,6 +146,9 @@ func (l *liveDestinations) dependencies() []health.Dependency {
 		deps = append(deps, health.Dependency{Name: "destination " + name, State: func(ctx context.Context) (bool, string) {
 			return l.state(ctx, name)
 		}})
+	}
+	if l.watch != nil {
+		deps = append(deps, l.watch.dependencies()...)
 	}
 	return deps
 }
@@ -153,6 +186,9 @@ func (l *liveDestinations) reload(file string) (func(), error) {
 		l.cur.Store(&cfgs)
 		if l.onSwap != nil {
 			l.onSwap(cfgs)
+		}
+		if l.watch != nil {
+			l.watch.reloaded()
 		}
 		l.log.Info().Str("config", file).Strs("destinations", names).Msg("reloaded destinations: the rows routed from now on go by the new ones")
 	}, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -153,4 +154,52 @@ func (s *Store) SetPaused(ctx context.Context, name string, paused bool) error {
 		}
 		return nil
 	})
+}
+
+// RecordRouting records (or, routes nil, forgets) the routing of the
+// dispatcher owner.
+func (s *Store) RecordRouting(ctx context.Context, owner string, routes []inbox.Route, now time.Time) error {
+	if s.write == nil {
+		return errors.New("record the routing: store is read-only")
+	}
+	// Bookkeeping, as the probe is: not a commit readiness counts, so that
+	// a small write every few seconds never ends a doubt a delivery's
+	// failed commit raised (see health.Commits).
+	return s.send(ctx, &write{Probe: true, Op: task{op: func(ctx context.Context, tx *sql.Tx) error {
+		var err error
+		if routes == nil {
+			_, err = tx.ExecContext(ctx, `DELETE FROM routings WHERE owner = ?`, owner)
+		} else {
+			_, err = tx.ExecContext(ctx, `INSERT INTO routings (owner, routes, seen_at) VALUES (?, ?, ?)
+				ON CONFLICT (owner) DO UPDATE SET routes = excluded.routes, seen_at = excluded.seen_at`,
+				owner, inbox.EncodeRoutes(routes), millis(now))
+		}
+		if err != nil {
+			return fmt.Errorf("record the routing: %w", err)
+		}
+		return nil
+	}}}, false).Err
+}
+
+// Routings returns the routings recorded at or after since, by owner.
+func (s *Store) Routings(ctx context.Context, since time.Time) ([]inbox.Routing, error) {
+	rows, err := s.read.QueryContext(ctx, `SELECT owner, routes, seen_at FROM routings WHERE seen_at >= ? ORDER BY owner`, millis(since))
+	if err != nil {
+		return nil, fmt.Errorf("read the routings: %w", err)
+	}
+	defer rows.Close()
+	var out []inbox.Routing
+	for rows.Next() {
+		var owner, routes string
+		var seen int64
+		if err := rows.Scan(&owner, &routes, &seen); err != nil {
+			return nil, fmt.Errorf("read the routings: %w", err)
+		}
+		r, err := inbox.ReadRouting(owner, routes, seen)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
 }

@@ -155,25 +155,36 @@ func (t replayTx) KeepSeries(pairs []inbox.ReplayPair, now time.Time) error {
 // ResetPairs makes each pair still of the status read new again, due at
 // its time.
 func (t replayTx) ResetPairs(pairs []inbox.ReplayPair, now time.Time) (map[inbox.Pair]bool, error) {
-	rows, err := t.tx.QueryContext(t.ctx, `UPDATE deliveries SET status = 'new', reason = NULL, attempts = 0,
+	return t.changed("reset", len(pairs), `UPDATE deliveries SET status = 'new', reason = NULL, attempts = 0,
 			next_attempt_at = v.due, lease_owner = NULL, lease_until = NULL, last_error = NULL,
 			done_at = NULL, updated_at = ?2
 		FROM `+replaySet+` AS v
 		WHERE deliveries.event_id = v.id AND deliveries.destination = v.dest AND deliveries.status = v.status
 		AND deliveries.status IN ('done', 'parked')
 		RETURNING deliveries.event_id, deliveries.destination`, replayValues(pairs), millis(now))
-	if err != nil {
-		return nil, fmt.Errorf("reset %d pairs: %w", len(pairs), err)
-	}
+}
+
+// AddPairs makes each pair new, due at its time, where its row was
+// handed on and has no pair for the destination yet.
+func (t replayTx) AddPairs(pairs []inbox.ReplayPair, now time.Time) (map[inbox.Pair]bool, error) {
+	return t.changed("add", len(pairs), sqlrow.AddPairs(replaySet+` AS v`, "?2"), replayValues(pairs), millis(now))
+}
+
+// changed runs stmt, which does what to n pairs and returns those it
+// changed (id, destination).
+func (t replayTx) changed(what string, n int, stmt string, args ...any) (map[inbox.Pair]bool, error) {
 	got := map[inbox.Pair]bool{}
-	err = each(rows, func(scan func(...any) error) error {
-		var p inbox.Pair
-		err := scan(&p.ID, &p.Destination)
-		got[p] = true
-		return err
-	})
+	rows, err := t.tx.QueryContext(t.ctx, stmt, args...)
+	if err == nil {
+		err = each(rows, func(scan func(...any) error) error {
+			var p inbox.Pair
+			err := scan(&p.ID, &p.Destination)
+			got[p] = true
+			return err
+		})
+	}
 	if err != nil {
-		return nil, fmt.Errorf("reset %d pairs: %w", len(pairs), err)
+		return nil, fmt.Errorf("%s %d pairs: %w", what, n, err)
 	}
 	return got, nil
 }

@@ -144,6 +144,22 @@ var Fresh = func() string {
 	return strings.Join(sets, ", ")
 }()
 
+// AddPairs is the statement that makes each pair of set (rows v of id,
+// dest and due) new, due at its time, updated at now (a placeholder),
+// where its row was handed on to its destinations (done, parked by the
+// dispatcher, or new with a pair) and has no pair for dest yet; it
+// returns the pairs it made.
+func AddPairs(set, now string) string {
+	return `INSERT INTO deliveries (event_id, destination, status, attempts, next_attempt_at, received_at, updated_at)
+		SELECT v.id, v.dest, 'new', 0, v.due, e.received_at, ` + now + `
+		FROM ` + set + ` JOIN events e ON e.id = v.id
+		WHERE e.status = 'done'
+			OR (e.status = 'parked' AND e.reason IN ('handler_failed', 'handler_rejected', 'too_large_for_destination'))
+			OR (e.status = 'new' AND EXISTS (SELECT 1 FROM deliveries o WHERE o.event_id = e.id))
+		ON CONFLICT (event_id, destination) DO NOTHING
+		RETURNING event_id, destination`
+}
+
 // Query runs a read statement with args and calls fn with the Scan of
 // each row it returns, in order, stopping at fn's first error. Each store
 // implements it over its driver, so a read written once here runs on

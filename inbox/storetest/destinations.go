@@ -52,6 +52,46 @@ func (e *env) pairs(id string) []string {
 }
 
 func runDestinations(t *testing.T, o opener) {
+	t.Run("routings recorded, replaced, aged and forgotten", func(t *testing.T) {
+		e := o.fresh(t)
+		ctx := context.Background()
+		a := []inbox.Route{{Name: "crm", Events: []string{"job.failed", "job.completed"}}, {Name: "app"}}
+		if err := e.s.RecordRouting(ctx, "one", a, t0); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.s.RecordRouting(ctx, "two", routes[:1], t0.Add(-time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		got, err := e.s.Routings(ctx, t0.Add(-inbox.RoutingLive))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 1 || got[0].Owner != "one" || !got[0].SeenAt.Equal(t0) ||
+			inbox.EncodeRoutes(got[0].Routes) != inbox.EncodeRoutes(a) || got[0].Routes[0].Name != "app" {
+			t.Fatalf("live routings = %+v, want one's, sorted", got)
+		}
+		// Recorded again: replaced, live again.
+		if err := e.s.RecordRouting(ctx, "two", routes, t0); err != nil {
+			t.Fatal(err)
+		}
+		got, _ = e.s.Routings(ctx, t0)
+		if len(got) != 2 || got[1].Owner != "two" || len(got[1].Routes) != len(routes) {
+			t.Fatalf("routings = %+v, want one's and two's new one", got)
+		}
+		if c := inbox.ConflictingRoutings(got); len(c) != 2 {
+			t.Fatalf("conflicts = %+v, want two tables", c)
+		}
+		if n := inbox.LiveNames(got); !slices.Equal(n, []string{"app", "audit", "crm", "failures"}) {
+			t.Fatalf("live names = %v", n)
+		}
+		if err := e.s.RecordRouting(ctx, "two", nil, t0); err != nil {
+			t.Fatal(err)
+		}
+		got, _ = e.s.Routings(ctx, time.Time{})
+		if len(got) != 1 || got[0].Owner != "one" || inbox.ConflictingRoutings(got) != nil {
+			t.Fatalf("routings after two forgot = %+v, want one's alone", got)
+		}
+	})
 	t.Run("fan out by filters", func(t *testing.T) {
 		e := o.fresh(t)
 		e.put(job("job_1"))

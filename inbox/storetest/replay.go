@@ -152,6 +152,60 @@ func runReplay(t *testing.T, o opener) {
 		}
 	})
 
+	t.Run("a destination configured later gets the missing pairs its filters take", func(t *testing.T) {
+		e := o.fresh(t)
+		e.put(job("job_1"))
+		e.put(failed("job_2"))
+		e.put(keyed("vibe", "run_1", "run.done", []byte(`{"id":"run_1"}`), deliveryTS, inbox.Rules{MaxBody: 1 << 20}))
+		at := t0.Add(time.Second)
+		e.deliverAll(at)
+		e.clock.Set(at.Add(time.Minute))
+		// newc takes the sume rows; app already has them.
+		now := append(slices.Clone(routes), inbox.Route{Name: "newc", Sources: []string{inbox.DefaultSource}})
+		sel := inbox.ReplaySelection{Filter: inbox.Filter{Destination: "newc", Since: t0}}
+		dry := e.replay(sel, inbox.ReplayOptions{Routes: now, DryRun: true})
+		if dry.Added != 2 || dry.Rows != 2 || dry.Pairs != 0 {
+			t.Fatalf("dry run = %+v, want 2 pairs to add on 2 rows", dry)
+		}
+		if p := e.pairs("job_1"); slices.Contains(p, "newc:new") {
+			t.Fatalf("dry run made a pair: %v", p)
+		}
+		// Without the destination in Routes, nothing is routed to it.
+		if rep := e.replay(sel, inbox.ReplayOptions{}); rep.Rows != 0 || rep.Added != 0 {
+			t.Fatalf("replay without newc configured = %+v, want nothing", rep)
+		}
+		rep := e.replay(sel, inbox.ReplayOptions{Routes: now})
+		if rep.Added != 2 || rep.Rows != 2 {
+			t.Fatalf("replay = %+v, want 2 pairs added", rep)
+		}
+		if p := e.pairs("job_2"); !slices.Equal(p, []string{"app:done", "audit:done", "failures:done", "newc:new"}) {
+			t.Errorf("job_2's pairs = %v, want newc's new beside the done ones", p)
+		}
+		if p := e.pairs("run_1"); slices.Contains(p, "newc:new") {
+			t.Errorf("run_1 (vibe) got a newc pair: %v", p)
+		}
+		if r := e.get("job_1"); r.Status != inbox.StatusNew {
+			t.Errorf("job_1 = %s, want new for newc", r.Status)
+		}
+		claimAt := at.Add(time.Minute)
+		got, _, err := e.s.Settle(context.Background(), "o", nil,
+			inbox.Claim{Now: claimAt, Until: claimAt.Add(time.Minute), Max: 10, Destination: "newc", Routes: now})
+		if err != nil || len(got) != 2 {
+			t.Errorf("newc claimed %v, %v, want job_1 and job_2", ids(got), err)
+		}
+		// Again, missing only: each row has its pair now.
+		rep = e.replay(sel, inbox.ReplayOptions{Routes: now, MissingOnly: true})
+		if rep.Added != 0 || rep.Present != 2 || rep.Pairs != 0 {
+			t.Errorf("missing-only replay = %+v, want 2 present and nothing made", rep)
+		}
+		// The rows are new (newc's pairs wait), app's pairs done: a status
+		// selects by the destination's pair where the row has one.
+		done := inbox.ReplaySelection{Filter: inbox.Filter{Destination: "app", Status: inbox.StatusDone, Since: t0}}
+		if rep := e.replay(done, inbox.ReplayOptions{Routes: now, DryRun: true}); rep.Pairs != 2 || rep.Added != 0 {
+			t.Errorf("replay of app's done pairs = %+v, want job_1's and job_2's", rep)
+		}
+	})
+
 	t.Run("a destination's pair alone, of the rows routed to it", func(t *testing.T) {
 		e := o.fresh(t)
 		e.put(job("job_1"))
