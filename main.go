@@ -1,12 +1,12 @@
-// Command inbox receives signed webhooks, stores each job once (in SQLite,
-// see store.go), parks what it can never process, and gives operators the
-// commands to look after it. This package only wires: the commands, the
-// logger, the store --db names.
+// Command inbox receives signed webhooks, stores each job once (in SQLite
+// or PostgreSQL, see stores), parks what it can never process, and gives
+// operators the commands to look after it. This package only wires: the
+// commands, their flags and help, and the logger; serve and dispatch are
+// run by package process from the Config their flags make.
 package main
 
 import (
 	"context"
-	_ "embed"
 	"errors"
 	"fmt"
 	"io"
@@ -14,17 +14,11 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"syscall"
-	"time"
 
-	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
-	"golang.org/x/sys/unix"
 
 	"inbox/admin"
 )
-
-//go:embed schema.sql
-var schema string
 
 func main() {
 	if err := newApp(os.Stdout, os.Stderr).RunContext(signalContext(), os.Args); err != nil {
@@ -127,31 +121,4 @@ func signalContext() context.Context {
 		cancel()
 	}()
 	return ctx
-}
-
-// logLevelFlag is --log-level, for the commands that log.
-func logLevelFlag() *cli.StringFlag {
-	return &cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error", EnvVars: []string{"INBOX_LOG_LEVEL"}}
-}
-
-// checkLogLevel refuses a --log-level zerolog does not know.
-func checkLogLevel(level string) error {
-	if _, err := zerolog.ParseLevel(level); err != nil || level == "" {
-		return fmt.Errorf("--log-level: unknown level %q", level)
-	}
-	return nil
-}
-
-// newLogger returns a JSON logger, or a readable one when w is a terminal.
-func newLogger(w io.Writer, level string) (zerolog.Logger, error) {
-	if err := checkLogLevel(level); err != nil {
-		return zerolog.Logger{}, err
-	}
-	lvl, _ := zerolog.ParseLevel(level)
-	if f, ok := w.(*os.File); ok {
-		if _, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS); err == nil {
-			w = zerolog.ConsoleWriter{Out: f, TimeFormat: time.RFC3339}
-		}
-	}
-	return zerolog.New(w).Level(lvl).With().Timestamp().Logger(), nil
 }

@@ -7,12 +7,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
 
 	"inbox/config"
-	"inbox/metrics"
+	"inbox/process"
 	"inbox/reconcile"
 	"inbox/sume"
 )
@@ -37,21 +35,13 @@ func reconcileFlags() []cli.Flag {
 	}
 }
 
-// reconcileConfig is what the polling flags say, checked.
-type reconcileConfig struct {
-	loop   reconcile.Config // without Refusals, API and OnRequest
-	apiURL string
-	// api is the Sume client with --api-key; nil without it: no polling.
-	api *sume.Client
-}
-
 // parseReconcile reads the polling flags. It fails on a flag out of range,
 // the placeholder key, or an API URL the key must not go to.
-func parseReconcile(c *cli.Context) (reconcileConfig, error) {
+func parseReconcile(c *cli.Context) (process.Reconcile, error) {
 	if c.Int("api-concurrency") < 1 || c.Float64("api-rate") <= 0 {
-		return reconcileConfig{}, fmt.Errorf("--api-concurrency %d and --api-rate %g: want at least 1 request at once, and a rate above 0 a second", c.Int("api-concurrency"), c.Float64("api-rate"))
+		return process.Reconcile{}, fmt.Errorf("--api-concurrency %d and --api-rate %g: want at least 1 request at once, and a rate above 0 a second", c.Int("api-concurrency"), c.Float64("api-rate"))
 	}
-	rc := reconcileConfig{apiURL: c.String("api-url"), loop: reconcile.Config{
+	rc := process.Reconcile{APIURL: c.String("api-url"), Loop: reconcile.Config{
 		PollEvery:   config.DurationOf(c, "poll-every").Get(),
 		Backoff:     config.DurationOf(c, "poll-backoff").Get(),
 		MaxBackoff:  max(reconcile.DefaultMaxBackoff, config.DurationOf(c, "poll-backoff").Get()),
@@ -62,38 +52,20 @@ func parseReconcile(c *cli.Context) (reconcileConfig, error) {
 	}}
 	if key := c.String("api-key"); key != "" {
 		if strings.HasPrefix(key, "replace-with") {
-			return reconcileConfig{}, errors.New("SUME_API_KEY (--api-key) is the placeholder of deploy/inbox.env: set your key, or leave it unset")
+			return process.Reconcile{}, errors.New("SUME_API_KEY (--api-key) is the placeholder of deploy/inbox.env: set your key, or leave it unset")
 		}
 		client, err := apiClient(c)
 		if err != nil {
-			return reconcileConfig{}, err
+			return process.Reconcile{}, err
 		}
-		rc.api = client
+		rc.API = client
 	}
 	return rc, nil
 }
 
-// newReconciler builds the loop rc describes, which records refusals
-// (when refusals is not nil) and, with an API key, polls overdue
-// expectations. It fails when reconcile.New refuses the settings.
 // lastWriteMargin is what a write of the refusals may take beyond the busy
 // timeout, as a delivery's answer may (see the contract's 503 row).
 const lastWriteMargin = 500 * time.Millisecond
-
-func newReconciler(rc reconcileConfig, store reconcile.Store, refusals *reconcile.Refusals, log zerolog.Logger, reg prometheus.Registerer) (*reconcile.Reconciler, error) {
-	cfg := rc.loop
-	cfg.Refusals = refusals
-	if rc.api != nil {
-		cfg.API = rc.api
-		cfg.OnRequest = metrics.NewReconcile(reg).Requested
-		log.Info().Str("api_url", rc.api.BaseURL).Msg("polling overdue expected jobs")
-	}
-	r, err := reconcile.New(store, cfg, log)
-	if err != nil {
-		return nil, fmt.Errorf("--poll-every, --poll-backoff, --api-concurrency, --api-rate: %w", err)
-	}
-	return r, nil
-}
 
 // apiClient is the Sume client the flags describe. Its requests are not
 // retried in place: the loop polls again later, as Retry-After says.
@@ -104,15 +76,4 @@ func apiClient(c *cli.Context) (*sume.Client, error) {
 		return nil, fmt.Errorf("--api-url: %w", err)
 	}
 	return client, nil
-}
-
-// handleExpect adds POST /expect to mux: applications register the jobs
-// they started there. A status URL must be on apiURL's host (--api-url).
-func handleExpect(apiURL string, mux *http.ServeMux, store reconcile.Expecter, log zerolog.Logger) {
-	client := &sume.Client{BaseURL: apiURL}
-	check := func(u string) error {
-		_, err := client.CheckStatusURL(u)
-		return err
-	}
-	mux.Handle("POST /expect", reconcile.ExpectHandler(store, check, nil, log))
 }

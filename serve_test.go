@@ -8,26 +8,28 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
 
 	"inbox/inbox"
+	"inbox/process"
 )
 
 // parseServeArgs parses serve's flags as the binary does, without running
 // it.
-func parseServeArgs(t *testing.T, args ...string) (serveConfig, error) {
+func parseServeArgs(t *testing.T, args ...string) (process.Config, error) {
 	t.Helper()
 	cmd := serveCommand(io.Discard)
-	var cfg serveConfig
+	var cfg process.Config
 	var perr error
 	cmd.Action = func(c *cli.Context) error {
-		cfg, perr = parseServe(c)
+		cfg, perr = parseServe(c, io.Discard)
 		return nil
 	}
 	app := &cli.App{Name: "inbox", Commands: []*cli.Command{cmd}, Writer: io.Discard, ErrWriter: io.Discard,
 		ExitErrHandler: func(*cli.Context, error) {}}
 	if err := app.Run(append([]string{"inbox", "serve"}, args...)); err != nil {
-		return serveConfig{}, err // a flag refused before the action
+		return process.Config{}, err // a flag refused before the action
 	}
 	return cfg, perr
 }
@@ -38,22 +40,22 @@ func TestParseServeDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.db != "inbox.db" || cfg.addr != "127.0.0.1:8080" || cfg.adminAddr != "" || cfg.logLevel != "info" {
-		t.Errorf("db %q addr %q admin %q log %q", cfg.db, cfg.addr, cfg.adminAddr, cfg.logLevel)
+	if cfg.DB != "inbox.db" || cfg.Addr != "127.0.0.1:8080" || cfg.AdminAddr != "" || cfg.Log.GetLevel() != zerolog.InfoLevel {
+		t.Errorf("db %q addr %q admin %q log %s", cfg.DB, cfg.Addr, cfg.AdminAddr, cfg.Log.GetLevel())
 	}
-	if cfg.busyTimeout != inbox.DefaultBusyTimeout || cfg.maxInFlight != 512 || cfg.bodyTimeout != 2*time.Second || cfg.bodyMemory != 64<<20 {
-		t.Errorf("busy %s in flight %d body timeout %s body memory %d", cfg.busyTimeout, cfg.maxInFlight, cfg.bodyTimeout, cfg.bodyMemory)
+	if cfg.Reconcile.Loop.WriteTimeout != inbox.DefaultBusyTimeout+lastWriteMargin || cfg.MaxInFlight != 512 || cfg.BodyTimeout != 2*time.Second || cfg.BodyMemory != 64<<20 {
+		t.Errorf("last write %s in flight %d body timeout %s body memory %d", cfg.Reconcile.Loop.WriteTimeout, cfg.MaxInFlight, cfg.BodyTimeout, cfg.BodyMemory)
 	}
-	if cfg.limits.ReadTimeout != 8*time.Second || cfg.limits.WriteTimeout != 9*time.Second {
-		t.Errorf("limits %+v", cfg.limits)
+	if cfg.Limits.ReadTimeout != 8*time.Second || cfg.Limits.WriteTimeout != 9*time.Second {
+		t.Errorf("limits %+v", cfg.Limits)
 	}
-	if cfg.dispatch != nil || cfg.reconcile.api != nil {
-		t.Errorf("dispatch %+v, api %v: want neither without their flags", cfg.dispatch, cfg.reconcile.api)
+	if cfg.Destinations != nil || cfg.Reconcile.API != nil {
+		t.Errorf("destinations %+v, api %v: want neither without their flags", cfg.Destinations, cfg.Reconcile.API)
 	}
-	if len(cfg.sources) != 1 {
-		t.Fatalf("sources %+v, want the one Sume source", cfg.sources)
+	if len(cfg.Sources) != 1 {
+		t.Fatalf("sources %+v, want the one Sume source", cfg.Sources)
 	}
-	src := cfg.sources[0]
+	src := cfg.Sources[0]
 	if src.Name != inbox.DefaultSource || src.Path != "/webhooks/sume" || src.Accepted != http.StatusNoContent ||
 		len(src.Keys) != 2 || src.HardCap != 4<<20 || src.Rules.MaxBody != 1<<20 || src.Rules.Kind != inbox.KindBody {
 		t.Errorf("source %+v", src)
@@ -66,12 +68,12 @@ func TestParseServeDestination(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(cfg.dispatch) != 1 || cfg.dispatch[0].route.Name != "default" {
-		t.Fatalf("dispatch %+v, want one destination, default", cfg.dispatch)
+	if len(cfg.Destinations) != 1 || cfg.Destinations[0].Name != "default" {
+		t.Fatalf("destinations %+v, want one destination, default", cfg.Destinations)
 	}
-	d := cfg.dispatch[0]
-	if d.forwardURL != "http://127.0.0.1:3000/jobs" || d.workers != 3 || len(d.schedule) != 2 || d.maxSlow != -1 {
-		t.Errorf("dispatch %+v", d)
+	d := cfg.Destinations[0]
+	if d.URL != "http://127.0.0.1:3000/jobs" || d.Workers != 3 || len(d.Schedule()) != 2 || d.MaxSlow == nil || *d.MaxSlow != 0 {
+		t.Errorf("destination %+v", d)
 	}
 }
 

@@ -5,12 +5,12 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
 	"inbox/admin"
 	"inbox/inbox"
+	"inbox/stores"
 )
 
 // TestOpenStorePath opens a SQLite file through the opener every command
@@ -24,7 +24,7 @@ func TestOpenStorePath(t *testing.T) {
 	if _, err := os.Stat(db); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("a command made %s: %v", db, err)
 	}
-	s, err := openStore(ctx, db, storeOptions{schema: schema})
+	s, err := stores.Open(ctx, db, stores.Options{Schema: schema})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func TestOpenStorePath(t *testing.T) {
 // line without the URL's password.
 func TestOpenStorePostgres(t *testing.T) {
 	for _, db := range []string{"postgres://inbox:hunter2@127.0.0.1:1/inbox", "postgresql://inbox:hunter2@127.0.0.1:1/inbox?password=hunter2"} {
-		_, err := openStore(context.Background(), db, storeOptions{})
+		_, err := stores.Open(context.Background(), db, stores.Options{})
 		if err == nil {
 			t.Fatalf("%s: opened a server that is not there", db)
 		}
@@ -73,32 +73,9 @@ func TestOpenStorePostgres(t *testing.T) {
 		"postgres://inbox:hun%zzter2@db.internal/inbox":                                    "postgres://inbox:xxxxx@db.internal/inbox",
 		"postgres://inbox@db.internal/inbox?password=hunter2":                              "postgres://inbox@db.internal/inbox",
 	} {
-		if got := describeDB(db); got != want {
-			t.Errorf("describeDB(%q) = %q, want %q", db, got, want)
+		if got := stores.Describe(db); got != want {
+			t.Errorf("stores.Describe(%q) = %q, want %q", db, got, want)
 		}
-	}
-}
-
-// TestDBSecrets: what an --exec command must not see of --db is the URL
-// and its password as written and decoded, wherever the URL holds it.
-func TestDBSecrets(t *testing.T) {
-	for db, want := range map[string][]string{
-		"postgres://inbox:hunter%402@db/inbox":                     {"hunter%402", "hunter@2", "postgres://inbox:hunter%402@db/inbox"},
-		"postgresql://inbox@db/inbox?sslmode=require&password=pw1": {"pw1", "postgresql://inbox@db/inbox?sslmode=require&password=pw1"},
-		"postgres://inbox@db/inbox":                                nil,
-		"/var/lib/inbox/inbox.db":                                  nil,
-		"postgres://inbox@db/inbox?sslpassword=kp1":                {"kp1", "postgres://inbox@db/inbox?sslpassword=kp1"},
-	} {
-		if got := dbSecrets(db, func(string) string { return "" }); !slices.Equal(got, want) {
-			t.Errorf("dbSecrets(%q) = %q, want %q", db, got, want)
-		}
-	}
-	env := map[string]string{"PGPASSWORD": "pw2", "PGSSLPASSWORD": "kp2", "PGUSER": "inbox"}
-	if got, want := dbSecrets("postgres://db/inbox", func(k string) string { return env[k] }), []string{"pw2", "kp2"}; !slices.Equal(got, want) {
-		t.Errorf("dbSecrets with PGPASSWORD and PGSSLPASSWORD set = %q, want %q", got, want)
-	}
-	if got := dbSecrets("/var/lib/inbox/inbox.db", func(k string) string { return env[k] }); got != nil {
-		t.Errorf("dbSecrets of a SQLite path with PGPASSWORD set = %q, want nothing", got)
 	}
 }
 
@@ -114,8 +91,8 @@ func TestOpenStoreKeywordValue(t *testing.T) {
 		"  dbname = test password='hun ter2'",
 		"sslmode=require\thost=db password=hunter2",
 	} {
-		for _, o := range []storeOptions{{schema: schema}, {readOnly: true, mustExist: true}} {
-			_, err := openStore(context.Background(), db, o)
+		for _, o := range []stores.Options{{Schema: schema}, {ReadOnly: true, MustExist: true}} {
+			_, err := stores.Open(context.Background(), db, o)
 			if err == nil {
 				t.Fatalf("%q: opened", db)
 			}
@@ -132,7 +109,7 @@ func TestOpenStoreKeywordValue(t *testing.T) {
 		t.Errorf("the refused strings made %d files, the first %q", len(entries), entries[0].Name())
 	}
 	for _, db := range []string{"a=b.db", "data/host=1.db", "inbox-user=x.db"} {
-		s, err := openStore(context.Background(), db, storeOptions{schema: schema})
+		s, err := stores.Open(context.Background(), db, stores.Options{Schema: schema})
 		if err != nil && strings.Contains(err.Error(), "keyword=value") {
 			t.Errorf("%q: refused as a connection string", db)
 		}

@@ -14,13 +14,18 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"inbox/deploy"
+	"inbox/dispatch"
 	"inbox/inbox"
 	"inbox/scheme"
 )
 
-// Destination is one [[destination]] of the configuration file: where the
-// rows its filters take are handed, and how. A zero knob takes the
-// dispatcher's default.
+// Destination is the one checked description of a destination, from the
+// flags (--forward-url, --exec or --nats-url and the knobs: the one named
+// default) or from a [[destination]] table of the configuration file:
+// where the rows its filters take are handed, and how. Both are checked by
+// Check, in the words of where they were described; a table's knobs left
+// unset take the flags' (Over). A zero knob takes the dispatcher's
+// default.
 type Destination struct {
 	Name string
 	// One of URL (with Secret, read from SecretEnv or the file), Exec, or
@@ -34,14 +39,165 @@ type Destination struct {
 	Timeout         time.Duration
 	SlowAfter       time.Duration
 	Lease           time.Duration
-	MaxSlow         *int   // nil: the default
+	MaxSlow         *int   // nil: the default; 0: none
 	RetrySchedule   string // as --retry-schedule takes it; "": the default
 	Rate            float64
+	// Withheld is what an Exec command must not see (see dispatch.Withheld).
+	Withheld dispatch.Withheld
+	// FromFlags is set on the destination the flags describe: its errors
+	// name the flags rather than a table's keys.
+	FromFlags bool
 }
 
 // Route is what d hands to the queue: its name and filters.
 func (d Destination) Route() inbox.Route {
 	return inbox.Route{Name: d.Name, Sources: d.Sources, Events: d.Events}
+}
+
+// Kind names the kind of destination d is: forward, exec or nats.
+func (d Destination) Kind() string {
+	switch {
+	case d.URL != "":
+		return "forward"
+	case d.Exec != "":
+		return "exec"
+	}
+	return "nats"
+}
+
+// Schedule is d's retry schedule, read as ParseSchedule does; Check
+// refuses one it cannot read.
+func (d Destination) Schedule() []time.Duration {
+	s, _ := dispatch.ParseSchedule(d.RetrySchedule)
+	return s
+}
+
+// Over is d with the knobs it leaves unset taken from base (the flags').
+func (d Destination) Over(base Destination) Destination {
+	if d.Workers == 0 {
+		d.Workers = base.Workers
+	}
+	if d.Timeout == 0 {
+		d.Timeout = base.Timeout
+	}
+	if d.SlowAfter == 0 {
+		d.SlowAfter = base.SlowAfter
+	}
+	if d.Lease == 0 {
+		d.Lease = base.Lease
+	}
+	if d.MaxSlow == nil {
+		d.MaxSlow = base.MaxSlow
+	}
+	if d.RetrySchedule == "" {
+		d.RetrySchedule = base.RetrySchedule
+	}
+	return d
+}
+
+// Check refuses what d cannot be: a name that is not one, not exactly one
+// kind, nats without its subject, a secret beside another kind than url,
+// a url that is not http(s) (a table's), a placeholder secret or one not
+// in the Standard Webhooks form, and a knob out of range (CheckKnobs).
+// Its errors name the flags or the table's keys, as d was described, and
+// never hold a secret. A table's two halves are checked as it is read
+// (LoadDestinations: where it hands rows) and once it has taken the
+// flags' knobs (Destinations).
+func (d Destination) Check() error {
+	if d.FromFlags {
+		if err := d.checkFlags(); err != nil {
+			return err
+		}
+	} else if err := d.checkTable(); err != nil {
+		return err
+	}
+	return d.CheckKnobs()
+}
+
+// checkFlags is Check's look at where the flags' destination hands rows.
+func (d Destination) checkFlags() error {
+	var chosen []string
+	for _, k := range [][2]string{{"--forward-url", d.URL}, {"--exec", d.Exec}, {"--nats-url", d.NATSURL}} {
+		if k[1] != "" {
+			chosen = append(chosen, k[0])
+		}
+	}
+	switch {
+	case len(chosen) == 0:
+		return errors.New("no destination: set one of --forward-url, --exec or --nats-url")
+	case len(chosen) > 1:
+		return fmt.Errorf("one destination only, got %s", strings.Join(chosen, " and "))
+	case d.Secret != "" && d.URL == "":
+		return errors.New("--forward-secret needs --forward-url")
+	case (d.NATSURL == "") != (d.NATSSubject == ""):
+		return errors.New("--nats-url and --nats-subject go together")
+	case deploy.Placeholder(d.Secret):
+		return errors.New("INBOX_FORWARD_SECRET (or --forward-secret) holds the placeholder of the shipped inbox.env: make a secret with inbox secret")
+	}
+	if _, err := scheme.StandardKey(d.Secret); err != nil {
+		return fmt.Errorf("INBOX_FORWARD_SECRET (or --forward-secret): %w: %s", err, secretHint)
+	}
+	return nil
+}
+
+// secretHint says how to make a secret a destination signs with.
+const secretHint = "make one with inbox secret (a raw key K signs as whsec_ and the base64 of K)"
+
+// checkTable is Check's look at where a table's destination hands rows.
+func (d Destination) checkTable() error {
+	if !ValidName(d.Name) {
+		return errors.New("name must be 1 to 32 of a-z, 0-9, - and _")
+	}
+	kinds := 0
+	for _, v := range []string{d.URL, d.Exec, d.NATSURL} {
+		if v != "" {
+			kinds++
+		}
+	}
+	switch {
+	case kinds != 1:
+		return errors.New("set exactly one of url, exec and nats_url")
+	case (d.NATSURL == "") != (d.NATSSubject == ""):
+		return errors.New("nats_url and nats_subject go together")
+	case d.URL == "" && (d.Secret != "" || d.SecretEnv != ""):
+		return errors.New("secret and secret_env sign what url posts: set them with url only")
+	}
+	if d.URL != "" {
+		if u, err := url.Parse(d.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return errors.New("url must be an http:// or https:// URL")
+		}
+	}
+	if deploy.Placeholder(d.Secret) {
+		return errors.New("the secret is the placeholder of the shipped inbox.env: make a secret with inbox secret")
+	}
+	if _, err := scheme.StandardKey(d.Secret); err != nil {
+		if d.SecretEnv != "" {
+			return fmt.Errorf("secret_env %s: %w: %s", d.SecretEnv, err, secretHint)
+		}
+		if strings.HasPrefix(err.Error(), "secret: ") { // named already
+			return fmt.Errorf("%w: %s", err, secretHint)
+		}
+		return fmt.Errorf("secret: %w: %s", err, secretHint)
+	}
+	return nil
+}
+
+// CheckKnobs refuses a knob of d out of range, naming it as d was
+// described: the flags check theirs before a table takes them (Over).
+func (d Destination) CheckKnobs() error {
+	maxSlow, schedule := "max_slow", "retry_schedule"
+	if d.FromFlags {
+		maxSlow, schedule = "--max-slow", "--retry-schedule"
+	}
+	if d.MaxSlow != nil && *d.MaxSlow < 0 {
+		return fmt.Errorf("%s must be 0 or more, got %d", maxSlow, *d.MaxSlow)
+	}
+	if d.RetrySchedule != "" || d.FromFlags {
+		if _, err := dispatch.ParseSchedule(d.RetrySchedule); err != nil {
+			return fmt.Errorf("%s: %w", schedule, err)
+		}
+	}
+	return nil
 }
 
 type fileDestination struct {
@@ -120,56 +276,17 @@ func LoadRoutes(path string) ([]inbox.Route, error) {
 }
 
 func (fd fileDestination) destination(getenv func(string) string, sources map[string]bool) (Destination, error) {
-	if !ValidName(fd.Name) {
-		return Destination{}, errors.New("name must be 1 to 32 of a-z, 0-9, - and _")
-	}
-	kinds := 0
-	for _, v := range []string{fd.URL, fd.Exec, fd.NATSURL} {
-		if v != "" {
-			kinds++
-		}
-	}
-	switch {
-	case kinds != 1:
-		return Destination{}, errors.New("set exactly one of url, exec and nats_url")
-	case (fd.NATSURL == "") != (fd.NATSSubject == ""):
-		return Destination{}, errors.New("nats_url and nats_subject go together")
-	case fd.URL == "" && (fd.Secret != "" || fd.SecretEnv != ""):
-		return Destination{}, errors.New("secret and secret_env sign what url posts: set them with url only")
-	case fd.Secret != "" && fd.SecretEnv != "":
+	if fd.Secret != "" && fd.SecretEnv != "" {
 		return Destination{}, errors.New("set secret or secret_env, not both")
-	}
-	if fd.URL != "" {
-		if u, err := url.Parse(fd.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return Destination{}, errors.New("url must be an http:// or https:// URL")
-		}
 	}
 	d := Destination{Name: fd.Name, URL: fd.URL, Secret: fd.Secret, SecretEnv: fd.SecretEnv, Exec: fd.Exec,
 		NATSURL: fd.NATSURL, NATSSubject: fd.NATSSubject, Sources: fd.Sources, Events: fd.Events,
 		Workers: fd.Workers, MaxSlow: fd.MaxSlow, RetrySchedule: fd.RetrySchedule}
-	if fd.SecretEnv != "" {
+	if fd.SecretEnv != "" && fd.URL != "" {
 		if getenv == nil || strings.TrimSpace(getenv(fd.SecretEnv)) == "" {
 			return Destination{}, fmt.Errorf("secret_env %s is unset", fd.SecretEnv)
 		}
 		d.Secret = strings.TrimSpace(getenv(fd.SecretEnv))
-	}
-	if deploy.Placeholder(d.Secret) {
-		return Destination{}, errors.New("the secret is the placeholder of the shipped inbox.env: make a secret with inbox secret")
-	}
-	if _, err := scheme.StandardKey(d.Secret); err != nil {
-		const hint = "make one with inbox secret (a raw key K signs as whsec_ and the base64 of K)"
-		if fd.SecretEnv != "" {
-			return Destination{}, fmt.Errorf("secret_env %s: %w: %s", fd.SecretEnv, err, hint)
-		}
-		if strings.HasPrefix(err.Error(), "secret: ") { // named already
-			return Destination{}, fmt.Errorf("%w: %s", err, hint)
-		}
-		return Destination{}, fmt.Errorf("secret: %w: %s", err, hint)
-	}
-	for _, s := range fd.Sources {
-		if !sources[s] {
-			return Destination{}, fmt.Errorf("sources names %q, which no [[source]] configures", s)
-		}
 	}
 	if fd.Workers < 0 {
 		return Destination{}, fmt.Errorf("workers must be positive, got %d", fd.Workers)
@@ -193,6 +310,15 @@ func (fd fileDestination) destination(getenv func(string) string, sources map[st
 			return Destination{}, err
 		}
 		d.Rate = r
+	}
+	// Its knobs are checked once it has taken the flags' (Destinations).
+	if err := d.checkTable(); err != nil {
+		return Destination{}, err
+	}
+	for _, s := range fd.Sources {
+		if !sources[s] {
+			return Destination{}, fmt.Errorf("sources names %q, which no [[source]] configures", s)
+		}
 	}
 	return d, nil
 }

@@ -1,4 +1,4 @@
-package main
+package process
 
 import (
 	"context"
@@ -42,7 +42,7 @@ func (s *countingStore) RecordUnverified(ctx context.Context, runs []inbox.Unver
 // failed save could not write are written by the next.
 func TestRecordVerificationsFlood(t *testing.T) {
 	ctx := context.Background()
-	real, err := openStore(ctx, filepath.Join(t.TempDir(), "inbox.db"), storeOptions{schema: schema})
+	real, err := openTestStore(ctx, filepath.Join(t.TempDir(), "inbox.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func TestRecordVerificationsFlood(t *testing.T) {
 // saved (the run before it is ended by it, not the one after).
 func TestFailuresAfterAVerifiedDelivery(t *testing.T) {
 	ctx := context.Background()
-	store, err := openStore(ctx, filepath.Join(t.TempDir(), "inbox.db"), storeOptions{schema: schema})
+	store, err := openTestStore(ctx, filepath.Join(t.TempDir(), "inbox.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package main
+package process
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/signal"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -21,103 +20,6 @@ import (
 	"inbox/receiver"
 	"inbox/scheme"
 )
-
-// reloadStep is one part of serve or dispatch that SIGHUP re-reads
-// --config for. It
-// reads and checks file and returns how to put what it read into effect,
-// or an error naming the problem; it changes nothing itself. A reload
-// applies its steps only once every one of them has accepted the file, so
-// a file one part refuses changes no part.
-type reloadStep func(file string) (apply func(), err error)
-
-// hangups returns the SIGHUPs from now on, which then no longer end the
-// process; stop ends that.
-func hangups() (hup <-chan os.Signal, stop func()) {
-	c := make(chan os.Signal, 1)
-	signal.Notify(c, syscall.SIGHUP)
-	return c, func() { signal.Stop(c) }
-}
-
-// reloadOnHangup re-reads file through steps on each hup until ctx is
-// done: what every step accepts takes effect, in the order of steps; a
-// file any step refuses is logged, once, and the running config stays.
-// Without --config (file "") a SIGHUP logs that there is nothing to
-// reload. SIGHUP never ends serve or dispatch.
-//
-// A reload runs beside the signals, so a slow one (the file is read within
-// config.ReadTimeout) never holds up shutdown: once ctx is done this
-// returns at once, and a reload still reading then changes nothing. The
-// SIGHUPs that arrive while a reload runs are logged and coalesced into
-// one more reload once it ends: the file is read again after the last
-// change, and no SIGHUP goes unsaid.
-func reloadOnHangup(ctx context.Context, hup <-chan os.Signal, file string, log zerolog.Logger, steps ...reloadStep) {
-	var applying sync.Mutex
-	var running chan struct{} // closed when the reload under way ends; nil when none
-	again := false
-	start := func() {
-		done := make(chan struct{})
-		running = done
-		go func() {
-			defer close(done)
-			reload(file, log, steps, func(apply func()) {
-				applying.Lock()
-				defer applying.Unlock()
-				if ctx.Err() == nil {
-					apply()
-				}
-			})
-		}()
-	}
-	for {
-		select {
-		case <-ctx.Done():
-			// An apply under way finishes; none starts from here on.
-			applying.Lock()
-			applying.Unlock()
-			return
-		case <-hup:
-			if running == nil {
-				start()
-				continue
-			}
-			if again {
-				log.Warn().Str("config", file).Msg("SIGHUP while a reload is still running: one more reload is already due once it ends")
-			} else {
-				log.Warn().Str("config", file).Msg("SIGHUP while a reload is still running: reloading again once it ends")
-			}
-			again = true
-		case <-running:
-			running = nil
-			if again {
-				again = false
-				start()
-			}
-		}
-	}
-}
-
-// reload re-reads file once through steps, as reloadOnHangup says; commit
-// puts what the steps accepted into effect, or drops it.
-func reload(file string, log zerolog.Logger, steps []reloadStep, commit func(apply func())) {
-	if file == "" {
-		log.Warn().Msg("SIGHUP: no --config: nothing to reload (restart to change the flags or the environment)")
-		return
-	}
-	applies := make([]func(), 0, len(steps))
-	for _, step := range steps {
-		apply, err := step(file)
-		if err != nil {
-			log.Error().Err(err).Str("config", file).Msg("reload refused: the running config stays")
-			return
-		}
-		applies = append(applies, apply)
-	}
-	commit(func() {
-		for _, apply := range applies {
-			apply()
-		}
-	})
-}
 
 // sourceSet is the handlers of one config's sources, at their paths.
 type sourceSet struct {
@@ -137,6 +39,8 @@ type liveSources struct {
 	build func(sources []config.Source) (*sourceSet, error)
 	// check runs serve's start-up checks of sources read from a file.
 	check func(sources []config.Source) error
+	// read reads the sources of a file, as at start (ReadSources).
+	read func(file string) ([]config.Source, error)
 	// grace is how long a retired handler may still verify a delivery it
 	// took before the swap: its uses are saved until then.
 	grace   time.Duration
@@ -168,7 +72,7 @@ func (l *liveSources) sources() []config.Source { return l.cur.Load().sources }
 // serve can take, each request cap within --max-body-memory) and builds
 // its handlers; applying swaps them in.
 func (l *liveSources) reload(file string) (func(), error) {
-	sources, err := fileSources(file)
+	sources, err := l.read(file)
 	if err != nil {
 		return nil, err
 	}
@@ -250,9 +154,9 @@ func (l *liveSources) unverified() []inbox.Unverified {
 	return runs
 }
 
-// fileSources reads the sources of --config with serve's environment and
-// refuses a source whose every secret has expired.
-func fileSources(file string) ([]config.Source, error) {
+// ReadSources reads the sources of --config with the process's
+// environment and refuses a source whose every secret has expired.
+func ReadSources(file string) ([]config.Source, error) {
 	sources, err := config.LoadSources(file, os.Getenv)
 	if err != nil {
 		return nil, err
@@ -290,4 +194,34 @@ func handleSources(mux *http.ServeMux, live *liveSources, store admin.SecretUseR
 			}
 		}
 	})
+}
+
+// valueSecrets reports whether any source has a secret written in the file
+// itself (value = ...) rather than named by env.
+func valueSecrets(sources []config.Source) bool {
+	for _, src := range sources {
+		for _, e := range src.Secrets {
+			if e.Env == "" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// readableByOthers says who besides this process's user and group can read
+// file ("others", "its group"), or "" when nobody else (or it cannot tell).
+func readableByOthers(file string) string {
+	fi, err := os.Stat(file)
+	if err != nil {
+		return ""
+	}
+	perm := fi.Mode().Perm()
+	if perm&0o004 != 0 {
+		return "others"
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && perm&0o040 != 0 && int(st.Gid) != os.Getgid() {
+		return "its group"
+	}
+	return ""
 }

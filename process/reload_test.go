@@ -1,4 +1,4 @@
-package main
+package process
 
 import (
 	"context"
@@ -17,8 +17,10 @@ import (
 	"github.com/rs/zerolog"
 
 	"inbox/config"
+	"inbox/inbox"
 	"inbox/receiver"
 	"inbox/scheme"
+	"inbox/sqlite"
 	"inbox/sume"
 )
 
@@ -28,7 +30,7 @@ import (
 func TestReloadKeepsRetiredSecretUses(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	store, err := openStore(ctx, filepath.Join(dir, "inbox.db"), storeOptions{schema: schema})
+	store, err := openTestStore(ctx, filepath.Join(dir, "inbox.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +42,7 @@ func TestReloadKeepsRetiredSecretUses(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	live := &liveSources{check: func([]config.Source) error { return nil }, grace: time.Hour, log: zerolog.Nop()}
+	live := &liveSources{check: func([]config.Source) error { return nil }, read: ReadSources, grace: time.Hour, log: zerolog.Nop()}
 	live.build = func(sources []config.Source) (*sourceSet, error) {
 		set := &sourceSet{sources: sources, mux: http.NewServeMux()}
 		for _, src := range sources {
@@ -54,7 +56,7 @@ func TestReloadKeepsRetiredSecretUses(t *testing.T) {
 		return set, nil
 	}
 	write("old-secret")
-	sources, err := fileSources(file)
+	sources, err := ReadSources(file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,4 +182,17 @@ func waitUntil(t *testing.T, cond func() bool) {
 			t.Fatal("timed out")
 		}
 	}
+}
+
+// openTestStore opens a SQLite store at path with serve's schema.
+func openTestStore(ctx context.Context, path string) (inbox.Store, error) {
+	schema, err := os.ReadFile(filepath.Join("..", "schema.sql"))
+	if err != nil {
+		return nil, err
+	}
+	s, err := sqlite.Open(ctx, path, sqlite.Options{Schema: string(schema)})
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
 }
