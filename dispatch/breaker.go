@@ -127,6 +127,10 @@ type breaker struct {
 	probe    string // the row probing now; "" for none
 	probes   int    // probes failed since down
 	tripper  string // the row whose failure brought it down
+	// tripKind is the failure that brought it down when it was one the
+	// destination answered (the same for several rows); "" when it did
+	// not answer at all (Down, a timeout).
+	tripKind string
 	// streak is the rows that failed in a row, with the same failure
 	// (kind), since the last success.
 	streak []string
@@ -202,11 +206,19 @@ func (b *breaker) succeeded(id string) (wasDown bool) {
 
 // failed decides whose the failure err of j's attempt at now is, and
 // returns the verdict, and with verdictDown when the row is due again.
-// tripped reports that the destination went down with it.
-func (b *breaker) failed(j inbox.Job, err error, last bool, now time.Time) (v verdict, due time.Time, tripped bool) {
+// tripped reports that the destination went down with it; up, that it
+// came up with it: a probe that got an answer other than the one that
+// brought it down (the destination answers again; the failure is the
+// probing row's own).
+func (b *breaker) failed(j inbox.Job, err error, last bool, now time.Time) (v verdict, due time.Time, tripped, up bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	after := retryAfter(err)
+	if !b.since.IsZero() && j.ID == b.probe && !IsDown(err) && failureKind(err) != b.tripKind {
+		b.since, b.cause, b.probe, b.probes, b.tripper, b.tripKind = time.Time{}, "", "", 0, "", ""
+		b.streak, b.kind = b.streak[:0], ""
+		up = true
+	}
 	if !b.since.IsZero() {
 		// A probe, or an attempt under way when it went down: still down.
 		if j.ID == b.probe {
@@ -220,11 +232,11 @@ func (b *breaker) failed(j inbox.Job, err error, last bool, now time.Time) (v ve
 		if b.next.After(due) {
 			due = b.next
 		}
-		return verdictDown, due, false
+		return verdictDown, due, false, false
 	}
 	if IsDown(err) && !b.suspects[j.ID] {
 		b.trip(j.ID, err, now, after)
-		return verdictDown, b.next, true
+		return verdictDown, b.next, true, up
 	}
 	k := failureKind(err)
 	if k != b.kind {
@@ -236,12 +248,12 @@ func (b *breaker) failed(j inbox.Job, err error, last bool, now time.Time) (v ve
 	switch {
 	case len(b.streak) >= breakerRows && !b.suspects[j.ID]:
 		b.trip(j.ID, err, now, after)
-		return verdictDown, b.next, true
+		return verdictDown, b.next, true, up
 	case last && len(b.streak) > 1 && !b.deferred[j.ID]:
 		remember(b.deferred, j.ID)
-		return verdictUnsure, time.Time{}, false
+		return verdictUnsure, time.Time{}, false, up
 	}
-	return verdictRow, time.Time{}, false
+	return verdictRow, time.Time{}, false, up
 }
 
 // resume starts the breaker down since since, for cause, a probe due at
@@ -250,11 +262,16 @@ func (b *breaker) resume(since time.Time, cause string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.since, b.cause, b.interval, b.next = since, cause, firstProbe, time.Time{}
+	b.tripKind = cause
 }
 
 // trip brings the destination down at now, for row id's failure err.
 func (b *breaker) trip(id string, err error, now time.Time, after time.Duration) {
 	b.since, b.cause, b.tripper, b.probes, b.probe = now, errorText(err), id, 0, ""
+	b.tripKind = ""
+	if !IsDown(err) {
+		b.tripKind = failureKind(err)
+	}
 	b.interval = firstProbe
 	b.next = now.Add(max(b.interval, after))
 	b.streak, b.kind = b.streak[:0], ""

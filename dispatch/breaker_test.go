@@ -21,7 +21,7 @@ func job(id string, attempt int) inbox.Job { return inbox.Job{ID: id, Attempt: a
 func TestBreakerPoisonAmongGood(t *testing.T) {
 	b := newBreaker()
 	for attempt := 1; attempt <= 3; attempt++ {
-		if v, _, tripped := b.failed(job("poison", attempt), err500, attempt == 3, t0); v != verdictRow || tripped {
+		if v, _, tripped, _ := b.failed(job("poison", attempt), err500, attempt == 3, t0); v != verdictRow || tripped {
 			t.Fatalf("attempt %d: verdict %v tripped %v, want the row's", attempt, v, tripped)
 		}
 		b.succeeded("good")
@@ -36,11 +36,11 @@ func TestBreakerPoisonAmongGood(t *testing.T) {
 func TestBreakerSameFailureAcrossRows(t *testing.T) {
 	b := newBreaker()
 	for i, id := range []string{"a", "a", "b"} {
-		if v, _, _ := b.failed(job(id, i+1), err500, false, t0); v != verdictRow {
+		if v, _, _, _ := b.failed(job(id, i+1), err500, false, t0); v != verdictRow {
 			t.Fatalf("failure %d: verdict %v, want the row's", i, v)
 		}
 	}
-	v, due, tripped := b.failed(job("c", 1), err500, false, t0)
+	v, due, tripped, _ := b.failed(job("c", 1), err500, false, t0)
 	if v != verdictDown || !tripped || due.Before(t0.Add(firstProbe)) {
 		t.Fatalf("third row: verdict %v tripped %v due %v, want down", v, tripped, due)
 	}
@@ -51,7 +51,7 @@ func TestBreakerSameFailureAcrossRows(t *testing.T) {
 	if b.ready(at) != nil || !b.admit("d", at) || b.admit("e", at) {
 		t.Error("the probe: want one attempt admitted once due")
 	}
-	if v, due, _ := b.failed(job("d", 1), err500, true, at); v != verdictDown || !due.Equal(at.Add(firstProbe*3/2)) {
+	if v, due, _, _ := b.failed(job("d", 1), err500, true, at); v != verdictDown || !due.Equal(at.Add(firstProbe*3/2)) {
 		t.Errorf("the failed probe: verdict %v due %v, want down, the interval grown by half", v, due)
 	}
 	if !b.succeeded("e") {
@@ -67,12 +67,12 @@ func TestBreakerSameFailureAcrossRows(t *testing.T) {
 func TestBreakerUnsureLast(t *testing.T) {
 	b := newBreaker()
 	b.failed(job("a", 1), err500, false, t0)
-	if v, _, _ := b.failed(job("z", 3), err500, true, t0); v != verdictUnsure {
+	if v, _, _, _ := b.failed(job("z", 3), err500, true, t0); v != verdictUnsure {
 		t.Fatalf("verdict %v, want unsure", v)
 	}
 	b.succeeded("a")
 	b.failed(job("a", 2), err500, false, t0)
-	if v, _, _ := b.failed(job("z", 3), err500, true, t0); v != verdictRow {
+	if v, _, _, _ := b.failed(job("z", 3), err500, true, t0); v != verdictRow {
 		t.Fatalf("verdict %v, want the row's the second time", v)
 	}
 }
@@ -84,12 +84,12 @@ func TestBreakerUnsureLast(t *testing.T) {
 func TestBreakerSuspect(t *testing.T) {
 	b := newBreaker()
 	timeout := Down(errors.New("timed out after 30s"), 0)
-	if _, _, tripped := b.failed(job("hang", 1), timeout, false, t0); !tripped {
+	if _, _, tripped, _ := b.failed(job("hang", 1), timeout, false, t0); !tripped {
 		t.Fatal("a timeout did not bring it down")
 	}
 	b.admit("good", t0.Add(firstProbe))
 	b.succeeded("good")
-	if v, _, tripped := b.failed(job("hang", 1), timeout, false, t0); v != verdictRow || tripped {
+	if v, _, tripped, _ := b.failed(job("hang", 1), timeout, false, t0); v != verdictRow || tripped {
 		t.Errorf("verdict %v tripped %v, want the row's", v, tripped)
 	}
 }
@@ -97,7 +97,7 @@ func TestBreakerSuspect(t *testing.T) {
 // TestBreakerRetryAfter: a Retry-After holds the probe, bounded.
 func TestBreakerRetryAfter(t *testing.T) {
 	b := newBreaker()
-	_, due, _ := b.failed(job("a", 1), Down(err500, 4*time.Second), false, t0)
+	_, due, _, _ := b.failed(job("a", 1), Down(err500, 4*time.Second), false, t0)
 	if !due.Equal(t0.Add(4 * time.Second)) {
 		t.Errorf("due %v, want 4s on", due)
 	}
@@ -154,5 +154,51 @@ func TestBreakerResume(t *testing.T) {
 	}
 	if !b.succeeded("a") || b.admit("b", t0) == false {
 		t.Error("a success did not bring it up")
+	}
+}
+
+// TestBreakerProbeAnsweredOtherwise: a destination down for a timeout
+// whose probe gets an answer (a failure of the row's own, not the one
+// that brought it down) is up again: the probe's failure counts for its
+// row, and the next attempts go at full speed rather than a probe a
+// minute. A probe that meets the same failure keeps it down.
+func TestBreakerProbeAnsweredOtherwise(t *testing.T) {
+	b := newBreaker()
+	timeout := timedOut(errors.New("timed out after 1s"))
+	if _, _, tripped, _ := b.failed(job("slow", 1), timeout, false, t0); !tripped {
+		t.Fatal("a timeout did not bring it down")
+	}
+	at := t0.Add(firstProbe)
+	if !b.admit("p1", at) {
+		t.Fatal("no probe admitted")
+	}
+	if v, _, _, up := b.failed(job("p1", 1), timeout, false, at); v != verdictDown || up {
+		t.Fatalf("a probe timing out again: verdict %v up %v, want still down", v, up)
+	}
+	at = at.Add(time.Minute)
+	if !b.admit("p2", at) {
+		t.Fatal("no second probe admitted")
+	}
+	own := errors.New("HTTP 500 Internal Server Error: cannot take row p2")
+	v, _, tripped, up := b.failed(job("p2", 1), own, false, at)
+	if v != verdictRow || tripped || !up {
+		t.Fatalf("a probe answered with the row's own failure: verdict %v tripped %v up %v, want the row's, and up", v, tripped, up)
+	}
+	if b.ready(at) != nil || !b.admit("next", at) || !b.admit("next2", at) {
+		t.Error("up again: attempts still wait for a probe")
+	}
+
+	// Down for the same failure across rows: a probe meeting it again
+	// keeps it down.
+	b = newBreaker()
+	for _, id := range []string{"a", "b", "c"} {
+		b.failed(job(id, 1), err500, false, t0)
+	}
+	at = t0.Add(firstProbe)
+	if !b.admit("d", at) {
+		t.Fatal("no probe admitted")
+	}
+	if v, _, _, up := b.failed(job("d", 1), err500, false, at); v != verdictDown || up {
+		t.Errorf("a probe meeting the failure that brought it down: verdict %v up %v, want still down", v, up)
 	}
 }

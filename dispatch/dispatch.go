@@ -927,8 +927,11 @@ func (d *Dispatcher) outcome(j inbox.Job, err error) inbox.Settlement {
 			d.log.Info().Msg("destination up again: resuming")
 		}
 	case !Rejected(err):
-		var tripped bool
-		v, due, tripped = d.brk.failed(j, err, d.retry.Last(j.Attempt), time.Now())
+		var tripped, up bool
+		v, due, tripped, up = d.brk.failed(j, err, d.retry.Last(j.Attempt), time.Now())
+		if up {
+			d.log.Info().Str(keyCause, errorText(err)).Msg("destination up again: it answers, this row's failure is its own: resuming")
+		}
 		if tripped {
 			d.log.Warn().Str(keyCause, errorText(err)).Msg("destination down: its rows wait, no attempt counted, probing it")
 		}
