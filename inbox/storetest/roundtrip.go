@@ -50,6 +50,33 @@ func runRoundTrip(t *testing.T, o opener) {
 			sameCarried(t, "put then each "+d.Key, find(t, each, d.Key), d, "Body")
 		}
 	})
+	t.Run("text not UTF-8", func(t *testing.T) {
+		// Every carried text field that receipt does not check (a scheme
+		// names the event; the body gives the rest) holds a NUL and a
+		// byte that is not UTF-8: the put must succeed, on one row and
+		// on several, and each field read back as given or as a store's
+		// text column keeps it (each bad byte and NUL as U+FFFD), never
+		// refused: a delivery refused for its bytes is refused on every
+		// retry.
+		e := o.fresh(t)
+		alone := hostileText(roundTripDelivery("alone", "rt", "job_hostile"))
+		e.put(alone)
+		together := []inbox.Delivery{
+			hostileText(roundTripDelivery("first", "rt", "job_hostile_first")),
+			hostileText(roundTripDelivery("second", "other", "job_hostile_second")),
+		}
+		e.putTogether(together...)
+		for _, d := range append(together, alone) {
+			got := e.get(d.Key)
+			g, w := reflect.ValueOf(got), reflect.ValueOf(d)
+			for _, name := range hostileFields() {
+				have, given := g.FieldByName(name).String(), w.FieldByName(name).String()
+				if have != given && have != asValidText(given) {
+					t.Errorf("%s: %s is %q, want %q or %q", d.Key, name, have, given, asValidText(given))
+				}
+			}
+		}
+	})
 	t.Run("revive", func(t *testing.T) {
 		e := o.fresh(t)
 		for _, first := range []inbox.Delivery{
@@ -111,6 +138,42 @@ func roundTripDelivery(tag, source, job string) inbox.Delivery {
 	// Parked payload_too_large, the one kind of row with a result URL.
 	d.Status, d.Reason = inbox.StatusParked, inbox.ReasonPayloadTooLarge
 	return d
+}
+
+// checkedAtReceipt are the carried text fields whose values receipt
+// decides or checks (the configured source, the row's key and job, the
+// body's sum, the status and reason), which hold no byte a store could
+// not keep as text.
+var checkedAtReceipt = []string{"Source", "Key", "JobID", "SHA256", "Status", "Reason"}
+
+// hostileFields returns the carried text fields not checkedAtReceipt: a
+// field added to both Event and Delivery is in it.
+func hostileFields() []string {
+	var names []string
+	dt := reflect.TypeFor[inbox.Delivery]()
+	for _, name := range carried() {
+		if f, _ := dt.FieldByName(name); f.Type.Kind() == reflect.String && !slices.Contains(checkedAtReceipt, name) {
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
+// hostileText returns d with each of hostileFields holding a NUL and a
+// byte that is not UTF-8.
+func hostileText(d inbox.Delivery) inbox.Delivery {
+	v := reflect.ValueOf(&d).Elem()
+	for _, name := range hostileFields() {
+		f := v.FieldByName(name)
+		f.SetString(f.String() + "\x00\xff")
+	}
+	return d
+}
+
+// asValidText is s with each byte that is not UTF-8, and each NUL, as
+// U+FFFD: what a text column that holds only UTF-8 keeps of it.
+func asValidText(s string) string {
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
 }
 
 // carried returns the names of Event's exported fields that a Delivery
