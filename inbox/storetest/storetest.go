@@ -34,19 +34,32 @@ type Options struct {
 // A store that does not support Reprocess returns an error wrapping
 // errors.ErrUnsupported from it; the suite then skips, saying so, the tests
 // that need it.
+//
+// Each test opens a store of its own and moves only its own clock, so the
+// groups run beside one another, as many at once as -parallel allows.
 func Run(t *testing.T, open func(t *testing.T, opts Options) inbox.Store) {
 	o := opener(open)
-	t.Run("put", func(t *testing.T) { runPut(t, o) })
-	t.Run("queue", func(t *testing.T) { runQueue(t, o) })
-	t.Run("purge", func(t *testing.T) { runPurge(t, o) })
-	t.Run("read", func(t *testing.T) { runRead(t, o) })
-	t.Run("count", func(t *testing.T) { runCount(t, o) })
-	t.Run("reprocess", func(t *testing.T) { runReprocess(t, o) })
-	t.Run("reconcile", func(t *testing.T) { runReconcile(t, o) })
-	t.Run("destinations", func(t *testing.T) { runDestinations(t, o) })
-	t.Run("replay", func(t *testing.T) { runReplay(t, o) })
-	t.Run("roundtrip", func(t *testing.T) { runRoundTrip(t, o) })
-	t.Run("pair state", func(t *testing.T) { runPairState(t, o) })
+	for _, g := range []struct {
+		name string
+		run  func(*testing.T, opener)
+	}{
+		{"put", runPut},
+		{"queue", runQueue},
+		{"purge", runPurge},
+		{"read", runRead},
+		{"count", runCount},
+		{"reprocess", runReprocess},
+		{"reconcile", runReconcile},
+		{"destinations", runDestinations},
+		{"replay", runReplay},
+		{"roundtrip", runRoundTrip},
+		{"pair state", runPairState},
+	} {
+		t.Run(g.name, func(t *testing.T) {
+			t.Parallel()
+			g.run(t, o)
+		})
+	}
 }
 
 type opener func(t *testing.T, opts Options) inbox.Store
