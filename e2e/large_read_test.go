@@ -67,6 +67,7 @@ func TestListLargeInbox(t *testing.T) {
 		}
 	}
 	t.Run("sqlite", func(t *testing.T) {
+		t.Parallel()
 		db := filepath.Join(t.TempDir(), "inbox.db")
 		sqlitetest.MustOpenPath(t, db, sqlite.Options{}).Close()
 		conn, err := sql.Open("sqlite", db)
@@ -84,6 +85,7 @@ func TestListLargeInbox(t *testing.T) {
 		check(t, db)
 	})
 	t.Run("postgres", func(t *testing.T) {
+		t.Parallel()
 		db := pgSchema(t)
 		s, err := postgres.Open(context.Background(), db, postgres.Options{})
 		if err != nil {
