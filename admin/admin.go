@@ -77,8 +77,8 @@ func connectErrorsWithoutAddress(cmd *cli.Command) {
 	}
 	cmd.Action = func(c *cli.Context) error {
 		err := action(c)
-		if err == nil || !c.IsSet("db") && c.String("db") == "" {
-			return err
+		if err == nil {
+			return nil
 		}
 		db, msg := c.String("db"), err.Error()
 		if !isPostgresURL(db) || !pgxConnect.MatchString(msg) && !hostPortIP.MatchString(msg) {
