@@ -201,6 +201,7 @@ func parseDispatch(c *cli.Context, logOut io.Writer) (process.Config, error) {
 		return process.Config{}, err
 	}
 	db := c.String("db")
+	logErrorsWithoutAddress(db)
 	cfg := process.Config{Log: log, DB: stores.Describe(db), File: c.String("config"), AdminAddr: c.String("admin-addr"), MaxBody: defaultMaxBody,
 		ReadDestinations: func() ([]config.Destination, error) { return config.Destinations(c) }}
 	if cfg.Destinations, err = cfg.ReadDestinations(); err != nil {

@@ -9,6 +9,8 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
+
+	"inbox/dbaddr"
 )
 
 // logLevelFlag is --log-level, for the commands that log.
@@ -36,4 +38,12 @@ func newLogger(w io.Writer, level string) (zerolog.Logger, error) {
 		}
 	}
 	return zerolog.New(w).Level(lvl).With().Timestamp().Logger(), nil
+}
+
+// logErrorsWithoutAddress makes every error this process logs free of
+// the address of its store db (dbaddr.ForLogs): serve and dispatch have
+// one store, and zerolog one error marshaller.
+func logErrorsWithoutAddress(db string) {
+	free := dbaddr.ForLogs(db)
+	zerolog.ErrorMarshalFunc = func(err error) any { return free(err) }
 }

@@ -133,6 +133,7 @@ func parseServe(c *cli.Context, logOut io.Writer) (process.Config, error) {
 	if err != nil {
 		return process.Config{}, err
 	}
+	logErrorsWithoutAddress(db)
 	cfg.Log = log
 	pg, err := parsePGOptions(c, db)
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"inbox/config"
+	"inbox/dbaddr"
 	"inbox/inbox"
 )
 
@@ -81,10 +82,10 @@ func connectErrorsWithoutAddress(cmd *cli.Command) {
 			return nil
 		}
 		db, msg := c.String("db"), err.Error()
-		if !isPostgresURL(db) || !pgxConnect.MatchString(msg) && !hostPortIP.MatchString(msg) {
+		if !dbaddr.IsPostgres(db) || !dbaddr.NamesAddress(msg) {
 			return err
 		}
-		free := addressFree(err, db)
+		free := dbaddr.Free(err, db)
 		var ec cli.ExitCoder
 		if errors.As(err, &ec) {
 			return cli.Exit(free, ec.ExitCode())

@@ -15,6 +15,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"inbox/config"
+	"inbox/dbaddr"
 	"inbox/inbox"
 )
 
@@ -164,7 +165,7 @@ Examples:
 			rep := &report{check: check.name}
 			if err := check.run(c, open, rep); err != nil {
 				// Printed and notified, the error never names the database.
-				err = errors.New(addressFree(err, c.String("db")))
+				err = errors.New(dbaddr.Free(err, c.String("db")))
 				rep.check = "unreadable"
 				rep.text.Reset()
 				rep.json.Reset()

@@ -8,11 +8,11 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"net/url"
 	"regexp"
 	"strings"
 	"time"
 
+	"inbox/dbaddr"
 	"inbox/deploy"
 	"inbox/inbox"
 	"inbox/pending"
@@ -50,9 +50,7 @@ type PG struct {
 }
 
 // IsPostgres reports whether db is a PostgreSQL URL rather than a path.
-func IsPostgres(db string) bool {
-	return strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://")
-}
+func IsPostgres(db string) bool { return dbaddr.IsPostgres(db) }
 
 // keywordValue matches a libpq connection string in its keyword=value form
 // ("host=db user=inbox password=..."): one of libpq's keywords at the start
@@ -156,27 +154,12 @@ func (e OneLine) Error() string {
 
 func (e OneLine) Unwrap() error { return e.Err }
 
-// Describe is db as logs show it: a SQLite path as given, a PostgreSQL
-// URL without its password and query (which may hold one).
+// Describe is db as logs show it: a SQLite path as given; for a
+// PostgreSQL URL only "postgres", since no log line names the database's
+// address, user or password.
 func Describe(db string) string {
-	if !IsPostgres(db) {
-		return db
+	if IsPostgres(db) {
+		return "postgres"
 	}
-	db, _, _ = strings.Cut(db, "#")
-	db, _, _ = strings.Cut(db, "?")
-	if u, err := url.Parse(db); err == nil {
-		return u.Redacted()
-	}
-	// A URL Go's parser refuses (several hosts, a stray escape) that the
-	// driver may still take: mask what follows the user name by hand.
-	scheme, rest, _ := strings.Cut(db, "://")
-	at := strings.LastIndex(rest, "@")
-	if at < 0 {
-		return scheme + "://" + rest
-	}
-	user, _, hasPassword := strings.Cut(rest[:at], ":")
-	if hasPassword {
-		user += ":xxxxx"
-	}
-	return scheme + "://" + user + rest[at:]
+	return db
 }

@@ -1,4 +1,7 @@
-package admin
+// Package dbaddr takes the database's address out of a text: what the
+// admin commands print, alert notifies and serve and dispatch log never
+// names the store's host, port, user, database name or password.
+package dbaddr
 
 import (
 	"cmp"
@@ -36,24 +39,33 @@ var (
 	ipv6 = regexp.MustCompile(`\[[0-9A-Fa-f:.%\w]*:[0-9A-Fa-f:.%\w]*\](?::\d+)?`)
 )
 
-// addressFree is err's text without the address of the store db names
-// (see dbAddress): the text alert prints and notifies when the inbox
-// cannot be read, which operating.md promises never carries it.
-func addressFree(err error, db string) string {
+// Free is err's text without the address of the store db names:
+// the text the admin commands print and alert notifies when the inbox
+// cannot be read, which operating.md promises never carries it. A
+// SQLite path becomes [--db]; a PostgreSQL URL's user, hosts, ports,
+// database name and password their marks, and any IP address too.
+func Free(err error, db string) string {
 	s := strings.Join(strings.Fields(err.Error()), " ")
-	if !isPostgresURL(db) {
+	if !IsPostgres(db) {
 		return replaceAll(s, pathForms(db))
 	}
 	s = pgxConnect.ReplaceAllString(s, "failed to connect to the database")
 	s = hostPortIP.ReplaceAllString(s, "")
-	s = replaceAll(s, pgForms(db))
+	// The addresses first: a port of one digit is a whole word inside one.
 	s = ipv4.ReplaceAllString(s, hostMark)
-	return ipv6.ReplaceAllString(s, hostMark)
+	s = ipv6.ReplaceAllString(s, hostMark)
+	return replaceAll(s, pgForms(db))
 }
 
-// isPostgresURL reports whether db names a PostgreSQL database.
-func isPostgresURL(db string) bool {
+// IsPostgres reports whether db names a PostgreSQL database by URL.
+func IsPostgres(db string) bool {
 	return strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://")
+}
+
+// NamesAddress reports whether msg holds the driver's connection error
+// or its host:port (address) form: a text Free must clean.
+func NamesAddress(msg string) bool {
+	return pgxConnect.MatchString(msg) || hostPortIP.MatchString(msg)
 }
 
 // form is a text that names the database, and what replaces it.
@@ -155,4 +167,34 @@ func replaceAll(s string, forms []form) string {
 
 func word(b byte) bool {
 	return b == '_' || b >= '0' && b <= '9' || b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z'
+}
+
+// ForLogs returns what serve and dispatch log of an error while their
+// store is db. An error of the store (the driver's connection error, or
+// one naming one of the database's ports) reads as Free gives it; any
+// other only loses the URL and the password, so a destination's address
+// in its own error stays for the operator.
+func ForLogs(db string) func(error) string {
+	if !IsPostgres(db) {
+		return func(err error) string { return err.Error() }
+	}
+	all := pgForms(db)
+	var secret []form
+	var ports []string
+	for _, f := range all {
+		switch {
+		case f.mark == portMark && f.text != "":
+			ports = append(ports, regexp.QuoteMeta(f.text))
+		case f.mark == dbPathMark || f.mark == secretMark:
+			secret = append(secret, f)
+		}
+	}
+	onPort := regexp.MustCompile(`:(?:` + strings.Join(append(ports, "5432"), "|") + `)\b`)
+	return func(err error) string {
+		msg := err.Error()
+		if NamesAddress(msg) || onPort.MatchString(msg) {
+			return Free(err, db)
+		}
+		return replaceAll(msg, secret)
+	}
 }
