@@ -1,9 +1,7 @@
 package admin
 
 import (
-	"fmt"
 	"strings"
-	"unicode"
 	"unicode/utf8"
 
 	"inbox/bodyview"
@@ -18,40 +16,14 @@ const maxCell = 72
 // cutMark ends a cell that was cut.
 const cutMark = "…"
 
-// escapeControls returns s with every rune a terminal could act on replaced
-// by a Go-style escape, except those in keep: C0 and C1 controls and DEL
-// (escape sequences, carriage returns, backspaces), format characters such
-// as the bidi overrides and isolates (U+202A..U+202E, U+2066..U+2069) and
-// marks (U+200E, U+200F), line and paragraph separators, unassigned and
-// private-use code points, and each byte of invalid UTF-8 (as \xNN, so
-// bytes that decode to nothing are shown rather than replaced).
-func escapeControls(s, keep string) string {
-	var b strings.Builder
-	for s != "" {
-		piece, n := escapeRune(s, keep)
-		b.WriteString(piece)
-		s = s[n:]
-	}
-	return b.String()
-}
+// escapeControls returns s with every rune a terminal could act on
+// replaced by a Go-style escape, except those in keep, as
+// bodyview.Printable does.
+func escapeControls(s, keep string) string { return bodyview.Printable(s, keep) }
 
 // escapeRune returns the first rune of s as it is printed, and its length
 // in s.
-func escapeRune(s, keep string) (string, int) {
-	r, n := utf8.DecodeRuneInString(s)
-	switch {
-	case r == utf8.RuneError && n <= 1:
-		return fmt.Sprintf(`\x%02x`, s[0]), 1
-	case unicode.IsPrint(r) || strings.ContainsRune(keep, r):
-		return s[:n], n
-	case r < utf8.RuneSelf:
-		return fmt.Sprintf(`\x%02x`, r), n
-	case r <= 0xFFFF:
-		return fmt.Sprintf(`\u%04x`, r), n
-	default:
-		return fmt.Sprintf(`\U%08x`, r), n
-	}
-}
+func escapeRune(s, keep string) (string, int) { return bodyview.EscapeRune(s, keep) }
 
 // cell is s as a table shows it: escaped as escapeControls does (a tab
 // too, which would split the cell), and when that is longer than maxCell

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 	"text/tabwriter"
 	"unicode/utf8"
@@ -14,6 +13,7 @@ import (
 	"inbox/bodyview"
 	"inbox/config"
 	"inbox/inbox"
+	"inbox/rowview"
 )
 
 func showCommand(open Opener) *cli.Command {
@@ -24,16 +24,20 @@ func showCommand(open Opener) *cli.Command {
 		Description: `Prints the row's fields, then its body: indented when it is JSON, as text
 when it is UTF-8 (control characters escaped, so a body cannot drive the
 terminal), as a hex dump otherwise; the first 256 KiB of that, and a line saying
-how much was cut. With --json, the fields and the body whole, as it is
-stored (as "body" when it is UTF-8, else base64 as "body_base64"). A row is named
-by its id (a Sume row's is its key, another source's <source>/<key>), or
-by --source and its key. A row handed to destinations has a line per
-destination: where it stands there (new, done, parked), its attempts, next
-attempt, lease and last error ("destinations" with --json), then the
+how much was cut; then the answer saved with the row, if any (Vibe's). With
+--json, the fields and the body whole, as it is stored (as "body" when it is
+UTF-8, else base64 as "body_base64"). A row is named by its id (a Sume row's
+is its key, another source's <source>/<key>), or by --source and its key. A
+row handed to destinations has a line per destination: where it stands there
+(new, done, parked), its attempts, next attempt, lease, when it last changed,
+when it was done and its last error ("destinations" with --json), then the
 earlier series inbox replay replaced ("series 1: 3 attempts, done ...,
 replayed at ...", each destination's "earlier" with --json). The row's own
 status sums them up: new while any destination has yet to take it, else
-parked while any parked it, else done.
+parked while any parked it, else done. Last, the other rows of the row's
+job, the newest 100: the job's own row, and the deliveries kept beside it
+(a conflict, a poison repeat: keyed sha256:<hex of the body>, parked).
+The console's row page shows these same lines.
 
 Examples:
    inbox show job_1
@@ -67,80 +71,61 @@ Examples:
 				return err
 			}
 			defer store.Close()
-			e, err := store.Get(ctx, ids[0])
+			row, err := rowview.Read(ctx, store, ids[0])
 			if errors.Is(err, inbox.ErrNotFound) {
 				return fmt.Errorf("no row with id %q", ids[0])
 			}
 			if err != nil {
 				return stopped(c, ctx, err, 0)
 			}
-			dests, err := store.Deliveries(ctx, e.ID)
-			if err != nil {
-				return stopped(c, ctx, err, 0)
-			}
 			w := c.App.Writer
 			if c.Bool("json") {
-				return encodeExact(w, showJSON(e, dests))
+				return encodeExact(w, showJSON(row.Event, row.Pairs))
 			}
-			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-			for _, f := range inbox.EventFields() {
-				// Fields come from the sender's body too (event, job_id),
-				// and last_error is the application's own words.
-				fmt.Fprintf(tw, "%s\t%s\n", f.Name, escapeControls(dash(f.Text(e)), ""))
-			}
-			if len(dests) > 0 {
-				fmt.Fprintln(tw, "\nDESTINATION\tSTATUS\tATTEMPTS\tNEXT ATTEMPT\tLEASE\tLAST ERROR")
-				for _, d := range dests {
-					lease := ""
-					if d.LeaseOwner != "" {
-						lease = d.LeaseOwner + " until " + formatTime(d.LeaseUntil)
-					}
-					status := string(d.Status)
-					if d.Reason != "" {
-						status += " (" + string(d.Reason) + ")"
-					}
-					fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", cell(d.Destination), status, d.Attempts,
-						dash(inbox.FormatTime(d.NextAttemptAt)), dash(lease), escapeControls(dash(d.LastError), ""))
-				}
-				if slices.ContainsFunc(dests, func(d inbox.Pairing) bool { return len(d.Earlier) > 0 }) {
-					fmt.Fprintln(tw, "\nDESTINATION\tEARLIER SERIES")
-					for _, d := range dests {
-						for _, h := range d.Earlier {
-							fmt.Fprintf(tw, "%s\t%s\n", cell(d.Destination), formatSeries(h))
-						}
-					}
-				}
-			}
-			if err := tw.Flush(); err != nil {
-				return err
-			}
-			fmt.Fprintln(w)
-			return writeBody(w, e.Body)
+			return writeRow(w, row)
 		},
 	}
 }
 
-// formatSeries is a line of an earlier series of a destination's
-// attempts: "series 1: 3 attempts, done 2026-12-01T09:00:00Z, replayed at
-// 2026-12-02T10:00:00Z".
-func formatSeries(h inbox.Series) string {
-	attempts := "attempts"
-	if h.Attempts == 1 {
-		attempts = "attempt"
+// writeRow prints row for a terminal: its tables, aligned, a blank line
+// between them, then its body and the answer saved with it.
+func writeRow(w io.Writer, row rowview.Row) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for i, t := range row.Tables {
+		if i > 0 {
+			fmt.Fprintln(tw)
+		}
+		if len(t.Lines) == 0 {
+			fmt.Fprintf(tw, "(%s)\n", t.Empty)
+			continue
+		}
+		if t.Columns != nil {
+			heads := make([]string, len(t.Columns))
+			for i, col := range t.Columns {
+				heads[i] = strings.ToUpper(col.Head)
+			}
+			fmt.Fprintln(tw, strings.Join(heads, "\t"))
+		}
+		for _, l := range t.Lines {
+			cells := make([]string, len(l.Cells))
+			for i, cell := range l.Cells {
+				cells[i] = cell.Text
+			}
+			fmt.Fprintln(tw, strings.Join(cells, "\t"))
+		}
+		if t.Note != "" {
+			fmt.Fprintf(tw, "(%s)\n", t.Note)
+		}
 	}
-	outcome := string(h.Status)
-	if h.Reason != "" {
-		outcome += " (" + string(h.Reason) + ")"
+	if err := tw.Flush(); err != nil {
+		return err
 	}
-	at := h.UpdatedAt
-	if !h.DoneAt.IsZero() {
-		at = h.DoneAt
+	fmt.Fprintln(w)
+	if err := writeBody(w, row.Body); err != nil || !row.Response.Shown {
+		return err
 	}
-	line := fmt.Sprintf("series %d: %d %s, %s %s, replayed at %s", h.N, h.Attempts, attempts, outcome, formatTime(at), formatTime(h.ReplayedAt))
-	if h.LastError != "" {
-		line += ", last error: " + h.LastError
-	}
-	return escapeControls(line, "")
+	fmt.Fprintf(w, "\n(the %s, %s)\n", row.Response.What, row.Response.Kind)
+	return writeBody(w, row.Response)
 }
 
 // showJSON is a row with its body, for --json.
@@ -160,43 +145,27 @@ func showJSON(e inbox.Event, dests []inbox.Pairing) any {
 	return out
 }
 
-// writeBody prints a body for a terminal: indented when it is JSON, as
-// text with control characters escaped when it is UTF-8, as a hex dump
-// otherwise; the first bodyview.Limit bytes of that, then a line saying
-// the rest was cut (--json has the body whole).
-func writeBody(w io.Writer, body []byte) error {
-	if len(body) == 0 {
-		_, err := fmt.Fprintln(w, "(empty body)")
+// writeBody prints a body as rowview shows it: a line before a hex dump,
+// and after a body cut at bodyview.Limit a line saying how much was left
+// out (--json has the body whole).
+func writeBody(w io.Writer, b rowview.Body) error {
+	if b.Empty {
+		_, err := fmt.Fprintf(w, "(empty %s)\n", b.What)
 		return err
 	}
-	if !utf8.Valid(body) {
-		v := bodyview.Hex(body, bodyview.Limit)
-		if _, err := fmt.Fprintf(w, "(not UTF-8: hex dump)\n%s", v.Text); err != nil {
-			return err
-		}
-		return writeCut(w, v)
+	text := b.Text
+	if b.Kind == bodyview.KindHex {
+		text = "(not UTF-8: hex dump)\n" + text
 	}
-	esc := func(s string) (string, int) { return escapeRune(s, "\n\t") }
-	v, ok := bodyview.JSON(body, bodyview.Limit, esc)
-	if !ok {
-		v = bodyview.Text(body, bodyview.Limit, esc)
-	}
-	text := v.Text
 	if !strings.HasSuffix(text, "\n") {
 		text += "\n"
 	}
 	if _, err := io.WriteString(w, text); err != nil {
 		return err
 	}
-	return writeCut(w, v)
-}
-
-// writeCut says, after a body cut at bodyview.Limit, how much it left out.
-func writeCut(w io.Writer, v bodyview.View) error {
-	if v.Left == 0 {
-		return nil
+	if cut := b.Cut(); cut != "" {
+		_, err := fmt.Fprintf(w, "(%s)\n", cut)
+		return err
 	}
-	_, err := fmt.Fprintf(w, "(truncated: the first %d KiB shown, %d bytes of the body left out; inbox show --json has it whole)\n",
-		bodyview.Limit>>10, v.Left)
-	return err
+	return nil
 }

@@ -10,6 +10,9 @@ package bodyview
 import (
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
+	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -64,6 +67,64 @@ func Hex(body []byte, limit int) View {
 	// A line of hex.Dump is 79 bytes: 16 of the body each.
 	n := min(len(body), limit/79*16)
 	return View{Kind: KindHex, Text: hex.Dump(body[:n]), Left: int64(len(body) - n)}
+}
+
+// Show returns body as inbox show and the console's row page show it:
+// indented when it is JSON, as text when it is UTF-8 (tabs and line feeds
+// kept, every other rune Printable escapes escaped), as a hex dump
+// otherwise; the first Limit bytes of that. An empty body is KindText
+// with no text.
+func Show(body []byte) View {
+	esc := func(s string) (string, int) { return EscapeRune(s, "\n\t") }
+	if v, ok := JSON(body, Limit, esc); ok {
+		return v
+	}
+	if utf8.Valid(body) {
+		return Text(body, Limit, esc)
+	}
+	return Hex(body, Limit)
+}
+
+// Printable returns s with every rune a terminal could act on, or that
+// could reorder or hide a page's text, written as a Go-style escape,
+// except those in keep: C0 and C1 controls and DEL (escape sequences,
+// carriage returns, backspaces), format characters such as the bidi
+// overrides and isolates (U+202A..U+202E, U+2066..U+2069) and marks
+// (U+200E, U+200F), line and paragraph separators, spaces other than
+// U+0020, unassigned and private-use code points, and each byte of
+// invalid UTF-8 (as \xNN, so bytes that decode to nothing are shown
+// rather than replaced). So what is shown is what is stored, in every
+// output that shows a stored text.
+func Printable(s, keep string) string {
+	odd := func(r rune) bool { return !unicode.IsPrint(r) && !strings.ContainsRune(keep, r) }
+	if utf8.ValidString(s) && strings.IndexFunc(s, odd) < 0 {
+		return s
+	}
+	var b strings.Builder
+	for s != "" {
+		piece, n := EscapeRune(s, keep)
+		b.WriteString(piece)
+		s = s[n:]
+	}
+	return b.String()
+}
+
+// EscapeRune returns the first rune of s as Printable shows it, and its
+// length in s.
+func EscapeRune(s, keep string) (string, int) {
+	r, n := utf8.DecodeRuneInString(s)
+	switch {
+	case r == utf8.RuneError && n <= 1:
+		return fmt.Sprintf(`\x%02x`, s[0]), 1
+	case unicode.IsPrint(r) || strings.ContainsRune(keep, r):
+		return s[:n], n
+	case r < utf8.RuneSelf:
+		return fmt.Sprintf(`\x%02x`, r), n
+	case r <= 0xFFFF:
+		return fmt.Sprintf(`\u%04x`, r), n
+	default:
+		return fmt.Sprintf(`\U%08x`, r), n
+	}
 }
 
 // Runes is s up to its n-th rune, a byte that is not UTF-8 counted as a

@@ -58,6 +58,12 @@ type Config struct {
 	// Destination is the kind of destination this process hands new rows
 	// to (forward, exec, nats); "" when it hands none on.
 	Destination string
+	// SecretUses, when set, returns when each secret last verified a
+	// delivery as this process knows it now (serve's own record, which it
+	// saves to the store once a minute): the overview shows the later of
+	// it and the store's, which holds the uses before this process began
+	// and those of other replicas.
+	SecretUses func() []inbox.SecretUse
 	// Timeout bounds the reads of one page; DefaultTimeout when zero.
 	Timeout time.Duration
 	// Now is the clock; time.Now when nil.
@@ -89,6 +95,7 @@ type source struct {
 // Console serves the pages.
 type Console struct {
 	store      Store
+	uses       func() []inbox.SecretUse
 	sources    []source
 	db, dest   string
 	timeout    time.Duration
@@ -103,7 +110,7 @@ type Console struct {
 // New returns the console of store. It panics if its embedded templates do
 // not parse, which the tests would have seen.
 func New(store Store, cfg Config, log zerolog.Logger) *Console {
-	c := &Console{store: store, db: cfg.DB, dest: cfg.Destination, timeout: cfg.Timeout, now: cfg.Now, log: log,
+	c := &Console{store: store, uses: cfg.SecretUses, db: cfg.DB, dest: cfg.Destination, timeout: cfg.Timeout, now: cfg.Now, log: log,
 		mux: http.NewServeMux(), pages: map[string]*template.Template{}}
 	if c.timeout <= 0 {
 		c.timeout = DefaultTimeout

@@ -4,6 +4,7 @@ import (
 	"html/template"
 	"strconv"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"inbox/bodyview"
@@ -23,6 +24,19 @@ var funcs = template.FuncMap{
 	"parkedLink": func(r inbox.Reason) string {
 		return rowsLink(inbox.Filter{Status: inbox.StatusParked, Reason: r})
 	},
+	"destinationLink": func(name string) string { return rowsLink(inbox.Filter{Destination: name}) },
+	"cellLink":        cellLink,
+	"sentence":        sentence,
+}
+
+// sentence is s, a phrase inbox show prints in parentheses, as the start
+// of a sentence: its first letter in capitals.
+func sentence(s string) string {
+	if s == "" {
+		return ""
+	}
+	r, n := utf8.DecodeRuneInString(s)
+	return string(unicode.ToUpper(r)) + s[n:]
 }
 
 // formatTime is t as the CLI prints it, in UTC; "-" when it is zero.

@@ -131,6 +131,9 @@ func (c *Console) readOverview(ctx context.Context) (overviewPage, error) {
 	if err != nil {
 		return p, err
 	}
+	if c.uses != nil {
+		uses = append(uses, c.uses()...)
+	}
 	runs, err := c.store.Unverified(ctx)
 	if err != nil {
 		return p, err
@@ -203,7 +206,9 @@ func (c *Console) sourceRows(st inbox.Stats, uses []inbox.SecretUse, runs []inbo
 	last := map[[2]string]time.Time{}
 	lastBySource := map[string]time.Time{}
 	for _, u := range uses {
-		last[[2]string{u.Source, u.Fingerprint}] = u.LastVerified
+		if k := [2]string{u.Source, u.Fingerprint}; u.LastVerified.After(last[k]) {
+			last[k] = u.LastVerified
+		}
 		if u.LastVerified.After(lastBySource[u.Source]) {
 			lastBySource[u.Source] = u.LastVerified
 		}

@@ -61,11 +61,13 @@ func (c *Console) rows(w http.ResponseWriter, r *http.Request) {
 	c.render(w, http.StatusOK, "rows", p)
 }
 
-// parseFilter reads the list page's query: status, source, reason and
-// limit, as inbox list takes them (and --reason, as inbox parked does). A
-// value it cannot take is an error that names it.
+// parseFilter reads the list page's query: status, source, reason,
+// destination and limit, as inbox list takes them (and --reason, as inbox
+// parked does), and job, the rows of one job (the row page links to
+// them). A value it cannot take is an error that names it.
 func parseFilter(q url.Values) (inbox.Filter, error) {
-	f := inbox.Filter{Source: q.Get("source"), Status: inbox.Status(q.Get("status")), Reason: inbox.Reason(q.Get("reason")), Limit: defaultLimit}
+	f := inbox.Filter{Source: q.Get("source"), Status: inbox.Status(q.Get("status")), Reason: inbox.Reason(q.Get("reason")),
+		Destination: q.Get("destination"), Job: q.Get("job"), Limit: defaultLimit}
 	if f.Status != "" && !f.Status.Valid() {
 		return f, fmt.Errorf("unknown status %q: want new, done, parked or ignored", f.Status)
 	}
@@ -75,6 +77,13 @@ func parseFilter(q url.Values) (inbox.Filter, error) {
 	// A name no source has selects nothing; only its length is bounded.
 	if len(f.Source) > 64 {
 		return f, fmt.Errorf("source %q: a source name is 1 to 32 of a-z, 0-9, - and _", f.Source)
+	}
+	if len(f.Destination) > 64 {
+		return f, fmt.Errorf("destination %q: a destination name is 1 to 32 of a-z, 0-9, - and _", f.Destination)
+	}
+	// A job's row id: a job id of at most 200 bytes within its source.
+	if len(f.Job) > 300 {
+		return f, fmt.Errorf("job %q: a job's row id is at most 200 bytes and its source's name", f.Job)
 	}
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
@@ -89,7 +98,8 @@ func parseFilter(q url.Values) (inbox.Filter, error) {
 // rowsLink is the list page's URL for f, its values query-escaped.
 func rowsLink(f inbox.Filter) string {
 	q := url.Values{}
-	for k, v := range map[string]string{"status": string(f.Status), "source": f.Source, "reason": string(f.Reason)} {
+	for k, v := range map[string]string{"status": string(f.Status), "source": f.Source, "reason": string(f.Reason),
+		"destination": f.Destination, "job": f.Job} {
 		if v != "" {
 			q.Set(k, v)
 		}

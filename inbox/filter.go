@@ -28,6 +28,10 @@ type Filter struct {
 	// Destination selects the rows routed to this destination: those with
 	// a (row, destination) pair for it, of Status and Reason when given.
 	Destination string
+	// Job selects the rows of the job whose row id is Job (an Event's
+	// JobID): its own row and the rows kept beside it, a delivery that
+	// could not take it (a conflict, a poison repeat) keyed by its bytes.
+	Job string
 	// Contains selects the rows whose body holds these bytes, compared
 	// byte for byte: no wildcard, no case folding, any byte (NUL, bytes
 	// that are not UTF-8). Only the newest ScanLimit rows the other fields

@@ -150,22 +150,23 @@ func (r *run) adminMux(live *liveSources, dests *liveDestinations) *http.ServeMu
 	handleSources(ops, live, store, log)
 	handleDestinations(ops, dests)
 	var cons atomic.Pointer[console.Console]
-	cons.Store(console.New(store, r.consoleConfig(cfg.Sources, cfg.Destinations), log))
+	cons.Store(console.New(store, r.consoleConfig(live, cfg.Sources, cfg.Destinations), log))
 	live.onSwap = func(sources []config.Source) {
-		cons.Store(console.New(store, r.consoleConfig(sources, dests.configs()), log))
+		cons.Store(console.New(store, r.consoleConfig(live, sources, dests.configs()), log))
 	}
 	dests.onSwap = func(ds []config.Destination) {
-		cons.Store(console.New(store, r.consoleConfig(live.sources(), ds), log))
+		cons.Store(console.New(store, r.consoleConfig(live, live.sources(), ds), log))
 	}
 	ops.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) { cons.Load().ServeHTTP(w, req) }))
 	return ops
 }
 
 // consoleConfig is what the console shows of sources and the destinations
-// dests: the sources and their secrets' fingerprints, the store and the
-// destinations, never a secret.
-func (r *run) consoleConfig(sources []config.Source, dests []config.Destination) console.Config {
-	c := console.Config{DB: r.cfg.DB}
+// dests: the sources and their secrets' fingerprints, when live's handlers
+// last verified a delivery with each, the store and the destinations,
+// never a secret.
+func (r *run) consoleConfig(live *liveSources, sources []config.Source, dests []config.Destination) console.Config {
+	c := console.Config{DB: r.cfg.DB, SecretUses: live.uses}
 	for _, src := range sources {
 		c.Sources = append(c.Sources, console.Source{Name: src.Name, Path: src.Path, Scheme: src.Scheme.Name(), Keys: src.Keys})
 	}

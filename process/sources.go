@@ -128,6 +128,14 @@ func (l *liveSources) secretUses() (uses []inbox.SecretUse, saved func()) {
 	}
 }
 
+// uses returns when each secret of the live set, and of the sets reloads
+// retired, last verified a delivery, as secretUses does, for a reader: the
+// console, GET /sources.
+func (l *liveSources) uses() []inbox.SecretUse {
+	uses, _ := l.secretUses()
+	return uses
+}
+
 // sets returns the live set and those reloads retired; l.mu is held.
 func (l *liveSources) sets() []*sourceSet {
 	sets := []*sourceSet{l.cur.Load()}
@@ -178,7 +186,7 @@ func handleSources(mux *http.ServeMux, live *liveSources, store admin.SecretUseR
 	mux.HandleFunc("GET /sources", func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), probeTimeout)
 		defer cancel()
-		uses, _ := live.secretUses()
+		uses := live.uses()
 		saved, err := store.SecretUses(ctx)
 		if err != nil {
 			// The config is still worth showing while the store is down.

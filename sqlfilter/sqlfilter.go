@@ -128,6 +128,10 @@ func (q *Query) conds(f inbox.Filter) []string {
 			add("reason = %s", string(f.Reason))
 		}
 	}
+	if f.Job != "" {
+		// The primary key finds the job's row, events_beside_job the rest.
+		conds = append(conds, "(id = "+q.Arg(f.Job)+" OR (job_id = "+q.Arg(f.Job)+" AND job_id <> id))")
+	}
 	if f.Event != "" {
 		add("event = %s", f.Event)
 	}

@@ -195,6 +195,7 @@ func TestQueryPlans(t *testing.T) {
 	}
 	defer db.Close()
 	parked, parkedArgs := sqlite.WhereForTest(inbox.Filter{Status: inbox.StatusParked, Reason: inbox.ReasonConflict})
+	jobRows, jobArgs := sqlite.WhereForTest(inbox.Filter{Job: "job_1"})
 	tests := []struct {
 		name  string
 		query string
@@ -206,6 +207,7 @@ func TestQueryPlans(t *testing.T) {
 		{"list parked", `SELECT id FROM events` + parked + ` ORDER BY received_at DESC, id`, parkedArgs, "events_settled_received"},
 		{"purge", `SELECT rowid FROM events WHERE ` + sqlite.PurgeWhereForTest, []any{"done", 5}, "events_settled_last_seen"},
 		{"beside rows", `SELECT 1 FROM events WHERE ` + sqlite.BesideRemainsForTest, []any{`["conflict"]`, 5}, "events_beside_job"},
+		{"a job's rows", `SELECT id FROM events` + jobRows, jobArgs, "events_beside_job"},
 	}
 	for _, tt := range tests {
 		rows, err := db.Query(`EXPLAIN QUERY PLAN `+tt.query, tt.args...)

@@ -142,6 +142,50 @@ func runRead(t *testing.T, o opener) {
 		}
 	})
 
+	// A job's rows: its own row and the deliveries kept beside it (a
+	// conflict, a poison repeat), whichever the job is seen from; another
+	// source's job is named by its row id.
+	t.Run("a job's rows", func(t *testing.T) {
+		e := o.fresh(t)
+		conflict := `{"event":"job.failed","job_id":"job_1","status":"ERROR"}`
+		poison := `{"event":"job.exploded","job_id":"job_1"}`
+		e.put(job("job_1"))
+		e.clock.Add(time.Minute)
+		e.put(job("job_2"))
+		e.clock.Add(time.Minute)
+		e.put(classify(conflict))
+		e.clock.Add(time.Minute)
+		e.put(classify(`{"event":"job.failed","job_id":"job_2","status":"ERROR"}`))
+		e.clock.Add(time.Minute)
+		e.put(classify(poison))
+		e.clock.Add(time.Minute)
+		e.put(keyed("vibe", "run_1", "scheduled_job.run", []byte(`{"attempt":1}`), 1, inbox.Rules{}))
+		e.clock.Add(time.Minute)
+		vibeConflict := []byte(`{"event":"job.completed","job_id":"vibe/run_1"}`)
+		e.put(inbox.Classify("", inbox.Named{}, vibeConflict, 1, inbox.Rules{Events: []string{"job.completed"}}))
+		for _, tt := range []struct {
+			name string
+			f    inbox.Filter
+			want []string
+		}{
+			{"a job row and those beside it, newest first", inbox.Filter{Job: "job_1"},
+				[]string{inbox.BodyKey(sha(poison)), inbox.BodyKey(sha(conflict)), "job_1"}},
+			{"with other filters", inbox.Filter{Job: "job_1", Status: inbox.StatusParked, Reason: inbox.ReasonConflict},
+				[]string{inbox.BodyKey(sha(conflict))}},
+			{"limit", inbox.Filter{Job: "job_1", Limit: 1}, []string{inbox.BodyKey(sha(poison))}},
+			{"another source's job", inbox.Filter{Job: "vibe/run_1"}, []string{inbox.BodyKey(sha(string(vibeConflict))), "vibe/run_1"}},
+			{"a job with no row", inbox.Filter{Job: "job_404"}, nil},
+			{"a beside row's id is no job", inbox.Filter{Job: inbox.BodyKey(sha(conflict))}, []string{inbox.BodyKey(sha(conflict))}},
+		} {
+			if got := list(t, e, tt.f); !slices.Equal(got, tt.want) {
+				t.Errorf("%s: got %v, want %v", tt.name, got, tt.want)
+			}
+		}
+		if n, err := e.s.Count(ctx, inbox.Filter{Job: "job_1"}); err != nil || n != 3 {
+			t.Errorf("count the rows of job_1: %d, %v; want 3", n, err)
+		}
+	})
+
 	t.Run("counts", func(t *testing.T) {
 		e := filled(t)
 		got, err := e.s.CountByStatus(ctx)
