@@ -181,7 +181,7 @@ Examples:
 			&cli.Int64Flag{Name: "min-count", Value: 1, Usage: "alert when at least this many parked rows are older than --max-age (with --parked-every-hour: were parked in each hour; with --failing-for: requests of a source failed verification)", EnvVars: []string{"INBOX_ALERT_MIN_COUNT"}},
 			// Not an ageFlag: its examples would offer 90m, which is refused.
 			&cli.StringFlag{Name: "parked-every-hour", Usage: "alert when rows were parked in every hour of this long, counted back from now, instead of on --max-age (whole hours: 24h, 2d)", EnvVars: []string{"INBOX_ALERT_PARKED_EVERY_HOUR"}},
-			&cli.Int64Flag{Name: "max-parked", Usage: "alert instead when more than this many rows are parked now, however recently (0: any parked row)", EnvVars: []string{"INBOX_ALERT_MAX_PARKED"}},
+			&cli.Int64Flag{Name: "max-parked", Usage: "alert instead when more than this many rows are parked now, however recently (0: any parked row)", DefaultText: "off", EnvVars: []string{"INBOX_ALERT_MAX_PARKED"}},
 			reasonFlag("count only rows parked for this reason", "INBOX_ALERT_REASON"),
 			ageFlag("missed-after", "1h", "also alert on keys refused with 503 longer ago than this and not delivered since", "INBOX_ALERT_MISSED_AFTER"),
 			ageFlag("quiet-for", "", "alert instead when a source has had no verified delivery for this long (precise to about a minute)", "INBOX_ALERT_QUIET_FOR"),
