@@ -292,3 +292,22 @@ CREATE TRIGGER IF NOT EXISTS events_delivery_history_delete AFTER DELETE ON even
 BEGIN
   DELETE FROM delivery_history WHERE event_id = old.id;
 END;
+
+-- What inbox alert last reported of each finding still open, so that with
+-- --notify or --on-change it reports a finding when it opens, grows
+-- (doubles) or has been open --repeat long, and once more when it
+-- resolves, and is silent between. A run reads and writes the rows of its
+-- own scope only; every write is conditional on rev (the row as read), so
+-- of two runs at once one reports a change. A resolved finding's row is
+-- deleted once its resolve is reported.
+CREATE TABLE IF NOT EXISTS alerts (
+  -- The check, its settings and where it reports (never a URL: a digest).
+  scope       TEXT    NOT NULL CHECK (scope <> ''),
+  -- What within the check: "unknown_event parked longer than 24h", "quiet vibe".
+  finding     TEXT    NOT NULL CHECK (finding <> ''),
+  opened_at   INTEGER NOT NULL, -- Unix ms, first reported
+  count       INTEGER NOT NULL CHECK (count >= 0), -- its size when last reported
+  reported_at INTEGER NOT NULL, -- Unix ms, last reported
+  rev         INTEGER NOT NULL CHECK (rev >= 1), -- bumped by every write
+  PRIMARY KEY (scope, finding)
+) STRICT;

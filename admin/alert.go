@@ -1,11 +1,8 @@
 package admin
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -19,42 +16,65 @@ import (
 	"inbox/inbox"
 )
 
-// Alert's exit codes besides 0 (fewer than --min-count old parked rows),
-// for cron and monitoring. A mistake in the command line or the
-// environment is broken too: exit 1 would read as an alert.
+// Alert's exit codes besides 0 (nothing found), for cron and monitoring.
+// A mistake in the command line or the environment is broken too: exit 1
+// would read as an alert.
 const (
-	alertRaised = 1 // the lines printed say what
+	alertRaised = 1 // something was found: the lines printed say what
 	alertBroken = 2 // the inbox could not be read, or alert was misconfigured
-	alertUnsent = 3 // an alert was raised, as 1, and a --notify endpoint did not take it
+	alertUnsent = 3 // a --notify endpoint did not take a post (and, as 1, whether anything is open)
 )
 
 // broken is err with alert's exit code 2.
 func broken(err error) error { return cli.Exit(err, alertBroken) }
 
-// report is what one check of alert found: the lines a person reads, and
-// the objects --json prints, one per line. Empty: nothing to raise.
+// report is what one check of alert found, a finding each.
 type report struct {
 	check string
-	text  bytes.Buffer
-	json  bytes.Buffer
+	found []finding
 }
 
-func (r *report) empty() bool { return r.text.Len() == 0 && r.json.Len() == 0 }
+// finding is one thing a check found: a line of its report.
+type finding struct {
+	// key names it within its check, the same from run to run while it
+	// stays open, with every stored text in it escaped (idCell).
+	key string
+	// count is its size (rows, requests, refusals): alert reports it
+	// again once it has doubled. 1 for a finding that has none.
+	count int64
+	line  string // as printed: cells separated by tabs, no newline
+	json  []byte // as --json prints it: one line
+}
+
+// add records a finding of key, count and line, obj its JSON.
+func (r *report) add(key string, count int64, obj any, line string) error {
+	var b strings.Builder
+	if err := encodeExact(&b, obj); err != nil {
+		return err
+	}
+	r.found = append(r.found, finding{key: key, count: count, line: line, json: []byte(b.String())})
+	return nil
+}
 
 func alertCommand(open Opener) *cli.Command {
 	return &cli.Command{
 		Name:  "alert",
-		Usage: "for cron: print parked rows older than --max-age (or parked in every hour), missed and overdue jobs, destinations no running dispatcher has, dispatchers routing by different tables, destinations down, quiet sources or sources failing verification; exit 1 if any",
+		Usage: "for cron: print parked rows older than --max-age (or parked in every hour, or more than --max-parked now), missed and overdue jobs, destinations no running dispatcher has, dispatchers routing by different tables, destinations down, quiet sources or sources failing verification; exit 1 if any",
 		Description: `Counts the parked rows received more than --max-age ago. While there are
 fewer than --min-count it prints nothing and exits 0, so cron mails nothing;
 otherwise it prints one line per reason (count, oldest) and exits 1.
 
-With --parked-every-hour DURATION (whole hours) it asks instead whether rows
-kept being parked: it counts the rows parked (on receipt, or by the
-dispatcher) in each hour-long window back from now over DURATION, and
-alerts when every one of those hours had at least --min-count, printing the
-hours, the rows and the fewest and most in an hour. A bug that parks every
-delivery trips it; one old parked row does not.
+With --parked-every-hour DURATION (whole hours: 24h, 2d) it asks instead
+whether rows kept being parked: it counts the rows parked (on receipt, or
+by the dispatcher) in each hour-long window back from now over DURATION,
+and alerts when every one of those hours had at least --min-count,
+printing the hours, the rows and the fewest and most in an hour. A bug
+that parks every delivery trips it; one old parked row does not.
+
+With --max-parked N it asks instead how many rows are parked now, however
+recently (of --reason only, when given): it prints the count, by reason,
+and exits 1 when there are more than N (0: any parked row). A dismissed
+row is not parked and is not counted.
 
 With --quiet-for DURATION it asks instead whether a source has gone quiet:
 it prints each source none of whose secrets has verified a delivery for
@@ -103,24 +123,43 @@ checked while a dispatcher runs (serve or dispatch with destinations
 records its table every few seconds).
 
 With --notify URL (repeatable; INBOX_NOTIFY holds several, comma-separated)
-it also POSTs what it prints, when it prints anything, to each webhook as
-JSON: "text" (the message, as Slack, Mattermost and ntfy-style endpoints
-show it), "host", "check" (parked, parked_every_hour, quiet, failing_verification,
-destination_down, or unreadable when the inbox could not be read), "exit_code", "at", "lines" and
-"findings" (the objects --json prints). It never carries the database's
-address or a secret: the reason an inbox could not be read says [--db]
-for the SQLite file and [user], [host], [port] and [dbname] for the parts
-of a PostgreSQL URL, on stderr too. Only http:// and https:// URLs with a
-host; a redirect is not followed; each POST has --notify-timeout, and only
-a 2xx answer counts. An empty URL (--notify '', INBOX_NOTIFY=' , ', a
-trailing comma) is a mistake: to notify nowhere, unset INBOX_NOTIFY.
+it also POSTs what it finds to each webhook as JSON: "text" (the message,
+as Slack, Mattermost and ntfy-style endpoints show it), "host", "check"
+(parked, parked_every_hour, max_parked, quiet, failing_verification,
+destination_down, or unreadable when the inbox could not be read),
+"exit_code", "at", "lines", "findings" (the objects --json prints) and
+"changes" (each finding's key and whether it opened, grew, repeated or
+resolved). It never carries the database's address or a secret: the
+reason an inbox could not be read says [--db] for the SQLite file and
+[user], [host], [port] and [dbname] for the parts of a PostgreSQL URL, on
+stderr too. Only http:// and https:// URLs with a host; a redirect is not
+followed; each POST has --notify-timeout, and only a 2xx answer counts. An
+empty URL (--notify '', INBOX_NOTIFY=' , ', a trailing comma) is a
+mistake: to notify nowhere, unset INBOX_NOTIFY.
 
+With --notify or --on-change it remembers what it reported, in the
+database (so it opens it for writing, waiting up to --busy-timeout for
+serve's lock), and reports a finding only when it opens; when it grows
+(its count at least doubled since it was last reported; a new reason,
+source, key or destination is a finding of its own); again every --repeat
+while it stays open; and once, as "resolved ...", when it is gone. In
+between, nothing. --notify posts only those; --on-change prints only
+those too, so cron's mail follows the same rule. What it remembers is
+kept per check, its settings and its --notify list: a run resolves only
+the findings of the same command line, and two runs at once report a
+change once. A post an endpoint did not take (exit 3) is posted again,
+to every endpoint, by the next run. When it cannot write to the database
+it says so on stderr and in the post, and reports every open finding on
+every run and none as resolved.
+
+The exit code is the same with or without them: 1 while anything is
+found, printed or not; 0 when nothing is (a "resolved" line included).
 It exits 2 when it cannot read the inbox (missing or unreadable database;
 notified too) and on any mistake in its flags, arguments or INBOX_ALERT_*
-or INBOX_NOTIFY* variables (not notified). It exits 3 when it raised an
-alert (as exit 1) and an endpoint of --notify did not take it; each such
-endpoint is named on stderr (scheme and host only). An unreadable inbox
-whose notification failed still exits 2.
+or INBOX_NOTIFY* variables (not notified). It exits 3 when an endpoint of
+--notify did not take a post; each such endpoint is named on stderr
+(scheme and host only). An unreadable inbox whose notification failed
+still exits 2.
 
 Examples:
    inbox alert --max-age 24h
@@ -128,17 +167,22 @@ Examples:
    inbox alert --max-age 24h --missed-after 30m
    inbox alert --parked-every-hour 24h
    inbox alert --parked-every-hour 2d --reason handler_failed --json
+   inbox alert --max-parked 100
+   inbox alert --max-parked 0 --reason handler_failed --on-change
    inbox alert --quiet-for 2h --config /etc/inbox/inbox.toml
    inbox alert --quiet-for 30m --source vibe --notify https://hooks.slack.com/services/...
    inbox alert --down-for 10m --notify https://hooks.slack.com/services/...
    inbox alert --failing-for 15m --min-count 3 --config /etc/inbox/inbox.toml --notify https://hooks.slack.com/services/...
-   INBOX_NOTIFY=https://ntfy.example.com/inbox,https://chat.example.com/hooks/x inbox alert --max-age 24h
-   */15 * * * * inbox /usr/local/bin/inbox alert --db /var/lib/inbox/inbox.db --max-age 24h   (/etc/cron.d: as user inbox)`,
+   inbox alert --max-age 24h --on-change --repeat 12h --notify https://hooks.slack.com/services/...
+   INBOX_NOTIFY=https://ntfy.example.com/inbox,https://chat.example.com/hooks/x inbox alert --max-age 24h --on-change
+   */15 * * * * inbox /usr/local/bin/inbox alert --db /var/lib/inbox/inbox.db --max-age 24h --on-change   (/etc/cron.d: as user inbox)`,
 		Flags: []cli.Flag{
 			config.DBFlag(),
 			ageFlag("max-age", "24h", "parked rows received longer ago than this count", "INBOX_ALERT_MAX_AGE"),
 			&cli.Int64Flag{Name: "min-count", Value: 1, Usage: "alert when at least this many parked rows are older than --max-age (with --parked-every-hour: were parked in each hour; with --failing-for: requests of a source failed verification)", EnvVars: []string{"INBOX_ALERT_MIN_COUNT"}},
-			ageFlag("parked-every-hour", "", "alert when rows were parked in every hour of this long, counted back from now, instead of on --max-age", "INBOX_ALERT_PARKED_EVERY_HOUR"),
+			// Not an ageFlag: its examples would offer 90m, which is refused.
+			&cli.StringFlag{Name: "parked-every-hour", Usage: "alert when rows were parked in every hour of this long, counted back from now, instead of on --max-age (whole hours: 24h, 2d)", EnvVars: []string{"INBOX_ALERT_PARKED_EVERY_HOUR"}},
+			&cli.Int64Flag{Name: "max-parked", Usage: "alert instead when more than this many rows are parked now, however recently (0: any parked row)", DefaultText: "off", EnvVars: []string{"INBOX_ALERT_MAX_PARKED"}},
 			reasonFlag("count only rows parked for this reason", "INBOX_ALERT_REASON"),
 			ageFlag("missed-after", "1h", "also alert on keys refused with 503 longer ago than this and not delivered since", "INBOX_ALERT_MISSED_AFTER"),
 			ageFlag("quiet-for", "", "alert instead when a source has had no verified delivery for this long (precise to about a minute)", "INBOX_ALERT_QUIET_FOR"),
@@ -146,8 +190,11 @@ Examples:
 			ageFlag("down-for", "", "alert instead when a destination has been down (its rows held, probed) for longer than this", "INBOX_ALERT_DOWN_FOR"),
 			&cli.StringSliceFlag{Name: "source", Usage: "with --quiet-for or --failing-for: the source to watch (repeatable); default: those of --config", EnvVars: []string{"INBOX_ALERT_SOURCE"}},
 			config.FileFlag("with --quiet-for or --failing-for: the TOML file of [[source]] tables serve reads, whose sources are watched"),
-			&cli.StringSliceFlag{Name: "notify", Usage: "also POST the alert as JSON to this http(s) webhook (repeatable)", EnvVars: []string{"INBOX_NOTIFY"}},
+			&cli.StringSliceFlag{Name: "notify", Usage: "also POST what opened, grew, repeated or resolved as JSON to this http(s) webhook (repeatable)", EnvVars: []string{"INBOX_NOTIFY"}},
 			config.DurationFlag("notify-timeout", defaultNotifyTimeout, "how long each --notify POST may take", "INBOX_NOTIFY_TIMEOUT", config.Positive),
+			&cli.BoolFlag{Name: "on-change", Usage: "print only what opened, grew, repeated or resolved since the last run of this command line (cron mails nothing in between); the exit code is unchanged", EnvVars: []string{"INBOX_ALERT_ON_CHANGE"}},
+			ageFlag("repeat", "24h", "with --notify or --on-change: report a finding again after this long while it stays open", "INBOX_ALERT_REPEAT"),
+			busyTimeoutFlag(),
 			jsonFlag(),
 		},
 		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
@@ -162,40 +209,169 @@ Examples:
 			if err != nil {
 				return broken(err)
 			}
+			repeat, err := age(c, "repeat")
+			if err != nil {
+				return broken(err)
+			}
+			if repeat <= 0 {
+				return broken(errors.New("--repeat must be more than 0"))
+			}
+			remembers := c.Bool("on-change") || len(n.urls) > 0
 			rep := &report{check: check.name}
-			if err := check.run(c, open, rep); err != nil {
-				// Printed and notified, the error never names the database.
-				err = errors.New(dbaddr.Free(err, c.String("db")))
-				rep.check = "unreadable"
-				rep.text.Reset()
-				rep.json.Reset()
-				fmt.Fprintf(&rep.text, "cannot read the inbox: %v\n", err)
-				if errs := notify(c, n, rep, alertBroken); len(errs) > 0 {
-					return broken(fmt.Errorf("%w; %w", err, errors.Join(errs...)))
-				}
-				return broken(err)
+			store, err := openRead(c, open)
+			if err == nil {
+				defer store.Close()
+				err = check.run(c, store, rep)
 			}
-			if rep.empty() {
-				return nil
+			if err != nil {
+				return unreadable(c, n, err)
 			}
-			out := &rep.text
-			if c.Bool("json") {
-				out = &rep.json
+			changes := fresh(rep.found)
+			undo := func() error { return nil }
+			var unkept error
+			if remembers {
+				var done func()
+				changes, undo, done, unkept = rememberIn(c, open, store, check.scope+n.scope(), rep.found, repeat)
+				defer done()
 			}
-			if _, err := c.App.Writer.Write(out.Bytes()); err != nil {
-				return broken(err)
-			}
-			if errs := notify(c, n, rep, alertRaised); len(errs) > 0 {
-				return cli.Exit(errors.Join(errs...).Error(), alertUnsent)
-			}
-			// The lines above are the message; main prints nothing more.
-			return cli.Exit("", alertRaised)
+			return reportChanges(c, n, rep, changes, undo, remembers, unkept)
 		},
 	}
 }
 
-// notify sends rep to n's endpoints, if any, and returns what failed.
-func notify(c *cli.Context, n *notifier, rep *report, code int) []error {
+// rememberIn is remember on store, opened for reading, and, when there
+// is something to record, on the store --db names opened for writing:
+// it returns the changes, the undo of their records, what closes the
+// store it opened, and why it could not remember, if so.
+func rememberIn(c *cli.Context, open Opener, store inbox.Store, scope string, found []finding, repeat time.Duration) (changes []change, undo func() error, done func(), err error) {
+	errNoMemory := errors.New("this store keeps no alerts")
+	var w inbox.Store
+	undo = func() error { return nil }
+	done = func() {
+		if w != nil {
+			w.Close()
+		}
+	}
+	mem, ok := store.(alertMemory)
+	if !ok {
+		return fresh(found), undo, done, errNoMemory
+	}
+	write := func() (alertMemory, error) {
+		var err error
+		if w, err = openWrite(c, open); err != nil {
+			return nil, err
+		}
+		m, ok := w.(alertMemory)
+		if !ok {
+			return nil, errNoMemory
+		}
+		return m, nil
+	}
+	changes, swaps, wrote, err := remember(c.Context, mem, write, scope, found, time.Now(), repeat)
+	if wrote != nil && len(swaps) > 0 {
+		undo = func() error {
+			if _, err := wrote.SwapAlerts(c.Context, swaps); err != nil {
+				return fmt.Errorf("the next run may not post it again: %s", dbaddr.Free(err, c.String("db")))
+			}
+			return nil
+		}
+	}
+	return changes, undo, done, err
+}
+
+// unreadable reports err, why the inbox could not be read, on stderr and
+// to the endpoints, and exits 2.
+func unreadable(c *cli.Context, n *notifier, err error) error {
+	// Printed and notified, the error never names the database.
+	err = errors.New(dbaddr.Free(err, c.String("db")))
+	text := fmt.Sprintf("cannot read the inbox: %v\n", err)
+	if errs := notify(c, n, "unreadable", alertBroken, []byte(text), nil, nil); len(errs) > 0 {
+		return broken(fmt.Errorf("%w; %w", err, errors.Join(errs...)))
+	}
+	return broken(err)
+}
+
+// reportChanges prints and posts what the run found as changes says
+// (every finding, or with --on-change only what changed; the endpoints
+// only what changed), and returns the exit. A post an endpoint did not
+// take is undone (undo), so the next run posts it again. unkept, when alert
+// remembers, says why it could not.
+func reportChanges(c *cli.Context, n *notifier, rep *report, changes []change, undo func() error, remembers bool, unkept error) error {
+	open := len(rep.found) > 0
+	var printed, posted []change
+	for _, ch := range changes {
+		if ch.kind != unchanged {
+			posted = append(posted, ch)
+		}
+		if ch.kind != unchanged || (ch.open && !c.Bool("on-change")) {
+			printed = append(printed, ch)
+		}
+	}
+	var note string
+	if remembers && unkept != nil && len(posted) > 0 {
+		note = fmt.Sprintf("alert could not keep what it reported (%s): it reports every open finding on every run, and none as resolved, until it can write to --db",
+			dbaddr.Free(unkept, c.String("db")))
+		fmt.Fprintf(c.App.ErrWriter, "inbox: %s\n", note)
+	}
+	text, js, err := render(printed)
+	if err != nil {
+		return broken(err)
+	}
+	out := text
+	if c.Bool("json") {
+		out = js
+	}
+	if _, err := c.App.Writer.Write(out); err != nil {
+		return broken(err)
+	}
+	code := 0
+	if open {
+		code = alertRaised
+	}
+	if len(posted) > 0 && len(n.urls) > 0 {
+		text, js, err := render(posted)
+		if err != nil {
+			return broken(err)
+		}
+		if note != "" {
+			text = append(text, note+"\n"...)
+		}
+		if errs := notify(c, n, rep.check, code, text, js, posted); len(errs) > 0 {
+			if err := undo(); err != nil {
+				errs = append(errs, err)
+			}
+			return cli.Exit(errors.Join(errs...).Error(), alertUnsent)
+		}
+	}
+	if open {
+		// The lines above are the message; main prints nothing more.
+		return cli.Exit("", alertRaised)
+	}
+	return nil
+}
+
+// render writes changes as their lines (aligned) and as their JSON
+// objects, one a line.
+func render(changes []change) (text, js []byte, err error) {
+	var t, j strings.Builder
+	tw := tabwriter.NewWriter(&t, 0, 0, 2, ' ', 0)
+	for _, ch := range changes {
+		fmt.Fprintln(tw, ch.text())
+		b, err := ch.object()
+		if err != nil {
+			return nil, nil, err
+		}
+		j.Write(b)
+	}
+	if err := tw.Flush(); err != nil {
+		return nil, nil, err
+	}
+	return []byte(t.String()), []byte(j.String()), nil
+}
+
+// notify sends what a check found to n's endpoints, if any, and returns
+// what failed.
+func notify(c *cli.Context, n *notifier, check string, code int, text, findings []byte, changes []change) []error {
 	if len(n.urls) == 0 {
 		return nil
 	}
@@ -203,20 +379,19 @@ func notify(c *cli.Context, n *notifier, rep *report, code int) []error {
 	if err != nil {
 		host = "unknown"
 	}
-	var secrets []string
-	if u, err := url.Parse(c.String("db")); err == nil && u.User != nil {
-		if pw, ok := u.User.Password(); ok {
-			secrets = append(secrets, pw, url.QueryEscape(pw))
-		}
+	nt := newNotice(host, check, code, text, findings, dbSecrets(c.String("db"))...)
+	for _, ch := range changes {
+		nt.Changes = append(nt.Changes, ch.notice())
 	}
-	secrets = append(secrets, os.Getenv("PGPASSWORD"))
-	return n.send(c.Context, newNotice(host, rep.check, code, rep.text.Bytes(), rep.json.Bytes(), secrets...))
+	return n.send(c.Context, nt)
 }
 
-// check is one of alert's checks, its flags read and valid.
+// check is one of alert's checks, its flags read and valid: scope names
+// it and the settings that decide what it finds (see inbox.Alert).
 type check struct {
-	name string
-	run  func(c *cli.Context, open Opener, rep *report) error
+	name  string
+	scope string
+	run   func(c *cli.Context, store inbox.Store, rep *report) error
 }
 
 // alertCheck reads alert's flags and returns the check they ask for. It
@@ -229,7 +404,8 @@ func alertCheck(c *cli.Context) (check, error) {
 	if err != nil {
 		return check{}, err
 	}
-	if c.Int64("min-count") < 1 {
+	minCount := c.Int64("min-count")
+	if minCount < 1 {
 		return check{}, errors.New("--min-count must be at least 1")
 	}
 	r, err := reason(c)
@@ -248,19 +424,33 @@ func alertCheck(c *cli.Context) (check, error) {
 	if err != nil {
 		return check{}, err
 	}
-	if _, err := age(c, "missed-after"); err != nil {
+	missedAfter, err := age(c, "missed-after")
+	if err != nil {
 		return check{}, err
 	}
 	switch {
 	case c.IsSet("down-for"):
 		return downCheck(c)
 	case c.IsSet("failing-for"):
-		return sourceCheck(c, "failing-for", failing, "failing_verification", alertFailing, "max-age", "parked-every-hour", "quiet-for")
+		return sourceCheck(c, "failing-for", failing, "failing_verification", alertFailing, "max-age", "parked-every-hour", "quiet-for", "max-parked")
 	case c.IsSet("quiet-for"):
-		return sourceCheck(c, "quiet-for", quiet, "quiet", alertQuiet, "max-age", "parked-every-hour")
+		return sourceCheck(c, "quiet-for", quiet, "quiet", alertQuiet, "max-age", "parked-every-hour", "max-parked")
 	case c.IsSet("source"):
 		// --config is not refused: INBOX_CONFIG may be set for serve.
 		return check{}, errors.New("--source goes with --quiet-for or --failing-for")
+	case c.IsSet("max-parked"):
+		most := c.Int64("max-parked")
+		if most < 0 {
+			return check{}, errors.New("--max-parked must be 0 or more (0: alert on any parked row)")
+		}
+		for _, other := range []string{"max-age", "parked-every-hour"} {
+			if c.IsSet(other) {
+				return check{}, fmt.Errorf("--max-parked and --%s (or its INBOX_ALERT_ variable) are two alerts: run one command for each", other)
+			}
+		}
+		return check{"max_parked", fmt.Sprintf("max_parked %d --reason %s", most, r), func(c *cli.Context, store inbox.Store, rep *report) error {
+			return alertMaxParked(c, store, most, r, rep)
+		}}, nil
 	case c.IsSet("parked-every-hour"):
 		if every < time.Hour || every%time.Hour != 0 || every > maxAlertHours*time.Hour {
 			return check{}, fmt.Errorf("--parked-every-hour %q: want whole hours from 1h to %dd, such as 24h or 2d", c.String("parked-every-hour"), maxAlertHours/24)
@@ -268,12 +458,12 @@ func alertCheck(c *cli.Context) (check, error) {
 		if c.IsSet("max-age") {
 			return check{}, errors.New("--parked-every-hour and --max-age (or INBOX_ALERT_MAX_AGE) are two alerts: run one command for each")
 		}
-		return check{"parked_every_hour", func(c *cli.Context, open Opener, rep *report) error {
-			return alertEveryHour(c, open, every, r, rep)
+		return check{"parked_every_hour", fmt.Sprintf("parked_every_hour %s --min-count %d --reason %s", every, minCount, r), func(c *cli.Context, store inbox.Store, rep *report) error {
+			return alertEveryHour(c, store, every, r, rep)
 		}}, nil
 	}
-	return check{"parked", func(c *cli.Context, open Opener, rep *report) error {
-		return alertParked(c, open, maxAge, r, rep)
+	return check{"parked", fmt.Sprintf("parked %s --min-count %d --reason %s --missed-after %s", maxAge, minCount, r, missedAfter), func(c *cli.Context, store inbox.Store, rep *report) error {
+		return alertParked(c, store, maxAge, r, rep)
 	}}, nil
 }
 
@@ -287,13 +477,13 @@ func downCheck(c *cli.Context) (check, error) {
 	if d <= 0 {
 		return check{}, errors.New("--down-for must be more than 0")
 	}
-	for _, other := range []string{"max-age", "parked-every-hour", "quiet-for", "failing-for", "source"} {
+	for _, other := range []string{"max-age", "parked-every-hour", "max-parked", "quiet-for", "failing-for", "source"} {
 		if c.IsSet(other) {
 			return check{}, fmt.Errorf("--down-for and --%s (or its INBOX_ALERT_ variable) are two alerts: run one command for each", other)
 		}
 	}
-	return check{"destination_down", func(c *cli.Context, open Opener, rep *report) error {
-		return alertDown(c, open, d, rep)
+	return check{"destination_down", fmt.Sprintf("destination_down %s", d), func(c *cli.Context, store inbox.Store, rep *report) error {
+		return alertDown(c, store, d, rep)
 	}}, nil
 }
 
@@ -301,7 +491,7 @@ func downCheck(c *cli.Context) (check, error) {
 // sources over d with run: it refuses a d not above 0 and any of the
 // flags of others beside it.
 func sourceCheck(c *cli.Context, flag string, d time.Duration, name string,
-	run func(c *cli.Context, open Opener, d time.Duration, sources []string, rep *report) error, others ...string) (check, error) {
+	run func(c *cli.Context, store inbox.Store, d time.Duration, sources []string, rep *report) error, others ...string) (check, error) {
 	if d <= 0 {
 		return check{}, fmt.Errorf("--%s must be more than 0", flag)
 	}
@@ -314,19 +504,21 @@ func sourceCheck(c *cli.Context, flag string, d time.Duration, name string,
 	if err != nil {
 		return check{}, err
 	}
-	return check{name, func(c *cli.Context, open Opener, rep *report) error {
-		return run(c, open, d, sources, rep)
+	watched := "(all)"
+	if sources != nil {
+		sorted := slices.Sorted(slices.Values(sources))
+		watched = strings.Join(slices.Compact(sorted), ",")
+	}
+	scope := fmt.Sprintf("%s %s --min-count %d --source %s", name, d, c.Int64("min-count"), watched)
+	return check{name, scope, func(c *cli.Context, store inbox.Store, rep *report) error {
+		return run(c, store, d, sources, rep)
 	}}, nil
 }
 
 // alertParked reports the parked rows older than maxAge, when there are at
-// least --min-count, and the keys missed and the jobs overdue.
-func alertParked(c *cli.Context, open Opener, maxAge time.Duration, r inbox.Reason, rep *report) error {
-	store, err := openRead(c, open)
-	if err != nil {
-		return err
-	}
-	defer store.Close()
+// least --min-count, a finding per reason, and the keys missed and the
+// jobs overdue.
+func alertParked(c *cli.Context, store inbox.Store, maxAge time.Duration, r inbox.Reason, rep *report) error {
 	groups, err := store.ParkedByReason(c.Context, inbox.Filter{
 		Reason: r,
 		Before: time.Now().Add(-maxAge),
@@ -341,26 +533,53 @@ func alertParked(c *cli.Context, open Opener, maxAge time.Duration, r inbox.Reas
 	if total < c.Int64("min-count") {
 		groups = nil
 	}
+	for _, g := range groups {
+		what := fmt.Sprintf("parked longer than %s", formatDuration(maxAge))
+		line := fmt.Sprintf("%s\t%d %s\toldest received %s", cell(string(g.Reason)), g.Count, what, formatTime(g.Oldest))
+		if err := rep.add(idCell(string(g.Reason))+" "+what, g.Count, g, line); err != nil {
+			return err
+		}
+	}
 	late, err := lateJobs(c, store)
 	if err != nil {
 		return err
 	}
-	if len(groups) == 0 && late.empty() {
+	return late.add(rep)
+}
+
+// maxParked is what alert --max-parked --json prints when it alerts.
+type maxParked struct {
+	Parked   int64               `json:"parked"`
+	Max      int64               `json:"max_parked"`
+	ByReason []inbox.ReasonCount `json:"by_reason"`
+}
+
+// alertMaxParked reports the rows parked now (of r only, when set), by
+// reason, when there are more than most. It counts as inbox parked
+// --group-by reason does, so a row that is not parked (a dismissed one)
+// is not counted.
+func alertMaxParked(c *cli.Context, store inbox.Store, most int64, r inbox.Reason, rep *report) error {
+	groups, err := store.ParkedByReason(c.Context, inbox.Filter{Reason: r})
+	if err != nil {
+		return err
+	}
+	m := maxParked{Max: most, ByReason: groups}
+	var parts []string
+	for _, g := range groups {
+		m.Parked += g.Count
+		parts = append(parts, fmt.Sprintf("%s %s", cell(string(g.Reason)), thousands(g.Count)))
+	}
+	if m.Parked <= most {
 		return nil
 	}
-	if err := printJSONLines(&rep.json, groups); err != nil {
-		return err
+	what := "rows"
+	if r != "" {
+		what = cell(string(r)) + " rows"
 	}
-	if err := late.printJSON(&rep.json); err != nil {
-		return err
-	}
-	tw := tabwriter.NewWriter(&rep.text, 0, 0, 2, ' ', 0)
-	for _, g := range groups {
-		fmt.Fprintf(tw, "%s\t%d parked longer than %s\toldest received %s\n",
-			cell(string(g.Reason)), g.Count, formatDuration(maxAge), formatTime(g.Oldest))
-	}
-	late.print(tw)
-	return tw.Flush()
+	key := fmt.Sprintf("more than %d %s parked", most, what)
+	line := fmt.Sprintf("%s %s parked now, more than %d\t%s\t(inbox parked --group-by reason)",
+		thousands(m.Parked), what, most, strings.Join(parts, ", "))
+	return rep.add(key, m.Parked, m, line)
 }
 
 // maxAlertHours bounds --parked-every-hour: a month.
@@ -377,12 +596,7 @@ type everyHour struct {
 
 // alertEveryHour raises when at least --min-count rows were parked in each
 // of the hour-long windows that cover every back from now.
-func alertEveryHour(c *cli.Context, open Opener, every time.Duration, r inbox.Reason, rep *report) error {
-	store, err := openRead(c, open)
-	if err != nil {
-		return err
-	}
-	defer store.Close()
+func alertEveryHour(c *cli.Context, store inbox.Store, every time.Duration, r inbox.Reason, rep *report) error {
 	hours := int(every / time.Hour)
 	counts, err := store.ParkedPerHour(c.Context, inbox.Filter{Reason: r}, time.Now(), hours)
 	if err != nil {
@@ -396,16 +610,13 @@ func alertEveryHour(c *cli.Context, open Opener, every time.Duration, r inbox.Re
 	if e.Fewest < c.Int64("min-count") {
 		return nil
 	}
-	if err := json.NewEncoder(&rep.json).Encode(e); err != nil {
-		return err
-	}
 	what := "rows were parked"
 	if r != "" {
 		what = cell(string(r)) + " rows were parked"
 	}
-	fmt.Fprintf(&rep.text, "%s in every hour of the last %s: %s rows, %d to %d an hour (inbox parked --per-hour)\n",
-		what, formatDuration(every), thousands(e.Rows), e.Fewest, e.Most)
-	return nil
+	what += " in every hour of the last " + formatDuration(every)
+	line := fmt.Sprintf("%s: %s rows, %d to %d an hour (inbox parked --per-hour)", what, thousands(e.Rows), e.Fewest, e.Most)
+	return rep.add(what, e.Rows, e, line)
 }
 
 // quietSource is what alert --quiet-for --json prints for each quiet source.
@@ -418,12 +629,7 @@ type quietSource struct {
 
 // alertQuiet reports each watched source whose newest secret use is older
 // than quiet, or that has none.
-func alertQuiet(c *cli.Context, open Opener, quiet time.Duration, sources []string, rep *report) error {
-	store, err := openRead(c, open)
-	if err != nil {
-		return err
-	}
-	defer store.Close()
+func alertQuiet(c *cli.Context, store inbox.Store, quiet time.Duration, sources []string, rep *report) error {
 	uses, err := store.SecretUses(c.Context)
 	if err != nil {
 		return err
@@ -440,26 +646,23 @@ func alertQuiet(c *cli.Context, open Opener, quiet time.Duration, sources []stri
 	slices.Sort(sources)
 	sources = slices.Compact(sources)
 	now := time.Now()
-	tw := tabwriter.NewWriter(&rep.text, 0, 0, 2, ' ', 0)
-	enc := json.NewEncoder(&rep.json)
 	for _, s := range sources {
 		t, ok := last[s]
 		if ok && now.Sub(t) < quiet {
 			continue
 		}
 		q := quietSource{Source: s, LastVerified: t, Never: !ok}
+		line := fmt.Sprintf("quiet %s\tnever had a verified delivery\t\t(inbox sources)", cell(s))
 		if ok {
 			q.QuietSeconds = now.Sub(t).Round(time.Second).Seconds()
-			fmt.Fprintf(tw, "quiet %s\tno verified delivery for %s\tlast %s\t(inbox sources)\n",
+			line = fmt.Sprintf("quiet %s\tno verified delivery for %s\tlast %s\t(inbox sources)",
 				cell(s), formatDuration(now.Sub(t).Round(time.Second)), formatTime(t))
-		} else {
-			fmt.Fprintf(tw, "quiet %s\tnever had a verified delivery\t\t(inbox sources)\n", cell(s))
 		}
-		if err := enc.Encode(q); err != nil {
+		if err := rep.add("quiet "+idCell(s), 1, q, line); err != nil {
 			return err
 		}
 	}
-	return tw.Flush()
+	return nil
 }
 
 // watchedSources returns the sources --source or --config name, or nil when

@@ -1,13 +1,13 @@
 package admin
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
-	"text/tabwriter"
 	"time"
 
 	"github.com/urfave/cli/v2"
+
+	"inbox/inbox"
 )
 
 // downFinding is what alert --down-for --json prints of a destination
@@ -22,12 +22,7 @@ type downFinding struct {
 // longer than d (its rows waiting, no attempt counted), but those an
 // operator paused, which no one probes. The cause is left out: it may name
 // the application's host, and the notice goes outside.
-func alertDown(c *cli.Context, open Opener, d time.Duration, rep *report) error {
-	store, err := openRead(c, open)
-	if err != nil {
-		return err
-	}
-	defer store.Close()
+func alertDown(c *cli.Context, store inbox.Store, d time.Duration, rep *report) error {
 	down, err := store.DownDestinations(c.Context)
 	if err != nil {
 		return err
@@ -37,18 +32,16 @@ func alertDown(c *cli.Context, open Opener, d time.Duration, rep *report) error 
 		return err
 	}
 	now := time.Now()
-	tw := tabwriter.NewWriter(&rep.text, 0, 0, 2, ' ', 0)
-	enc := json.NewEncoder(&rep.json)
 	for _, dd := range down {
 		long := now.Sub(dd.Since)
 		if long < d || slices.Contains(paused, dd.Name) {
 			continue
 		}
-		fmt.Fprintf(tw, "down %s\tfor %s, since %s\tits rows wait, no attempt counted, probed until it answers\t(inbox stats)\n",
+		line := fmt.Sprintf("down %s\tfor %s, since %s\tits rows wait, no attempt counted, probed until it answers\t(inbox stats)",
 			cell(dd.Name), formatDuration(long.Round(time.Second)), formatTime(dd.Since))
-		if err := enc.Encode(downFinding{dd.Name, dd.Since, long.Seconds()}); err != nil {
+		if err := rep.add("down "+idCell(dd.Name), 1, downFinding{dd.Name, dd.Since, long.Seconds()}, line); err != nil {
 			return err
 		}
 	}
-	return tw.Flush()
+	return nil
 }

@@ -1,10 +1,8 @@
 package admin
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
-	"text/tabwriter"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -15,12 +13,7 @@ import (
 // alertFailing reports each watched source (every one with failures when
 // sources is nil) whose requests failed verification within window, at
 // least --min-count of them, none verified since the first of them.
-func alertFailing(c *cli.Context, open Opener, window time.Duration, sources []string, rep *report) error {
-	store, err := openRead(c, open)
-	if err != nil {
-		return err
-	}
-	defer store.Close()
+func alertFailing(c *cli.Context, store inbox.Store, window time.Duration, sources []string, rep *report) error {
 	runs, err := store.Unverified(c.Context)
 	if err != nil {
 		return err
@@ -32,18 +25,16 @@ func alertFailing(c *cli.Context, open Opener, window time.Duration, sources []s
 	if sources != nil {
 		runs = slices.DeleteFunc(runs, func(r inbox.Unverified) bool { return !slices.Contains(sources, r.Source) })
 	}
-	tw := tabwriter.NewWriter(&rep.text, 0, 0, 2, ' ', 0)
-	enc := json.NewEncoder(&rep.json)
 	for _, b := range inbox.BrokenRotations(runs, uses, time.Now().Add(-window), c.Int64("min-count")) {
 		last := "never verified a delivery"
 		if !b.LastVerified.IsZero() {
 			last = "last verified " + formatTime(b.LastVerified)
 		}
-		fmt.Fprintf(tw, "failing %s\ta broken secret rotation? %s requests failed verification since %s, none verified\tlast failed %s, %s\t(inbox sources)\n",
+		line := fmt.Sprintf("failing %s\ta broken secret rotation? %s requests failed verification since %s, none verified\tlast failed %s, %s\t(inbox sources)",
 			cell(b.Source), thousands(b.Count), formatTime(b.First), formatTime(b.Last), last)
-		if err := enc.Encode(b); err != nil {
+		if err := rep.add("failing "+idCell(b.Source), b.Count, b, line); err != nil {
 			return err
 		}
 	}
-	return tw.Flush()
+	return nil
 }

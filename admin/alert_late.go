@@ -1,9 +1,7 @@
 package admin
 
 import (
-	"encoding/json"
 	"fmt"
-	"io"
 	"strings"
 	"time"
 
@@ -52,54 +50,38 @@ func lateJobs(c *cli.Context, store inbox.Store) (late, error) {
 	return l, nil
 }
 
-func (l late) empty() bool {
-	return len(l.missed) == 0 && len(l.overdue) == 0 && len(l.stranded) == 0 && len(l.tables) == 0
-}
-
-func (l late) print(w io.Writer) {
+// add adds what l holds to rep: a finding for each key missed, job
+// overdue and destination no dispatcher has, and one for the routings.
+func (l late) add(rep *report) error {
 	for _, m := range l.missed {
-		fmt.Fprintf(w, "missed %s\t%s refused %d times, first %s, not delivered since\t(inbox missed; inbox redeliver --missed)\n",
+		line := fmt.Sprintf("missed %s\t%s refused %d times, first %s, not delivered since\t(inbox missed; inbox redeliver --missed)",
 			idCell(m.Key), cell(m.Source), m.Count, formatTime(m.First))
+		if err := rep.add("missed "+idCell(m.Key), m.Count, map[string]any{"missed": m}, line); err != nil {
+			return err
+		}
 	}
 	for _, e := range l.overdue {
-		fmt.Fprintf(w, "overdue %s\texpected by %s, %d polls, %d redeliveries\t(inbox expected --overdue)\n",
+		line := fmt.Sprintf("overdue %s\texpected by %s, %d polls, %d redeliveries\t(inbox expected --overdue)",
 			idCell(e.JobID), formatTime(e.DueAt), e.Polls, e.Redeliveries)
+		if err := rep.add("overdue "+idCell(e.JobID), 1, map[string]any{"overdue": e}, line); err != nil {
+			return err
+		}
 	}
 	for _, d := range l.stranded {
-		fmt.Fprintf(w, "unconfigured %s	%d unfinished rows wait and no running dispatcher has this destination	(inbox stats; name it in a config again, or see inbox replay --help)\n",
+		line := fmt.Sprintf("unconfigured %s\t%d unfinished rows wait and no running dispatcher has this destination\t(inbox stats; name it in a config again, or see inbox replay --help)",
 			cell(d.Name), d.New)
-	}
-	if len(l.tables) > 0 {
-		var parts []string
-		for _, t := range l.tables {
-			parts = append(parts, fmt.Sprintf("%d routing by [%s]", len(t.Owners), cell(strings.Join(t.Destinations, ", "))))
-		}
-		fmt.Fprintf(w, "routing	the running dispatchers route new rows by different destination tables: %s	(give them the same; inbox replay --destination NAME --config FILE --missing-only)\n",
-			strings.Join(parts, "; "))
-	}
-}
-
-func (l late) printJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	for _, m := range l.missed {
-		if err := enc.Encode(map[string]any{"missed": m}); err != nil {
+		if err := rep.add("unconfigured "+idCell(d.Name), d.New, map[string]any{"unconfigured_destination": d}, line); err != nil {
 			return err
 		}
 	}
-	for _, e := range l.overdue {
-		if err := enc.Encode(map[string]any{"overdue": e}); err != nil {
-			return err
-		}
+	if len(l.tables) == 0 {
+		return nil
 	}
-	for _, d := range l.stranded {
-		if err := enc.Encode(map[string]any{"unconfigured_destination": d}); err != nil {
-			return err
-		}
+	var parts []string
+	for _, t := range l.tables {
+		parts = append(parts, fmt.Sprintf("%d routing by [%s]", len(t.Owners), cell(strings.Join(t.Destinations, ", "))))
 	}
-	if len(l.tables) > 0 {
-		if err := enc.Encode(map[string]any{"routing_tables": l.tables}); err != nil {
-			return err
-		}
-	}
-	return nil
+	line := fmt.Sprintf("routing\tthe running dispatchers route new rows by different destination tables: %s\t(give them the same; inbox replay --destination NAME --config FILE --missing-only)",
+		strings.Join(parts, "; "))
+	return rep.add("routing", 1, map[string]any{"routing_tables": l.tables}, line)
 }

@@ -3,12 +3,16 @@ package admin
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -32,11 +36,21 @@ const (
 type notice struct {
 	Text     string            `json:"text"`
 	Host     string            `json:"host"`
-	Check    string            `json:"check"` // parked, parked_every_hour, quiet, failing_verification, unreadable
+	Check    string            `json:"check"` // parked, parked_every_hour, max_parked, quiet, failing_verification, destination_down, unreadable
 	ExitCode int               `json:"exit_code"`
 	At       time.Time         `json:"at"`
 	Lines    []string          `json:"lines"`
 	Findings []json.RawMessage `json:"findings,omitempty"` // what --json prints, an object each
+	Changes  []noticeChange    `json:"changes,omitempty"`  // what each line says of its finding
+}
+
+// noticeChange is what a notice says of one finding: its key, and whether
+// it opened, grew, repeated or resolved.
+type noticeChange struct {
+	Finding  string    `json:"finding"`
+	Change   string    `json:"change"`
+	Count    int64     `json:"count"`
+	OpenedAt time.Time `json:"opened_at,omitzero"`
 }
 
 // notifier posts notices to the --notify endpoints.
@@ -82,6 +96,34 @@ func newNotifier(c *cli.Context) (*notifier, error) {
 		n.urls = append(n.urls, u)
 	}
 	return n, nil
+}
+
+// scope is what alert remembers its findings under for n's endpoints
+// (inbox.Alert's Scope): a digest of their URLs, never a URL, whose path
+// may be a webhook's token; "" when there are none.
+func (n *notifier) scope() string {
+	if len(n.urls) == 0 {
+		return ""
+	}
+	urls := make([]string, len(n.urls))
+	for i, u := range n.urls {
+		urls[i] = u.String()
+	}
+	slices.Sort(urls)
+	sum := sha256.Sum256([]byte(strings.Join(slices.Compact(urls), "\n")))
+	return " --notify " + hex.EncodeToString(sum[:8])
+}
+
+// dbSecrets are the parts of --db a notice must not carry: the password
+// of a PostgreSQL URL, as given and escaped, and PGPASSWORD's.
+func dbSecrets(db string) []string {
+	var secrets []string
+	if u, err := url.Parse(db); err == nil && u.User != nil {
+		if pw, ok := u.User.Password(); ok {
+			secrets = append(secrets, pw, url.QueryEscape(pw))
+		}
+	}
+	return append(secrets, os.Getenv("PGPASSWORD"))
 }
 
 // endpoint names u in messages: its scheme and host, not the path or the

@@ -5,7 +5,9 @@ import (
 	"encoding/base64"
 	"testing"
 
+	"inbox/config"
 	"inbox/deploy"
+	"inbox/inbox"
 )
 
 // TestPlaceholder checks the shipped files' placeholders and their kin are
@@ -33,5 +35,23 @@ func TestPlaceholder(t *testing.T) {
 		if deploy.Placeholder(s) {
 			t.Errorf("Placeholder(%q) = true, want false", s)
 		}
+	}
+}
+
+// TestTOMLSumeAlone checks that the shipped inbox.toml serves the Sume
+// source alone, as serve does without it: the cron lines that read it
+// (inbox alert --quiet-for and --failing-for --config) must not watch a
+// source a Sume-only install never set up.
+func TestTOMLSumeAlone(t *testing.T) {
+	sources, err := config.DescribeSources("inbox.toml", func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range sources {
+		names = append(names, s.Name)
+	}
+	if len(names) != 1 || names[0] != inbox.DefaultSource {
+		t.Errorf("inbox.toml serves %v, want %s alone", names, inbox.DefaultSource)
 	}
 }

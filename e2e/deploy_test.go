@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -28,7 +29,8 @@ import (
 
 // TestDeployConfigStarts follows docs/deploy.md's step 2, several
 // providers, literally: inbox.env with INBOX_CONFIG and the secrets
-// uncommented, and deploy/inbox.toml, start serve.
+// uncommented, and deploy/inbox.toml with its Vibe and GitHub tables
+// turned on as its header says, start serve.
 func TestDeployConfigStarts(t *testing.T) {
 	t.Parallel()
 	set, commented := deploytest.EnvFile(t, "inbox.env")
@@ -46,12 +48,16 @@ func TestDeployConfigStarts(t *testing.T) {
 	// With the secrets set, as docs/deploy.md says: serve refuses the shipped
 	// placeholders (TestDeployPlaceholdersRefused).
 	env = append(env, realSecrets()...)
-	abs, err := filepath.Abs("../deploy/inbox.toml")
-	if err != nil {
-		t.Fatal(err)
+	shipped := string(deployFile(t, "inbox.toml"))
+	on := turnOn(shipped, false)
+	for _, name := range []string{"vibe", "github"} {
+		if !strings.Contains(on, "\nname = \""+name+"\"\n") || strings.Contains(shipped, "\nname = \""+name+"\"\n") {
+			t.Fatalf("inbox.toml has no %s table turned off as its header says to turn it on", name)
+		}
 	}
+	cfg := writeConfig(t, dir, on)
 	// The paths of this test's machine instead of the VM's.
-	env = append(env, "INBOX_CONFIG="+abs, "INBOX_DB="+filepath.Join(dir, "inbox.db"),
+	env = append(env, "INBOX_CONFIG="+cfg, "INBOX_DB="+filepath.Join(dir, "inbox.db"),
 		"INBOX_ADDR=127.0.0.1:0", "INBOX_ADMIN_ADDR=127.0.0.1:0")
 	cmd := exec.Command(binary(t), "serve")
 	cmd.Env = env
@@ -113,6 +119,91 @@ func TestDeployFiles(t *testing.T) {
 	}
 }
 
+// turnOn returns the shipped inbox.toml with the sources it has turned off
+// turned on, as its header says: one # removed from each line that starts
+// with a single # and no space; with optional, from each line starting ##
+// too, so those lines are on as well.
+func turnOn(toml string, optional bool) string {
+	lines := strings.Split(toml, "\n")
+	for i, l := range lines {
+		switch {
+		case strings.HasPrefix(l, "##"):
+			l = l[1:]
+			if optional {
+				l = l[1:]
+			}
+		case strings.HasPrefix(l, "#") && len(l) > 1 && l[1] != ' ':
+			l = l[1:]
+		}
+		lines[i] = l
+	}
+	return strings.Join(lines, "\n")
+}
+
+// TestDeployCronSumeOnly installs as docs/deploy.md says for Sume alone
+// (inbox.env's secret, no INBOX_CONFIG; inbox.toml installed as shipped),
+// sends the test delivery its step 4 sends, and runs the command of every
+// line of deploy/inbox.cron, unchanged but for the paths, those commented
+// out too: each exits 0 and prints nothing, so cron mails nothing and no
+// webhook is posted to. A line the file ships reads nothing an operator
+// of Sume alone did not set up.
+func TestDeployCronSumeOnly(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	db := filepath.Join(dir, "inbox.db")
+	if err := os.Mkdir(filepath.Join(dir, "backup"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "inbox.toml")
+	writeConfigAt(t, cfg, string(deployFile(t, "inbox.toml")))
+	srv := startServer(t, db)
+	if out, errOut, code := runCLI(t, []string{"SUME_COM_WEBHOOK_SIGNING_SECRET=" + e2eSecret}, "send", "--url", srv.url); code != 0 {
+		t.Fatalf("send: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	// serve records the secret's use every minute and as it stops.
+	srv.signal(syscall.SIGTERM)
+	<-srv.done
+	h := newHook(t, http.StatusOK)
+	paths := strings.NewReplacer("/var/lib/inbox/", dir+"/", "/etc/inbox/inbox.toml", cfg,
+		"https://ntfy.example.com/inbox-alerts", h.url())
+	var ran, alerts int
+	for line := range strings.SplitSeq(string(deployFile(t, "inbox.cron")), "\n") {
+		line = strings.TrimPrefix(line, "#")
+		fields := strings.Fields(line)
+		if len(fields) < 8 || fields[5] != "inbox" || fields[6] != "/usr/local/bin/inbox" {
+			continue
+		}
+		args := strings.Fields(paths.Replace(strings.Join(fields[7:], " ")))
+		stdout := true
+		if n := len(args); args[n-1] == ">/dev/null" {
+			args, stdout = args[:n-1], false
+		}
+		out, errOut, code := runCLI(t, nil, args...)
+		if !stdout {
+			out = ""
+		}
+		if code != 0 || out != "" || errOut != "" {
+			t.Errorf("%s\n\texit %d, stdout %q, stderr %q; want 0 and nothing printed", line, code, out, errOut)
+		}
+		ran++
+		if args[0] == "alert" {
+			alerts++
+			if !slices.Contains(args, "--on-change") {
+				t.Errorf("%s: no --on-change, so cron would mail it on every run while anything is found", line)
+			}
+		}
+	}
+	if ran < 7 || alerts < 6 {
+		t.Errorf("ran %d lines of inbox.cron, %d of them alert: too few, the parsing is broken", ran, alerts)
+	}
+	if n := len(h.posts(t)); n != 0 {
+		t.Errorf("the --notify line posted %d times, want none", n)
+	}
+	if b := deployFile(t, "inbox.cron"); regexp.MustCompile(`(?i)reference \d`).Match(b) {
+		t.Error("inbox.cron names a reference an operator cannot look up")
+	}
+}
+
 // realSecrets sets every secret inbox.toml names to a fresh value of its
 // scheme's form.
 func realSecrets() []string {
@@ -159,15 +250,11 @@ func TestDeployPlaceholdersRefused(t *testing.T) {
 		}
 	}
 	dir := t.TempDir()
-	// deploy/inbox.toml with its commented [[source.secret]] tables (the
-	// rotation's) uncommented.
-	shipped, err := os.ReadFile("../deploy/inbox.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	// deploy/inbox.toml with every source turned on, its optional lines
+	// (the rotation's [[source.secret]] table) too.
 	toml := filepath.Join(dir, "inbox.toml")
-	uncommented := regexp.MustCompile(`(?m)^#(\[\[source\.secret\]\]|env = |expires = )`).ReplaceAllString(string(shipped), "$1")
-	if !strings.Contains(uncommented, `env = "VIBE_JOB_SIGNING_SECRET_PREVIOUS"`) || strings.Contains(uncommented, `#env = "VIBE_JOB_SIGNING_SECRET_PREVIOUS"`) {
+	uncommented := turnOn(string(deployFile(t, "inbox.toml")), true)
+	if !strings.Contains(uncommented, "\nenv = \"VIBE_JOB_SIGNING_SECRET_PREVIOUS\"") {
 		t.Fatalf("inbox.toml has no commented rotation table for VIBE_JOB_SIGNING_SECRET_PREVIOUS")
 	}
 	if err := os.WriteFile(toml, []byte(uncommented), 0o600); err != nil {

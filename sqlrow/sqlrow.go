@@ -279,3 +279,11 @@ func ReadCurrent(ctx context.Context, q Query, sql string, args ...any) (*inbox.
 	}
 	return &rows[0], nil
 }
+
+// AlertColumns are the columns of alerts ScanAlert reads, in its order.
+const AlertColumns = `scope, finding, opened_at, count, reported_at, rev`
+
+// ScanAlert scans a row of AlertColumns.
+func ScanAlert(scan func(...any) error) (a inbox.Alert, err error) {
+	return a, scan(&a.Scope, &a.Finding, Time{P: &a.OpenedAt}, &a.Count, Time{P: &a.ReportedAt}, &a.Rev)
+}

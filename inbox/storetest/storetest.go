@@ -54,6 +54,7 @@ func Run(t *testing.T, open func(t *testing.T, opts Options) inbox.Store) {
 		{"replay", runReplay},
 		{"roundtrip", runRoundTrip},
 		{"pair state", runPairState},
+		{"alerts", runAlerts},
 	} {
 		t.Run(g.name, func(t *testing.T) {
 			t.Parallel()
