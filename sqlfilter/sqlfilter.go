@@ -144,7 +144,8 @@ func (q *Query) conds(f inbox.Filter) []string {
 }
 
 // pairConds returns the conditions on a pair d: of destination dest when
-// given, of status and parked with reason when given.
+// given, of status and with reason when given; with reason and no status,
+// parked with it.
 func (q *Query) pairConds(dest string, status inbox.Status, reason inbox.Reason) []string {
 	var conds []string
 	if dest != "" {
@@ -152,9 +153,11 @@ func (q *Query) pairConds(dest string, status inbox.Status, reason inbox.Reason)
 	}
 	if status != "" {
 		conds = append(conds, "d.status = "+q.Arg(string(status)))
+	} else if reason != "" {
+		conds = append(conds, "d.status = 'parked'")
 	}
 	if reason != "" {
-		conds = append(conds, "d.status = 'parked' AND d.reason = "+q.Arg(string(reason)))
+		conds = append(conds, "d.reason = "+q.Arg(string(reason)))
 	}
 	return conds
 }
@@ -219,8 +222,12 @@ func (q *Query) parkings(f inbox.Filter) string {
 		}
 		own += ` UNION ALL `
 	}
+	pair := q.pairConds(f.Destination, "", f.Reason)
+	if f.Reason == "" {
+		pair = append(pair, "d.status = 'parked'")
+	}
 	return own + `SELECT e.id, d.reason, e.received_at, d.updated_at AS at FROM e JOIN deliveries d ON d.event_id = e.id
-		WHERE ` + strings.Join(append([]string{"d.status = 'parked'"}, q.pairConds(f.Destination, "", f.Reason)...), " AND ")
+		WHERE ` + strings.Join(pair, " AND ")
 }
 
 // Reasons returns the statement counting the rows f selects per reason

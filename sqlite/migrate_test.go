@@ -205,7 +205,7 @@ func TestQueryPlans(t *testing.T) {
 			ORDER BY next_attempt_at, received_at LIMIT 10`, nil, "events_queue"},
 		{"list parked", `SELECT id FROM events` + parked + ` ORDER BY received_at DESC, id`, parkedArgs, "events_settled_received"},
 		{"purge", `SELECT rowid FROM events WHERE ` + sqlite.PurgeWhereForTest, []any{"done", 5}, "events_settled_last_seen"},
-		{"beside rows", `SELECT 1 FROM events WHERE ` + sqlite.BesideRemainsForTest, []any{`["conflict"]`, 5}, "events_beside_job"},
+		{"beside rows", `SELECT 1 FROM events WHERE ` + sqlite.BesideRemainsForTest, []any{`["conflict"]`, 5, true, 5}, "events_beside_job"},
 	}
 	for _, tt := range tests {
 		rows, err := db.Query(`EXPLAIN QUERY PLAN `+tt.query, tt.args...)
@@ -358,11 +358,11 @@ func TestReadOnlyNeedsEveryTable(t *testing.T) {
 // TestPairStatusCheckBuildsNoTable opens a new database: adding pairs and
 // marking them done build no temporary table for the CHECK on a pair's
 // status, which the same table with an IN list makes them build (for
-// every pair), and the CHECK still takes the three statuses and refuses
+// every pair), and the CHECK still takes the four statuses and refuses
 // any other.
 func TestPairStatusCheckBuildsNoTable(t *testing.T) {
 	schema := sqlitetest.Schema(t)
-	const check = "CHECK (status = 'new' OR status = 'done' OR status = 'parked')"
+	const check = "CHECK (status = 'new' OR status = 'done' OR status = 'parked' OR status = 'dismissed')"
 	if !strings.Contains(schema, check) {
 		t.Fatalf("schema.sql has no %s on the pairs", check)
 	}
@@ -374,7 +374,7 @@ func TestPairStatusCheckBuildsNoTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inAdd, inDone, err := sqlite.QueueOpsForTest(open(strings.Replace(schema, check, "CHECK (status IN ('new', 'done', 'parked'))", 1)))
+	inAdd, inDone, err := sqlite.QueueOpsForTest(open(strings.Replace(schema, check, "CHECK (status IN ('new', 'done', 'parked', 'dismissed'))", 1)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -385,13 +385,13 @@ func TestPairStatusCheckBuildsNoTable(t *testing.T) {
 	if _, err := s.Put(t.Context(), job("job_check")); err != nil {
 		t.Fatal(err)
 	}
-	for _, status := range []string{"new", "done", "parked", "ignored", "bogus", ""} {
+	for _, status := range []string{"new", "done", "parked", "dismissed", "ignored", "bogus", ""} {
 		err := sqlite.WriteOpForTest(s, func(ctx context.Context, tx *sql.Tx) error {
 			_, err := tx.ExecContext(ctx, `INSERT INTO deliveries (event_id, destination, status, reason, received_at, updated_at)
-				VALUES ('job_check', ?, ?, CASE WHEN ? = 'parked' THEN 'handler_failed' END, 1, 1)`, "d_"+status, status, status)
+				VALUES ('job_check', ?, ?, CASE WHEN ? IN ('parked', 'dismissed') THEN 'handler_failed' END, 1, 1)`, "d_"+status, status, status)
 			return err
 		})
-		if ok := status == "new" || status == "done" || status == "parked"; ok != (err == nil) {
+		if ok := status == "new" || status == "done" || status == "parked" || status == "dismissed"; ok != (err == nil) {
 			t.Errorf("pair status %q: %v", status, err)
 		}
 	}
@@ -399,13 +399,11 @@ func TestPairStatusCheckBuildsNoTable(t *testing.T) {
 
 // TestStatusCheckBuildsNoTable opens a new database: the insert of a
 // delivery builds no temporary table for the CHECK on status (an IN list
-// would, for every row), and the CHECK still takes the four statuses and
-// refuses any other. A database of an earlier version keeps its IN list:
-// its stored schema is never edited in place. Its CHECK still takes the
-// same statuses.
+// would, for every row), and the CHECK still takes the statuses and
+// refuses any other. A database of an earlier version, whose CHECK was an
+// IN list, has its table rebuilt with the comparisons as it is upgraded.
 func TestStatusCheckBuildsNoTable(t *testing.T) {
 	for _, tt := range []struct{ name, fixture string }{{"new", ""}, {"first version", "schema-v1.sql"}, {"before sources", "schema-v2.sql"}} {
-		fresh := tt.fixture == ""
 		t.Run(tt.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "inbox.db")
 			if tt.fixture != "" {
@@ -416,7 +414,7 @@ func TestStatusCheckBuildsNoTable(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if fresh && (ops["Insert"] != 1 || ops["OpenEphemeral"] != 0) {
+			if ops["Insert"] != 1 || ops["OpenEphemeral"] != 0 {
 				t.Errorf("the insert compiles to %d Insert and %d OpenEphemeral, want 1 and 0", ops["Insert"], ops["OpenEphemeral"])
 			}
 			if _, err := s.Put(t.Context(), job("job_check")); err != nil {
