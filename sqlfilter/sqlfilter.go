@@ -118,9 +118,15 @@ func (q *Query) conds(f inbox.Filter) []string {
 		}
 		conds = append(conds, q.parked(f.Reason))
 	default:
-		if f.Status != "" {
-			add("status = %s", string(f.Status))
-			if f.Status != inbox.StatusNew && q.d.Settled != "" {
+		status := f.Status
+		if status == "" && f.Reason != "" {
+			// A reason alone selects parked rows: a dismissed row keeps
+			// its reason too.
+			status = inbox.StatusParked
+		}
+		if status != "" {
+			add("status = %s", string(status))
+			if status != inbox.StatusNew && q.d.Settled != "" {
 				conds = append(conds, q.d.Settled)
 			}
 		}
