@@ -128,7 +128,7 @@ func printDismiss(c *cli.Context, store inbox.Store, rep inbox.DismissReport) er
 	if rep.DryRun {
 		fmt.Fprintln(w, "dry run: nothing changed")
 	}
-	fmt.Fprintf(w, "rows dismissed: %s (%s destination pairs)\n", thousands(int64(rep.Rows)), thousands(int64(rep.Pairs)))
+	fmt.Fprintf(w, "rows dismissed: %s (destination pairs: %s)\n", thousands(int64(rep.Rows)), thousands(int64(rep.Pairs)))
 	if rep.Waiting > 0 {
 		fmt.Fprintf(w, "parked pairs dismissed, the row still new or parked for another destination: %s rows\n", thousands(int64(rep.Waiting)))
 	}

@@ -162,7 +162,7 @@ func (sel DismissSelection) Check() error {
 	}
 	f.Status, f.Limit, f.ScanLimit = "", 0, 0
 	if len(sel.IDs) == 0 && f == (Filter{}) {
-		return errors.New("no selection: name rows by id, or select them by time, source, event, reason, job status or destination; every parked row is never dismissed at once by accident")
+		return errors.New("no selection: name rows by id, or select them by time, source, event, reason, job status or destination; a dismiss never takes every parked row at once by accident")
 	}
 	return nil
 }
