@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -19,28 +18,10 @@ import (
 type dismissing struct{ replaying }
 
 // InDismissTx runs fn in one transaction bounded by the busy timeout, at
-// the store's clock, rolled back when dryRun; it may run fn again (see
-// inTx).
+// the store's clock, rolled back when dryRun, as a replay's; it may run
+// fn again (see Store.inTx).
 func (d dismissing) InDismissTx(ctx context.Context, dryRun bool, fn func(inbox.DismissTx, time.Time) error) error {
-	ctx, cancel := context.WithTimeout(ctx, d.s.busy)
-	defer cancel()
-	err := d.s.inTx(ctx, func(tx pgx.Tx) error {
-		now, err := d.s.txNow(ctx, tx)
-		if err != nil {
-			return err
-		}
-		if err := fn(dismissTx{replayTx{queueTx{ctx: ctx, tx: tx, now: now}}}, fromMillis(now)); err != nil {
-			return err
-		}
-		if dryRun {
-			return errDryRun
-		}
-		return nil
-	})
-	if errors.Is(err, errDryRun) {
-		return nil
-	}
-	return err
+	return d.inTx(ctx, dryRun, func(tx replayTx, now time.Time) error { return fn(dismissTx{tx}, now) })
 }
 
 // dismissTx is inbox.DismissTx in tx: it reads and locks the rows, and

@@ -22,8 +22,14 @@ func (r replaying) ReadOnly() bool { return r.s.readOnly }
 
 // InReplayTx runs fn in one transaction bounded by the busy timeout, at
 // the store's clock, rolled back when dryRun; it may run fn again (see
-// inTx).
+// Store.inTx).
 func (r replaying) InReplayTx(ctx context.Context, dryRun bool, fn func(inbox.ReplayTx, time.Time) error) error {
+	return r.inTx(ctx, dryRun, func(tx replayTx, now time.Time) error { return fn(tx, now) })
+}
+
+// inTx is InReplayTx with the store's own transaction, which a dismiss
+// runs in too.
+func (r replaying) inTx(ctx context.Context, dryRun bool, fn func(replayTx, time.Time) error) error {
 	ctx, cancel := context.WithTimeout(ctx, r.s.busy)
 	defer cancel()
 	err := r.s.inTx(ctx, func(tx pgx.Tx) error {

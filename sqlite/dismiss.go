@@ -17,23 +17,9 @@ import (
 type dismissing struct{ replaying }
 
 // InDismissTx runs fn in one IMMEDIATE transaction of the write
-// connection, rolled back when dryRun, at the store's clock.
+// connection, rolled back when dryRun, at the store's clock, as a replay's.
 func (d dismissing) InDismissTx(ctx context.Context, dryRun bool, fn func(inbox.DismissTx, time.Time) error) error {
-	tx, err := d.s.write.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("begin: %w", err)
-	}
-	defer tx.Rollback()
-	if err := fn(dismissTx{replayTx{d.s.queueTx(ctx, tx)}}, d.s.now()); err != nil {
-		return err
-	}
-	if dryRun {
-		return nil
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", err)
-	}
-	return nil
+	return d.inTx(ctx, dryRun, func(tx replayTx, now time.Time) error { return fn(dismissTx{tx}, now) })
 }
 
 // dismissTx is inbox.DismissTx in tx: it reads the rows and their pairs

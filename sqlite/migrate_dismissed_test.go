@@ -24,17 +24,7 @@ var rebuiltTables = []string{"events", "deliveries", "delivery_history"}
 // returns its path.
 func v3DB(t *testing.T) string {
 	t.Helper()
-	schema, err := os.ReadFile(filepath.Join("testdata", "schema-v3.sql"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "v3.db")
-	db, err := sql.Open("sqlite", path+"?_pragma=journal_mode(WAL)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	for _, stmt := range []string{string(schema),
+	return dbOf(t, "schema-v3.sql",
 		`INSERT INTO events (id, job_id, status, reason, event, job_status, body, size, sha256, delivery_ts, received_at,
 			deliveries, last_seen_at, updated_at, attempts, next_attempt_at, last_error, done_at, source, response) VALUES
 		('job_1', 'job_1', 'new', NULL, 'job.completed', 'COMPLETED', X'7B7D', 2, 'a', 1, 1000, 1, 1000, 1000, 0, 5, NULL, NULL, 'sume', NULL),
@@ -50,13 +40,7 @@ func v3DB(t *testing.T) string {
 		('vibe/r_3', 'crm', 'done', NULL, 1, 0, NULL, 3000, 3100, 3100),
 		('job_4', 'app', 'done', NULL, 1, 0, NULL, 4000, 4200, 4200)`,
 		`INSERT INTO delivery_history (event_id, destination, series, status, reason, attempts, last_error, updated_at, done_at, replayed_at)
-			VALUES ('vibe/r_3', 'app', 1, 'parked', 'handler_rejected', 1, 'HTTP 422', 3300, NULL, 3400)`,
-	} {
-		if _, err := db.Exec(stmt); err != nil {
-			t.Fatalf("%.60s: %v", stmt, err)
-		}
-	}
-	return path
+			VALUES ('vibe/r_3', 'app', 1, 'parked', 'handler_rejected', 1, 'HTTP 422', 3300, NULL, 3400)`)
 }
 
 // dump returns every row of tables, rowid first, by the columns the table

@@ -28,6 +28,16 @@ func oldDB(t *testing.T) string {
 // one parked row, and returns its path.
 func oldDBOf(t *testing.T, fixture string) string {
 	t.Helper()
+	return dbOf(t, fixture, `INSERT INTO events (id, job_id, status, reason, event, body, size, sha256,
+		delivery_ts, received_at, last_seen_at, updated_at) VALUES
+		('job_1', 'job_1', 'new', NULL, 'job.completed', X'7B7D', 2, 'x', 1, 1000, 1000, 1000),
+		('job_2', 'job_2', 'parked', 'unknown_event', 'job.odd', X'7B7D', 2, 'y', 1, 2000, 2000, 2000)`)
+}
+
+// dbOf makes a database from the fixture schema file, runs stmts in it,
+// and returns its path.
+func dbOf(t *testing.T, fixture string, stmts ...string) string {
+	t.Helper()
 	schema, err := os.ReadFile(filepath.Join("testdata", fixture))
 	if err != nil {
 		t.Fatal(err)
@@ -38,15 +48,10 @@ func oldDBOf(t *testing.T, fixture string) string {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if _, err := db.Exec(string(schema)); err != nil {
-		t.Fatal(err)
-	}
-	_, err = db.Exec(`INSERT INTO events (id, job_id, status, reason, event, body, size, sha256,
-		delivery_ts, received_at, last_seen_at, updated_at) VALUES
-		('job_1', 'job_1', 'new', NULL, 'job.completed', X'7B7D', 2, 'x', 1, 1000, 1000, 1000),
-		('job_2', 'job_2', 'parked', 'unknown_event', 'job.odd', X'7B7D', 2, 'y', 1, 2000, 2000, 2000)`)
-	if err != nil {
-		t.Fatal(err)
+	for _, stmt := range append([]string{string(schema)}, stmts...) {
+		if _, err := db.Exec(stmt); err != nil {
+			t.Fatalf("%.60s: %v", stmt, err)
+		}
 	}
 	return path
 }

@@ -26,6 +26,12 @@ var errNoHistory = errors.New("the database has no delivery_history table yet: r
 // InReplayTx runs fn in one IMMEDIATE transaction of the write
 // connection, rolled back when dryRun, at the store's clock.
 func (r replaying) InReplayTx(ctx context.Context, dryRun bool, fn func(inbox.ReplayTx, time.Time) error) error {
+	return r.inTx(ctx, dryRun, func(tx replayTx, now time.Time) error { return fn(tx, now) })
+}
+
+// inTx is InReplayTx with the store's own transaction, which a dismiss
+// runs in too.
+func (r replaying) inTx(ctx context.Context, dryRun bool, fn func(replayTx, time.Time) error) error {
 	tx, err := r.s.write.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
