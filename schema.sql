@@ -15,16 +15,19 @@ CREATE TABLE IF NOT EXISTS events (
   job_id       TEXT,
   -- new: stored, waiting for the application (claimed or not, see lease_*);
   -- done: handed on; parked: never processable as received, or given up on
-  -- by the dispatcher, see reason; ignored: a test ping. Comparisons, not
-  -- IN: SQLite checks an IN list of more than two values by building a
-  -- temporary table of them for every row inserted. A file made by an
-  -- earlier version keeps its IN list: its stored schema is never edited.
-  status       TEXT    NOT NULL CHECK (status = 'new' OR status = 'done' OR status = 'parked' OR status = 'ignored'),
+  -- by the dispatcher, see reason; ignored: a test ping; dismissed: parked,
+  -- then judged by a person to need nothing (inbox dismiss, see
+  -- dismissed_at). Comparisons, not IN: SQLite checks an IN list of more
+  -- than two values by building a temporary table of them for every row
+  -- inserted. A file made before dismissed existed has its table rebuilt
+  -- once, with these checks (sqlite/migrate.go).
+  status       TEXT    NOT NULL CHECK (status = 'new' OR status = 'done' OR status = 'parked' OR status = 'ignored' OR status = 'dismissed'),
   -- Why a row is parked: unparseable, missing_job_id, unknown_event,
   -- payload_too_large, too_large, conflict, missing_key, unknown_job (set
   -- on receipt), handler_failed,
-  -- handler_rejected (set by the dispatcher). Set exactly when status is parked.
-  reason       TEXT    CHECK ((status = 'parked') = (reason IS NOT NULL)),
+  -- handler_rejected (set by the dispatcher). Set exactly when status is
+  -- parked or dismissed (a dismissed row keeps the reason it was parked with).
+  reason       TEXT    CHECK ((status = 'parked' OR status = 'dismissed') = (reason IS NOT NULL)),
   -- The body's "event" field (job.completed, ...), NULL when unreadable.
   event        TEXT,
   -- The body's "status" field (COMPLETED, ERROR, ...), NULL when absent.
@@ -73,7 +76,14 @@ CREATE TABLE IF NOT EXISTS events (
   source          TEXT    NOT NULL DEFAULT 'sume' CHECK (source <> ''),
   -- The answer body saved with the row and given again to every repeat of
   -- its key (Vibe's 202 body); NULL for sources that answer without one.
-  response        BLOB
+  response        BLOB,
+  -- The dismissal (inbox dismiss): when, who ran it (the OS user) and the
+  -- note they gave. Set on every dismissed row, and on a row still new or
+  -- parked for another destination whose parked pairs were dismissed;
+  -- cleared when a delivery, reprocess or replay brings a dismissed row back.
+  dismissed_at    INTEGER CHECK (status <> 'dismissed' OR dismissed_at IS NOT NULL),
+  dismissed_by    TEXT    CHECK ((dismissed_at IS NULL) = (dismissed_by IS NULL)),
+  dismiss_note    TEXT    CHECK ((dismissed_at IS NULL) = (dismiss_note IS NULL))
 ) STRICT;
 
 -- When each configured secret last verified a delivery, so an operator
@@ -209,11 +219,12 @@ CREATE TABLE IF NOT EXISTS deliveries (
   event_id        TEXT    NOT NULL,
   destination     TEXT    NOT NULL CHECK (destination <> ''),
   -- new: the destination has yet to take it; done: it took it; parked:
-  -- given up on for this destination, see reason. Comparisons, not IN,
+  -- given up on for this destination, see reason; dismissed: parked, then
+  -- dismissed (inbox dismiss), keeping its reason. Comparisons, not IN,
   -- as on events: every pair routed and settled is checked. A file made
-  -- by an earlier version keeps its IN list.
-  status          TEXT    NOT NULL CHECK (status = 'new' OR status = 'done' OR status = 'parked'),
-  reason          TEXT    CHECK ((status = 'parked') = (reason IS NOT NULL)),
+  -- before dismissed existed has its table rebuilt once, as events.
+  status          TEXT    NOT NULL CHECK (status = 'new' OR status = 'done' OR status = 'parked' OR status = 'dismissed'),
+  reason          TEXT    CHECK ((status = 'parked' OR status = 'dismissed') = (reason IS NOT NULL)),
   -- As on events: attempts counted as they start, the earliest time a
   -- dispatcher may claim the pair, the claim, the last error (never the body).
   attempts        INTEGER NOT NULL DEFAULT 0 CHECK (attempts >= 0),
@@ -275,10 +286,11 @@ CREATE TABLE IF NOT EXISTS delivery_history (
   destination TEXT    NOT NULL CHECK (destination <> ''),
   -- The pair's series, from 1, oldest first; the pair's own is the next.
   series      INTEGER NOT NULL CHECK (series >= 1),
-  -- As the pair held them when it was replayed: done or parked, why,
-  -- the attempts, the last error, when it last changed and was taken.
-  status      TEXT    NOT NULL CHECK (status = 'done' OR status = 'parked'),
-  reason      TEXT    CHECK ((status = 'parked') = (reason IS NOT NULL)),
+  -- As the pair held them when it was replayed: done, parked or
+  -- dismissed, why, the attempts, the last error, when it last changed
+  -- and was taken.
+  status      TEXT    NOT NULL CHECK (status = 'done' OR status = 'parked' OR status = 'dismissed'),
+  reason      TEXT    CHECK ((status = 'parked' OR status = 'dismissed') = (reason IS NOT NULL)),
   attempts    INTEGER NOT NULL CHECK (attempts >= 0),
   last_error  TEXT,
   updated_at  INTEGER NOT NULL,

@@ -46,6 +46,7 @@ func Commands(open Opener) []*cli.Command {
 		showCommand(open),
 		reprocessCommand(open),
 		replayCommand(open),
+		dismissCommand(open),
 		redeliverCommand(open, nil),
 		alertCommand(open),
 		purgeCommand(open),

@@ -53,7 +53,7 @@ Examples:
 		Flags: append([]cli.Flag{
 			config.DBFlag(),
 			sourceFlag("only rows of this source (sume, or a [[source]] name of --config)", "INBOX_LIST_SOURCE"),
-			&cli.StringFlag{Name: "status", Usage: "only rows with this status (new, done, parked, ignored)", EnvVars: []string{"INBOX_STATUS"}},
+			&cli.StringFlag{Name: "status", Usage: "only rows with this status (new, done, parked, ignored, dismissed)", EnvVars: []string{"INBOX_STATUS"}},
 			&cli.IntFlag{Name: "limit", Usage: "at most this many rows, newest first; 0 for all (--limit 0)", Value: 100, EnvVars: []string{"INBOX_LIMIT"}},
 			readTimeoutFlag(),
 			jsonFlag(),
@@ -64,7 +64,7 @@ Examples:
 			}
 			status := inbox.Status(c.String("status"))
 			if status != "" && !status.Valid() {
-				return fmt.Errorf("unknown status %q: want new, done, parked or ignored", status)
+				return fmt.Errorf("unknown status %q: want new, done, parked, ignored or dismissed", status)
 			}
 			source, err := sourceName(c)
 			if err != nil {

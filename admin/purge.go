@@ -17,8 +17,8 @@ import (
 func purgeCommand(open Opener) *cli.Command {
 	return &cli.Command{
 		Name:  "purge",
-		Usage: "delete done and ignored rows not delivered for longer than the retention",
-		Description: `Deletes done and ignored rows last delivered more than --older-than ago
+		Usage: "delete done, ignored and dismissed rows not delivered for longer than the retention",
+		Description: `Deletes done, ignored and dismissed rows last delivered more than --older-than ago
 (90d unless given; at least 7d), parked ones too with --include-parked, and
 parked ones of each --reason; never new rows (waiting or in flight), which
 the application still has to take, and never the rows the dispatcher
@@ -28,8 +28,8 @@ delivery (last_seen_at): a row is the acceptance record that makes the next
 delivery of its job a counted repeat rather than new work, so it is kept
 as long as the platform keeps a run's history (90 days by default, at
 least 7, beyond Vibe's 96-hour delivery lifetime and Sume's 10 attempts)
-and any redelivery you may ask for. A done row is kept while a parked row of
-its job stays (parked rows past retention go first, and the done rows they
+and any redelivery you may ask for. A done row is kept while a parked (or
+dismissed) row of its job stays (parked rows past retention go first, and the done rows they
 kept with them): were it gone, reprocessing that parked row would hand the
 job on again as new. Prints the rows deleted per status (parked ones per
 reason), and the rows kept.
@@ -76,7 +76,7 @@ Examples:
 			}
 			sel := inbox.PurgeSelection{
 				Before:   time.Now().Add(-olderThan),
-				Statuses: []inbox.Status{inbox.StatusDone, inbox.StatusIgnored},
+				Statuses: []inbox.Status{inbox.StatusDone, inbox.StatusIgnored, inbox.StatusDismissed},
 				Reasons:  reasons,
 			}
 			opened, count := openWrite, inbox.Store.Purge
@@ -121,7 +121,7 @@ Examples:
 				return err
 			}
 			if rep.KeptDone > 0 {
-				fmt.Fprintf(w, "done rows kept while parked rows of their job stay: %d\n", rep.KeptDone)
+				fmt.Fprintf(w, "done rows kept while parked or dismissed rows of their job stay: %d\n", rep.KeptDone)
 			}
 			if rep.KeptUnfinished > 0 {
 				fmt.Fprintf(w, "rows kept as unfinished work (new, or parked by the dispatcher and not named with --reason): %d\n", rep.KeptUnfinished)

@@ -54,7 +54,7 @@ func TestPurge(t *testing.T) {
 	if after := snapshot(t, path); after != before {
 		t.Fatalf("dry run changed the table")
 	}
-	if want := "STATUS   WOULD DELETE\ndone     1\nignored  1\n" +
+	if want := "STATUS     WOULD DELETE\ndone       1\nignored    1\ndismissed  0\n" +
 		"rows kept as unfinished work (new, or parked by the dispatcher and not named with --reason): 1\n"; out != want {
 		t.Errorf("dry run output:\n%s\nwant\n%s", out, want)
 	}
@@ -70,7 +70,7 @@ func TestPurge(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &got); err != nil {
 		t.Fatal(err)
 	}
-	if got.Deleted[inbox.StatusDone] != 1 || got.Deleted[inbox.StatusIgnored] != 1 || len(got.Deleted) != 2 || got.DryRun {
+	if got.Deleted[inbox.StatusDone] != 1 || got.Deleted[inbox.StatusIgnored] != 1 || len(got.Deleted) != 3 || got.DryRun {
 		t.Errorf("purge --json = %s", out)
 	}
 	left := ids(t, path)
@@ -137,7 +137,7 @@ func TestPurgeDefaultRetention(t *testing.T) {
 	}
 	dry, _ := purgeJSON(t, path, "--dry-run")
 	rep, _ := purgeJSON(t, path)
-	want := inbox.PurgeReport{Deleted: map[inbox.Status]int64{inbox.StatusDone: 1, inbox.StatusIgnored: 1}, DeletedParked: map[inbox.Reason]int64{}}
+	want := inbox.PurgeReport{Deleted: map[inbox.Status]int64{inbox.StatusDone: 1, inbox.StatusIgnored: 1, inbox.StatusDismissed: 0}, DeletedParked: map[inbox.Reason]int64{}}
 	sameJSON(t, "purge --dry-run", dry, want)
 	sameJSON(t, "purge", rep, want)
 	left := ids(t, path)
@@ -257,11 +257,11 @@ func TestPurgeKeepsDoneRowsWithParkedBeside(t *testing.T) {
 
 	dry, _ := purgeJSON(t, path, "--older-than", "30d", "--dry-run")
 	rep, _ := purgeJSON(t, path, "--older-than", "30d")
-	want := inbox.PurgeReport{Deleted: map[inbox.Status]int64{inbox.StatusDone: 0, inbox.StatusIgnored: 0}, KeptDone: 2}
+	want := inbox.PurgeReport{Deleted: map[inbox.Status]int64{inbox.StatusDone: 0, inbox.StatusIgnored: 0, inbox.StatusDismissed: 0}, KeptDone: 2}
 	sameJSON(t, "purge", rep, want)
 	sameJSON(t, "purge --dry-run", dry, want)
 	out, err := run(t, "purge", "--db", path, "--older-than", "30d", "--dry-run")
-	if err != nil || !strings.HasSuffix(out, "done rows kept while parked rows of their job stay: 2\n") {
+	if err != nil || !strings.HasSuffix(out, "done rows kept while parked or dismissed rows of their job stay: 2\n") {
 		t.Errorf("purge output: %v\n%s", err, out)
 	}
 
@@ -272,7 +272,7 @@ func TestPurgeKeepsDoneRowsWithParkedBeside(t *testing.T) {
 
 	dry, _ = purgeJSON(t, path, "--older-than", "30d", "--include-parked", "--dry-run")
 	rep, _ = purgeJSON(t, path, "--older-than", "30d", "--include-parked")
-	want = inbox.PurgeReport{Deleted: map[inbox.Status]int64{inbox.StatusDone: 1, inbox.StatusIgnored: 0, inbox.StatusParked: 1},
+	want = inbox.PurgeReport{Deleted: map[inbox.Status]int64{inbox.StatusDone: 1, inbox.StatusIgnored: 0, inbox.StatusDismissed: 0, inbox.StatusParked: 1},
 		DeletedParked: map[inbox.Reason]int64{}, KeptDone: 1}
 	for _, r := range inbox.ReceiptReasons() {
 		want.DeletedParked[r] = 0

@@ -20,8 +20,8 @@ func replayCommand(open Opener) *cli.Command {
 		Usage:     "hand rows on to their destinations again, done ones included",
 		ArgsUsage: "[ID...]",
 		Description: `Hands the selected rows on again, whatever became of them: each of their
-(row, destination) pairs that is done or parked (handler_failed,
-handler_rejected, too_large_for_destination) becomes new, with no attempt, due now or at its paced
+(row, destination) pairs that is done, parked (handler_failed,
+handler_rejected, too_large_for_destination) or dismissed becomes new, with no attempt, due now or at its paced
 time, and the running dispatchers send it again; with none running, the
 rows wait. A pair already new (waiting, retrying or in flight) is left
 alone and counted as waiting. The old series of attempts is kept: inbox
@@ -38,7 +38,9 @@ row parked (with that reason) itself or by any of its destinations, though
 another settled it later with another reason; with --destination,
 --status and --reason are that destination's pair's. A row selected as
 parked has only its parked pairs (of that --reason) reset, so a
-destination that took it is not handed it again. With --destination only the rows
+destination that took it is not handed it again; one selected as
+dismissed (--status dismissed) only its dismissed pairs, its dismissal
+cleared. With --destination only the rows
 routed to that destination are taken, and only their pair for it is
 reset: no row reaches a destination whose filters did not take it. With
 --config (INBOX_CONFIG, as dispatch reads it), a pair whose destination's
@@ -90,7 +92,7 @@ Examples:
 			config.DBFlag(),
 			config.FileFlag("the config whose [[destination]] filters the replay keeps to: a pair whose destination's sources or events no longer take its row is left as it is (only names and filters are read)"),
 			sourceFlag("only rows of this source", "INBOX_REPLAY_SOURCE"),
-			&cli.StringFlag{Name: "status", Usage: "only rows with this status (new, done, parked)", EnvVars: []string{"INBOX_REPLAY_STATUS"}},
+			&cli.StringFlag{Name: "status", Usage: "only rows with this status (new, done, parked, dismissed)", EnvVars: []string{"INBOX_REPLAY_STATUS"}},
 			reasonFlag("only rows parked for this reason (handler_failed, handler_rejected, too_large_for_destination)", "INBOX_REPLAY_REASON"),
 			&cli.StringFlag{Name: "rate", Usage: "hand the rows on at most this fast, N/s or N/m (20/s, 600/m); every row due at once without it", EnvVars: []string{"INBOX_REPLAY_RATE"}},
 			&cli.BoolFlag{Name: "missing-only", Usage: "with --destination and a --config that has it: only make the pairs the rows lack for it, leaving the rows it has as they are", EnvVars: []string{"INBOX_REPLAY_MISSING_ONLY"}},
@@ -109,7 +111,7 @@ Examples:
 			}
 			status := inbox.Status(c.String("status"))
 			if status != "" && !status.Valid() {
-				return fmt.Errorf("unknown status %q: want new, done or parked", status)
+				return fmt.Errorf("unknown status %q: want new, done, parked or dismissed", status)
 			}
 			r, err := reason(c)
 			if err != nil {

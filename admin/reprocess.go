@@ -26,7 +26,9 @@ not checked again. Without --config only Sume rows are classified; with
 of one job are taken together, so the outcome never depends on the order
 of the ids; what becomes of each row is in docs/operating.md, "Reprocess
 after a fix". Prints each row once, by where it ended. Needs row ids,
---reason or --all; it never runs by itself. --dry-run runs the same
+--reason or --all; it never runs by itself. A dismissed row (inbox
+dismiss) is taken only by id, and brought back: it ends new, or parked
+again, its dismissal cleared; --reason and --all pass over it. --dry-run runs the same
 transactions and rolls them back: it prints what a real run does.
 
 Examples:

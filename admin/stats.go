@@ -95,7 +95,7 @@ Examples:
 			}
 			fmt.Fprintf(tw, "oldest waiting\t%s\n", oldest)
 			if len(st.BySource) > 0 {
-				fmt.Fprintln(tw, "\nSOURCE\tNEW\tDONE\tPARKED\tIGNORED")
+				fmt.Fprintln(tw, "\nSOURCE\tNEW\tDONE\tPARKED\tIGNORED\tDISMISSED")
 				sources := make([]string, 0, len(st.BySource))
 				for s := range st.BySource {
 					sources = append(sources, s)
@@ -103,7 +103,8 @@ Examples:
 				slices.Sort(sources)
 				for _, s := range sources {
 					n := st.BySource[s]
-					fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\n", cell(s), n[inbox.StatusNew], n[inbox.StatusDone], n[inbox.StatusParked], n[inbox.StatusIgnored])
+					fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\n", cell(s), n[inbox.StatusNew], n[inbox.StatusDone], n[inbox.StatusParked],
+						n[inbox.StatusIgnored], n[inbox.StatusDismissed])
 				}
 			}
 			if len(st.ByReason) > 0 {
@@ -118,7 +119,7 @@ Examples:
 				}
 			}
 			if len(dests) > 0 {
-				fmt.Fprintln(tw, "\nDESTINATION\tNEW\tIN FLIGHT\tRETRYING\tDONE\tPARKED\tSTATE")
+				fmt.Fprintln(tw, "\nDESTINATION\tNEW\tIN FLIGHT\tRETRYING\tDONE\tPARKED\tDISMISSED\tSTATE")
 				for _, d := range dests {
 					paused := "-"
 					switch {
@@ -127,8 +128,8 @@ Examples:
 					case !d.DownSince.IsZero():
 						paused = "down for " + formatDuration(time.Since(d.DownSince).Round(time.Second))
 					}
-					fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\n", cell(d.Name), d.ByStatus[inbox.StatusNew], d.InFlight, d.Retrying,
-						d.ByStatus[inbox.StatusDone], d.ByStatus[inbox.StatusParked], paused)
+					fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", cell(d.Name), d.ByStatus[inbox.StatusNew], d.InFlight, d.Retrying,
+						d.ByStatus[inbox.StatusDone], d.ByStatus[inbox.StatusParked], d.ByStatus[inbox.StatusDismissed], paused)
 				}
 			}
 			return tw.Flush()

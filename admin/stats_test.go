@@ -54,7 +54,7 @@ func TestStats(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"new      2     1", "done     1     1", "parked   2     1",
+		"new        2     1", "done       1     1", "parked     2     1", "dismissed  0     0",
 		"waiting         2", "in flight       1", "retrying        1", "oldest waiting  1m3",
 		"handler_failed  1", "unknown_event   1",
 	} {

@@ -20,13 +20,22 @@ const (
 	StatusDone    Status = "done"    // handed on to the application
 	StatusParked  Status = "parked"  // never processable as received; see Reason
 	StatusIgnored Status = "ignored" // a test ping, kept visible but never handed on
+	// StatusDismissed: a parked row a person decided needs nothing (inbox
+	// dismiss). It keeps its body, key and Reason, and leaves the parked
+	// counts and every alert; see Event.DismissedAt.
+	StatusDismissed Status = "dismissed"
 )
 
 // Statuses returns every status, in the order tables show them. The slice
 // is the caller's to change.
 func Statuses() []Status {
-	return []Status{StatusNew, StatusDone, StatusParked, StatusIgnored}
+	return []Status{StatusNew, StatusDone, StatusParked, StatusIgnored, StatusDismissed}
 }
+
+// SetAside reports whether s is parked or dismissed: a row taken out of
+// the queue with a Reason, which only a person brings back (reprocess,
+// replay) and which a delivery lands on as on a parked row (Land).
+func (s Status) SetAside() bool { return s == StatusParked || s == StatusDismissed }
 
 // Valid reports whether s is one of Statuses.
 func (s Status) Valid() bool { return slices.Contains(Statuses(), s) }
@@ -111,6 +120,14 @@ type Event struct {
 
 	// Response is the answer body saved with the row (Vibe's), nil for none.
 	Response []byte `json:"-"`
+
+	// The dismissal (inbox dismiss): when, by whom (the OS user) and why.
+	// Set on every dismissed row, and on a row still new or parked for
+	// another destination whose parked pairs were dismissed; cleared when
+	// a delivery, reprocess or replay brings the row back.
+	DismissedAt time.Time `json:"dismissed_at,omitzero"`
+	DismissedBy string    `json:"dismissed_by,omitempty"`
+	DismissNote string    `json:"dismiss_note,omitempty"`
 }
 
 // Outcome is what storing one delivery did.

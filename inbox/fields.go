@@ -50,6 +50,8 @@ func EventFields() []Field {
 		{Name: "lease", JSON: []string{"lease_owner", "lease_until"}, Text: lease},
 		{Name: "last_error", JSON: []string{"last_error"}, Text: func(e Event) string { return e.LastError }},
 		{Name: "done_at", JSON: []string{"done_at"}, Text: func(e Event) string { return FormatTime(e.DoneAt) }},
+		{Name: "dismissed", JSON: []string{"dismissed_at", "dismissed_by"}, Text: dismissed},
+		{Name: "dismiss_note", JSON: []string{"dismiss_note"}, Text: func(e Event) string { return e.DismissNote }},
 	}
 }
 
@@ -76,4 +78,13 @@ func lease(e Event) string {
 		return ""
 	}
 	return e.LeaseOwner + " until " + e.LeaseUntil.UTC().Format(TimeFormat)
+}
+
+// dismissed is when the row was dismissed and by whom; "" when it was
+// not.
+func dismissed(e Event) string {
+	if e.DismissedAt.IsZero() {
+		return ""
+	}
+	return FormatTime(e.DismissedAt) + " by " + e.DismissedBy
 }

@@ -16,7 +16,8 @@ import "time"
 //     parked (with Reason) or any of whose pairs is parked (with Reason),
 //     a row still new for another destination included. A reason only a
 //     landing parks with (Reason.OnReceipt) is the row's alone.
-//   - Any other Status, without Destination, is the row's own.
+//   - Any other Status, without Destination, is the row's own; with
+//     Status dismissed, Reason is the one the row kept.
 type Filter struct {
 	Source    string
 	Status    Status
@@ -51,9 +52,10 @@ func (f Filter) Scan() Filter {
 
 // ByParkedPairs reports whether f, without Destination, selects rows by
 // their pairs' parked state as well as their own: Status parked, or a
-// Reason a pair may be parked with.
+// Reason a pair may be parked with and no Status dismissed (a dismissed
+// row keeps its reason, its own).
 func (f Filter) ByParkedPairs() bool {
-	return f.Destination == "" && (f.Status == StatusParked || f.Reason != "") && !f.Reason.OnReceipt()
+	return f.Destination == "" && (f.Status == StatusParked || f.Reason != "" && f.Status != StatusDismissed) && !f.Reason.OnReceipt()
 }
 
 // OnReceipt reports whether r is a reason only a landing parks a row with

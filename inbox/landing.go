@@ -19,8 +19,9 @@ type Landing int
 
 // The landings of a delivery on an existing row.
 const (
-	// LandRevive: the row is parked as received and the delivery storable,
-	// so the delivery takes the row over (contract row 17).
+	// LandRevive: the row is parked (or dismissed) as received and the
+	// delivery storable, so the delivery takes the row over (contract row
+	// 17).
 	LandRevive Landing = iota
 	// LandRepeat: the same bytes, or the same job event: counted on the row
 	// (contract row 15). A row the dispatcher parked holds a storable job
@@ -34,8 +35,15 @@ const (
 
 // Land returns what d does to row, the row that holds d.Key. It reads the
 // row's Status, Reason, SHA256, Event, JobStatus and Source only.
+//
+// A dismissed row is landed on as the parked row it was (it keeps its
+// reason): a repeat is counted on it and it stays dismissed, so a test
+// event sent again raises no alert; a storable delivery of the job whose
+// row was parked on receipt revives it as it would the parked row (the
+// dismissal was of the body the delivery replaces, and the job is work
+// now), clearing the dismissal; anything else lands beside it, parked.
 func Land(row Event, d Delivery) Landing {
-	holdsJob := row.Status != StatusParked || row.Reason.ByHandler()
+	holdsJob := !row.Status.SetAside() || row.Reason.ByHandler()
 	switch {
 	case row.Source != SourceOf(d):
 		// A Sume job_id that reads "<source>/<key>": never merged into

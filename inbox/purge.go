@@ -25,8 +25,8 @@ const (
 )
 
 // PurgeSelection says which rows a purge deletes: those last delivered
-// before Before with one of Statuses (done, ignored), and the parked ones
-// with one of Reasons.
+// before Before with one of Statuses (done, ignored, dismissed), and the
+// parked ones with one of Reasons.
 type PurgeSelection struct {
 	Before   time.Time
 	Statuses []Status
@@ -114,15 +114,16 @@ func (s PurgeStep) String() string {
 }
 
 // steps returns the passes a purge of sel makes, in order: the parked rows
-// of each of sel.Reasons first, then the ignored rows, then the done rows,
-// each when selected. A done row stays while a parked row of its job
-// stays, so it goes only once the parked rows beside it have gone.
+// of each of sel.Reasons first, then the ignored rows, then the dismissed
+// ones, then the done rows, each when selected. A done row stays while a
+// parked or dismissed row of its job stays, so it goes only once the rows
+// beside it have gone.
 func (sel PurgeSelection) steps() []PurgeStep {
 	var steps []PurgeStep
 	for _, r := range sel.Reasons {
 		steps = append(steps, PurgeStep{Status: StatusParked, Reason: r})
 	}
-	for _, st := range []Status{StatusIgnored, StatusDone} {
+	for _, st := range []Status{StatusIgnored, StatusDismissed, StatusDone} {
 		if slices.Contains(sel.Statuses, st) {
 			steps = append(steps, PurgeStep{Status: st})
 		}
@@ -149,9 +150,10 @@ const purgeBatch = 1000
 // statements that must be SQL. Each reads the rows a purge of sel deletes
 // as PurgeSelection says: retention counts from a row's last delivery, not
 // its first (a row a redelivery landed on yesterday is what makes the next
-// one a counted repeat), and a done row stays while a parked row of its
-// job stays and is not itself purged (were it gone, reprocessing the
-// parked row would hand the job to the application again as new).
+// one a counted repeat), and a done row stays while a parked or dismissed
+// row of its job stays and is not itself purged (were it gone,
+// reprocessing that row would hand the job to the application again as
+// new).
 type PurgeStore interface {
 	// ReadOnly reports whether the store was opened without writes.
 	ReadOnly() bool

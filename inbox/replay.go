@@ -10,9 +10,9 @@ import (
 )
 
 // Replay hands rows on again, whatever their status: each (row,
-// destination) pair it selects that is done or parked becomes new, with
-// no attempt, no lease and no error, due at its paced time, and the pair's
-// old series (attempts, outcome, last error) is kept in its history. A
+// destination) pair it selects that is done, parked or dismissed becomes
+// new, with no attempt, no lease and no error, due at its paced time, and
+// the pair's old series (attempts, outcome, last error) is kept in its history. A
 // pair already new (due, retrying or in flight) is left alone and counted
 // as waiting. The row becomes new, its queue columns mirrored from its
 // pairs, so the dispatchers take it up again as they would a delivery.
@@ -20,9 +20,9 @@ import (
 // A row with no pair at all that was handed on (done: no destination took
 // it when it was routed) becomes unrouted again, for the dispatcher to
 // route under the destinations it has now. A row parked on receipt
-// (unparseable, unknown_event, conflict, ...) holds no work a destination
-// took and is skipped, counted by reason: Reprocess is for those; an
-// ignored row (a test ping) is skipped too.
+// (unparseable, unknown_event, conflict, ...), or dismissed so, holds no
+// work a destination took and is skipped, counted by reason: Reprocess is
+// for those; an ignored row (a test ping) is skipped too.
 //
 // With Filter.Destination only the rows routed to that destination are
 // selected, and only their pair for it is reset: a row never reaches a
@@ -298,10 +298,10 @@ type replayPlan struct {
 }
 
 // addsPairs reports whether a replay selected by f makes the missing pairs
-// of f.Destination: when routes has it and f does not select parked rows
-// (a pair that does not exist was never parked).
+// of f.Destination: when routes has it and f does not select parked or
+// dismissed rows (a pair that does not exist was never parked).
 func addsPairs(f Filter, routes []Route) bool {
-	return f.Destination != "" && f.Status != StatusParked && f.Reason == "" &&
+	return f.Destination != "" && !f.Status.SetAside() && f.Reason == "" &&
 		slices.ContainsFunc(routes, func(r Route) bool { return r.Name == f.Destination })
 }
 
@@ -312,7 +312,8 @@ func addsPairs(f Filter, routes []Route) bool {
 // no pair that was handed on; skip a row parked on receipt or ignored. A
 // row selected as parked (f.Status parked, or f.Reason) has only its
 // parked pairs of that reason reset: a destination that took the row is
-// not handed it again. When the replay adds pairs (addsPairs), a row
+// not handed it again; one selected as dismissed (f.Status dismissed),
+// only its dismissed pairs. When the replay adds pairs (addsPairs), a row
 // handed on with no pair for f.Destination whose filters in opts.Routes
 // take it gets one; with opts.MissingOnly a row that has one is left as it
 // is.
@@ -331,12 +332,15 @@ func planReplay(r ReplayRow, f Filter, opts ReplayOptions) replayPlan {
 		if f.Destination != "" && p.Destination != f.Destination {
 			return false
 		}
-		if f.Status == StatusParked || f.Reason != "" {
-			return p.Status == StatusParked && (f.Reason == "" || p.Reason == f.Reason)
+		if f.Status.SetAside() {
+			return p.Status == f.Status && (f.Reason == "" || p.Reason == f.Reason)
+		}
+		if f.Reason != "" {
+			return p.Status == StatusParked && p.Reason == f.Reason
 		}
 		return true
 	}
-	if f.Destination != "" || f.Status == StatusParked || f.Reason != "" {
+	if f.Destination != "" || f.Status.SetAside() || f.Reason != "" {
 		pairs = slices.DeleteFunc(slices.Clone(pairs), func(p Pairing) bool { return !keep(p) })
 		if len(pairs) == 0 && len(r.Pairs) > 0 {
 			// None of its pairs is selected (the selection leaves such
@@ -348,7 +352,7 @@ func planReplay(r ReplayRow, f Filter, opts ReplayOptions) replayPlan {
 		switch {
 		case r.Event.Status == StatusIgnored:
 			return replayPlan{skip: "ignored"}
-		case r.Event.Status == StatusParked && !r.Event.Reason.ByHandler():
+		case r.Event.Status.SetAside() && !r.Event.Reason.ByHandler():
 			return replayPlan{skip: string(r.Event.Reason)}
 		case r.Event.Status == StatusNew:
 			// Not routed yet: it waits for its first claim.
@@ -402,7 +406,7 @@ func planAdd(r ReplayRow, dest string, routes []Route, missingOnly bool) (replay
 	switch {
 	case r.Event.Status == StatusIgnored:
 		return replayPlan{skip: "ignored"}, true
-	case r.Event.Status == StatusParked && !r.Event.Reason.ByHandler():
+	case r.Event.Status.SetAside() && !r.Event.Reason.ByHandler():
 		return replayPlan{skip: string(r.Event.Reason)}, true
 	case r.Event.Status == StatusNew && len(r.Pairs) == 0:
 		// Not routed yet: the dispatcher that routes it decides.
@@ -624,7 +628,7 @@ type Series struct {
 	// N numbers the pair's series from 1, oldest first; the pair's current
 	// one is the next.
 	N          int64     `json:"series"`
-	Status     Status    `json:"status"` // done or parked
+	Status     Status    `json:"status"` // done, parked or dismissed
 	Reason     Reason    `json:"reason,omitempty"`
 	Attempts   int64     `json:"attempts"`
 	LastError  string    `json:"last_error,omitempty"`

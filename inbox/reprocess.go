@@ -46,9 +46,14 @@ const (
 // spans two batches, a dry run (every transaction rolled back) counts what
 // a real run would.
 //
+// A dismissed row (inbox dismiss) is taken only by id, and is then read
+// as the parked row it was: it ends new, folded or parked, its dismissal
+// cleared; so does a dismissed job row read along with a storable row of
+// its job. Selected by reason or all, dismissed rows are passed over.
+//
 // It fails, changing nothing, when the store is read-only, the selection
-// is empty, or an id names no row, a row that is not parked, or a row of a
-// source rules does not name. When a batch fails it is rolled back and the
+// is empty, or an id names no row, a row neither parked nor dismissed, or
+// a row of a source rules does not name. When a batch fails it is rolled back and the
 // report counts the batches before it.
 func Reprocess(ctx context.Context, store ReprocessStore, sel Selection, rules SourceRules, dryRun bool) (ReprocessReport, error) {
 	rep := ReprocessReport{Parked: map[Reason]int{}, DryRun: dryRun}
@@ -99,8 +104,8 @@ type ReprocessStore interface {
 	// SelectedRow reads the row id as a selection sees it, with its
 	// status and source; the status is "" when there is none.
 	SelectedRow(ctx context.Context, id string) (r Selected, status Status, source string, err error)
-	// ReadParked reads the parked row id, body included; false when it is
-	// not there or not parked.
+	// ReadParked reads the parked (or dismissed) row id, body included;
+	// false when it is not there or neither.
 	ReadParked(ctx context.Context, id string) (Event, bool, error)
 	// StoredText returns s as the store's text columns keep it.
 	StoredText(s string) string
@@ -113,8 +118,9 @@ type ReprocessStore interface {
 
 // ReprocessTx is a store's transaction applying reprocess plans: the
 // statements of each step. Each that changes a row names it by its id, its
-// status parked and the sha256 it was classified by; one that reports
-// false found the row changed since it was read, and left it alone.
+// status parked (or dismissed: read as parked) and the sha256 it was
+// classified by; one that reports false found the row changed since it
+// was read, and left it alone. Park and MakeNew leave no row dismissed.
 type ReprocessTx interface {
 	// Current reads (and, where the store locks rows, locks) what the
 	// landing rules need of the row holding id; nil when none does.
@@ -302,14 +308,14 @@ func (j ReprocessJob) Decide(row Event, d Delivery) (Decision, error) {
 	switch {
 	case row.ID == j.Key:
 		// The job's own row, storable now: it becomes new where it is.
-		if j.Row == nil || j.Row.Status != StatusParked || j.Row.SHA256 != row.SHA256 {
+		if j.Row == nil || !j.Row.Status.SetAside() || j.Row.SHA256 != row.SHA256 {
 			return Decision{Step: StepChanged}, nil
 		}
 		return Decision{Step: StepNew}, nil
 	case j.Row == nil:
 		// The job has no row: this one becomes it.
 		return Decision{Step: StepNew}, nil
-	case j.Row.Status == StatusParked:
+	case j.Row.Status.SetAside():
 		// The job's row is parked and still not storable: this row takes
 		// the job's key, and the job row's body stays parked beside it.
 		if j.Own == nil || j.Own.SHA256 != j.Row.SHA256 {

@@ -44,11 +44,12 @@ func (sel Selection) uniqueIDs() []string {
 	return out
 }
 
-// checkSelected refuses the row id, named by a selection, when it is not
-// parked (status) or is a row of a source sr does not name.
+// checkSelected refuses the row id, named by a selection, when it is
+// neither parked nor dismissed (status) or is a row of a source sr does
+// not name.
 func (sr SourceRules) checkSelected(id string, status Status, source string) error {
-	if status != StatusParked {
-		return fmt.Errorf("%s is %s, not parked", id, status)
+	if !status.SetAside() {
+		return fmt.Errorf("%s is %s, not parked or dismissed", id, status)
 	}
 	if _, ok := sr[source]; !ok {
 		return fmt.Errorf("%s is a row of source %s, which is not configured (give --config with its [[source]])", id, source)

@@ -177,7 +177,8 @@ func (st *Stats) count(g Group) {
 	st.BySource[g.Source][g.Status] += g.Rows
 	st.ByStatus[g.Status] += g.Rows
 	st.Attempts[g.Status] += g.Attempts
-	if g.Reason != "" {
+	// A dismissed row keeps its reason, but is no longer parked.
+	if g.Status == StatusParked && g.Reason != "" {
 		st.ByReason[g.Reason] += g.Rows
 	}
 }

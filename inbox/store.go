@@ -34,8 +34,8 @@ type Commit struct {
 
 // Sequences is what a Store answers through the sequences written once
 // here, made from the store's statements: the counts, the secret uses, the
-// reconciliation writes, the purge, the reprocessing and the replay. A
-// store embeds it.
+// reconciliation writes, the purge, the reprocessing, the replay and the
+// dismissal. A store embeds it.
 type Sequences struct {
 	Counts
 	Secrets
@@ -43,11 +43,13 @@ type Sequences struct {
 	Purger
 	Reprocessor
 	Replayer
+	Dismisser
 }
 
 // NewSequences returns the sequences run on a store's statements.
-func NewSequences(counts CountStore, secrets SecretStore, rec ReconcileStore, purge PurgeStore, reprocess ReprocessStore, replay ReplayStore) Sequences {
-	return Sequences{NewCounts(counts), NewSecrets(secrets), NewReconciler(rec), NewPurger(purge), NewReprocessor(reprocess), NewReplayer(replay)}
+func NewSequences(counts CountStore, secrets SecretStore, rec ReconcileStore, purge PurgeStore, reprocess ReprocessStore, replay ReplayStore, dismiss DismissStore) Sequences {
+	return Sequences{NewCounts(counts), NewSecrets(secrets), NewReconciler(rec), NewPurger(purge), NewReprocessor(reprocess), NewReplayer(replay),
+		NewDismisser(dismiss)}
 }
 
 // Store is what serve, the dispatcher and the operator's commands use of
@@ -139,6 +141,11 @@ type Store interface {
 	// kept (Pairing.Earlier); see the function Replay. With DryRun it
 	// changes nothing and reports what a real run would do.
 	Replay(ctx context.Context, sel ReplaySelection, opts ReplayOptions) (ReplayReport, error)
+	// Dismiss marks the parked rows (and parked pairs) sel selects as
+	// needing nothing, recording who, when and why; see the function
+	// Dismiss. With DryRun it changes nothing and reports what a real run
+	// would do.
+	Dismiss(ctx context.Context, sel DismissSelection, opts DismissOptions) (DismissReport, error)
 
 	// RecordSecretUses saves when each secret last verified a delivery,
 	// keeping the later time.

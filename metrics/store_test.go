@@ -66,6 +66,7 @@ func TestStoreCollectorSlowCounts(t *testing.T) {
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
 # HELP inbox_rows Rows in the inbox by status.
 # TYPE inbox_rows gauge
+inbox_rows{status="dismissed"} 0
 inbox_rows{status="done"} 0
 inbox_rows{status="ignored"} 0
 inbox_rows{status="new"} 0

@@ -116,6 +116,10 @@ func (s *Store) Replay(ctx context.Context, sel inbox.ReplaySelection, opts inbo
 	return do(ctx, s, func(st inbox.Store) (inbox.ReplayReport, error) { return st.Replay(ctx, sel, opts) })
 }
 
+func (s *Store) Dismiss(ctx context.Context, sel inbox.DismissSelection, opts inbox.DismissOptions) (inbox.DismissReport, error) {
+	return do(ctx, s, func(st inbox.Store) (inbox.DismissReport, error) { return st.Dismiss(ctx, sel, opts) })
+}
+
 func (s *Store) RecordSecretUses(ctx context.Context, uses []inbox.SecretUse) error {
 	_, err := do(ctx, s, func(st inbox.Store) (struct{}, error) { return struct{}{}, st.RecordSecretUses(ctx, uses) })
 	return err

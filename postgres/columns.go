@@ -50,7 +50,7 @@ type column struct {
 type landed struct{ n, now int64 }
 
 // columns are the events row's columns: those a landing writes, then the
-// queue's (sqlrow.Queue).
+// queue's and the dismissal's (sqlrow.Afresh).
 var columns = append([]column{
 	{name: "id", text: func(d *inbox.Delivery) string { return d.Key }, kept: true,
 		scan: func(e *inbox.Event) any { return &e.ID }},
@@ -86,7 +86,7 @@ var columns = append([]column{
 		scan: func(e *inbox.Event) any { return &e.Source }},
 	{name: "response", bytes: func(d *inbox.Delivery) []byte { return d.Response }, revive: "coalesce(response, ?)",
 		scan: func(e *inbox.Event) any { return &e.Response }},
-}, sqlrow.Of(sqlrow.Queue, func(q sqlrow.QueueColumn) column {
+}, sqlrow.Of(sqlrow.Afresh, func(q sqlrow.QueueColumn) column {
 	return column{name: q.Name, fresh: q.Fresh, scan: q.Scan}
 })...)
 

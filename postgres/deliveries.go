@@ -36,7 +36,8 @@ func (t queueTx) Unrouted(max int) ([]inbox.Unrouted, error) {
 	return out, nil
 }
 
-// AddPairs adds pairs, due at now; a parked pair becomes new again.
+// AddPairs adds pairs, due at now; a parked or dismissed pair becomes new
+// again.
 func (t queueTx) AddPairs(pairs []inbox.Pair, now time.Time) error {
 	if len(pairs) == 0 {
 		return nil
@@ -51,7 +52,7 @@ func (t queueTx) AddPairs(pairs []inbox.Pair, now time.Time) error {
 		ON CONFLICT (event_id, destination) DO UPDATE SET status = 'new', reason = NULL, attempts = 0,
 			next_attempt_at = excluded.next_attempt_at, lease_owner = NULL, lease_until = NULL,
 			last_error = NULL, done_at = NULL, updated_at = excluded.updated_at
-		WHERE deliveries.status = 'parked'`, ids, dests, t.at(now))
+		WHERE deliveries.status = 'parked' OR deliveries.status = 'dismissed'`, ids, dests, t.at(now))
 	if err != nil {
 		return fmt.Errorf("route %d pairs: %w", len(pairs), err)
 	}

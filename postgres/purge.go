@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -41,11 +42,12 @@ const purgeWhere = `status <> 'new' AND status = $1 AND last_seen_at < $2`
 // of the array $3.
 const parkedWhere = ` AND reason = ANY($3::text[])`
 
-// besideRemains holds for a done row while a parked row of its job is
-// there and is not itself being purged ($3 is the array of the reasons
-// purged, $4 the cutoff).
+// besideRemains holds for a done row while a parked or dismissed row of
+// its job is there and is not itself being purged ($3 is the array of the
+// reasons purged, $4 the cutoff, $5 whether dismissed rows are purged).
 const besideRemains = `EXISTS (SELECT 1 FROM events b WHERE b.job_id = events.id AND b.job_id <> b.id
-	AND b.status = 'parked' AND NOT (b.reason = ANY($3::text[]) AND b.last_seen_at < $4))`
+	AND (b.status = 'parked' AND NOT (b.reason = ANY($3::text[]) AND b.last_seen_at < $4)
+		OR b.status = 'dismissed' AND NOT ($5::boolean AND b.last_seen_at < $4)))`
 
 // unfinishedQuery counts the rows past a cutoff ($1) whose work is
 // unfinished (inbox.PurgeStore.KeptUnfinished); $2 is the array of the
@@ -63,6 +65,11 @@ func reasons(sel inbox.PurgeSelection) []string {
 	return out
 }
 
+// purgesDismissed reports whether a purge of sel deletes dismissed rows.
+func purgesDismissed(sel inbox.PurgeSelection) bool {
+	return slices.Contains(sel.Statuses, inbox.StatusDismissed)
+}
+
 // purgeFilter is the WHERE clause, and its arguments, of the rows of
 // status st that a purge of sel deletes.
 func purgeFilter(sel inbox.PurgeSelection, st inbox.Status) (string, []any) {
@@ -71,7 +78,7 @@ func purgeFilter(sel inbox.PurgeSelection, st inbox.Status) (string, []any) {
 	case inbox.StatusParked:
 		w, args = w+parkedWhere, append(args, reasons(sel))
 	case inbox.StatusDone:
-		w, args = w+` AND NOT `+besideRemains, append(args, reasons(sel), sel.Before.UnixMilli())
+		w, args = w+` AND NOT `+besideRemains, append(args, reasons(sel), sel.Before.UnixMilli(), purgesDismissed(sel))
 	}
 	return w, args
 }
@@ -129,7 +136,7 @@ func (p purging) KeptDone(ctx context.Context, sel inbox.PurgeSelection) (int64,
 	defer cancel()
 	var n int64
 	err := p.s.pool.QueryRow(ctx, `SELECT count(*) FROM events WHERE `+purgeWhere+` AND `+besideRemains,
-		string(inbox.StatusDone), sel.Before.UnixMilli(), reasons(sel), sel.Before.UnixMilli()).Scan(&n)
+		string(inbox.StatusDone), sel.Before.UnixMilli(), reasons(sel), sel.Before.UnixMilli(), purgesDismissed(sel)).Scan(&n)
 	return n, err
 }
 

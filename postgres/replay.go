@@ -22,8 +22,14 @@ func (r replaying) ReadOnly() bool { return r.s.readOnly }
 
 // InReplayTx runs fn in one transaction bounded by the busy timeout, at
 // the store's clock, rolled back when dryRun; it may run fn again (see
-// inTx).
+// Store.inTx).
 func (r replaying) InReplayTx(ctx context.Context, dryRun bool, fn func(inbox.ReplayTx, time.Time) error) error {
+	return r.inTx(ctx, dryRun, func(tx replayTx, now time.Time) error { return fn(tx, now) })
+}
+
+// inTx is InReplayTx with the store's own transaction, which a dismiss
+// runs in too.
+func (r replaying) inTx(ctx context.Context, dryRun bool, fn func(replayTx, time.Time) error) error {
 	ctx, cancel := context.WithTimeout(ctx, r.s.busy)
 	defer cancel()
 	err := r.s.inTx(ctx, func(tx pgx.Tx) error {
@@ -147,7 +153,7 @@ func (t replayTx) KeepSeries(pairs []inbox.ReplayPair, now time.Time) error {
 				WHERE h.event_id = d.event_id AND h.destination = d.destination), 0),
 			d.status, d.reason, d.attempts, d.last_error, d.updated_at, d.done_at, $5
 		FROM `+replaySet+` JOIN deliveries d ON d.event_id = v.id AND d.destination = v.dest AND d.status = v.status
-		WHERE d.status IN ('done', 'parked')`, replayArgs(pairs, now)...)
+		WHERE d.status IN ('done', 'parked', 'dismissed')`, replayArgs(pairs, now)...)
 	if err != nil {
 		return fmt.Errorf("keep the series of %d pairs: %w", len(pairs), err)
 	}
@@ -161,7 +167,7 @@ func (t replayTx) ResetPairs(pairs []inbox.ReplayPair, now time.Time) (map[inbox
 			next_attempt_at = v.due, lease_owner = NULL, lease_until = NULL, last_error = NULL,
 			done_at = NULL, updated_at = $5
 		FROM `+replaySet+`
-		WHERE d.event_id = v.id AND d.destination = v.dest AND d.status = v.status AND d.status IN ('done', 'parked')
+		WHERE d.event_id = v.id AND d.destination = v.dest AND d.status = v.status AND d.status IN ('done', 'parked', 'dismissed')
 		RETURNING d.event_id, d.destination`, replayArgs(pairs, now)...)
 }
 
@@ -189,10 +195,11 @@ func (t replayTx) changed(what string, n int, stmt string, args ...any) (map[inb
 	return got, nil
 }
 
-// Renew makes the rows of ids new; the row's last error is its pairs'
-// again once Mirror has run.
+// Renew makes the rows of ids new, a dismissal no longer recorded; the
+// row's last error is its pairs' again once Mirror has run.
 func (t replayTx) Renew(ids []string, now time.Time) error {
 	_, err := t.tx.Exec(t.ctx, `UPDATE events SET status = 'new', reason = NULL, done_at = NULL, last_error = NULL,
+			dismissed_at = NULL, dismissed_by = NULL, dismiss_note = NULL,
 			updated_at = CASE WHEN status <> 'new' THEN $2 ELSE updated_at END
 		WHERE id = ANY($1::text[])`, ids, now.UnixMilli())
 	if err != nil {
@@ -202,11 +209,11 @@ func (t replayTx) Renew(ids []string, now time.Time) error {
 }
 
 // Reroute makes the rows of ids that are done (or parked by the
-// dispatcher) with no pair new and not routed.
+// dispatcher, or dismissed so) with no pair new and not routed.
 func (t replayTx) Reroute(ids []string, now time.Time) ([]string, error) {
 	rows, err := t.tx.Query(t.ctx, `UPDATE events e SET status = 'new', reason = NULL, `+sqlrow.Fresh+`, updated_at = $2
 		WHERE e.id = ANY($1::text[])
-		AND (e.status = 'done' OR (e.status = 'parked' AND e.reason IN ('handler_failed', 'handler_rejected', 'too_large_for_destination')))
+		AND (e.status = 'done' OR ((e.status = 'parked' OR e.status = 'dismissed') AND e.reason IN ('handler_failed', 'handler_rejected', 'too_large_for_destination')))
 		AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id)
 		RETURNING e.id`, ids, now.UnixMilli())
 	if err != nil {

@@ -69,7 +69,7 @@ func (r reprocessing) SelectedRow(ctx context.Context, id string) (inbox.Selecte
 func (r reprocessing) ReadParked(ctx context.Context, id string) (inbox.Event, bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.s.busy)
 	defer cancel()
-	e, err := scanEvent(r.s.pool.QueryRow(ctx, `SELECT `+bodyColumns+` FROM events WHERE id = $1 AND status = 'parked'`, id).Scan, true)
+	e, err := scanEvent(r.s.pool.QueryRow(ctx, `SELECT `+bodyColumns+` FROM events WHERE id = $1 AND status IN ('parked', 'dismissed')`, id).Scan, true)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return inbox.Event{}, false, nil
 	}
@@ -117,8 +117,8 @@ type reprocessTx struct {
 }
 
 // unchanged is the condition every reprocess statement adds: the row is
-// still parked and holds the body it was classified by ($2).
-const unchanged = ` AND status = 'parked' AND sha256 = $2`
+// still parked (or dismissed) and holds the body it was classified by ($2).
+const unchanged = ` AND status IN ('parked', 'dismissed') AND sha256 = $2`
 
 // Current locks and reads the row holding id; nil when none does.
 func (t reprocessTx) Current(ctx context.Context, id string) (*inbox.Event, error) {
@@ -134,10 +134,12 @@ func (t reprocessTx) MakeNew(ctx context.Context, id, sha, key string, d inbox.D
 	return tag.RowsAffected() == 1, err
 }
 
-// Park sets the parked row's reason; an unchanged reason is left alone.
+// Park sets the parked row's reason, and parks it again when dismissed;
+// an unchanged reason of a parked row is left alone.
 func (t reprocessTx) Park(ctx context.Context, id, sha string, reason inbox.Reason) (bool, error) {
-	tag, err := t.tx.Exec(ctx, `UPDATE events SET reason = $3, updated_at = $4
-		WHERE id = $1 AND reason <> $3`+unchanged, id, sha, string(reason), t.now)
+	tag, err := t.tx.Exec(ctx, `UPDATE events SET status = 'parked', reason = $3, updated_at = $4,
+		dismissed_at = NULL, dismissed_by = NULL, dismiss_note = NULL
+		WHERE id = $1 AND (reason <> $3 OR status = 'dismissed')`+unchanged, id, sha, string(reason), t.now)
 	return tag.RowsAffected() == 1, err
 }
 

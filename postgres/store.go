@@ -195,7 +195,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	}
 	s := &Store{pool: pool, now: opts.Now, busy: opts.BusyTimeout, maxBatch: opts.MaxBatch, writers: opts.Writers,
 		readOnly: opts.ReadOnly, onCommit: opts.OnCommit, unsafeNoFsync: opts.UnsafeNoFsync, closing: make(chan struct{}), probeID: rand.Text()}
-	s.Sequences = inbox.NewSequences(s.counts(), secretUses{s}, reconciling{s}, purging{s}, reprocessing{s}, replaying{s})
+	s.Sequences = inbox.NewSequences(s.counts(), secretUses{s}, reconciling{s}, purging{s}, reprocessing{s}, replaying{s}, dismissing{replaying{s}})
 	if !opts.ReadOnly {
 		// The probe rows of replicas that ended without Close.
 		if _, err := pool.Exec(octx, `DELETE FROM probe WHERE at < coalesce($1::bigint, `+dbNow+`) - $2`,

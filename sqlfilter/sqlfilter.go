@@ -118,9 +118,15 @@ func (q *Query) conds(f inbox.Filter) []string {
 		}
 		conds = append(conds, q.parked(f.Reason))
 	default:
-		if f.Status != "" {
-			add("status = %s", string(f.Status))
-			if f.Status != inbox.StatusNew && q.d.Settled != "" {
+		status := f.Status
+		if status == "" && f.Reason != "" {
+			// A reason alone selects parked rows: a dismissed row keeps
+			// its reason too.
+			status = inbox.StatusParked
+		}
+		if status != "" {
+			add("status = %s", string(status))
+			if status != inbox.StatusNew && q.d.Settled != "" {
 				conds = append(conds, q.d.Settled)
 			}
 		}
@@ -148,7 +154,8 @@ func (q *Query) conds(f inbox.Filter) []string {
 }
 
 // pairConds returns the conditions on a pair d: of destination dest when
-// given, of status and parked with reason when given.
+// given, of status and with reason when given; with reason and no status,
+// parked with it.
 func (q *Query) pairConds(dest string, status inbox.Status, reason inbox.Reason) []string {
 	var conds []string
 	if dest != "" {
@@ -156,9 +163,11 @@ func (q *Query) pairConds(dest string, status inbox.Status, reason inbox.Reason)
 	}
 	if status != "" {
 		conds = append(conds, "d.status = "+q.Arg(string(status)))
+	} else if reason != "" {
+		conds = append(conds, "d.status = 'parked'")
 	}
 	if reason != "" {
-		conds = append(conds, "d.status = 'parked' AND d.reason = "+q.Arg(string(reason)))
+		conds = append(conds, "d.reason = "+q.Arg(string(reason)))
 	}
 	return conds
 }
@@ -223,8 +232,12 @@ func (q *Query) parkings(f inbox.Filter) string {
 		}
 		own += ` UNION ALL `
 	}
+	pair := q.pairConds(f.Destination, "", f.Reason)
+	if f.Reason == "" {
+		pair = append(pair, "d.status = 'parked'")
+	}
 	return own + `SELECT e.id, d.reason, e.received_at, d.updated_at AS at FROM e JOIN deliveries d ON d.event_id = e.id
-		WHERE ` + strings.Join(append([]string{"d.status = 'parked'"}, q.pairConds(f.Destination, "", f.Reason)...), " AND ")
+		WHERE ` + strings.Join(pair, " AND ")
 }
 
 // Reasons returns the statement counting the rows f selects per reason

@@ -47,7 +47,7 @@ type landed struct {
 }
 
 // columns are the events row's columns: those a landing writes, then the
-// queue's (sqlrow.Queue).
+// queue's and the dismissal's (sqlrow.Afresh).
 var columns = append([]column{
 	{name: "id", bind: func(l *landed) any { return l.d.Key }, kept: true,
 		scan: func(e *inbox.Event) any { return &e.ID }},
@@ -83,7 +83,7 @@ var columns = append([]column{
 		scan: func(e *inbox.Event) any { return &e.Source }},
 	{name: "response", bind: func(l *landed) any { return l.d.Response }, revive: "COALESCE(response, ?)",
 		scan: func(e *inbox.Event) any { return &e.Response }},
-}, sqlrow.Of(sqlrow.Queue, func(q sqlrow.QueueColumn) column {
+}, sqlrow.Of(sqlrow.Afresh, func(q sqlrow.QueueColumn) column {
 	return column{name: q.Name, fresh: q.Fresh, scan: q.Scan}
 })...)
 

@@ -43,7 +43,7 @@ func (t queueTx) Unrouted(max int) ([]inbox.Unrouted, error) {
 }
 
 // addPairsSQL adds the pairs ?2 lists (a JSON array of [id, destination]),
-// due at ?1; a parked pair becomes new again. WHERE true: an INSERT ...
+// due at ?1; a parked or dismissed pair becomes new again. WHERE true: an INSERT ...
 // SELECT takes ON CONFLICT only after a WHERE, which tells it from a
 // join's ON.
 const addPairsSQL = `INSERT INTO deliveries (event_id, destination, status, next_attempt_at, received_at, updated_at)
@@ -53,9 +53,10 @@ const addPairsSQL = `INSERT INTO deliveries (event_id, destination, status, next
 		ON CONFLICT (event_id, destination) DO UPDATE SET status = 'new', reason = NULL, attempts = 0,
 			next_attempt_at = excluded.next_attempt_at, lease_owner = NULL, lease_until = NULL,
 			last_error = NULL, done_at = NULL, updated_at = excluded.updated_at
-		WHERE deliveries.status = 'parked'`
+		WHERE deliveries.status = 'parked' OR deliveries.status = 'dismissed'`
 
-// AddPairs adds pairs, due at now; a parked pair becomes new again. It
+// AddPairs adds pairs, due at now; a parked or dismissed pair becomes new
+// again. It
 // writes one statement per maxDoneBatch pairs.
 func (t queueTx) AddPairs(pairs []inbox.Pair, now time.Time) error {
 	for from := 0; from < len(pairs); from += maxDoneBatch {

@@ -29,10 +29,22 @@ var addedColumns = []struct{ name, def string }{
 	{"done_at", "INTEGER"},
 	{"source", "TEXT NOT NULL DEFAULT 'sume' CHECK (source <> '')"},
 	{"response", "BLOB"},
+	// Without their checks, which name the status dismissed: the table is
+	// rebuilt with them once the schema is applied (rebuilt).
+	{"dismissed_at", "INTEGER"},
+	{"dismissed_by", "TEXT"},
+	{"dismiss_note", "TEXT"},
 }
 
-// migrate adds the missing columns to an existing events table and applies
-// schema (when set), in one IMMEDIATE transaction: another process opening
+// rebuilt are the tables whose CHECKs the status dismissed changed: a
+// table made before it (whose definition names no 'dismissed') is made
+// again from schema's definition, as SQLite's ALTER TABLE cannot change a
+// CHECK.
+var rebuilt = []string{"events", "deliveries", "delivery_history"}
+
+// migrate adds the missing columns to an existing events table, makes
+// again the tables whose checks changed (rebuild), and applies schema
+// (when set), in one IMMEDIATE transaction: another process opening
 // the same file at the same time waits for it, then finds nothing to do.
 // It fails, changing nothing, when the database cannot be written.
 func migrate(ctx context.Context, db *sql.DB, schema string) error {
@@ -52,6 +64,9 @@ func migrate(ctx context.Context, db *sql.DB, schema string) error {
 	}
 	routed, err := hasTable(ctx, tx, "deliveries")
 	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	if err := rebuild(ctx, tx, schema); err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
 	if schema != "" {
@@ -237,3 +252,117 @@ func missingColumns(ctx context.Context, q queryer) ([]string, error) {
 	}
 	return missing, nil
 }
+
+// rebuild makes again each table of rebuilt that exists with a definition
+// older than schema's, following SQLite's procedure for the changes ALTER
+// TABLE cannot make (https://sqlite.org/lang_altertable.html#otheralter):
+// in the migration's transaction, create the table anew under another
+// name from schema's definition, copy every row (rowid included) of the
+// columns both have, drop the old one and give the new one its name. The
+// indexes and triggers go with the dropped table, and every trigger is
+// dropped first (a trigger on events deletes from deliveries, which the
+// rename would find missing): schema, applied next, makes them again. It
+// does nothing when schema holds no definition of the table (an open
+// without the schema), so the next open with it rebuilds; and nothing on
+// a table whose definition names 'dismissed' already, so it runs once.
+func rebuild(ctx context.Context, tx *sql.Tx, schema string) error {
+	var todo []string
+	for _, table := range rebuilt {
+		def := tableDef(schema, table)
+		if def == "" {
+			continue
+		}
+		var old string
+		err := tx.QueryRowContext(ctx, `SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = ?`, table).Scan(&old)
+		if errors.Is(err, sql.ErrNoRows) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("read the definition of %s: %w", table, err)
+		}
+		if !strings.Contains(old, "'dismissed'") {
+			todo = append(todo, table)
+		}
+	}
+	if len(todo) == 0 {
+		return nil
+	}
+	triggers, err := tx.QueryContext(ctx, `SELECT name FROM sqlite_schema WHERE type = 'trigger'`)
+	if err != nil {
+		return fmt.Errorf("read the triggers: %w", err)
+	}
+	var names []string
+	for triggers.Next() {
+		var name string
+		if err := triggers.Scan(&name); err != nil {
+			triggers.Close()
+			return fmt.Errorf("read the triggers: %w", err)
+		}
+		names = append(names, name)
+	}
+	if err := errors.Join(triggers.Err(), triggers.Close()); err != nil {
+		return fmt.Errorf("read the triggers: %w", err)
+	}
+	for _, name := range names {
+		if _, err := tx.ExecContext(ctx, `DROP TRIGGER `+quote(name)); err != nil {
+			return fmt.Errorf("drop trigger %s: %w", name, err)
+		}
+	}
+	for _, table := range todo {
+		if err := rebuildTable(ctx, tx, table, tableDef(schema, table)); err != nil {
+			return fmt.Errorf("rebuild %s with the status dismissed: %w", table, err)
+		}
+	}
+	return nil
+}
+
+// rebuildTable makes table again from def, its CREATE TABLE statement,
+// keeping its rows.
+func rebuildTable(ctx context.Context, tx *sql.Tx, table, def string) error {
+	tmp := table + "_rebuilt"
+	create := "CREATE TABLE " + tmp + " (" + strings.SplitN(def, "(", 2)[1]
+	if _, err := tx.ExecContext(ctx, create); err != nil {
+		return fmt.Errorf("create: %w", err)
+	}
+	have, err := shape(ctx, tx)
+	if err != nil {
+		return err
+	}
+	var cols []string
+	for tc := range have {
+		if tc[0] == table && tc[1] != "" && have[[2]string{tmp, tc[1]}] {
+			cols = append(cols, quote(tc[1]))
+		}
+	}
+	slices.Sort(cols)
+	list := strings.Join(cols, ", ")
+	stmts := []string{
+		`INSERT INTO ` + tmp + ` (rowid, ` + list + `) SELECT rowid, ` + list + ` FROM ` + table,
+		`DROP TABLE ` + table,
+		`ALTER TABLE ` + tmp + ` RENAME TO ` + table,
+	}
+	for _, stmt := range stmts {
+		if _, err := tx.ExecContext(ctx, stmt); err != nil {
+			return fmt.Errorf("%s: %w", strings.Fields(stmt)[0], err)
+		}
+	}
+	return nil
+}
+
+// tableDef returns schema's CREATE TABLE statement of table, from its
+// first word to the STRICT that ends it; "" when schema has none.
+func tableDef(schema, table string) string {
+	head := "CREATE TABLE IF NOT EXISTS " + table + " ("
+	i := strings.Index(schema, head)
+	if i < 0 {
+		return ""
+	}
+	j := strings.Index(schema[i:], ") STRICT;")
+	if j < 0 {
+		return ""
+	}
+	return schema[i : i+j+len(") STRICT")]
+}
+
+// quote quotes an identifier.
+func quote(name string) string { return `"` + strings.ReplaceAll(name, `"`, `""`) + `"` }

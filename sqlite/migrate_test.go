@@ -28,6 +28,16 @@ func oldDB(t *testing.T) string {
 // one parked row, and returns its path.
 func oldDBOf(t *testing.T, fixture string) string {
 	t.Helper()
+	return dbOf(t, fixture, `INSERT INTO events (id, job_id, status, reason, event, body, size, sha256,
+		delivery_ts, received_at, last_seen_at, updated_at) VALUES
+		('job_1', 'job_1', 'new', NULL, 'job.completed', X'7B7D', 2, 'x', 1, 1000, 1000, 1000),
+		('job_2', 'job_2', 'parked', 'unknown_event', 'job.odd', X'7B7D', 2, 'y', 1, 2000, 2000, 2000)`)
+}
+
+// dbOf makes a database from the fixture schema file, runs stmts in it,
+// and returns its path.
+func dbOf(t *testing.T, fixture string, stmts ...string) string {
+	t.Helper()
 	schema, err := os.ReadFile(filepath.Join("testdata", fixture))
 	if err != nil {
 		t.Fatal(err)
@@ -38,15 +48,10 @@ func oldDBOf(t *testing.T, fixture string) string {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if _, err := db.Exec(string(schema)); err != nil {
-		t.Fatal(err)
-	}
-	_, err = db.Exec(`INSERT INTO events (id, job_id, status, reason, event, body, size, sha256,
-		delivery_ts, received_at, last_seen_at, updated_at) VALUES
-		('job_1', 'job_1', 'new', NULL, 'job.completed', X'7B7D', 2, 'x', 1, 1000, 1000, 1000),
-		('job_2', 'job_2', 'parked', 'unknown_event', 'job.odd', X'7B7D', 2, 'y', 1, 2000, 2000, 2000)`)
-	if err != nil {
-		t.Fatal(err)
+	for _, stmt := range append([]string{string(schema)}, stmts...) {
+		if _, err := db.Exec(stmt); err != nil {
+			t.Fatalf("%.60s: %v", stmt, err)
+		}
 	}
 	return path
 }
@@ -206,7 +211,7 @@ func TestQueryPlans(t *testing.T) {
 			ORDER BY next_attempt_at, received_at LIMIT 10`, nil, "events_queue"},
 		{"list parked", `SELECT id FROM events` + parked + ` ORDER BY received_at DESC, id`, parkedArgs, "events_settled_received"},
 		{"purge", `SELECT rowid FROM events WHERE ` + sqlite.PurgeWhereForTest, []any{"done", 5}, "events_settled_last_seen"},
-		{"beside rows", `SELECT 1 FROM events WHERE ` + sqlite.BesideRemainsForTest, []any{`["conflict"]`, 5}, "events_beside_job"},
+		{"beside rows", `SELECT 1 FROM events WHERE ` + sqlite.BesideRemainsForTest, []any{`["conflict"]`, 5, true, 5}, "events_beside_job"},
 		{"a job's rows", `SELECT id FROM events` + jobRows, jobArgs, "events_beside_job"},
 	}
 	for _, tt := range tests {
@@ -360,11 +365,11 @@ func TestReadOnlyNeedsEveryTable(t *testing.T) {
 // TestPairStatusCheckBuildsNoTable opens a new database: adding pairs and
 // marking them done build no temporary table for the CHECK on a pair's
 // status, which the same table with an IN list makes them build (for
-// every pair), and the CHECK still takes the three statuses and refuses
+// every pair), and the CHECK still takes the four statuses and refuses
 // any other.
 func TestPairStatusCheckBuildsNoTable(t *testing.T) {
 	schema := sqlitetest.Schema(t)
-	const check = "CHECK (status = 'new' OR status = 'done' OR status = 'parked')"
+	const check = "CHECK (status = 'new' OR status = 'done' OR status = 'parked' OR status = 'dismissed')"
 	if !strings.Contains(schema, check) {
 		t.Fatalf("schema.sql has no %s on the pairs", check)
 	}
@@ -376,7 +381,7 @@ func TestPairStatusCheckBuildsNoTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inAdd, inDone, err := sqlite.QueueOpsForTest(open(strings.Replace(schema, check, "CHECK (status IN ('new', 'done', 'parked'))", 1)))
+	inAdd, inDone, err := sqlite.QueueOpsForTest(open(strings.Replace(schema, check, "CHECK (status IN ('new', 'done', 'parked', 'dismissed'))", 1)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -387,13 +392,13 @@ func TestPairStatusCheckBuildsNoTable(t *testing.T) {
 	if _, err := s.Put(t.Context(), job("job_check")); err != nil {
 		t.Fatal(err)
 	}
-	for _, status := range []string{"new", "done", "parked", "ignored", "bogus", ""} {
+	for _, status := range []string{"new", "done", "parked", "dismissed", "ignored", "bogus", ""} {
 		err := sqlite.WriteOpForTest(s, func(ctx context.Context, tx *sql.Tx) error {
 			_, err := tx.ExecContext(ctx, `INSERT INTO deliveries (event_id, destination, status, reason, received_at, updated_at)
-				VALUES ('job_check', ?, ?, CASE WHEN ? = 'parked' THEN 'handler_failed' END, 1, 1)`, "d_"+status, status, status)
+				VALUES ('job_check', ?, ?, CASE WHEN ? IN ('parked', 'dismissed') THEN 'handler_failed' END, 1, 1)`, "d_"+status, status, status)
 			return err
 		})
-		if ok := status == "new" || status == "done" || status == "parked"; ok != (err == nil) {
+		if ok := status == "new" || status == "done" || status == "parked" || status == "dismissed"; ok != (err == nil) {
 			t.Errorf("pair status %q: %v", status, err)
 		}
 	}
@@ -401,13 +406,11 @@ func TestPairStatusCheckBuildsNoTable(t *testing.T) {
 
 // TestStatusCheckBuildsNoTable opens a new database: the insert of a
 // delivery builds no temporary table for the CHECK on status (an IN list
-// would, for every row), and the CHECK still takes the four statuses and
-// refuses any other. A database of an earlier version keeps its IN list:
-// its stored schema is never edited in place. Its CHECK still takes the
-// same statuses.
+// would, for every row), and the CHECK still takes the statuses and
+// refuses any other. A database of an earlier version, whose CHECK was an
+// IN list, has its table rebuilt with the comparisons as it is upgraded.
 func TestStatusCheckBuildsNoTable(t *testing.T) {
 	for _, tt := range []struct{ name, fixture string }{{"new", ""}, {"first version", "schema-v1.sql"}, {"before sources", "schema-v2.sql"}} {
-		fresh := tt.fixture == ""
 		t.Run(tt.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "inbox.db")
 			if tt.fixture != "" {
@@ -418,7 +421,7 @@ func TestStatusCheckBuildsNoTable(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if fresh && (ops["Insert"] != 1 || ops["OpenEphemeral"] != 0) {
+			if ops["Insert"] != 1 || ops["OpenEphemeral"] != 0 {
 				t.Errorf("the insert compiles to %d Insert and %d OpenEphemeral, want 1 and 0", ops["Insert"], ops["OpenEphemeral"])
 			}
 			if _, err := s.Put(t.Context(), job("job_check")); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"inbox/inbox"
@@ -27,11 +28,13 @@ const purgeWhere = settled + ` AND status = ? AND last_seen_at < ?`
 // a JSON array.
 const parkedWhere = ` AND reason IN (SELECT value FROM json_each(?))`
 
-// besideRemains holds for a done row while a parked row of its job is
-// there and is not itself being purged (the first argument is the JSON
-// array of the reasons purged, the second the cutoff).
+// besideRemains holds for a done row while a parked or dismissed row of
+// its job is there and is not itself being purged (the arguments: the
+// JSON array of the reasons purged, the cutoff, whether dismissed rows
+// are purged, the cutoff again).
 const besideRemains = `EXISTS (SELECT 1 FROM events b WHERE b.job_id = events.id AND b.job_id <> b.id
-	AND b.status = 'parked' AND NOT (b.reason IN (SELECT value FROM json_each(?)) AND b.last_seen_at < ?))`
+	AND (b.status = 'parked' AND NOT (b.reason IN (SELECT value FROM json_each(?)) AND b.last_seen_at < ?)
+		OR b.status = 'dismissed' AND NOT (? AND b.last_seen_at < ?)))`
 
 // unfinishedQuery counts the rows past a cutoff whose work is unfinished
 // (inbox.PurgeStore.KeptUnfinished); the last argument is the JSON array
@@ -49,6 +52,11 @@ func reasons(sel inbox.PurgeSelection) string {
 	return string(b)
 }
 
+// besideArgs are besideRemains' arguments for a purge of sel.
+func besideArgs(sel inbox.PurgeSelection) []any {
+	return []any{reasons(sel), millis(sel.Before), slices.Contains(sel.Statuses, inbox.StatusDismissed), millis(sel.Before)}
+}
+
 // purgeFilter is the WHERE clause, and its arguments, of the rows of
 // status st that a purge of sel deletes.
 func purgeFilter(sel inbox.PurgeSelection, st inbox.Status) (string, []any) {
@@ -57,7 +65,7 @@ func purgeFilter(sel inbox.PurgeSelection, st inbox.Status) (string, []any) {
 	case inbox.StatusParked:
 		where, args = where+parkedWhere, append(args, reasons(sel))
 	case inbox.StatusDone:
-		where, args = where+` AND NOT `+besideRemains, append(args, reasons(sel), millis(sel.Before))
+		where, args = where+` AND NOT `+besideRemains, append(args, besideArgs(sel)...)
 	}
 	return where, args
 }
@@ -115,7 +123,7 @@ func (p purging) PurgeBatch(ctx context.Context, sel inbox.PurgeSelection, step 
 func (p purging) KeptDone(ctx context.Context, sel inbox.PurgeSelection) (int64, error) {
 	var n int64
 	err := p.s.read.QueryRowContext(ctx, `SELECT count(*) FROM events WHERE `+purgeWhere+` AND `+besideRemains,
-		string(inbox.StatusDone), millis(sel.Before), reasons(sel), millis(sel.Before)).Scan(&n)
+		append([]any{string(inbox.StatusDone), millis(sel.Before)}, besideArgs(sel)...)...).Scan(&n)
 	return n, err
 }
 

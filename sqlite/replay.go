@@ -26,6 +26,12 @@ var errNoHistory = errors.New("the database has no delivery_history table yet: r
 // InReplayTx runs fn in one IMMEDIATE transaction of the write
 // connection, rolled back when dryRun, at the store's clock.
 func (r replaying) InReplayTx(ctx context.Context, dryRun bool, fn func(inbox.ReplayTx, time.Time) error) error {
+	return r.inTx(ctx, dryRun, func(tx replayTx, now time.Time) error { return fn(tx, now) })
+}
+
+// inTx is InReplayTx with the store's own transaction, which a dismiss
+// runs in too.
+func (r replaying) inTx(ctx context.Context, dryRun bool, fn func(replayTx, time.Time) error) error {
 	tx, err := r.s.write.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
@@ -145,7 +151,7 @@ func (t replayTx) KeepSeries(pairs []inbox.ReplayPair, now time.Time) error {
 				WHERE h.event_id = d.event_id AND h.destination = d.destination), 0),
 			d.status, d.reason, d.attempts, d.last_error, d.updated_at, d.done_at, ?2
 		FROM `+replaySet+` AS v JOIN deliveries d ON d.event_id = v.id AND d.destination = v.dest AND d.status = v.status
-		WHERE d.status IN ('done', 'parked')`, replayValues(pairs), millis(now))
+		WHERE d.status IN ('done', 'parked', 'dismissed')`, replayValues(pairs), millis(now))
 	if err != nil {
 		return fmt.Errorf("keep the series of %d pairs: %w", len(pairs), err)
 	}
@@ -160,7 +166,7 @@ func (t replayTx) ResetPairs(pairs []inbox.ReplayPair, now time.Time) (map[inbox
 			done_at = NULL, updated_at = ?2
 		FROM `+replaySet+` AS v
 		WHERE deliveries.event_id = v.id AND deliveries.destination = v.dest AND deliveries.status = v.status
-		AND deliveries.status IN ('done', 'parked')
+		AND deliveries.status IN ('done', 'parked', 'dismissed')
 		RETURNING deliveries.event_id, deliveries.destination`, replayValues(pairs), millis(now))
 }
 
@@ -189,10 +195,11 @@ func (t replayTx) changed(what string, n int, stmt string, args ...any) (map[inb
 	return got, nil
 }
 
-// Renew makes the rows of ids new; the row's last error is its pairs'
-// again once Mirror has run.
+// Renew makes the rows of ids new, a dismissal no longer recorded; the
+// row's last error is its pairs' again once Mirror has run.
 func (t replayTx) Renew(ids []string, now time.Time) error {
 	_, err := t.tx.ExecContext(t.ctx, `UPDATE events SET status = 'new', reason = NULL, done_at = NULL, last_error = NULL,
+			dismissed_at = NULL, dismissed_by = NULL, dismiss_note = NULL,
 			updated_at = CASE WHEN status <> 'new' THEN ?2 ELSE updated_at END
 		WHERE id IN (SELECT value FROM json_each(?1))`, jsonList(ids), millis(now))
 	if err != nil {
@@ -202,11 +209,11 @@ func (t replayTx) Renew(ids []string, now time.Time) error {
 }
 
 // Reroute makes the rows of ids that are done (or parked by the
-// dispatcher) with no pair new and not routed.
+// dispatcher, or dismissed so) with no pair new and not routed.
 func (t replayTx) Reroute(ids []string, now time.Time) ([]string, error) {
 	rows, err := t.tx.QueryContext(t.ctx, `UPDATE events SET status = 'new', reason = NULL, `+sqlrow.Fresh+`, updated_at = ?2
 		WHERE id IN (SELECT value FROM json_each(?1))
-		AND (status = 'done' OR (status = 'parked' AND reason IN ('handler_failed', 'handler_rejected', 'too_large_for_destination')))
+		AND (status = 'done' OR ((status = 'parked' OR status = 'dismissed') AND reason IN ('handler_failed', 'handler_rejected', 'too_large_for_destination')))
 		AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = events.id)
 		RETURNING id`, jsonList(ids), millis(now))
 	if err != nil {

@@ -73,7 +73,7 @@ func (r reprocessing) SelectedRow(ctx context.Context, id string) (inbox.Selecte
 // ReadParked reads the parked row id, body included, through the read
 // connections; false when it is not there or not parked.
 func (r reprocessing) ReadParked(ctx context.Context, id string) (inbox.Event, bool, error) {
-	e, err := scanEvent(r.s.read.QueryRowContext(ctx, `SELECT `+bodyColumns+` FROM events WHERE id = ? AND status = 'parked'`, id).Scan, true)
+	e, err := scanEvent(r.s.read.QueryRowContext(ctx, `SELECT `+bodyColumns+` FROM events WHERE id = ? AND (status = 'parked' OR status = 'dismissed')`, id).Scan, true)
 	if errors.Is(err, sql.ErrNoRows) {
 		return inbox.Event{}, false, nil
 	}
@@ -108,8 +108,8 @@ type reprocessTx struct {
 }
 
 // unchanged is the condition every reprocess statement adds: the row is
-// still parked and holds the body it was classified by.
-const unchanged = ` AND status = 'parked' AND sha256 = ?`
+// still parked (or dismissed) and holds the body it was classified by.
+const unchanged = ` AND (status = 'parked' OR status = 'dismissed') AND sha256 = ?`
 
 // changedRows reports whether res touched a row.
 func changedRows(res sql.Result) (bool, error) {
@@ -136,11 +136,13 @@ func (t reprocessTx) MakeNew(ctx context.Context, id, sha, key string, d inbox.D
 	return changedRows(res)
 }
 
-// Park sets the parked row's reason. An unchanged reason is left alone:
-// an update would write the whole row.
+// Park sets the parked row's reason, and parks it again when dismissed.
+// An unchanged reason of a parked row is left alone: an update would
+// write the whole row.
 func (t reprocessTx) Park(ctx context.Context, id, sha string, reason inbox.Reason) (bool, error) {
-	res, err := t.tx.ExecContext(ctx, `UPDATE events SET reason = ?, updated_at = ?
-		WHERE id = ? AND reason != ?`+unchanged, string(reason), t.now, id, string(reason), sha)
+	res, err := t.tx.ExecContext(ctx, `UPDATE events SET status = 'parked', reason = ?, updated_at = ?,
+		dismissed_at = NULL, dismissed_by = NULL, dismiss_note = NULL
+		WHERE id = ? AND (reason != ? OR status = 'dismissed')`+unchanged, string(reason), t.now, id, string(reason), sha)
 	if err != nil {
 		return false, err
 	}

@@ -124,7 +124,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	}
 	s := &Store{path: path, now: opts.Now, maxBatch: opts.MaxBatch, busy: opts.BusyTimeout,
 		causes: newSendCauses(opts.BusyTimeout), onCommit: opts.OnCommit}
-	s.Sequences = inbox.NewSequences(s.counts(), secretUses{s}, reconciling{s}, purging{s}, reprocessing{s}, replaying{s})
+	s.Sequences = inbox.NewSequences(s.counts(), secretUses{s}, reconciling{s}, purging{s}, reprocessing{s}, replaying{s}, dismissing{replaying{s}})
 
 	var err error
 	if !opts.ReadOnly {

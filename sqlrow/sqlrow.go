@@ -10,6 +10,7 @@ package sqlrow
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -134,11 +135,25 @@ var Queue = []QueueColumn{
 	{Name: "done_at", Fresh: "NULL", Scan: func(e *inbox.Event) any { return Time{P: &e.DoneAt, Unset: true} }},
 }
 
-// Fresh is the SET list that queues a row afresh: each queue column as
-// a new row holds it.
+// Dismissal are the events row's columns that record a dismissal (inbox
+// dismiss), described as the queue columns are: a landing never writes
+// them, and a row queued afresh (revived, reprocessed, routed again)
+// holds none.
+var Dismissal = []QueueColumn{
+	{Name: "dismissed_at", Fresh: "NULL", Scan: func(e *inbox.Event) any { return Time{P: &e.DismissedAt, Unset: true} }},
+	{Name: "dismissed_by", Fresh: "NULL", Scan: func(e *inbox.Event) any { return Text[string]{P: &e.DismissedBy} }},
+	{Name: "dismiss_note", Fresh: "NULL", Scan: func(e *inbox.Event) any { return Text[string]{P: &e.DismissNote} }},
+}
+
+// Afresh are the columns a row queued afresh takes the Fresh value of:
+// the queue's, then the dismissal's.
+var Afresh = slices.Concat(Queue, Dismissal)
+
+// Fresh is the SET list that queues a row afresh: each of Afresh as a
+// new row holds it.
 var Fresh = func() string {
 	var sets []string
-	for _, c := range Queue {
+	for _, c := range Afresh {
 		sets = append(sets, c.Name+" = "+c.Fresh)
 	}
 	return strings.Join(sets, ", ")
@@ -147,14 +162,15 @@ var Fresh = func() string {
 // AddPairs is the statement that makes each pair of set (rows v of id,
 // dest and due) new, due at its time, updated at now (a placeholder),
 // where its row was handed on to its destinations (done, parked by the
-// dispatcher, or new with a pair) and has no pair for dest yet; it
-// returns the pairs it made.
+// dispatcher or dismissed so, or new with a pair) and has no pair for
+// dest yet; it returns the pairs it made.
 func AddPairs(set, now string) string {
 	return `INSERT INTO deliveries (event_id, destination, status, attempts, next_attempt_at, received_at, updated_at)
 		SELECT v.id, v.dest, 'new', 0, v.due, e.received_at, ` + now + `
 		FROM ` + set + ` JOIN events e ON e.id = v.id
 		WHERE e.status = 'done'
-			OR (e.status = 'parked' AND e.reason IN ('handler_failed', 'handler_rejected', 'too_large_for_destination'))
+			OR ((e.status = 'parked' OR e.status = 'dismissed')
+				AND e.reason IN ('handler_failed', 'handler_rejected', 'too_large_for_destination'))
 			OR (e.status = 'new' AND EXISTS (SELECT 1 FROM deliveries o WHERE o.event_id = e.id))
 		ON CONFLICT (event_id, destination) DO NOTHING
 		RETURNING event_id, destination`

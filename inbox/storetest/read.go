@@ -192,7 +192,7 @@ func runRead(t *testing.T, o opener) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := map[inbox.Status]int64{inbox.StatusNew: 3, inbox.StatusDone: 0, inbox.StatusParked: 2, inbox.StatusIgnored: 1}
+		want := map[inbox.Status]int64{inbox.StatusNew: 3, inbox.StatusDone: 0, inbox.StatusParked: 2, inbox.StatusIgnored: 1, inbox.StatusDismissed: 0}
 		if len(got) != len(want) {
 			t.Fatalf("got %v, want %v", got, want)
 		}

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"inbox/inbox"
 )
@@ -102,6 +103,71 @@ func runRoundTrip(t *testing.T, o opener) {
 			sameCarried(t, "revive "+first.Key, e.get(first.Key), want)
 		}
 	})
+	t.Run("dismiss", func(t *testing.T) {
+		// Every dismissal field of Event (found by reflection, see
+		// dismissFields) holds what the dismissal gave, text that is not
+		// UTF-8 as a text column keeps it, through get, list and each; the
+		// carried fields stay as put. A revive clears them all.
+		e := o.fresh(t)
+		d := roundTripDelivery("dismiss", "rt", "job_dismiss")
+		e.put(d)
+		at := t0.Add(time.Hour)
+		e.clock.Set(at)
+		dis := inbox.Dismissal{By: "dismiss-by\x00\xff", Note: "dismiss-note\x00\xff"}
+		rep, err := e.s.Dismiss(context.Background(), inbox.DismissSelection{IDs: []string{d.Key}}, inbox.DismissOptions{Dismissal: dis})
+		if err != nil || rep.Rows != 1 {
+			t.Fatalf("dismiss: %+v, %v", rep, err)
+		}
+		want := map[string]any{"DismissedAt": at, "DismissedBy": dis.By, "DismissNote": dis.Note}
+		check := func(what string, got inbox.Event, skip ...string) {
+			t.Helper()
+			for _, name := range dismissFields() {
+				g := reflect.ValueOf(got).FieldByName(name).Interface()
+				switch w := want[name].(type) {
+				case string:
+					if g != w && g != asValidText(w) {
+						t.Errorf("%s: %s is %q, want %q", what, name, g, w)
+					}
+				case time.Time:
+					if !g.(time.Time).Equal(w) {
+						t.Errorf("%s: %s is %v, want %v", what, name, g, w)
+					}
+				default:
+					t.Errorf("%s: Event.%s is a dismissal field this test gives no value", what, name)
+				}
+			}
+			if got.Status != inbox.StatusDismissed {
+				t.Errorf("%s: status %s, want dismissed", what, got.Status)
+			}
+			sameCarried(t, what, got, d, append(skip, "Status")...)
+		}
+		check("dismiss then get", e.get(d.Key))
+		listed, err := e.s.List(context.Background(), inbox.Filter{Status: inbox.StatusDismissed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		check("dismiss then list", find(t, listed, d.Key), "Body")
+		var each []inbox.Event
+		if err := e.s.Each(context.Background(), inbox.Filter{}, func(r inbox.Event) error {
+			each = append(each, r)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		check("dismiss then each", find(t, each, d.Key), "Body")
+
+		later := vary(d, "revive", "Source", "Key", "JobID", "Status", "Reason")
+		later.Status, later.Reason, later.ResultURL = inbox.StatusNew, "", ""
+		if res := e.put(later); res.Outcome != inbox.OutcomeRevived {
+			t.Fatalf("the later delivery: %s, want revived", res.Outcome)
+		}
+		got := reflect.ValueOf(e.get(d.Key))
+		for _, name := range dismissFields() {
+			if f := got.FieldByName(name); !f.IsZero() {
+				t.Errorf("revived: %s is %v, want none", name, f.Interface())
+			}
+		}
+	})
 	t.Run("reprocess", func(t *testing.T) {
 		e := o.fresh(t)
 		// A body the first rules park unknown_event and the later ones
@@ -174,6 +240,18 @@ func hostileText(d inbox.Delivery) inbox.Delivery {
 // U+FFFD: what a text column that holds only UTF-8 keeps of it.
 func asValidText(s string) string {
 	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
+}
+
+// dismissFields returns the names of Event's fields that record a
+// dismissal: those named Dismiss*. A field added to them is in it.
+func dismissFields() []string {
+	var names []string
+	for f := range reflect.TypeFor[inbox.Event]().Fields() {
+		if strings.HasPrefix(f.Name, "Dismiss") {
+			names = append(names, f.Name)
+		}
+	}
+	return names
 }
 
 // carried returns the names of Event's exported fields that a Delivery

@@ -52,6 +52,7 @@ func Run(t *testing.T, open func(t *testing.T, opts Options) inbox.Store) {
 		{"reconcile", runReconcile},
 		{"destinations", runDestinations},
 		{"replay", runReplay},
+		{"dismiss", runDismiss},
 		{"roundtrip", runRoundTrip},
 		{"pair state", runPairState},
 		{"alerts", runAlerts},
