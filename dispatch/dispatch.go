@@ -926,7 +926,11 @@ func (d *Dispatcher) outcome(j inbox.Job, err error) inbox.Settlement {
 		if d.brk.succeeded(j.ID) {
 			d.log.Info().Msg("destination up again: resuming")
 		}
-	case !Rejected(err):
+	case Rejected(err):
+		if d.brk.refused(j.ID) {
+			d.log.Info().Str(keyCause, errorText(err)).Msg("destination up again: it answers, refusing this row: resuming")
+		}
+	default:
 		var tripped, up bool
 		v, due, tripped, up = d.brk.failed(j, err, d.retry.Last(j.Attempt), time.Now())
 		if up {
