@@ -954,8 +954,13 @@ func (d *Dispatcher) outcome(j inbox.Job, err error) inbox.Settlement {
 		st.Fate, st.RetryAt, st.Error, outcome = inbox.FateUnsent, d.cfg.Now().Add(time.Until(due)), errorText(err), outcomeDown
 		log.Debug().Str(keyOutcome, outcome).Str(keyCause, st.Error).Msg("destination down: attempt given back")
 	case v == verdictUnsure:
+		// A timed-out one may have reached the application: it stays
+		// counted, as for a destination down.
 		wait := max(d.retry.Wait(j.Attempt), retryAfter(err))
 		st.Fate, st.RetryAt, st.Error, outcome = inbox.FateUnsent, now.Add(wait), errorText(err), outcomeDown
+		if reached(err) {
+			st.Fate = inbox.FateRetry
+		}
 		log.Info().Str(keyOutcome, outcome).Str(keyCause, st.Error).Dur(keyRetryIn, wait).
 			Msg("last attempt failed as others just did: given back once")
 	case Rejected(err):
