@@ -50,7 +50,9 @@ func TestRestartWhileDownProbesFirst(t *testing.T) {
 	}
 }
 
-func attempts(t *testing.T, s interface{ Get(context.Context, string) (inbox.Event, error) }) int64 {
+func attempts(t *testing.T, s interface {
+	Get(context.Context, string) (inbox.Event, error)
+}) int64 {
 	var n int64
 	for i := 1; i <= 8; i++ {
 		e, err := s.Get(context.Background(), fmt.Sprintf("job_%d", i))
