@@ -140,6 +140,9 @@ type breaker struct {
 	// own. deferred are rows whose last attempt was given back once
 	// (verdictUnsure).
 	suspects, deferred map[string]bool
+	// answered counts the successes: whether the destination answered
+	// since a given moment (see watchDown).
+	answered uint64
 }
 
 func newBreaker() *breaker {
@@ -189,6 +192,7 @@ func (b *breaker) down(now time.Time) (since time.Time, cause string, probeDue b
 func (b *breaker) succeeded(id string) (wasDown bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.answered++
 	b.streak, b.kind = b.streak[:0], ""
 	delete(b.deferred, id)
 	delete(b.suspects, id)
@@ -274,6 +278,13 @@ func (b *breaker) failed(j inbox.Job, err error, last bool, now time.Time) (v ve
 		return verdictUnsure, time.Time{}, false, up
 	}
 	return verdictRow, time.Time{}, false, up
+}
+
+// successes returns how many attempts have succeeded.
+func (b *breaker) successes() uint64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.answered
 }
 
 // resume starts the breaker down since since, for cause, a probe due at

@@ -331,7 +331,8 @@ func (d *Dispatcher) Owner() string { return d.cfg.Owner }
 // Run delivers rows until ctx is done, pausing while a Gate destination
 // cannot be reached (see Gate), then stops claiming, lets the
 // attempts under way finish (each within Timeout), records their outcomes,
-// gives back the rows it claimed but did not start, and returns. A failure
+// gives back the rows it claimed but did not start, and returns, leaving
+// the destination recorded down if it is (see takeOverDown). A failure
 // to write is logged and retried while running; Run returns an error only
 // when, stopping, it could not record what it had done (those rows are
 // delivered again once their leases run out).
@@ -391,7 +392,11 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		}
 		if stopping && held == 0 {
 			d.report(&reported, held, true)
-			d.recordDown(context.WithoutCancel(ctx), time.Time{}, "")
+			// A destination still down stays recorded so: the dispatcher
+			// after this one (a restart, a reload that changed it) takes
+			// it over and probes it first, rather than sending at full
+			// speed into the outage. One up is recorded up.
+			d.watchDown(context.WithoutCancel(ctx), &outage)
 			return nil
 		}
 		d.report(&reported, held, false)
