@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
+
+	"inbox/inbox"
 )
 
 // downFinding is what alert --down-for --json prints of a destination
@@ -19,9 +21,12 @@ type downFinding struct {
 }
 
 // alertDown reports each destination a dispatcher has found down for
-// longer than d (its rows waiting, no attempt counted), but those an
-// operator paused, which no one probes. The cause is left out: it may name
-// the application's host, and the notice goes outside.
+// longer than d (its rows waiting, no attempt counted), but those no
+// running dispatcher has, which no one probes: an operator paused it, or
+// its dispatcher stopped (a stopped dispatcher leaves its record for the
+// next one, which takes the outage over; the unconfigured check says
+// what waits for one that never comes back). The cause is left out: it
+// may name the application's host, and the notice goes outside.
 func alertDown(c *cli.Context, open Opener, d time.Duration, rep *report) error {
 	store, err := openRead(c, open)
 	if err != nil {
@@ -37,11 +42,16 @@ func alertDown(c *cli.Context, open Opener, d time.Duration, rep *report) error 
 		return err
 	}
 	now := time.Now()
+	live, err := store.Routings(c.Context, now.Add(-inbox.RoutingLive))
+	if err != nil {
+		return err
+	}
+	probed := inbox.LiveNames(live)
 	tw := tabwriter.NewWriter(&rep.text, 0, 0, 2, ' ', 0)
 	enc := json.NewEncoder(&rep.json)
 	for _, dd := range down {
 		long := now.Sub(dd.Since)
-		if long < d || slices.Contains(paused, dd.Name) {
+		if long < d || slices.Contains(paused, dd.Name) || !slices.Contains(probed, dd.Name) {
 			continue
 		}
 		fmt.Fprintf(tw, "down %s\tfor %s, since %s\tits rows wait, no attempt counted, probed until it answers\t(inbox stats)\n",
