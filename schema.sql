@@ -259,7 +259,8 @@ CREATE TABLE IF NOT EXISTS paused_destinations (
 -- 502-504, or the same failure for several rows in a row): their rows
 -- wait with no attempt counted while one probes them. inbox stats and
 -- inbox alert --down-for read it; the dispatcher deletes its row once the
--- destination is up again, and writes it again every 30 s while down.
+-- destination is up again (or a reload removes it), writes it again every
+-- 30 s while down, and leaves it when it stops: the next one probes first.
 CREATE TABLE IF NOT EXISTS down_destinations (
   name  TEXT    NOT NULL PRIMARY KEY,
   since INTEGER NOT NULL, -- Unix ms

@@ -104,10 +104,12 @@ With --down-for DURATION it asks instead whether a destination is down: it
 prints each destination a dispatcher has found down (no answer, timeouts,
 429 or 502-504, or the same failure for several rows in a row; see
 docs/dispatch.md) for longer than DURATION, with since when, and exits 1;
-not one an operator paused (inbox pause), which no one probes.
+not one an operator paused (inbox pause), nor one no running dispatcher
+has (its dispatcher stopped), which no one probes.
 Its rows wait meanwhile with no attempt counted; the dispatcher probes it
 and resumes by itself. It reads what the dispatchers record in the
-database (written again every 30 s while down, deleted once up), never the
+database (written again every 30 s while down, kept when the dispatcher
+stops for the next one to probe first, deleted once up), never the
 failure itself, which may name the application's host.
 
 It also prints, and exits 1 for, each key refused with 503 (the store was

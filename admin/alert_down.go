@@ -19,9 +19,12 @@ type downFinding struct {
 }
 
 // alertDown reports each destination a dispatcher has found down for
-// longer than d (its rows waiting, no attempt counted), but those an
-// operator paused, which no one probes. The cause is left out: it may name
-// the application's host, and the notice goes outside.
+// longer than d (its rows waiting, no attempt counted), but those no
+// running dispatcher has, which no one probes: an operator paused it, or
+// its dispatcher stopped (a stopped dispatcher leaves its record for the
+// next one, which takes the outage over; the unconfigured check says
+// what waits for one that never comes back). The cause is left out: it
+// may name the application's host, and the notice goes outside.
 func alertDown(c *cli.Context, store inbox.Store, d time.Duration, rep *report) error {
 	down, err := store.DownDestinations(c.Context)
 	if err != nil {
@@ -32,9 +35,14 @@ func alertDown(c *cli.Context, store inbox.Store, d time.Duration, rep *report) 
 		return err
 	}
 	now := time.Now()
+	live, err := store.Routings(c.Context, now.Add(-inbox.RoutingLive))
+	if err != nil {
+		return err
+	}
+	probed := inbox.LiveNames(live)
 	for _, dd := range down {
 		long := now.Sub(dd.Since)
-		if long < d || slices.Contains(paused, dd.Name) {
+		if long < d || slices.Contains(paused, dd.Name) || !slices.Contains(probed, dd.Name) {
 			continue
 		}
 		line := fmt.Sprintf("down %s\tfor %s, since %s\tits rows wait, no attempt counted, probed until it answers\t(inbox stats)",

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"inbox/inbox"
 	"inbox/sqlite"
 	"inbox/sqlite/sqlitetest"
 )
@@ -156,12 +157,17 @@ func TestAlertParkedEveryHour(t *testing.T) {
 }
 
 // TestAlertDownFor: alert --down-for exits 1 naming each destination
-// recorded down for longer than it, and 0 once it is up again; stats shows
-// its state.
+// recorded down for longer than it that a running dispatcher has, and 0
+// once it is up again, or once no running dispatcher has it (its
+// dispatcher stopped, leaving the record for the next); stats shows its
+// state.
 func TestAlertDownFor(t *testing.T) {
 	path := newDB(t)
 	s := sqlitetest.MustOpenPath(t, path, sqlite.Options{})
 	ctx := context.Background()
+	if err := s.RecordRouting(ctx, "host:1", []inbox.Route{{Name: "billing"}, {Name: "audit"}}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
 	if err := s.SetDown(ctx, "billing", time.Now().Add(-time.Minute), "Post \"http://app.internal\": connection refused"); err != nil {
 		t.Fatal(err)
 	}
@@ -183,6 +189,15 @@ func TestAlertDownFor(t *testing.T) {
 	out, _ = run(t, "stats", "--db", path)
 	if !strings.Contains(out, "down for 1m") {
 		t.Errorf("stats:\n%s\nwant billing down for 1m", out)
+	}
+	if err := s.RecordRouting(ctx, "host:1", nil, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := run(t, "alert", "--db", path, "--down-for", "30s"); err != nil || out != "" {
+		t.Errorf("its dispatcher stopped while down: exit %d, printed %q, want 0: no one probes it", exitCode(err), out)
+	}
+	if err := s.RecordRouting(ctx, "host:2", []inbox.Route{{Name: "billing"}, {Name: "audit"}}, time.Now()); err != nil {
+		t.Fatal(err)
 	}
 	if err := s.SetPaused(ctx, "billing", true); err != nil {
 		t.Fatal(err)

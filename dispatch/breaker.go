@@ -140,6 +140,9 @@ type breaker struct {
 	// own. deferred are rows whose last attempt was given back once
 	// (verdictUnsure).
 	suspects, deferred map[string]bool
+	// answered counts the successes: whether the destination answered
+	// since a given moment (see watchDown).
+	answered uint64
 }
 
 func newBreaker() *breaker {
@@ -189,6 +192,7 @@ func (b *breaker) down(now time.Time) (since time.Time, cause string, probeDue b
 func (b *breaker) succeeded(id string) (wasDown bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.answered++
 	b.streak, b.kind = b.streak[:0], ""
 	delete(b.deferred, id)
 	delete(b.suspects, id)
@@ -204,6 +208,27 @@ func (b *breaker) succeeded(id string) (wasDown bool) {
 	return true
 }
 
+// refused records that row id's attempt was refused (Reject, TooLarge):
+// an answer of the destination's about the row, never the failure that
+// brought it down. When id was the probe the destination is up, and
+// answered reports so; the refusal stays the row's, outside the streak.
+func (b *breaker) refused(id string) (up bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.since.IsZero() || id != b.probe {
+		return false
+	}
+	b.answers()
+	return true
+}
+
+// answers brings the destination up: its probe got an answer that is the
+// row's, not the destination's.
+func (b *breaker) answers() {
+	b.since, b.cause, b.probe, b.probes, b.tripper, b.tripKind = time.Time{}, "", "", 0, "", ""
+	b.streak, b.kind = b.streak[:0], ""
+}
+
 // failed decides whose the failure err of j's attempt at now is, and
 // returns the verdict, and with verdictDown when the row is due again.
 // tripped reports that the destination went down with it; up, that it
@@ -215,8 +240,7 @@ func (b *breaker) failed(j inbox.Job, err error, last bool, now time.Time) (v ve
 	defer b.mu.Unlock()
 	after := retryAfter(err)
 	if !b.since.IsZero() && j.ID == b.probe && !IsDown(err) && failureKind(err) != b.tripKind {
-		b.since, b.cause, b.probe, b.probes, b.tripper, b.tripKind = time.Time{}, "", "", 0, "", ""
-		b.streak, b.kind = b.streak[:0], ""
+		b.answers()
 		up = true
 	}
 	if !b.since.IsZero() {
@@ -254,6 +278,13 @@ func (b *breaker) failed(j inbox.Job, err error, last bool, now time.Time) (v ve
 		return verdictUnsure, time.Time{}, false, up
 	}
 	return verdictRow, time.Time{}, false, up
+}
+
+// successes returns how many attempts have succeeded.
+func (b *breaker) successes() uint64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.answered
 }
 
 // resume starts the breaker down since since, for cause, a probe due at

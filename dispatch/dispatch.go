@@ -331,7 +331,8 @@ func (d *Dispatcher) Owner() string { return d.cfg.Owner }
 // Run delivers rows until ctx is done, pausing while a Gate destination
 // cannot be reached (see Gate), then stops claiming, lets the
 // attempts under way finish (each within Timeout), records their outcomes,
-// gives back the rows it claimed but did not start, and returns. A failure
+// gives back the rows it claimed but did not start, and returns, leaving
+// the destination recorded down if it is (see takeOverDown). A failure
 // to write is logged and retried while running; Run returns an error only
 // when, stopping, it could not record what it had done (those rows are
 // delivered again once their leases run out).
@@ -391,7 +392,11 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		}
 		if stopping && held == 0 {
 			d.report(&reported, held, true)
-			d.recordDown(context.WithoutCancel(ctx), time.Time{}, "")
+			// A destination still down stays recorded so: the dispatcher
+			// after this one (a restart, a reload that changed it) takes
+			// it over and probes it first, rather than sending at full
+			// speed into the outage. One up is recorded up.
+			d.watchDown(context.WithoutCancel(ctx), &outage)
 			return nil
 		}
 		d.report(&reported, held, false)
@@ -926,7 +931,11 @@ func (d *Dispatcher) outcome(j inbox.Job, err error) inbox.Settlement {
 		if d.brk.succeeded(j.ID) {
 			d.log.Info().Msg("destination up again: resuming")
 		}
-	case !Rejected(err):
+	case Rejected(err):
+		if d.brk.refused(j.ID) {
+			d.log.Info().Str(keyCause, errorText(err)).Msg("destination up again: it answers, refusing this row: resuming")
+		}
+	default:
 		var tripped, up bool
 		v, due, tripped, up = d.brk.failed(j, err, d.retry.Last(j.Attempt), time.Now())
 		if up {
@@ -950,8 +959,13 @@ func (d *Dispatcher) outcome(j inbox.Job, err error) inbox.Settlement {
 		st.Fate, st.RetryAt, st.Error, outcome = inbox.FateUnsent, d.cfg.Now().Add(time.Until(due)), errorText(err), outcomeDown
 		log.Debug().Str(keyOutcome, outcome).Str(keyCause, st.Error).Msg("destination down: attempt given back")
 	case v == verdictUnsure:
+		// A timed-out one may have reached the application: it stays
+		// counted, as for a destination down.
 		wait := max(d.retry.Wait(j.Attempt), retryAfter(err))
 		st.Fate, st.RetryAt, st.Error, outcome = inbox.FateUnsent, now.Add(wait), errorText(err), outcomeDown
+		if reached(err) {
+			st.Fate = inbox.FateRetry
+		}
 		log.Info().Str(keyOutcome, outcome).Str(keyCause, st.Error).Dur(keyRetryIn, wait).
 			Msg("last attempt failed as others just did: given back once")
 	case Rejected(err):

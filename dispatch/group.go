@@ -165,9 +165,11 @@ func routes(members []Member) []inbox.Route {
 // returns once their routes are in effect: every claim from then on
 // routes new rows by them, none under way routes by the old ones. The
 // dispatcher of a destination members lacks stops claiming, finishes the
-// attempts under way, gives back the rows it holds unstarted, and ends;
-// one whose Settings changed does so too, and its new dispatcher starts
-// once it has ended, so no row is held by both; one added starts at once;
+// attempts under way, gives back the rows it holds unstarted, and ends,
+// and the destination's down record is deleted; one whose Settings
+// changed does so too, and its new dispatcher starts once it has ended,
+// so no row is held by both, taking over the outage of a destination
+// down (probing it first); one added starts at once;
 // one unchanged goes on. A new dispatcher that cannot be made is logged,
 // and its destination's rows wait. Replace returns at once when Run has
 // returned. members' routes must pass inbox.CheckRoutes.
@@ -248,6 +250,10 @@ func (g *Group) Run(ctx context.Context) error {
 			e.in.cancel()
 			e.in.d.metrics.unregister()
 			e.in.release()
+			if g.removed(ctx, e.name) {
+				// No dispatcher is to take its outage over.
+				e.in.d.forgetDown(ctx)
+			}
 			switch {
 			case ctx.Err() != nil:
 				errs = append(errs, e.err)
@@ -262,6 +268,15 @@ func (g *Group) Run(ctx context.Context) error {
 			return errors.Join(errs...)
 		}
 	}
+}
+
+// removed reports whether a Replace removed the destination name while
+// ctx runs: no dispatcher is wanted for it.
+func (g *Group) removed(ctx context.Context, name string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	s := g.slots[name]
+	return ctx.Err() == nil && (s == nil || s.want == nil)
 }
 
 // replace carries out c, as Replace says, from Run.

@@ -37,8 +37,9 @@ type outageApp struct {
 	requests map[string][]time.Time
 
 	failAll    atomic.Bool
-	poison     string // the key answered 500 always
-	retryAfter string // the key whose first request is answered 503 Retry-After: 4
+	away       atomic.Bool // every request answered 503 Retry-After: 4
+	poison     string      // the key answered 500 always
+	retryAfter string      // the key whose first request is answered 503 Retry-After: 4
 }
 
 func newOutageApp(t *testing.T) *outageApp {
@@ -62,7 +63,7 @@ func (a *outageApp) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case a.failAll.Load() || key == a.poison:
 		w.WriteHeader(http.StatusInternalServerError)
-	case key == a.retryAfter && n == 1:
+	case a.away.Load() || (key == a.retryAfter && n == 1):
 		w.Header().Set("Retry-After", "4")
 		w.WriteHeader(http.StatusServiceUnavailable)
 	default:
@@ -99,6 +100,17 @@ func (a *outageApp) stop() {
 		a.srv.Close()
 		a.srv = nil
 	}
+}
+
+// total returns how many requests the app got.
+func (a *outageApp) total() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n := 0
+	for _, ts := range a.requests {
+		n += len(ts)
+	}
+	return n
 }
 
 func (a *outageApp) times(key string) []time.Time {
