@@ -18,6 +18,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"inbox/admin"
+	"inbox/config"
 )
 
 func main() {
@@ -47,6 +48,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		if c.OnUsageError == nil {
 			c.OnUsageError = usageError
 		}
+		config.RefuseRepeats(c)
 	}
 	return &cli.App{
 		Name:  "inbox",
