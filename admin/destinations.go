@@ -59,7 +59,7 @@ Examples:
    inbox destinations
    inbox destinations --admin http://127.0.0.1:8082
    inbox destinations --admin http://127.0.0.1:8081 --json | jq -r 'select(.state != "dispatching") | .name'`,
-		Flags: []cli.Flag{jsonFlag(),
+		Flags: []cli.Flag{jsonFlag(), wideFlag(),
 			&cli.StringFlag{Name: "admin", Value: defaultAdmin, Usage: "the URL (or host:port) of serve's or dispatch's --admin-addr", EnvVars: []string{"INBOX_ADMIN_URL", "INBOX_ADMIN_ADDR"}}},
 		Action: func(c *cli.Context) error {
 			if err := config.NoArgs(c); err != nil {

@@ -58,7 +58,7 @@ Examples:
 			if err != nil {
 				return err
 			}
-			jobs, err := args(c)
+			jobs, err := idArgs(c)
 			if err != nil {
 				return err
 			}
