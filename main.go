@@ -49,6 +49,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			c.OnUsageError = usageError
 		}
 		config.RefuseRepeats(c)
+		checked(c)
 	}
 	return &cli.App{
 		Name:  "inbox",
@@ -57,6 +58,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
    SUME_COM_WEBHOOK_SIGNING_SECRET=... inbox serve --db /var/lib/inbox/inbox.db
    inbox list --status parked
    inbox stats --json
+   inbox --check alert --max-age 24h --notify https://hooks.slack.com/services/...
    inbox backup --db /var/lib/inbox/inbox.db /var/lib/inbox/backup/inbox-$(date +%F).db`,
 		Version:              version(),
 		Writer:               stdout,
@@ -70,6 +72,8 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			}
 			return cli.ShowAppHelp(c)
 		},
+		Flags:  []cli.Flag{checkFlag()},
+		Before: startCheck,
 		// Errors are printed once, by main, as one line.
 		ExitErrHandler: func(*cli.Context, error) {},
 		OnUsageError:   usageError,

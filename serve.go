@@ -113,6 +113,9 @@ Examples:
 			if err != nil {
 				return err
 			}
+			if err := work(c.Context); err != nil {
+				return err
+			}
 			return oneLine(process.Run(c.Context, cfg))
 		},
 	}

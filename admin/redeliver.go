@@ -103,6 +103,9 @@ Examples:
 				}
 				return nil
 			}
+			if err := c.Context.Err(); err != nil {
+				return err // interrupted before the first request
+			}
 			enc := json.NewEncoder(w)
 			failed := 0
 			for _, job := range jobs {
