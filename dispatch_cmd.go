@@ -2,6 +2,7 @@ package main
 
 import (
 	"io"
+	"slices"
 
 	"github.com/urfave/cli/v2"
 
@@ -106,19 +107,20 @@ source and the key.`
 // are built per command: a flag value is filled in from the environment
 // when applied.
 func dispatchFlags() []cli.Flag {
-	return []cli.Flag{
+	return append(inCategory(catDestinations,
 		&cli.StringFlag{Name: "forward-url", Usage: "POST each new row to this URL", EnvVars: []string{"INBOX_FORWARD_URL"}},
 		&cli.StringFlag{Name: "forward-secret", Usage: "sign forwarded rows with this Standard Webhooks secret, whsec_<base64 of the key> (inbox secret makes one); prefer the environment variable", EnvVars: []string{"INBOX_FORWARD_SECRET"}},
 		&cli.StringFlag{Name: "exec", Usage: "run this shell command for each new row, the body on stdin; exit 65 means never retry", EnvVars: []string{"INBOX_EXEC"}},
 		&cli.StringFlag{Name: "nats-url", Usage: "publish each new row to NATS JetStream at this URL", EnvVars: []string{"INBOX_NATS_URL"}},
 		&cli.StringFlag{Name: "nats-subject", Usage: "the subject to publish to; a JetStream stream must cover it", EnvVars: []string{"INBOX_NATS_SUBJECT"}},
+	), inCategory(catDispatch,
 		&cli.IntFlag{Name: "workers", Value: dispatch.DefaultWorkers, Usage: "how many deliveries run at once, besides those past --slow-after", EnvVars: []string{"INBOX_WORKERS"}},
 		&cli.StringFlag{Name: "retry-schedule", Value: "1s,5s,30s,5m", Usage: "the wait before each retry; then the row is parked handler_failed (none: no retries)", EnvVars: []string{"INBOX_RETRY_SCHEDULE"}},
 		config.DurationFlag("timeout", dispatch.DefaultTimeout, "how long one delivery attempt may take", "INBOX_TIMEOUT", config.NotNegative),
 		slowAfterFlag(),
 		&cli.IntFlag{Name: "max-slow", Value: dispatch.DefaultMaxSlow, Usage: "at most this many slow attempts run beside the workers (0: none; an attempt then holds its worker until it ends)", EnvVars: []string{"INBOX_MAX_SLOW"}},
 		config.DurationFlag("lease", dispatch.DefaultLease, "how long a claim holds; a row whose dispatcher died is delivered again after it (at least twice --timeout)", "INBOX_LEASE", config.NotNegative),
-	}
+	)...)
 }
 
 // slowAfterFlag is --slow-after, whose zero fits it to the destination.
@@ -173,16 +175,21 @@ Examples:
    inbox dispatch --config /etc/inbox/inbox.toml     # its [[destination]] tables
    inbox dispatch --forward-url http://127.0.0.1:3000/jobs --slow-after 2s --max-slow 32
    SUME_API_KEY=... inbox dispatch --forward-url http://127.0.0.1:3000/jobs --api-url https://api.sume.com --poll-backoff 5m --api-concurrency 4`,
-		Flags: append([]cli.Flag{
+		HideHelp: true,
+		Flags: slices.Concat(inCategory(catStore, append([]cli.Flag{
 			config.DBFlag(),
-			config.FileFlag("serve's TOML file of [[source]] and [[destination]] tables: the destinations to hand rows to (instead of --forward-url, --exec or --nats-url); with an exec destination, the variables its secrets are read from are kept from the command"),
-			&cli.StringFlag{Name: "admin-addr", Usage: "listen address for /healthz, /readyz, /metrics (the inbox_dispatch_* counters) and GET /destinations; empty: none", EnvVars: []string{"INBOX_DISPATCH_ADMIN_ADDR"}},
 			config.BusyTimeoutFlag("how long a write waits for serve's lock (500ms, 3s, 1m)"),
-			logLevelFlag(),
-		}, append(append(dbWriteFlags(), dispatchFlags()...), reconcileFlags()...)...),
+		}, dbWriteFlags()...)...), inCategory(catDestinations,
+			config.FileFlag("serve's TOML file of [[source]] and [[destination]] tables: the destinations to hand rows to (instead of --forward-url, --exec or --nats-url); with an exec destination, the variables its secrets are read from are kept from the command"),
+		), inCategory(catListening,
+			&cli.StringFlag{Name: "admin-addr", Usage: "listen address for /healthz, /readyz, /metrics (the inbox_dispatch_* counters) and GET /destinations; empty: none", EnvVars: []string{"INBOX_DISPATCH_ADMIN_ADDR"}},
+		), dispatchFlags(), reconcileFlags(), inCategory(catLogging, logLevelFlag(), helpFlag())),
 		Action: func(c *cli.Context) error {
 			cfg, err := parseDispatch(c, logOut)
 			if err != nil {
+				return err
+			}
+			if err := work(c.Context); err != nil {
 				return err
 			}
 			return oneLine(process.Run(c.Context, cfg))

@@ -7,17 +7,20 @@ package main
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strings"
 	"syscall"
 
 	"github.com/urfave/cli/v2"
 
 	"inbox/admin"
+	"inbox/config"
 )
 
 func main() {
@@ -47,6 +50,8 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		if c.OnUsageError == nil {
 			c.OnUsageError = usageError
 		}
+		config.RefuseRepeats(c)
+		checked(c)
 	}
 	return &cli.App{
 		Name:  "inbox",
@@ -55,6 +60,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
    SUME_COM_WEBHOOK_SIGNING_SECRET=... inbox serve --db /var/lib/inbox/inbox.db
    inbox list --status parked
    inbox stats --json
+   inbox --check alert --max-age 24h --notify https://hooks.slack.com/services/...
    inbox backup --db /var/lib/inbox/inbox.db /var/lib/inbox/backup/inbox-$(date +%F).db`,
 		Version:              version(),
 		Writer:               stdout,
@@ -68,6 +74,8 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			}
 			return cli.ShowAppHelp(c)
 		},
+		Flags:  []cli.Flag{checkFlag()},
+		Before: startCheck,
 		// Errors are printed once, by main, as one line.
 		ExitErrHandler: func(*cli.Context, error) {},
 		OnUsageError:   usageError,
@@ -75,35 +83,45 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 	}
 }
 
-// version describes this build from what the Go toolchain recorded: the
-// module's version, and the commit, its time and whether the tree was
-// modified when built from a checkout; "devel" when nothing was recorded.
+// versionFile is this source's version, the VERSION file at the root,
+// raised at each release.
+//
+//go:embed VERSION
+var versionFile string
+
+// commit is the commit the binary was built from, when the build says so:
+// go build -ldflags "-X main.commit=$(git rev-parse HEAD)". The linker
+// sets it; nothing else writes it.
+var commit string
+
+// version describes this build: the VERSION file's version, and the
+// commit: -ldflags' main.commit, or else the one the Go toolchain
+// recorded from a checkout (with its time, and whether the tree was
+// modified); "commit unknown" when neither says (a build with
+// -buildvcs=false and no -ldflags, or outside a checkout).
 func version() string {
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "devel"
+	v := strings.TrimSpace(versionFile)
+	if commit != "" {
+		return v + " (commit " + commit + ")"
 	}
-	v := info.Main.Version
-	if v != "" && v != "(devel)" {
-		// A module version (a pseudo-version from a checkout included)
-		// already names the commit and its time.
-		return v
-	}
-	v = "devel"
 	settings := map[string]string{}
-	for _, s := range info.Settings {
-		settings[s.Key] = s.Value
-	}
-	if rev := settings["vcs.revision"]; rev != "" {
-		v += " " + rev[:min(len(rev), 12)]
-		if t := settings["vcs.time"]; t != "" {
-			v += " " + t
-		}
-		if settings["vcs.modified"] == "true" {
-			v += " (modified)"
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range info.Settings {
+			settings[s.Key] = s.Value
 		}
 	}
-	return v
+	rev := settings["vcs.revision"]
+	if rev == "" {
+		return v + " (commit unknown)"
+	}
+	v += " (commit " + rev[:min(len(rev), 12)]
+	if t := settings["vcs.time"]; t != "" {
+		v += ", " + t
+	}
+	if settings["vcs.modified"] == "true" {
+		v += ", modified"
+	}
+	return v + ")"
 }
 
 // signalContext returns a context that the first SIGINT or SIGTERM cancels.

@@ -24,7 +24,7 @@ window, and asks Sume to redeliver those that ended (--poll-every,
 
 // reconcileFlags are the flags of the loop that polls expected jobs.
 func reconcileFlags() []cli.Flag {
-	return []cli.Flag{
+	return inCategory(catPolling,
 		&cli.StringFlag{Name: "api-key", Usage: "Sume API key (jobs:read and jobs:write): poll overdue expected jobs and ask for their redelivery; empty: no polling (prefer the environment variable)", EnvVars: []string{"SUME_API_KEY"}},
 		&cli.StringFlag{Name: "api-url", Value: sume.DefaultAPIURL, Usage: "the Sume API's base URL (https, or http to a loopback host)", EnvVars: []string{"SUME_API_URL"}},
 		// Zero is a default to reconcile.New; on the command line it is a mistake.
@@ -32,7 +32,7 @@ func reconcileFlags() []cli.Flag {
 		config.DurationFlag("poll-backoff", reconcile.DefaultBackoff, "the wait after a poll finds a job running (or a redelivery has not arrived), doubling up to 1h", "INBOX_POLL_BACKOFF", config.Positive),
 		&cli.IntFlag{Name: "api-concurrency", Value: reconcile.DefaultConcurrency, Usage: "requests to the Sume API at once", EnvVars: []string{"INBOX_API_CONCURRENCY"}},
 		&cli.Float64Flag{Name: "api-rate", Value: reconcile.DefaultRate, Usage: "requests to the Sume API per second, at most", EnvVars: []string{"INBOX_API_RATE"}},
-	}
+	)
 }
 
 // parseReconcile reads the polling flags. It fails on a flag out of range,

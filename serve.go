@@ -89,10 +89,11 @@ Examples:
    INBOX_DB='postgres://inbox:...@db.internal/inbox?sslmode=verify-full' inbox serve --db-max-conns 16
    SUME_API_KEY=... inbox serve --admin-addr 127.0.0.1:8081 --poll-every 1m --poll-backoff 5m --api-rate 2 --api-concurrency 4
    SUME_API_KEY=... inbox serve --api-url https://api.sume.com`,
-		Flags: append([]cli.Flag{
+		HideHelp: true,
+		Flags: slices.Concat(inCategory(catListening,
 			&cli.StringFlag{Name: "addr", Value: "127.0.0.1:8080", Usage: "listen address", EnvVars: []string{"INBOX_ADDR"}},
 			&cli.StringFlag{Name: "admin-addr", Usage: "listen address for /healthz, /readyz, /metrics and the read-only web console at /; empty: serve the probes on --addr, and no console", EnvVars: []string{"INBOX_ADMIN_ADDR"}},
-			config.DBFlag(),
+		), inCategory(catSources,
 			config.FileFlag("TOML file of [[source]] tables to serve, each at its own path, and [[destination]] tables to hand rows to; without it serve is the one Sume source --secret, --path, --tolerance, --event, --max-body and --max-request describe"),
 			&cli.StringSliceFlag{Name: "secret", Usage: "signing secret; repeat or comma-separate to accept several during a rotation (prefer the environment variable: flags show in ps)", EnvVars: []string{"SUME_COM_WEBHOOK_SIGNING_SECRET"}},
 			config.DurationFlag("tolerance", config.DefaultTolerance, "how far the signed timestamp may be from now, either way", "INBOX_TOLERANCE", config.Positive),
@@ -100,17 +101,22 @@ Examples:
 			config.MaxBodyFlag(),
 			&cli.StringFlag{Name: "max-request", Value: "4MiB", Usage: "hard cap: larger requests get 413 and are not read", EnvVars: []string{"INBOX_MAX_REQUEST"}},
 			&cli.StringFlag{Name: "path", Value: "/webhooks/sume", Usage: "the webhook path", EnvVars: []string{"INBOX_PATH"}},
+		), inCategory(catStore, append([]cli.Flag{
+			config.DBFlag(),
 			config.BusyTimeoutFlag("how long a delivery waits for another process's lock before the answer is 503; at most --read-timeout, so the 503 is written before the write deadline"),
+		}, dbWriteFlags()...)...), inCategory(catLimits,
 			&cli.IntFlag{Name: "max-in-flight", Value: 512, Usage: "webhook requests verified and stored at once, all sources together (a body still arriving takes no place); beyond it the answer is 503 with Retry-After", EnvVars: []string{"INBOX_MAX_IN_FLIGHT"}},
 			&cli.StringFlag{Name: "max-body-memory", Value: "64MiB", Usage: "webhook bodies held in memory at once, all sources together, each taking its bytes as they arrive (above 64 KiB a body may fill only three quarters); a body it cannot take gets 503 with Retry-After; at least twice the largest --max-request", EnvVars: []string{"INBOX_MAX_BODY_MEMORY"}},
 			config.DurationFlag("read-header-timeout", def.ReadHeaderTimeout, "a client that has not sent its headers by then is disconnected", "INBOX_READ_HEADER_TIMEOUT", config.Positive),
 			config.DurationFlag("read-timeout", def.ReadTimeout, "a request not wholly read by then, body included, is given up; answers are written within a second more", "INBOX_READ_TIMEOUT", config.Positive),
 			config.DurationFlag("body-timeout", defaultBodyTimeout, "a body not in this long after its headers, plus a second per 64 KiB received, is given up (408) and holds no place in --max-in-flight meanwhile", "INBOX_BODY_TIMEOUT", config.Positive),
-			logLevelFlag(),
-		}, append(append(dbWriteFlags(), dispatchFlags()...), reconcileFlags()...)...),
+		), dispatchFlags(), reconcileFlags(), inCategory(catLogging, logLevelFlag(), helpFlag())),
 		Action: func(c *cli.Context) error {
 			cfg, err := parseServe(c, logOut)
 			if err != nil {
+				return err
+			}
+			if err := work(c.Context); err != nil {
 				return err
 			}
 			return oneLine(process.Run(c.Context, cfg))

@@ -162,6 +162,23 @@ func args(c *cli.Context) ([]string, error) {
 	return c.Args().Slice(), nil
 }
 
+// idArgs returns the command's arguments (see args), row ids or job ids,
+// refusing one that holds the ellipsis a table shortens a long id with:
+// such an id is none that any row has, and it must not be looked for,
+// replayed or expected as though it were.
+func idArgs(c *cli.Context) ([]string, error) {
+	ids, err := args(c)
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range ids {
+		if strings.Contains(id, cutMark) {
+			return nil, fmt.Errorf("%q is an id shortened to fit a table (the %s stands for what was cut): inbox list --wide, or --json, prints it whole", id, cutMark)
+		}
+	}
+	return ids, nil
+}
+
 // openRead opens the store named by --db for reading; it never creates
 // one.
 func openRead(c *cli.Context, open Opener) (inbox.Store, error) {
@@ -193,15 +210,19 @@ func printRows[T any](c *cli.Context, vals []T, head string, cells func(T) []str
 const tableBlock = 256
 
 // rowPrinter prints values as they come: as JSON lines with --json (see
-// printJSONLines), else as a table, head first, each cell through cell, so
-// no stored text can drive the terminal or widen the table without bound,
-// and the id and key columns (wholeColumns) through idCell, escaped but
-// never cut. Its written counts the values written out so far.
+// printJSONLines), else as a table, head first, each cell through
+// printedCell, so no stored text can drive the terminal or widen the table
+// without bound, the id and key columns (wholeColumns) escaped but never
+// cut but to fit, and each block fitted within tableWidth unless --wide
+// (see fit). Its written counts the values written out so far.
 type rowPrinter[T any] struct {
 	c       *cli.Context
 	w       *bufio.Writer
 	tw      *tabwriter.Writer // nil with --json
-	names   []string
+	head    tableRow
+	ids     []bool // which columns hold ids
+	rows    []tableRow
+	headed  bool // the head is written
 	cells   func(T) []string
 	pending int
 	written int
@@ -211,8 +232,10 @@ func newRowPrinter[T any](c *cli.Context, head string, cells func(T) []string) *
 	p := &rowPrinter[T]{c: c, cells: cells, w: bufio.NewWriterSize(c.App.Writer, 64<<10)}
 	if !c.Bool("json") {
 		p.tw = tabwriter.NewWriter(p.w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(p.tw, head)
-		p.names = strings.Split(head, "\t")
+		for _, name := range strings.Split(head, "\t") {
+			p.head = append(p.head, printedCell(name, true))
+			p.ids = append(p.ids, wholeColumns[name])
+		}
 	}
 	return p
 }
@@ -232,23 +255,30 @@ func (p *rowPrinter[T]) add(v T) error {
 	return nil
 }
 
-// table adds v's cells to the table.
+// table holds v's cells for the table's next block.
 func (p *rowPrinter[T]) table(v T) {
-	row := p.cells(v)
-	for i, s := range row {
-		if i < len(p.names) && wholeColumns[p.names[i]] {
-			row[i] = idCell(s)
-		} else {
-			row[i] = cell(s)
-		}
+	var row tableRow
+	for i, s := range p.cells(v) {
+		row = append(row, printedCell(s, i < len(p.ids) && p.ids[i]))
 	}
-	fmt.Fprintln(p.tw, strings.Join(row, "\t"))
+	p.rows = append(p.rows, row)
 }
 
 // flush writes out the rows held.
 func (p *rowPrinter[T]) flush() error {
 	var err error
 	if p.tw != nil {
+		if !p.c.Bool("wide") {
+			fit(p.head, p.rows, p.ids)
+		}
+		if !p.headed {
+			fmt.Fprintln(p.tw, tableText(p.head))
+			p.headed = true
+		}
+		for _, row := range p.rows {
+			fmt.Fprintln(p.tw, tableText(row))
+		}
+		p.rows = p.rows[:0]
 		err = p.tw.Flush()
 	}
 	if err == nil {
@@ -259,6 +289,15 @@ func (p *rowPrinter[T]) flush() error {
 	}
 	p.pending = 0
 	return err
+}
+
+// tableText is row as a tabwriter takes it: its cells joined by tabs.
+func tableText(row tableRow) string {
+	cells := make([]string, len(row))
+	for i, c := range row {
+		cells[i] = c.String()
+	}
+	return strings.Join(cells, "\t")
 }
 
 // readTimeoutFlag is --timeout, the bound of a command that reads.
@@ -295,7 +334,9 @@ func stopped(c *cli.Context, ctx context.Context, err error, written int) error 
 }
 
 // wholeColumns are the columns that hold a row id or a key, which a table
-// prints whole (see idCell): cut, it is no id that show or expect finds.
+// prints whole (see idCell) with --wide, and otherwise shortens only to
+// fit its width, in the middle, visibly (see fit): show, expect and the
+// other commands that take ids refuse a shortened one (see ids).
 var wholeColumns = map[string]bool{"ID": true, "KEY": true, "JOB": true}
 
 // tableLine joins cells with tabs for a tabwriter, each through cell.

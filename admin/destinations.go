@@ -2,11 +2,15 @@ package admin
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
+	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -46,16 +50,26 @@ time probes it: see docs/dispatch.md), or starting while a reload restarts
 it). It never shows a secret, a URL or a
 command.
 
+Without --admin it asks INBOX_ADMIN_ADDR, serve's own variable (host:port,
+as deploy/inbox.env sets it), or else http://127.0.0.1:8081, the admin
+address the shipped inbox.env gives serve. --admin takes a URL or a
+host:port.
+
 Examples:
+   inbox destinations
    inbox destinations --admin http://127.0.0.1:8082
    inbox destinations --admin http://127.0.0.1:8081 --json | jq -r 'select(.state != "dispatching") | .name'`,
-		Flags: []cli.Flag{jsonFlag(),
-			&cli.StringFlag{Name: "admin", Required: true, Usage: "the URL of serve's or dispatch's --admin-addr", EnvVars: []string{"INBOX_ADMIN_URL"}}},
+		Flags: []cli.Flag{jsonFlag(), wideFlag(),
+			&cli.StringFlag{Name: "admin", Value: defaultAdmin, Usage: "the URL (or host:port) of serve's or dispatch's --admin-addr", EnvVars: []string{"INBOX_ADMIN_URL", "INBOX_ADMIN_ADDR"}}},
 		Action: func(c *cli.Context) error {
 			if err := config.NoArgs(c); err != nil {
 				return err
 			}
-			rows, err := adminLines[DestinationRow](c.Context, c.String("admin"), "/destinations")
+			admin := c.String("admin")
+			if admin == "" { // INBOX_ADMIN_URL set, but empty
+				admin = cmp.Or(os.Getenv("INBOX_ADMIN_ADDR"), defaultAdmin)
+			}
+			rows, err := adminLines[DestinationRow](c.Context, admin, "/destinations")
 			if err != nil {
 				return err
 			}
@@ -73,6 +87,30 @@ Examples:
 	}
 }
 
+// defaultAdmin is where inbox destinations asks without --admin: serve's
+// --admin-addr has no default (without it the probes share the webhook
+// port and there is no /destinations), so this is the address the shipped
+// deploy/inbox.env gives it (INBOX_ADMIN_ADDR).
+const defaultAdmin = "http://127.0.0.1:8081"
+
+// adminURL is the URL of an admin address given as a URL or, as
+// --admin-addr takes it, as host:port (an empty or unspecified host is
+// this machine's loopback).
+func adminURL(s string) string {
+	s = strings.TrimSpace(s)
+	if strings.Contains(s, "://") {
+		return s
+	}
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return "http://" + s // the request says what is wrong with it
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}
+
 // allOr lists a filter, or says it takes all.
 func allOr(list []string) string {
 	if len(list) == 0 {
@@ -81,18 +119,23 @@ func allOr(list []string) string {
 	return strings.Join(list, ",")
 }
 
-// adminLines reads the JSON lines GET path answers with on adminURL (the
-// admin address of serve or dispatch), one T each.
-func adminLines[T any](ctx context.Context, adminURL, path string) ([]T, error) {
+// adminLines reads the JSON lines GET path answers with on admin (the
+// admin address of serve or dispatch, a URL or host:port), one T each.
+func adminLines[T any](ctx context.Context, admin, path string) ([]T, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(adminURL, "/")+path, nil)
+	base := strings.TrimSuffix(adminURL(admin), "/")
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
 	if err != nil {
-		return nil, fmt.Errorf("--admin: %w", err)
+		return nil, fmt.Errorf("--admin %s: %w", admin, err)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("--admin: %w", err)
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // without the URL said once already
+		}
+		return nil, fmt.Errorf("--admin %s: GET %s: %w: give --admin the URL of a running serve's or dispatch's --admin-addr", strings.TrimSuffix(req.URL.Redacted(), path), path, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {

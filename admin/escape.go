@@ -3,14 +3,13 @@ package admin
 import (
 	"strings"
 	"unicode/utf8"
-
-	"inbox/bodyview"
 )
 
 // maxCell is how many characters a table cell shows, escapes counted as
-// printed: a longer field (a 10 KB event name) is cut, and --json or show
-// has it whole. Ids and keys are never cut (idCell): another source's
-// sha256: id is longer than this, and a cut one finds nothing.
+// printed, even with --wide: a longer field (a 10 KB event name) is cut,
+// and --json or show has it whole. Ids and keys are cut only to fit a
+// table's width (see fit), never to this: another source's sha256: id is
+// longer than this.
 const maxCell = 72
 
 // cutMark ends a cell that was cut.
@@ -29,26 +28,10 @@ func escapeRune(s, keep string) (string, int) { return bodyview.EscapeRune(s, ke
 // too, which would split the cell), and when that is longer than maxCell
 // characters, cut to maxCell-1 and ended with cutMark. An escape is never
 // cut in two.
-func cell(s string) string {
-	// Each rune prints as one character or more: the first maxCell+1 say
-	// whether s fits, however long it is.
-	if esc := escapeControls(bodyview.Runes(s, maxCell+1), ""); utf8.RuneCountInString(esc) <= maxCell {
-		return esc
-	}
-	var b strings.Builder
-	for width := 0; s != ""; {
-		piece, n := escapeRune(s, "")
-		if width += utf8.RuneCountInString(piece); width > maxCell-1 {
-			break
-		}
-		b.WriteString(piece)
-		s = s[n:]
-	}
-	return b.String() + cutMark
-}
+func cell(s string) string { return printedCell(s, false).String() }
 
-// idCell is a row id or a key as a table or a message shows it: escaped as
-// cell escapes, never cut, so what is printed is what show, expect and
+// idCell is a row id or a key as a message shows it: escaped as cell
+// escapes, never cut, so what is printed is what show, expect and
 // redeliver take. Ids are bounded where they are made (a job id of at most
 // 200 bytes, a source name, or a sha256: key), so a whole one cannot
 // widen a table without bound.

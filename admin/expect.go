@@ -44,7 +44,7 @@ Examples:
 			jsonFlag(),
 		},
 		Action: func(c *cli.Context) error {
-			ids, err := args(c)
+			ids, err := idArgs(c)
 			if err != nil {
 				return err
 			}
@@ -102,6 +102,7 @@ Examples:
 			&cli.BoolFlag{Name: "overdue", Usage: "only the jobs waiting past their window", EnvVars: []string{"INBOX_EXPECTED_OVERDUE"}},
 			readTimeoutFlag(),
 			jsonFlag(),
+			wideFlag(),
 		},
 		Action: func(c *cli.Context) error {
 			if err := config.NoArgs(c); err != nil {

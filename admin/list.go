@@ -21,9 +21,11 @@ func listCommand(open Opener) *cli.Command {
 all): when there are more, it says so on stderr ("100 of 2,345 rows; --limit
 0 for all"), so a script's stdout holds rows only. A Sume row's id is its key
 (the job_id); another source's is <source>/<key>. The table escapes control
-and bidi characters and cuts a field longer than 72 characters with "…",
-never an id; --json holds every field whole (one not UTF-8 also as
-<field>_base64, its exact bytes). Rows are written as they are read (a
+and bidi characters and fits 120 columns: the widest fields are cut with
+"…", a long id in the middle (gh/sha256:3f1a…9c2e), which no command takes
+for an id; --wide prints every id whole (and a field to 72 characters),
+--json every field whole (one not UTF-8 also as <field>_base64, its exact
+bytes). Rows are written as they are read (a
 table in blocks of 256, each aligned on its own), so a million rows start
 at once; past --timeout (30s) it stops, saying how many rows it wrote, and
 exits 1.
@@ -43,6 +45,7 @@ raise --scan-limit").
 Examples:
    inbox list
    inbox list --status parked
+   inbox list --wide
    inbox list --status new --limit 0 --json | jq -r .id
    inbox list --source github --status parked
    inbox list --job-status ERROR --since 24h
@@ -57,6 +60,7 @@ Examples:
 			&cli.IntFlag{Name: "limit", Usage: "at most this many rows, newest first; 0 for all (--limit 0)", Value: 100, EnvVars: []string{"INBOX_LIMIT"}},
 			readTimeoutFlag(),
 			jsonFlag(),
+			wideFlag(),
 		}, findFlags("INBOX_LIST_", "INBOX_LIST_SINCE", "")...),
 		Action: func(c *cli.Context) error {
 			if err := config.NoArgs(c); err != nil {

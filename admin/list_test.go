@@ -89,8 +89,9 @@ func checkTerminalSafe(t *testing.T, what, out string, limit int) {
 }
 
 // TestTablesEscapeAndCut: list and parked escape every control, bidi and
-// invalid byte of a stored field as show does, cut a 10 KB event name, and
-// --json keeps every field exact.
+// invalid byte of a stored field as show does, fit the table to 120
+// columns (--wide: cut a 10 KB event name to 72), and --json keeps every
+// field exact.
 func TestTablesEscapeAndCut(t *testing.T) {
 	path := hostileDB(t)
 	const widest = 300 // every column of list at its cut width
@@ -99,9 +100,13 @@ func TestTablesEscapeAndCut(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%v: %v", args, err)
 		}
-		checkTerminalSafe(t, strings.Join(args, " "), out, widest)
+		checkTerminalSafe(t, strings.Join(args, " "), out, tableWidth)
+		if out, err = run(t, append(args, "--db", path, "--wide")...); err != nil {
+			t.Fatalf("%v --wide: %v", args, err)
+		}
+		checkTerminalSafe(t, strings.Join(args, " ")+" --wide", out, widest)
 	}
-	out, err := run(t, "list", "--db", path, "--source", "gh")
+	out, err := run(t, "list", "--db", path, "--source", "gh", "--wide")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +115,7 @@ func TestTablesEscapeAndCut(t *testing.T) {
 			t.Errorf("list shows no %q:\n%s", h.shown, out)
 		}
 	}
-	out, err = run(t, "list", "--db", path, "--source", "sume")
+	out, err = run(t, "list", "--db", path, "--source", "sume", "--wide")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,7 +27,7 @@ Examples:
    inbox missed
    inbox missed --json | jq -r .job_id
    SUME_API_KEY=... inbox redeliver --missed`,
-		Flags: []cli.Flag{config.DBFlag(), readTimeoutFlag(), jsonFlag()},
+		Flags: []cli.Flag{config.DBFlag(), readTimeoutFlag(), jsonFlag(), wideFlag()},
 		Action: func(c *cli.Context) error {
 			if err := config.NoArgs(c); err != nil {
 				return err

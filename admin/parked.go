@@ -31,9 +31,10 @@ With --per-hour, a chart of how many rows were parked in each hour (UTC) of
 the last --since (whole hours, 48h unless given; at most 31d), by when they were parked:
 on receipt, or when the dispatcher gave up on them. Rows should not keep
 arriving here: "inbox alert --parked-every-hour 24h" mails when they did in
-every hour for a day. The table escapes control and bidi characters and cuts
-a field longer than 72 characters with "…", never an id; --json holds every
-field whole (one not UTF-8 also as <field>_base64).
+every hour for a day. The table escapes control and bidi characters and fits
+120 columns, cutting the widest fields with "…" as list does (--wide: ids
+whole); --json holds every field whole (one not UTF-8 also as
+<field>_base64).
 
 --since, --until, --event, --job-status, --destination, --contains and
 --scan-limit find rows as they do for list (see inbox list --help); --per-hour takes --since
@@ -57,6 +58,7 @@ Examples:
 			sourceFlag("only rows of this source", "INBOX_PARKED_SOURCE"),
 			readTimeoutFlag(),
 			jsonFlag(),
+			wideFlag(),
 		}, findFlags("INBOX_PARKED_", "INBOX_SINCE", "; with --per-hour, how many hours the chart covers (an age)")...),
 		Action: func(c *cli.Context) error {
 			if err := config.NoArgs(c); err != nil {

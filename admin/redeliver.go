@@ -58,7 +58,7 @@ Examples:
 			if err != nil {
 				return err
 			}
-			jobs, err := args(c)
+			jobs, err := idArgs(c)
 			if err != nil {
 				return err
 			}
@@ -102,6 +102,9 @@ Examples:
 					fmt.Fprintf(w, "no parked %s row names a job\n", r)
 				}
 				return nil
+			}
+			if err := c.Context.Err(); err != nil {
+				return err // interrupted before the first request
 			}
 			enc := json.NewEncoder(w)
 			failed := 0

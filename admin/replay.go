@@ -100,9 +100,10 @@ Examples:
 			dryRunFlag(),
 			busyTimeoutFlag(),
 			jsonFlag(),
+			wideFlag(),
 		}, selectFlags("INBOX_REPLAY_", "INBOX_REPLAY_SINCE", "")...),
 		Action: func(c *cli.Context) error {
-			ids, err := args(c)
+			ids, err := idArgs(c)
 			if err != nil {
 				return err
 			}

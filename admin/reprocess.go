@@ -54,7 +54,7 @@ Examples:
 			if err != nil {
 				return err
 			}
-			ids, err := args(c)
+			ids, err := idArgs(c)
 			if err != nil {
 				return err
 			}

@@ -47,7 +47,7 @@ Examples:
    inbox show --source vibe run_1`,
 		Flags: []cli.Flag{config.DBFlag(), sourceFlag("the source the key is of; the row is then <source>/<key>", "INBOX_SHOW_SOURCE"), readTimeoutFlag(), jsonFlag()},
 		Action: func(c *cli.Context) error {
-			ids, err := args(c)
+			ids, err := idArgs(c)
 			if err != nil {
 				return err
 			}

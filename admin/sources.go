@@ -61,7 +61,7 @@ Examples:
    inbox sources --config /etc/inbox/inbox.toml --db /var/lib/inbox/inbox.db
    inbox sources --admin http://127.0.0.1:8081
    inbox sources --config inbox.toml --json | jq 'select(.state == "live" and .last_verified_at == null)'`,
-		Flags: []cli.Flag{config.DBFlag(), config.FileFlag("the TOML file of [[source]] tables serve reads; without it, the Sume source of SUME_COM_WEBHOOK_SIGNING_SECRET"), jsonFlag(),
+		Flags: []cli.Flag{config.DBFlag(), config.FileFlag("the TOML file of [[source]] tables serve reads; without it, the Sume source of SUME_COM_WEBHOOK_SIGNING_SECRET"), jsonFlag(), wideFlag(),
 			&cli.StringFlag{Name: "admin", Usage: "the URL of serve's --admin-addr: list the sources serve answers with now (since its last reload), with their secrets' last uses, rather than a file's (--config and --db are not read then)", EnvVars: []string{"INBOX_ADMIN_URL"}}},
 		Action: func(c *cli.Context) error {
 			if err := config.NoArgs(c); err != nil {

@@ -357,7 +357,15 @@ func TestDocsNameRealCommands(t *testing.T) {
 					next := fields[i+1]
 					switch {
 					case strings.HasPrefix(next, "--"):
-						// inbox --version: the global flags
+						// inbox --version: the global flags; inbox --check
+						// list ...: they, then a command
+						j := i + 1
+						for j < len(fields) && flags[""][fields[j]] {
+							j++
+						}
+						if j > i+1 && j < len(fields) && flags[fields[j]] != nil {
+							cmd, args = fields[j], j+1
+						}
 					case word.MatchString(next) && next != "sh" && !strings.HasPrefix(next, "inbox"):
 						cmd, args = next, i+2
 					default:

@@ -357,8 +357,9 @@ value = "`+secret+`"
 }
 
 // TestTablesKeepIDsWhole: another source's sha256: ids (76 characters and
-// more) are printed whole by list and parked, and show finds the row by
-// what they print.
+// more) are printed whole by list --wide and parked --wide, and show finds
+// the row by what they print (without --wide a table shortens them to fit
+// 120 columns: TestListFitsWidth).
 func TestTablesKeepIDsWhole(t *testing.T) {
 	t.Parallel()
 	db := filepath.Join(t.TempDir(), "inbox.db")
@@ -367,7 +368,7 @@ func TestTablesKeepIDsWhole(t *testing.T) {
 		t.Fatalf("delivery: %d", got)
 	}
 	for _, cmd := range []string{"list", "parked"} {
-		out, errOut, code := runCLI(t, nil, cmd, "--db", db)
+		out, errOut, code := runCLI(t, nil, cmd, "--db", db, "--wide")
 		if code != 0 {
 			t.Fatalf("%s: %s", cmd, errOut)
 		}
