@@ -1,9 +1,6 @@
 package admin
 
-import (
-	"strings"
-	"unicode/utf8"
-)
+import "inbox/bodyview"
 
 // maxCell is how many characters a table cell shows, escapes counted as
 // printed, even with --wide: a longer field (a 10 KB event name) is cut,
