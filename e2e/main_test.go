@@ -33,6 +33,9 @@ const e2eSecret = "e2e-secret-value"
 // binDir holds the binary the tests build; TestMain removes it.
 var binDir string
 
+// heldDefaults are the listeners TestMain holds on defaultAddrs.
+var heldDefaults []net.Listener
+
 // TestMain gives the tests a folder for the binary, built once by the
 // first test that runs it, and removes it when they are done. Unless
 // -parallel is given, as many as parallelTests says of the tests that
@@ -51,9 +54,12 @@ func TestMain(m *testing.M) {
 	// The binary's default ports are held for the whole run, so a test
 	// that leaves an address at its default fails at once with "address
 	// already in use" rather than only when something else holds it.
-	// They close when the process exits.
+	// They close when the process exits; kept in heldDefaults, so the
+	// collector never closes them before.
 	for _, addr := range defaultAddrs {
-		net.Listen("tcp", addr) // already held by something else: as good
+		if l, err := net.Listen("tcp", addr); err == nil { // else held by something else: as good
+			heldDefaults = append(heldDefaults, l)
+		}
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
