@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // readCommands are the admin commands that only read, with their
@@ -64,6 +65,25 @@ func TestAdminUpgradesPostgres(t *testing.T) {
 	testAdminUpgrades(t, oldPostgres)
 }
 
+// adminStart starts inbox with args before --db db, and returns the wait
+// for it as startCLI does.
+func adminStart(t *testing.T, db string, args ...string) func() (string, string, int, time.Duration) {
+	t.Helper()
+	full := append([]string{args[0], "--db", db}, args[1:]...)
+	return startCLI(t, []string{"SUME_COM_WEBHOOK_SIGNING_SECRET=" + e2eSecret}, full...)
+}
+
+// readAll starts every read command on db at once (they only read), and
+// returns the waits for them, in readCommands' order.
+func readAll(t *testing.T, db string) []func() (string, string, int, time.Duration) {
+	t.Helper()
+	var runs []func() (string, string, int, time.Duration)
+	for _, r := range readCommands {
+		runs = append(runs, adminStart(t, db, r.args...))
+	}
+	return runs
+}
+
 func testAdminUpgrades(t *testing.T, old func(*testing.T) string) {
 	for _, w := range writeCommands {
 		db := old(t)
@@ -71,16 +91,18 @@ func testAdminUpgrades(t *testing.T, old func(*testing.T) string) {
 			t.Errorf("%v on the older database: exit %d: %s", w, code, errOut)
 			continue
 		}
-		for _, r := range readCommands {
-			if _, errOut, code := adminRun(t, db, r.args...); !slices.Contains(r.ok, code) {
+		runs := readAll(t, db)
+		for i, r := range readCommands {
+			if _, errOut, code, _ := runs[i](); !slices.Contains(r.ok, code) {
 				t.Errorf("%v after %v upgraded the database: exit %d: %s", r.args, w, code, errOut)
 			}
 		}
 	}
 
 	db := old(t)
-	for _, r := range readCommands {
-		_, errOut, code := adminRun(t, db, r.args...)
+	runs := readAll(t, db)
+	for i, r := range readCommands {
+		_, errOut, code, _ := runs[i]()
 		if slices.Contains(r.ok, code) || !strings.Contains(errOut, "inbox migrate") || strings.Count(strings.TrimSpace(errOut), "\n") > 0 {
 			t.Errorf("%v on the older database: exit %d %q, want one line saying to run inbox migrate", r.args, code, errOut)
 		}
@@ -96,8 +118,9 @@ func testAdminUpgrades(t *testing.T, old func(*testing.T) string) {
 	if out, errOut, code := adminRun(t, db, "migrate"); code != 0 || !strings.Contains(out, "up to date") {
 		t.Errorf("inbox migrate again: exit %d %q %s, want up to date", code, out, errOut)
 	}
-	for _, r := range readCommands {
-		if _, errOut, code := adminRun(t, db, r.args...); !slices.Contains(r.ok, code) {
+	runs = readAll(t, db)
+	for i, r := range readCommands {
+		if _, errOut, code, _ := runs[i](); !slices.Contains(r.ok, code) {
 			t.Errorf("%v after inbox migrate: exit %d: %s", r.args, code, errOut)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"image"
 	"image/png"
 	"io"
@@ -44,8 +45,17 @@ func chromiumPath(t *testing.T) string {
 // background requests.
 func chromium(t *testing.T, pageURL string, args ...string) string {
 	t.Helper()
-	bin := chromiumPath(t)
-	dir := t.TempDir()
+	out, err := runChromium(chromiumPath(t), t.TempDir(), pageURL, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// runChromium is chromium, with the browser at bin and its profile in dir,
+// returning what failed rather than failing a test: it may run beside
+// others of its kind.
+func runChromium(bin, dir, pageURL string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	argv := append([]string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -60,9 +70,9 @@ func chromium(t *testing.T, pageURL string, args ...string) string {
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		t.Fatalf("chromium %s: %v\n%s", pageURL, err, stderr.String())
+		return "", fmt.Errorf("chromium %s: %v\n%s", pageURL, err, stderr.String())
 	}
-	return stdout.String()
+	return stdout.String(), nil
 }
 
 // TestConsoleSQLite drives the console in a real browser over a SQLite
@@ -213,14 +223,42 @@ url = "`+app.URL+`"
 	// their text shows escaped.
 	scriptID := "sha256:" + hex.EncodeToString(sha(consoleScript))
 	binaryID := "sha256:" + hex.EncodeToString(sha(consoleBinary))
-	for page, want := range map[string]string{
+	hostile := map[string]string{
 		"/row?id=" + url.QueryEscape(scriptID):           `&lt;script&gt;document.title="pwned";`,
 		"/row?id=" + url.QueryEscape(binaryID):           "ff fe 00 62 69 6e 1b 5b",
 		"/row?id=" + url.QueryEscape(consoleJob):         `q"uo'te&lt;i id="inj-job"&gt;`,
 		"/rows?status=parked":                            `&lt;b id="inj-event"&gt;x&lt;/b&gt;`,
 		"/rows?source=" + url.QueryEscape(consoleSource): `value="&quot;&gt;&lt;b id=&quot;inj-source`,
-	} {
-		dom := chromium(t, srv.admin+page, "--dump-dom")
+	}
+	// The pages are read at once, each by a browser of its own.
+	type read struct {
+		dom string
+		err error
+	}
+	reads := map[string]chan read{}
+	for page := range hostile {
+		c := make(chan read, 1)
+		reads[page] = c
+		bin, dir := chromiumPath(t), t.TempDir()
+		go func() {
+			dom, err := runChromium(bin, dir, srv.admin+page, "--dump-dom")
+			c <- read{dom, err}
+		}()
+	}
+	doms, browserFailed := map[string]string{}, false
+	for page, c := range reads { // every browser done before the test stops
+		r := <-c
+		if r.err != nil {
+			t.Error(r.err)
+			browserFailed = true
+		}
+		doms[page] = r.dom
+	}
+	if browserFailed {
+		t.FailNow()
+	}
+	for page, want := range hostile {
+		dom := doms[page]
 		title := regexp.MustCompile(`<title>(.*?)</title>`).FindStringSubmatch(dom)
 		if title == nil || !strings.HasPrefix(title[1], "inbox console: ") {
 			t.Fatalf("%s: title %q", page, title)

@@ -233,25 +233,36 @@ func TestWritingCommandsRefuseLostFile(t *testing.T) {
 }
 
 // runServeBriefly starts serve on db, with env and args added, and returns
-// its output and exit code if it exits within two seconds, or -1 once it
-// has run that long (and has been stopped).
+// its output and exit code if it exits before it listens, or -1 once it
+// has logged that it listens (and has been stopped): every check serve
+// makes at start comes before its listeners serve. A serve that neither
+// exits nor listens within 20 seconds counts as running too.
 func runServeBriefly(t *testing.T, env []string, db string, args ...string) (string, string, int) {
 	t.Helper()
 	cmd := exec.Command(binary(t), append([]string{"serve", "--addr", "127.0.0.1:0", "--db", db}, args...)...)
 	cmd.Env = append(append(os.Environ(), "SUME_COM_WEBHOOK_SIGNING_SECRET="+e2eSecret), env...)
-	var stdout, stderr bytes.Buffer
+	var stdout, stderr syncBuffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	must(t, cmd.Start())
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	timeout := time.After(20 * time.Second)
+	for {
+		select {
+		case err := <-done:
+			code := 0
+			if ee, ok := err.(*exec.ExitError); ok {
+				code = ee.ExitCode()
+			}
+			return stdout.String(), stderr.String(), code
+		case <-tick.C:
+			if !strings.Contains(stderr.String(), `"message":"listening"`) {
+				continue
+			}
+		case <-timeout:
 		}
-		return stdout.String(), stderr.String(), code
-	case <-time.After(2 * time.Second):
 		cmd.Process.Signal(syscall.SIGTERM)
 		<-done
 		return stdout.String(), stderr.String(), -1

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -432,10 +433,14 @@ func TestPostgresDownAdminCommands(t *testing.T) {
 		cause func()
 	}{{"cut", proxy.cut}, {"stall", proxy.stall}} {
 		way.cause()
-		for _, args := range [][]string{{"list"}, {"parked"}, {"stats"}, {"missed"}, {"reprocess", "--all", "--dry-run"}} {
-			start := time.Now()
-			out, errOut, code := runCLI(t, []string{"INBOX_BUSY_TIMEOUT=1s"}, append(args, "--db", dsn)...)
-			took := time.Since(start)
+		// The commands run at once: each only waits for the database.
+		var runs []func() (string, string, int, time.Duration)
+		commands := [][]string{{"list"}, {"parked"}, {"stats"}, {"missed"}, {"reprocess", "--all", "--dry-run"}}
+		for _, args := range commands {
+			runs = append(runs, startCLI(t, []string{"INBOX_BUSY_TIMEOUT=1s"}, append(args, "--db", dsn)...))
+		}
+		for i, args := range commands {
+			out, errOut, code, took := runs[i]()
 			if code == 0 || out != "" || strings.Count(strings.TrimSpace(errOut), "\n") != 0 || !strings.HasPrefix(errOut, "inbox: ") {
 				t.Errorf("%s: %v: exit %d, stdout %q, stderr %q; want a failure on one line", way.name, args, code, out, errOut)
 			}
@@ -443,6 +448,41 @@ func TestPostgresDownAdminCommands(t *testing.T) {
 				t.Errorf("%s: %v took %s, want a failure at once", way.name, args, took.Round(time.Millisecond))
 			}
 		}
+	}
+}
+
+// startCLI starts the binary with env added and args, and returns a
+// function that waits for it to exit and returns its stdout, stderr and
+// exit code, and how long it ran.
+func startCLI(t *testing.T, env []string, args ...string) func() (string, string, int, time.Duration) {
+	t.Helper()
+	cmd := exec.Command(binary(t), args...)
+	cmd.Env = append(os.Environ(), env...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	type exit struct {
+		err  error
+		took time.Duration
+	}
+	done := make(chan exit, 1)
+	go func() {
+		err := cmd.Wait()
+		done <- exit{err, time.Since(start)}
+	}()
+	return func() (string, string, int, time.Duration) {
+		t.Helper()
+		e := <-done
+		code := 0
+		if ee, ok := e.err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if e.err != nil {
+			t.Fatal(e.err)
+		}
+		return stdout.String(), stderr.String(), code, e.took
 	}
 }
 

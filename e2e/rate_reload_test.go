@@ -14,8 +14,11 @@ import (
 // changing one of its knobs (so its dispatcher is restarted) and the
 // third leaving it as it was: the attempts the application gets stay
 // within the rate (its burst of 2, then 2 a second), as the rate's limiter
-// outlives the dispatchers a reload restarts.
+// outlives the dispatchers a reload restarts. It runs beside other tests:
+// the clock starts before the dispatcher, so a loaded machine can only
+// make fewer requests in the time counted, never more.
 func TestReloadKeepsRate(t *testing.T) {
+	t.Parallel()
 	const n = 200
 	db := fillDB(t, n)
 	app := newRecorder(t)
