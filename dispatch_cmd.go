@@ -192,7 +192,7 @@ Examples:
 			if err := work(c.Context); err != nil {
 				return err
 			}
-			return oneLine(process.Run(c.Context, cfg))
+			return runError(c.String("db"), process.Run(c.Context, cfg))
 		},
 	}
 }

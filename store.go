@@ -3,12 +3,14 @@ package main
 import (
 	"context"
 	_ "embed"
+	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/urfave/cli/v2"
 
 	"inbox/admin"
+	"inbox/dbaddr"
 	"inbox/inbox"
 	"inbox/postgres"
 	"inbox/process"
@@ -72,10 +74,14 @@ func storeOpener(db string, o stores.Options) func(context.Context, process.Stor
 	}
 }
 
-// oneLine is err on one line, as main prints errors; nil stays nil.
-func oneLine(err error) error {
+// runError is how serve or dispatch, run on the store db, ends with err:
+// on one line, as main prints errors, and naming none of a PostgreSQL
+// database's address, as their logs do (dbaddr.ForLogs): a role or a
+// database the server refused at start stops them with this line. nil
+// stays nil.
+func runError(db string, err error) error {
 	if err == nil {
 		return nil
 	}
-	return stores.OneLine{Err: err}
+	return errors.New(dbaddr.ForLogs(db)(stores.OneLine{Err: err}))
 }

@@ -59,7 +59,7 @@ Examples:
 			jsonFlag(),
 		}, selectFlags("INBOX_DISMISS_", "INBOX_DISMISS_SINCE", "")...),
 		Action: func(c *cli.Context) error {
-			ids, err := args(c)
+			ids, err := idArgs(c)
 			if err != nil {
 				return err
 			}

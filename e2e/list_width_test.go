@@ -18,8 +18,8 @@ import (
 // the longest allowed, a 150-character delivery id, long event names. list
 // and parked print them within 120 columns, each long id shortened in the
 // middle with an ellipsis, its start and end kept; --wide prints every id
-// whole, as --json has it; and a shortened id given to show, replay or
-// expect is refused, saying how to get it whole.
+// whole, as --json has it; and a shortened id given to show, replay,
+// reprocess, expect or dismiss is refused, saying how to get it whole.
 func TestListFitsWidth(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -153,6 +153,8 @@ value = "`+ghSecret+`"
 		{"replay", "--db", db, "--dry-run", short},
 		{"reprocess", "--db", db, "--dry-run", short},
 		{"expect", "--db", db, short},
+		{"dismiss", "--db", db, "--note", "read", short},
+		{"dismiss", "--db", db, "--note", "read", "--dry-run", short},
 	} {
 		out, errOut, code := runCLI(t, nil, args...)
 		if code == 0 || out != "" || !strings.Contains(errOut, "shortened") || !strings.Contains(errOut, "--wide") {

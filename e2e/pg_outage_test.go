@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -371,7 +372,8 @@ func shutdownBound(busy time.Duration) time.Duration {
 // TestPostgresConfigErrorAtStart: what waiting cannot mend still stops
 // serve and dispatch at once, with one clear line: a URL that does not
 // parse, a role or a database the server refuses, synchronous_commit off.
-// Only a database that cannot be reached is waited for.
+// Only a database that cannot be reached is waited for. The line names
+// none of the database's address: not its user, host, port or name.
 func TestPostgresConfigErrorAtStart(t *testing.T) {
 	t.Parallel()
 	dsn := pgSchema(t)
@@ -380,17 +382,22 @@ func TestPostgresConfigErrorAtStart(t *testing.T) {
 		edit(u)
 		return u.String()
 	}
+	base, _ := url.Parse(dsn)
+	address := []string{base.Hostname(), cmpOr(base.Port(), "5432"), base.User.Username(), strings.TrimPrefix(base.Path, "/")}
 	for _, tt := range []struct {
 		name, db, want string
+		leaks          []string
 	}{
-		{"unparsable", "postgres://postgres@127.0.0.1:notaport/test", "does not parse"},
-		{"no such database", with(func(u *url.URL) { u.Path = "/no_such_database_e2e" }), `database "no_such_database_e2e" does not exist`},
-		{"no such role", with(func(u *url.URL) { u.User = url.User("no_such_role_e2e") }), `role "no_such_role_e2e" does not exist`},
+		{"unparsable", "postgres://postgres@127.0.0.1:notaport/test", "does not parse", nil},
+		{"no such database", with(func(u *url.URL) { u.Path = "/no_such_database_e2e" }), `database "[dbname]" does not exist`,
+			append([]string{"no_such_database_e2e"}, address[:3]...)},
+		{"no such role", with(func(u *url.URL) { u.User = url.UserPassword("no_such_role_e2e", "pw_e2e") }), `role "[user]" does not exist`,
+			append([]string{"no_such_role_e2e", "pw_e2e"}, address[0], address[1], address[3])},
 		{"synchronous_commit off", with(func(u *url.URL) {
 			q := u.Query()
 			q.Set("synchronous_commit", "off")
 			u.RawQuery = q.Encode()
-		}), "synchronous_commit is off"},
+		}), "synchronous_commit is off", nil},
 	} {
 		for _, cmd := range [][]string{
 			{"serve", "--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"},
@@ -417,6 +424,11 @@ func TestPostgresConfigErrorAtStart(t *testing.T) {
 			t.Logf("%s %s: exit %v after %s", cmd[0], tt.name, err, took.Round(time.Millisecond))
 			if !strings.Contains(last, tt.want) || lines != 1 {
 				t.Errorf("%s %s: want one line \"inbox: ...%s...\", got\n%s", cmd[0], tt.name, tt.want, stderr.String())
+			}
+			for _, leak := range tt.leaks {
+				if regexp.MustCompile(`(^|\W)` + regexp.QuoteMeta(leak) + `(\W|$)`).MatchString(stderr.String()) {
+					t.Errorf("%s %s: stderr names the database's %q:\n%s", cmd[0], tt.name, leak, stderr.String())
+				}
 			}
 		}
 	}
