@@ -7,6 +7,7 @@ import (
 	"os/user"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
 
@@ -67,8 +68,13 @@ Examples:
 				return err
 			}
 			note := strings.TrimSpace(c.String("note"))
-			if note == "" {
+			switch {
+			case note == "":
 				return errors.New(`--note is required: say why the rows need nothing (--note "test event"); it is recorded on each row`)
+			case !utf8.ValidString(note):
+				return errors.New("--note is not UTF-8 text: write it in UTF-8; both stores keep it as text")
+			case len(note) > maxNote:
+				return fmt.Errorf("--note is %d bytes, more than %d: say why in a sentence, and link to the rest", len(note), maxNote)
 			}
 			r, err := reason(c)
 			if err != nil {
@@ -115,6 +121,10 @@ Examples:
 		},
 	}
 }
+
+// maxNote is the longest --note dismiss records, in bytes: a sentence or
+// a link, shown whole by show and the console.
+const maxNote = 2048
 
 // printDismiss prints the report: the rows and pairs dismissed, the rows
 // that still wait for another destination, what was asked for and left as

@@ -88,6 +88,13 @@ retry_schedule = "none"
 	if _, errOut := run(1, "dismiss", "--note", "tests"); !strings.Contains(errOut, "no selection") {
 		t.Errorf("dismiss without a selection said %q", errOut)
 	}
+	// A note both stores keep as given: UTF-8 text, a sentence long.
+	if _, errOut := run(1, "dismiss", "--note", "bad \xff\xfe bytes", "job_x1"); !strings.Contains(errOut, "not UTF-8") {
+		t.Errorf("dismiss with a note not UTF-8 said %q", errOut)
+	}
+	if _, errOut := run(1, "dismiss", "--note", strings.Repeat("n", 2049), "job_x1"); !strings.Contains(errOut, "more than 2048") {
+		t.Errorf("dismiss with a 2049-byte note said %q", errOut)
+	}
 	out, _ := run(0, append([]string{"dismiss", "--note", "tests", "--dry-run", "--json"}, three...)...)
 	var dry struct {
 		Rows, Pairs int

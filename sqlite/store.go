@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 
 	"inbox/inbox"
 )
@@ -232,9 +233,25 @@ func openWriter(ctx context.Context, path string, opts Options, g *guard, parsed
 	}
 	if err := migrate(ctx, db, opts.Schema); err != nil {
 		db.Close()
-		return nil, err
+		return nil, upgradeFull(err, path)
 	}
 	return db, nil
+}
+
+// upgradeFull says what to do when an upgrade failed for a full disk: an
+// upgrade that rebuilds tables copies them inside the file, so it needs
+// about the file's size free. Nothing was changed: the transaction rolled
+// back. Any other error is returned as it is.
+func upgradeFull(err error, path string) error {
+	var se *sqlite.Error
+	if !errors.As(err, &se) || se.Code()&0xff != sqlite3.SQLITE_FULL {
+		return err
+	}
+	need := "about the database file's size"
+	if fi, statErr := os.Stat(path); statErr == nil {
+		need = fmt.Sprintf("about %d MiB (the database file's size)", fi.Size()>>20+1)
+	}
+	return fmt.Errorf("%w: this upgrade copies the tables inside the database file and needs %s free on its disk; nothing was changed: free space (or move the file to a larger disk) and run inbox migrate", err, need)
 }
 
 // writeDSN carries every pragma in the DSN so that each connection the pool
