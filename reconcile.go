@@ -15,13 +15,6 @@ import (
 	"inbox/sume"
 )
 
-// reconcileHelp is the part of serve's and dispatch's help about expected
-// jobs.
-const reconcileHelp = `With an API key (SUME_API_KEY), it also polls Sume for the expected jobs
-(inbox expect, or POST /expect on --admin-addr) not delivered within their
-window, and asks Sume to redeliver those that ended (--poll-every,
---poll-backoff, --api-concurrency, --api-rate).`
-
 // reconcileFlags are the flags of the loop that polls expected jobs.
 func reconcileFlags() []cli.Flag {
 	return inCategory(catPolling,

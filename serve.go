@@ -26,70 +26,10 @@ const defaultBodyTimeout = 2 * time.Second
 func serveCommand(logOut io.Writer) *cli.Command {
 	def := receiver.DefaultLimits()
 	return &cli.Command{
-		Name:  "serve",
-		Usage: "receive webhooks",
-		Description: `Verifies each delivery's signature, stores it once per job, parks what can
-never be processed, and answers 204 only once the row is on disk. GET
-/healthz, /readyz and /metrics answer on --admin-addr, or beside the
-webhooks when it is not set. With --admin-addr, GET / there is a read-only
-web console (rows per status, source, reason and destination, the last
-24 hours, the queue, the secrets' last uses and each source's failed
-verifications, missed and overdue jobs, the rows and each row with its
-destinations); without it there is no console: it is never served beside
-the webhooks. /readyz commits a probe as a delivery would
-(a row into events, undone): after a commit failed for the store's reasons
-(disk, lock, permission, connection), it writes as much as the failed
-delivery did, and fails until such a commit succeeds; 401, 413, parked
-bodies and --max-in-flight's 503s never touch it. SIGTERM or SIGINT stops it gracefully; a
-second one at once. With a destination, it also hands the new rows on, as
-inbox dispatch does (without one, run inbox dispatch beside it, or nothing
-takes the rows). With --config, it serves every [[source]] of the file
-instead, and the flags that describe the one Sume source (--secret, --path,
---tolerance, --event, --max-body, --max-request) are refused. SIGHUP reads
-the file again: one that passes every check of start-up serves the next
-requests (those in flight finish under the old one); one that fails any
-is refused with one log line, and the running config stays. The file
-must be a regular file of at most 1 MiB read within 5s (a FIFO, a device
-or a hung mount is refused); a SIGHUP during a reload is logged and
-reads the file once more after it. Secrets named
-by env = ... come from serve's environment, which a reload cannot change.
-With --admin-addr, GET /sources there lists the sources served now, as
-inbox sources --admin prints them, and GET /destinations the destinations
-(inbox destinations --admin). A serve that dispatches reloads its
-[[destination]] tables too, as inbox dispatch does; a file refused for a
-destination changes no source either.
-
-` + destinationHelp + `
-
-A delivery answered 503 because the store could not take it is remembered
-and, once the store takes writes again, listed by inbox missed until the
-key is delivered. ` + reconcileHelp + `
-
-On PostgreSQL, serve starts even while the database cannot be reached
-(connection refused or reset, a timeout, a name that does not resolve, the
-server starting up or shutting down): it listens at once, answers every
-verified delivery 503 with Retry-After and remembers its key, fails
-/readyz, logs the outage once, and opens the store (migrations and checks)
-by itself once the database answers. What the server refuses (the role or
-password, a database that does not exist, synchronous_commit off) stops it
-at once, as a URL that does not parse does. On SIGTERM while the database
-hangs, it stops within --busy-timeout (the drain) and 7 s more; each
-refused key it could not record is logged (source, key, job), to ask for
-again with inbox redeliver.
-
-Examples:
-   SUME_COM_WEBHOOK_SIGNING_SECRET=whsec_current inbox serve
-   SUME_COM_WEBHOOK_SIGNING_SECRET=old,new inbox serve --addr :8080 --db /var/lib/inbox/inbox.db
-   inbox serve --admin-addr 127.0.0.1:8081 --max-in-flight 256
-   inbox serve --max-body-memory 128MiB
-   inbox serve --body-timeout 1s --read-timeout 8s
-   inbox serve --event job.completed --event job.failed --max-body 2MiB
-   inbox serve --forward-url http://127.0.0.1:3000/jobs --workers 8
-   inbox serve --config /etc/inbox/inbox.toml --db /var/lib/inbox/inbox.db
-   INBOX_DB='postgres://inbox:...@db.internal/inbox?sslmode=verify-full' inbox serve --db-max-conns 16
-   SUME_API_KEY=... inbox serve --admin-addr 127.0.0.1:8081 --poll-every 1m --poll-backoff 5m --api-rate 2 --api-concurrency 4
-   SUME_API_KEY=... inbox serve --api-url https://api.sume.com`,
-		HideHelp: true,
+		Name:        "serve",
+		Usage:       "receive webhooks",
+		Description: help("serve"),
+		HideHelp:    true,
 		Flags: slices.Concat(inCategory(catListening,
 			&cli.StringFlag{Name: "addr", Value: "127.0.0.1:8080", Usage: "listen address", EnvVars: []string{"INBOX_ADDR"}},
 			&cli.StringFlag{Name: "admin-addr", Usage: "listen address for /healthz, /readyz, /metrics and the read-only web console at /; empty: serve the probes on --addr, and no console", EnvVars: []string{"INBOX_ADMIN_ADDR"}},

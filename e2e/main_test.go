@@ -68,12 +68,13 @@ func TestMain(m *testing.M) {
 
 // parallelTests is how many tests that call t.Parallel run at once by
 // default: each has its own binary runs, folder, ports and schema, and
-// spends most of its time waiting on them, so twice the CPUs (Go's
+// spends most of its time waiting on them (a run of them all uses the
+// CPUs for about a third of its time), so four times the CPUs (Go's
 // default is GOMAXPROCS) keeps them busy without starving the runs whose
 // deadlines the tests check. Tests that measure time, memory or load
 // closely, hold a process-wide setting or fill a file system stay serial:
 // Go runs them one at a time before the parallel ones start.
-func parallelTests() int { return 2 * runtime.GOMAXPROCS(0) }
+func parallelTests() int { return 4 * runtime.GOMAXPROCS(0) }
 
 // flagGiven reports whether the flag name was set on the command line.
 func flagGiven(name string) bool {

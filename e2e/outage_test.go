@@ -127,12 +127,14 @@ type outageStore struct {
 }
 
 // eachStore runs fn as a subtest on a fresh database of n rows on SQLite,
-// then on PostgreSQL (skipped without the test database).
+// and on PostgreSQL (skipped without the test database), the two at once.
 func eachStore(t *testing.T, n int, fn func(t *testing.T, st outageStore)) {
 	t.Run("sqlite", func(t *testing.T) {
+		t.Parallel()
 		fn(t, outageStore{fillDB(t, n), func(i int) string { return fmt.Sprintf("job_%04d", i) }})
 	})
 	t.Run("postgres", func(t *testing.T) {
+		t.Parallel()
 		dsn := pgSchema(t)
 		fillPG(t, dsn, n)
 		fn(t, outageStore{dsn, func(i int) string { return fmt.Sprintf("pg_%04d", i) }})
@@ -205,6 +207,7 @@ func TestOutageParksNothing(t *testing.T) {
 	const n = 20
 	for _, mode := range []string{"refused", "500"} {
 		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
 			eachStore(t, n, func(t *testing.T, st outageStore) { outageParksNothing(t, st, mode, n) })
 		})
 	}
