@@ -23,7 +23,9 @@ below configure one destination, named default, that takes every row; the
    [[destination]]
    name = "billing"                 # a-z, 0-9, - and _; inbox pause takes it
    url = "https://billing.internal/jobs"   # or exec = "...", or
-                                    # nats_url = "..." with nats_subject = "..."
+                                    # nats_url = "..." with nats_subject = "...",
+                                    # or redis_url = "redis://..." with
+                                    # redis_stream = "..." or bullmq_queue = "..."
    secret_env = "BILLING_SECRET"    # or secret = "whsec_..."; url only
    sources = ["sume"]               # only these sources' rows; empty: all
    events = ["job.completed"]       # only these events; empty: all
@@ -86,6 +88,20 @@ stops a destination on every running dispatcher within about a second
                     the server's max_payload (1 MiB by default: the default
                     --max-body) can never be published: its row is parked
                     too_large_for_destination at once, and the start warns.
+   redis_url and redis_stream (tables only)
+                    XADD each row to a Redis stream, fields row_id, key,
+                    source, event, attempt and body (the bytes exactly);
+                    redis_maxlen trims it to about that many entries.
+   redis_url and bullmq_queue (tables only; bullmq_prefix, default bull)
+                    add each row as a job of a BullMQ 5 queue, named for its
+                    event, its data {row_id, key, source, event, attempt,
+                    body}, its id the row id (%-encoded where BullMQ refuses
+                    one: a colon, an integer), so a row handed on again is
+                    the same job, never a second one.
+                    Either counts once Redis answered, and pauses, as NATS
+                    does, while Redis cannot be reached; /readyz,
+                    inbox_redis_connected and inbox_dispatch_paused say how
+                    it stands. A password in redis_url is never shown.
 An attempt is counted before it is sent (Inbox-Attempt, from 1), the next
 rows' counts written while the current ones are sent; a count never sent is
 undone, but a dispatcher killed costs at most 16 x --workers rows of each
@@ -212,6 +228,9 @@ func parseDispatch(c *cli.Context, logOut io.Writer) (process.Config, error) {
 	cfg := process.Config{Log: log, DB: stores.Describe(db), File: c.String("config"), AdminAddr: c.String("admin-addr"), MaxBody: defaultMaxBody,
 		ReadDestinations: func() ([]config.Destination, error) { return config.Destinations(c) }}
 	if cfg.Destinations, err = cfg.ReadDestinations(); err != nil {
+		return process.Config{}, err
+	}
+	if err := process.CheckDestinations(cfg.Destinations); err != nil {
 		return process.Config{}, err
 	}
 	if cfg.Reconcile, err = parseReconcile(c); err != nil {

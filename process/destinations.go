@@ -296,6 +296,23 @@ func dispatcherConfig(cfg config.Destination, dest dispatch.Destination, routes 
 	}
 }
 
+// CheckDestinations returns what newDispatcher would refuse of any of
+// cfgs, making nothing (no connection, no metrics), so that a command line
+// (and inbox --check) is refused before the process starts: a broker's
+// URL that no server could take, a knob the dispatcher refuses. The error
+// names a table's destination, never a password.
+func CheckDestinations(cfgs []config.Destination) error {
+	for _, cfg := range cfgs {
+		if err := check(cfg); err != nil {
+			if cfg.FromFlags {
+				return err
+			}
+			return fmt.Errorf("destination %s: %w", cfg.Name, err)
+		}
+	}
+	return nil
+}
+
 // check returns what newDispatcher would refuse of cfg, without making
 // anything (no connection, no metrics).
 func check(cfg config.Destination) error {
