@@ -153,7 +153,7 @@ says a line per destination: "destination NAME: dispatching", "paused by
 an operator" or "unreachable: paused". The inbox_dispatch_* metrics carry
 a destination label. While it works it logs at info, at most every 10 s,
 per destination, a line "dispatch progress" with its destination (its
-name), kind (forward, exec or nats) and the rows handed_on, retried and
+name), kind (forward, exec, nats, redis or bullmq) and the rows handed_on, retried and
 parked since the last one, and the rows it holds; nothing while idle
 (serve with a destination does the same).
 On PostgreSQL it waits for a database that cannot be reached at start, as
