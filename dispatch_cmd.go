@@ -23,7 +23,9 @@ below configure one destination, named default, that takes every row; the
    [[destination]]
    name = "billing"                 # a-z, 0-9, - and _; inbox pause takes it
    url = "https://billing.internal/jobs"   # or exec = "...", or
-                                    # nats_url = "..." with nats_subject = "..."
+                                    # nats_url = "..." with nats_subject = "...", or
+                                    # amqp_url = "amqp://..." with amqp_exchange
+                                    # and amqp_routing_key (RabbitMQ)
    secret_env = "BILLING_SECRET"    # or secret = "whsec_..."; url only
    sources = ["sume"]               # only these sources' rows; empty: all
    events = ["job.completed"]       # only these events; empty: all
@@ -153,7 +155,7 @@ says a line per destination: "destination NAME: dispatching", "paused by
 an operator" or "unreachable: paused". The inbox_dispatch_* metrics carry
 a destination label. While it works it logs at info, at most every 10 s,
 per destination, a line "dispatch progress" with its destination (its
-name), kind (forward, exec, nats, redis or bullmq) and the rows handed_on, retried and
+name), kind (forward, exec, nats, redis, bullmq or amqp) and the rows handed_on, retried and
 parked since the last one, and the rows it holds; nothing while idle
 (serve with a destination does the same).
 On PostgreSQL it waits for a database that cannot be reached at start, as
