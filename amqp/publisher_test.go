@@ -6,10 +6,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"io"
 	"net"
 	"net/url"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -20,29 +18,10 @@ import (
 	"github.com/rs/zerolog"
 
 	"inbox/amqp"
+	"inbox/amqp/amqptest"
 	"inbox/dispatch"
 	"inbox/inbox"
 )
-
-// brokerURL is the RabbitMQ the tests use: INBOX_TEST_AMQP_URL, or the
-// one every machine of the project runs. A test without one skips, unless
-// INBOX_REQUIRE_RABBITMQ=1, when it fails.
-func brokerURL(t *testing.T) string {
-	t.Helper()
-	u := os.Getenv("INBOX_TEST_AMQP_URL")
-	if u == "" {
-		u = "amqp://guest:guest@127.0.0.1:5672/"
-	}
-	conn, err := amqp091.Dial(u)
-	if err != nil {
-		if os.Getenv("INBOX_REQUIRE_RABBITMQ") == "1" {
-			t.Fatalf("INBOX_REQUIRE_RABBITMQ=1 but no RabbitMQ answers: %v", err)
-		}
-		t.Skipf("no RabbitMQ answers (set INBOX_REQUIRE_RABBITMQ=1 to fail instead): %v", err)
-	}
-	conn.Close()
-	return u
-}
 
 // topology is an exchange and a durable queue bound to it with a routing
 // key, named for the test alone, deleted after it.
@@ -143,7 +122,7 @@ func job(id string, attempt int) inbox.Job {
 // headers the source, event, attempt and key.
 func TestDeliver(t *testing.T) {
 	t.Parallel()
-	u := brokerURL(t)
+	u := amqptest.URL(t)
 	tp := declare(t, u, true)
 	p := connect(t, u, tp, zerolog.Nop())
 	if err := p.Check(context.Background()); err != nil {
@@ -206,7 +185,7 @@ func TestDeliver(t *testing.T) {
 // routing key names the queue.
 func TestDefaultExchange(t *testing.T) {
 	t.Parallel()
-	u := brokerURL(t)
+	u := amqptest.URL(t)
 	tp := declare(t, u, false)
 	p, err := amqp.Connect(u, "", tp.queue, zerolog.Nop())
 	if err != nil {
@@ -231,7 +210,7 @@ func TestDefaultExchange(t *testing.T) {
 // the next publish goes through.
 func TestUnroutable(t *testing.T) {
 	t.Parallel()
-	u := brokerURL(t)
+	u := amqptest.URL(t)
 	tp := declare(t, u, false)
 	p := connect(t, u, tp, zerolog.Nop())
 	err := p.Deliver(context.Background(), job("run_u", 1))
@@ -265,7 +244,7 @@ func TestUnroutable(t *testing.T) {
 // destination's outage; once declared, it resumes.
 func TestNoExchange(t *testing.T) {
 	t.Parallel()
-	u := brokerURL(t)
+	u := amqptest.URL(t)
 	tp := declare(t, u, false)
 	missing := tp.exchange + "-missing"
 	p, err := amqp.Connect(u, missing, tp.key, zerolog.Nop())
@@ -352,7 +331,7 @@ func TestUnreachable(t *testing.T) {
 // unreachable without the password.
 func TestWrongPassword(t *testing.T) {
 	t.Parallel()
-	u, err := url.Parse(brokerURL(t))
+	u, err := url.Parse(amqptest.URL(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -401,19 +380,19 @@ func TestCheckAddress(t *testing.T) {
 // itself and publishes.
 func TestReconnect(t *testing.T) {
 	t.Parallel()
-	u := brokerURL(t)
+	u := amqptest.URL(t)
 	tp := declare(t, u, true)
-	px := newProxy(t, u)
-	p := connect(t, px.through(u), tp, zerolog.Nop())
+	px := amqptest.NewProxy(t, u)
+	p := connect(t, px.Through(u), tp, zerolog.Nop())
 	if err := p.Deliver(context.Background(), job("run_1", 1)); err != nil {
 		t.Fatal(err)
 	}
-	px.down()
+	px.Down()
 	waitFor(t, 10*time.Second, "not ready once cut", func() bool { return errors.Is(p.Ready(), amqp.ErrUnreachable) })
 	if err := p.Deliver(context.Background(), job("run_2", 1)); !errors.Is(err, amqp.ErrUnreachable) {
 		t.Errorf("deliver while cut: %v", err)
 	}
-	px.up()
+	px.Up()
 	waitFor(t, 30*time.Second, "ready once back", func() bool { return p.Ready() == nil })
 	if err := p.Deliver(context.Background(), job("run_3", 1)); err != nil {
 		t.Fatal(err)
@@ -425,85 +404,6 @@ func TestReconnect(t *testing.T) {
 	if strings.Join(ids, " ") != "vibe/run_1 vibe/run_3" {
 		t.Errorf("stored %v; want run_1 and run_3", ids)
 	}
-}
-
-// proxy relays connections from a loopback port to the broker; down
-// closes every connection and refuses new ones, up relays again.
-type proxy struct {
-	t      *testing.T
-	target string
-	addr   string
-
-	mu    sync.Mutex
-	ln    net.Listener
-	conns []net.Conn
-}
-
-func newProxy(t *testing.T, brokerURL string) *proxy {
-	t.Helper()
-	u, err := url.Parse(brokerURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	px := &proxy{t: t, target: u.Host, addr: ln.Addr().String(), ln: ln}
-	go px.accept(ln)
-	t.Cleanup(px.down)
-	return px
-}
-
-func (px *proxy) accept(ln net.Listener) {
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		up, err := net.Dial("tcp", px.target)
-		if err != nil {
-			c.Close()
-			continue
-		}
-		px.mu.Lock()
-		px.conns = append(px.conns, c, up)
-		px.mu.Unlock()
-		go func() { io.Copy(up, c); up.Close() }()
-		go func() { io.Copy(c, up); c.Close() }()
-	}
-}
-
-func (px *proxy) down() {
-	px.mu.Lock()
-	defer px.mu.Unlock()
-	if px.ln != nil {
-		px.ln.Close()
-		px.ln = nil
-	}
-	for _, c := range px.conns {
-		c.Close()
-	}
-	px.conns = nil
-}
-
-func (px *proxy) up() {
-	px.t.Helper()
-	ln, err := net.Listen("tcp", px.addr)
-	if err != nil {
-		px.t.Fatalf("listen again on %s: %v", px.addr, err)
-	}
-	px.mu.Lock()
-	px.ln = ln
-	px.mu.Unlock()
-	go px.accept(ln)
-}
-
-// through returns brokerURL with its host replaced by the proxy's.
-func (px *proxy) through(brokerURL string) string {
-	u, _ := url.Parse(brokerURL)
-	u.Host = px.addr
-	return u.String()
 }
 
 // syncBuffer is a bytes.Buffer safe for the logger's goroutines.
