@@ -40,6 +40,12 @@ func unique(t *testing.T) string {
 // queue (durable) bound with its key, on a connection of the test's.
 func declare(t *testing.T, u string, bind bool) *topology {
 	t.Helper()
+	return declareWith(t, u, bind, nil)
+}
+
+// declareWith is declare with the queue's arguments.
+func declareWith(t *testing.T, u string, bind bool, args amqp091.Table) *topology {
+	t.Helper()
 	conn, err := amqp091.Dial(u)
 	if err != nil {
 		t.Fatal(err)
@@ -55,7 +61,7 @@ func declare(t *testing.T, u string, bind bool) *topology {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ch.ExchangeDelete(tp.exchange, false, false) })
-	if _, err := ch.QueueDeclare(tp.queue, true, false, false, false, nil); err != nil {
+	if _, err := ch.QueueDeclare(tp.queue, true, false, false, false, args); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ch.QueueDelete(tp.queue, false, false, false) })
@@ -178,6 +184,22 @@ func TestDeliver(t *testing.T) {
 	}
 	if n := tp.count(t); n != 40 {
 		t.Errorf("queue holds %d, want 40", n)
+	}
+}
+
+// TestQuorumQueue publishes to a quorum queue (replicated, always
+// durable): confirmed once stored, and read back.
+func TestQuorumQueue(t *testing.T) {
+	t.Parallel()
+	u := amqptest.URL(t)
+	tp := declareWith(t, u, true, amqp091.Table{"x-queue-type": "quorum"})
+	p := connect(t, u, tp, zerolog.Nop())
+	j := job("run_q", 1)
+	if err := p.Deliver(context.Background(), j); err != nil {
+		t.Fatal(err)
+	}
+	if d := tp.get(t); d.MessageId != j.ID || !bytes.Equal(d.Body, j.Body) {
+		t.Errorf("read back %q %q", d.MessageId, d.Body)
 	}
 }
 

@@ -3,6 +3,7 @@ package e2e
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -254,6 +255,17 @@ func TestDispatchRabbitMQUnroutable(t *testing.T) {
 	out, _, _ := runCLI(t, nil, "stats", "--db", db)
 	if !strings.Contains(out, "down for") {
 		t.Errorf("stats does not show rabbit down:\n%s", out)
+	}
+	out, _, _ = runCLI(t, nil, "stats", "--db", db, "--json")
+	var st struct {
+		Destinations []struct {
+			Name, State string
+			DownCause   string `json:"down_cause"`
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &st); err != nil || len(st.Destinations) != 1 ||
+		st.Destinations[0].State != "down" || !strings.Contains(st.Destinations[0].DownCause, "returned unroutable by the broker (312 NO_ROUTE)") {
+		t.Errorf("stats --json: %v %+v\n%s", err, st, out)
 	}
 	if !strings.Contains(d.logs.String(), "returned unroutable by the broker") {
 		t.Errorf("the log does not say why:\n%s", d.logs)
