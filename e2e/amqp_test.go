@@ -164,6 +164,10 @@ func TestDispatchRabbitMQCrash(t *testing.T) {
 	if g := metricstest.Scrape(t, d.admin+"/metrics")[`inbox_amqp_connected{destination="rabbit"}`]; g != 1 {
 		t.Errorf(`inbox_amqp_connected{destination="rabbit"} = %v, want 1`, g)
 	}
+	out, _, code := runCLI(t, nil, "destinations", "--admin", d.admin, "--json")
+	if code != 0 || !strings.Contains(out, `"name":"rabbit"`) || !strings.Contains(out, `"kind":"amqp"`) || strings.Contains(out, "guest") {
+		t.Errorf("destinations: exit %d\n%s", code, out)
+	}
 	d.signal(syscall.SIGKILL)
 	<-d.done
 	done := 0
@@ -216,7 +220,7 @@ func TestDispatchRabbitMQOutage(t *testing.T) {
 	before := pairStates(t, db)
 	time.Sleep(1500 * time.Millisecond) // ten times the retry schedule
 	for k, p := range pairStates(t, db) {
-		if b := before[k]; p.Attempts != b.Attempts || p.Status == "parked" {
+		if b := before[k]; p.Attempts > b.Attempts || p.Status == "parked" {
 			t.Errorf("%s while cut: %s, %d attempts; %s, %d before", k, p.Status, p.Attempts, b.Status, b.Attempts)
 		}
 	}
