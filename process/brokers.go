@@ -13,6 +13,7 @@ import (
 	"inbox/health"
 	"inbox/inbox"
 	"inbox/nats"
+	"inbox/redis"
 )
 
 // broker is a destination on a message broker (NATS JetStream, a Redis
@@ -71,6 +72,24 @@ func brokerKinds() map[string]brokerKind {
 				return amqp.Connect(cfg.AMQPURL, cfg.AMQPExchange, cfg.AMQPRoutingKey, log)
 			},
 			atStart: amqpAtStart,
+		},
+		"redis": {
+			line: "redis",
+			check: func(cfg config.Destination) error {
+				return redis.CheckStream(cfg.RedisURL, cfg.RedisStream, cfg.RedisMaxLen)
+			},
+			open: func(cfg config.Destination, log zerolog.Logger) (broker, error) {
+				return redis.OpenStream(cfg.RedisURL, cfg.RedisStream, cfg.RedisMaxLen, log)
+			},
+		},
+		"bullmq": {
+			line: "bullmq",
+			check: func(cfg config.Destination) error {
+				return redis.CheckQueue(cfg.RedisURL, cfg.BullMQPrefix, cfg.BullMQQueue)
+			},
+			open: func(cfg config.Destination, log zerolog.Logger) (broker, error) {
+				return redis.OpenQueue(cfg.RedisURL, cfg.BullMQPrefix, cfg.BullMQQueue, log)
+			},
 		},
 	}
 }
