@@ -99,7 +99,7 @@ func Destinations(c *cli.Context) ([]Destination, error) {
 // Sume signing secrets (--secret, SUME_COM_WEBHOOK_SIGNING_SECRET), the
 // Sume API key (--api-key, SUME_API_KEY), the forward secret, the user
 // info of --api-url, --forward-url, --nats-url and a table's broker URLs
-// (nats_url, redis_url: BrokerURLs) and, on PostgreSQL, the
+// (nats_url, redis_url, amqp_url: BrokerURLs) and, on PostgreSQL, the
 // database's password and TLS key password, from the URL or the
 // variables the driver reads them from (PGPASSWORD, PGSSLPASSWORD), and
 // any variable that holds a copy of one. The config is read

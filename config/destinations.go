@@ -32,15 +32,18 @@ type Destination struct {
 	// One of URL (with Secret, read from SecretEnv or the file), Exec,
 	// NATSURL with NATSSubject, or RedisURL with RedisStream (a Redis
 	// stream, trimmed to about RedisMaxLen entries; 0: never) or with
-	// BullMQQueue (a BullMQ queue under BullMQPrefix; "": bull). A table
-	// chooses the kind by its key (see kinds); the flags take the first
-	// three.
+	// BullMQQueue (a BullMQ queue under BullMQPrefix; "": bull), or
+	// AMQPURL with AMQPExchange ("": the default exchange) and
+	// AMQPRoutingKey (RabbitMQ). A table chooses the kind by its key (see
+	// kinds); the flags take the first three.
 	URL, Secret, SecretEnv    string
 	Exec                      string
 	NATSURL, NATSSubject      string
 	RedisURL, RedisStream     string
 	RedisMaxLen               int64
 	BullMQQueue, BullMQPrefix string
+	AMQPURL, AMQPExchange     string
+	AMQPRoutingKey            string
 	// Sources and Events filter the rows it takes; empty takes all.
 	Sources, Events []string
 	Workers         int
@@ -202,6 +205,9 @@ type fileDestination struct {
 	RedisMaxLen   int64    `toml:"redis_maxlen"`
 	BullMQQueue   string   `toml:"bullmq_queue"`
 	BullMQPrefix  string   `toml:"bullmq_prefix"`
+	AMQPURL       string   `toml:"amqp_url"`
+	AMQPExchange  string   `toml:"amqp_exchange"`
+	AMQPRouting   string   `toml:"amqp_routing_key"`
 	Sources       []string `toml:"sources"`
 	Events        []string `toml:"events"`
 	Workers       int      `toml:"workers"`
@@ -216,7 +222,8 @@ type fileDestination struct {
 // LoadDestinations reads the [[destination]] tables of a configuration
 // file, taking each secret_env from getenv; none is no error. It fails on
 // an unreadable file, an unknown key, a missing, invalid or repeated name,
-// not exactly one kind (url, exec, nats_url, redis_stream, bullmq_queue),
+// not exactly one kind (url, exec, nats_url, redis_stream, bullmq_queue,
+// amqp_url),
 // a kind without a key it needs (nats_subject, redis_url) or with another
 // kind's key (a secret beside exec), a negative redis_maxlen, a secret set both ways,
 // a secret_env that is unset, a placeholder secret or one not in the
@@ -276,7 +283,8 @@ func (fd fileDestination) destination(getenv func(string) string, sources map[st
 	}
 	d := Destination{Name: fd.Name, URL: fd.URL, Secret: fd.Secret, SecretEnv: fd.SecretEnv, Exec: fd.Exec,
 		NATSURL: fd.NATSURL, NATSSubject: fd.NATSSubject, RedisURL: fd.RedisURL, RedisStream: fd.RedisStream,
-		RedisMaxLen: fd.RedisMaxLen, BullMQQueue: fd.BullMQQueue, BullMQPrefix: fd.BullMQPrefix, Sources: fd.Sources, Events: fd.Events,
+		RedisMaxLen: fd.RedisMaxLen, BullMQQueue: fd.BullMQQueue, BullMQPrefix: fd.BullMQPrefix,
+		AMQPURL: fd.AMQPURL, AMQPExchange: fd.AMQPExchange, AMQPRoutingKey: fd.AMQPRouting, Sources: fd.Sources, Events: fd.Events,
 		Workers: fd.Workers, MaxSlow: fd.MaxSlow, RetrySchedule: fd.RetrySchedule}
 	if fd.SecretEnv != "" && fd.URL != "" {
 		if getenv == nil || strings.TrimSpace(getenv(fd.SecretEnv)) == "" {

@@ -27,6 +27,7 @@ func kinds() []kind {
 		{name: "nats", key: "nats_url", needs: []string{"nats_subject"}},
 		{name: "redis", key: "redis_stream", needs: []string{"redis_url"}, extras: []string{"redis_maxlen"}},
 		{name: "bullmq", key: "bullmq_queue", needs: []string{"redis_url"}, extras: []string{"bullmq_prefix"}},
+		{name: "amqp", key: "amqp_url", extras: []string{"amqp_exchange", "amqp_routing_key"}},
 	}
 }
 
@@ -39,6 +40,7 @@ func (d Destination) keysSet() map[string]bool {
 		"nats_url": d.NATSURL != "", "nats_subject": d.NATSSubject != "",
 		"redis_url": d.RedisURL != "", "redis_stream": d.RedisStream != "", "redis_maxlen": d.RedisMaxLen != 0,
 		"bullmq_queue": d.BullMQQueue != "", "bullmq_prefix": d.BullMQPrefix != "",
+		"amqp_url": d.AMQPURL != "", "amqp_exchange": d.AMQPExchange != "", "amqp_routing_key": d.AMQPRoutingKey != "",
 	}
 }
 
@@ -47,7 +49,7 @@ func (d Destination) keysSet() map[string]bool {
 // never see, and what logs and errors show redacted.
 func (d Destination) BrokerURLs() []string {
 	var out []string
-	for _, u := range []string{d.NATSURL, d.RedisURL} {
+	for _, u := range []string{d.NATSURL, d.RedisURL, d.AMQPURL} {
 		if u != "" {
 			out = append(out, u)
 		}
@@ -67,8 +69,8 @@ func (d Destination) chosenKinds() []kind {
 	return out
 }
 
-// Kind names the kind of destination d is: forward, exec, nats, redis or
-// bullmq (see kinds); "" when it chooses none.
+// Kind names the kind of destination d is: forward, exec, nats, redis,
+// bullmq or amqp (see kinds); "" when it chooses none.
 func (d Destination) Kind() string {
 	if ks := d.chosenKinds(); len(ks) > 0 {
 		return ks[0].name

@@ -46,7 +46,7 @@ func TestLoadBrokerDestinationsRefuses(t *testing.T) {
 		"redis_url alone":      {url, "redis_url goes with redis_stream or bullmq_queue"},
 		"stream without url":   {`redis_stream = "jobs"`, "redis_stream and redis_url go together"},
 		"queue without url":    {`bullmq_queue = "jobs"`, "bullmq_queue and redis_url go together"},
-		"stream and queue":     {url + "\nredis_stream = \"a\"\nbullmq_queue = \"b\"", "set exactly one of url, exec, nats_url, redis_stream and bullmq_queue"},
+		"stream and queue":     {url + "\nredis_stream = \"a\"\nbullmq_queue = \"b\"", "set exactly one of url, exec, nats_url, redis_stream, bullmq_queue"},
 		"maxlen with queue":    {url + "\nbullmq_queue = \"b\"\nredis_maxlen = 5", "redis_maxlen goes with redis_stream, not bullmq_queue"},
 		"prefix with stream":   {url + "\nredis_stream = \"a\"\nbullmq_prefix = \"x\"", "bullmq_prefix goes with bullmq_queue, not redis_stream"},
 		"redis_url with exec":  {url + "\nexec = \"true\"", "redis_url goes with redis_stream or bullmq_queue, not exec"},

@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"inbox/amqp"
 	"inbox/config"
 	"inbox/dispatch"
 	"inbox/health"
@@ -61,6 +62,16 @@ func brokerKinds() map[string]brokerKind {
 				return nats.Connect(cfg.NATSURL, cfg.NATSSubject, log)
 			},
 			atStart: natsAtStart,
+		},
+		"amqp": {
+			line: "amqp",
+			check: func(cfg config.Destination) error {
+				return amqp.CheckAddress(cfg.AMQPURL, cfg.AMQPExchange, cfg.AMQPRoutingKey)
+			},
+			open: func(cfg config.Destination, log zerolog.Logger) (broker, error) {
+				return amqp.Connect(cfg.AMQPURL, cfg.AMQPExchange, cfg.AMQPRoutingKey, log)
+			},
+			atStart: amqpAtStart,
 		},
 		"redis": {
 			line: "redis",
