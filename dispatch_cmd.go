@@ -87,6 +87,9 @@ func parseDispatch(c *cli.Context, logOut io.Writer) (process.Config, error) {
 	if cfg.Destinations, err = cfg.ReadDestinations(); err != nil {
 		return process.Config{}, err
 	}
+	if err := process.CheckDestinations(cfg.Destinations); err != nil {
+		return process.Config{}, err
+	}
 	if cfg.Reconcile, err = parseReconcile(c); err != nil {
 		return process.Config{}, err
 	}

@@ -137,6 +137,9 @@ func parseServe(c *cli.Context, logOut io.Writer) (process.Config, error) {
 	if cfg.Destinations, err = cfg.ReadDestinations(); err != nil {
 		return process.Config{}, err
 	}
+	if err := process.CheckDestinations(cfg.Destinations); err != nil {
+		return process.Config{}, err
+	}
 	return cfg, nil
 }
 

@@ -24,7 +24,7 @@ import (
 // running dispatcher hands rows to, never its secret, URL or command.
 type DestinationRow struct {
 	Name          string   `json:"name"`
-	Kind          string   `json:"kind"` // forward, exec or nats
+	Kind          string   `json:"kind"` // forward, exec, nats, redis, bullmq, amqp: config.Destination.Kind
 	Sources       []string `json:"sources,omitempty"`
 	Events        []string `json:"events,omitempty"`
 	Workers       int      `json:"workers"`
@@ -41,7 +41,7 @@ func destinationsCommand() *cli.Command {
 		Usage: "list the destinations a running serve or dispatch hands rows to now",
 		Description: `Asks the admin address of a running inbox serve or inbox dispatch (--admin,
 its --admin-addr) which destinations it hands rows to now, after any reload
-(SIGHUP): for each its name, kind (forward, exec or nats), filters (sources
+(SIGHUP): for each its name, kind (forward, exec, nats, redis, bullmq or amqp), filters (sources
 and events; none: every row), workers, timeout, retry schedule, rate (in
 attempts a second; - for no bound), whether a forward destination signs,
 and its state (dispatching, paused by an operator, unreachable: paused,

@@ -98,7 +98,8 @@ func Destinations(c *cli.Context) ([]Destination, error) {
 // secret configured, from a flag or its variable alike: the sources', the
 // Sume signing secrets (--secret, SUME_COM_WEBHOOK_SIGNING_SECRET), the
 // Sume API key (--api-key, SUME_API_KEY), the forward secret, the user
-// info of --api-url, --forward-url and --nats-url and, on PostgreSQL, the
+// info of --api-url, --forward-url, --nats-url and a table's broker URLs
+// (nats_url, redis_url, amqp_url: BrokerURLs) and, on PostgreSQL, the
 // database's password and TLS key password, from the URL or the
 // variables the driver reads them from (PGPASSWORD, PGSSLPASSWORD), and
 // any variable that holds a copy of one. The config is read
@@ -127,14 +128,17 @@ func withheld(c *cli.Context, dests []Destination) (dispatch.Withheld, error) {
 	add(urlSecrets(c.String("forward-url"), false)...)
 	add(urlSecrets(c.String("nats-url"), true)...)
 	// The [[destination]] tables' secrets, the variables they are read
-	// from, and their URLs' passwords.
+	// from, and their URLs' passwords: every broker's URL, a user without
+	// a password taken for a token.
 	for _, d := range dests {
 		add(d.Secret)
 		if d.SecretEnv != "" {
 			w.Names = append(w.Names, d.SecretEnv)
 		}
 		add(urlSecrets(d.URL, false)...)
-		add(urlSecrets(d.NATSURL, true)...)
+		for _, u := range d.BrokerURLs() {
+			add(urlSecrets(u, true)...)
+		}
 	}
 	// The database's password: in --db (INBOX_DB), or where the driver
 	// reads one beside it.

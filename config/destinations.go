@@ -21,18 +21,29 @@ import (
 
 // Destination is the one checked description of a destination, from the
 // flags (--forward-url, --exec or --nats-url and the knobs: the one named
-// default) or from a [[destination]] table of the configuration file:
+// default) or from a [[destination]] table of the configuration file (any
+// kind: see kinds):
 // where the rows its filters take are handed, and how. Both are checked by
 // Check, in the words of where they were described; a table's knobs left
 // unset take the flags' (Over). A zero knob takes the dispatcher's
 // default.
 type Destination struct {
 	Name string
-	// One of URL (with Secret, read from SecretEnv or the file), Exec, or
-	// NATSURL with NATSSubject.
-	URL, Secret, SecretEnv string
-	Exec                   string
-	NATSURL, NATSSubject   string
+	// One of URL (with Secret, read from SecretEnv or the file), Exec,
+	// NATSURL with NATSSubject, or RedisURL with RedisStream (a Redis
+	// stream, trimmed to about RedisMaxLen entries; 0: never) or with
+	// BullMQQueue (a BullMQ queue under BullMQPrefix; "": bull), or
+	// AMQPURL with AMQPExchange ("": the default exchange) and
+	// AMQPRoutingKey (RabbitMQ). A table chooses the kind by its key (see
+	// kinds); the flags take the first three.
+	URL, Secret, SecretEnv    string
+	Exec                      string
+	NATSURL, NATSSubject      string
+	RedisURL, RedisStream     string
+	RedisMaxLen               int64
+	BullMQQueue, BullMQPrefix string
+	AMQPURL, AMQPExchange     string
+	AMQPRoutingKey            string
 	// Sources and Events filter the rows it takes; empty takes all.
 	Sources, Events []string
 	Workers         int
@@ -52,17 +63,6 @@ type Destination struct {
 // Route is what d hands to the queue: its name and filters.
 func (d Destination) Route() inbox.Route {
 	return inbox.Route{Name: d.Name, Sources: d.Sources, Events: d.Events}
-}
-
-// Kind names the kind of destination d is: forward, exec or nats.
-func (d Destination) Kind() string {
-	switch {
-	case d.URL != "":
-		return "forward"
-	case d.Exec != "":
-		return "exec"
-	}
-	return "nats"
 }
 
 // Schedule is d's retry schedule, read as ParseSchedule does; Check
@@ -96,7 +96,7 @@ func (d Destination) Over(base Destination) Destination {
 }
 
 // Check refuses what d cannot be: a name that is not one, not exactly one
-// kind, nats without its subject, a secret beside another kind than url,
+// kind, a kind without a key it needs or with another's (checkKind),
 // a url that is not http(s) (a table's), a placeholder secret or one not
 // in the Standard Webhooks form, and a knob out of range (CheckKnobs).
 // Its errors name the flags or the table's keys, as d was described, and
@@ -148,19 +148,11 @@ func (d Destination) checkTable() error {
 	if !ValidName(d.Name) {
 		return errors.New("name must be 1 to 32 of a-z, 0-9, - and _")
 	}
-	kinds := 0
-	for _, v := range []string{d.URL, d.Exec, d.NATSURL} {
-		if v != "" {
-			kinds++
-		}
+	if err := d.checkKind(); err != nil {
+		return err
 	}
-	switch {
-	case kinds != 1:
-		return errors.New("set exactly one of url, exec and nats_url")
-	case (d.NATSURL == "") != (d.NATSSubject == ""):
-		return errors.New("nats_url and nats_subject go together")
-	case d.URL == "" && (d.Secret != "" || d.SecretEnv != ""):
-		return errors.New("secret and secret_env sign what url posts: set them with url only")
+	if d.RedisMaxLen < 0 {
+		return fmt.Errorf("redis_maxlen must be 0 (no trim) or more, got %d", d.RedisMaxLen)
 	}
 	if d.URL != "" {
 		if u, err := url.Parse(d.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -208,6 +200,14 @@ type fileDestination struct {
 	Exec          string   `toml:"exec"`
 	NATSURL       string   `toml:"nats_url"`
 	NATSSubject   string   `toml:"nats_subject"`
+	RedisURL      string   `toml:"redis_url"`
+	RedisStream   string   `toml:"redis_stream"`
+	RedisMaxLen   int64    `toml:"redis_maxlen"`
+	BullMQQueue   string   `toml:"bullmq_queue"`
+	BullMQPrefix  string   `toml:"bullmq_prefix"`
+	AMQPURL       string   `toml:"amqp_url"`
+	AMQPExchange  string   `toml:"amqp_exchange"`
+	AMQPRouting   string   `toml:"amqp_routing_key"`
 	Sources       []string `toml:"sources"`
 	Events        []string `toml:"events"`
 	Workers       int      `toml:"workers"`
@@ -222,8 +222,10 @@ type fileDestination struct {
 // LoadDestinations reads the [[destination]] tables of a configuration
 // file, taking each secret_env from getenv; none is no error. It fails on
 // an unreadable file, an unknown key, a missing, invalid or repeated name,
-// not exactly one of url, exec and nats_url, nats_url without
-// nats_subject, a secret beside exec or nats_url, a secret set both ways,
+// not exactly one kind (url, exec, nats_url, redis_stream, bullmq_queue,
+// amqp_url),
+// a kind without a key it needs (nats_subject, redis_url) or with another
+// kind's key (a secret beside exec), a negative redis_maxlen, a secret set both ways,
 // a secret_env that is unset, a placeholder secret or one not in the
 // Standard Webhooks form (whsec_ and base64), a filter naming a
 // source the file does not configure, and an unreadable knob. Its errors
@@ -280,7 +282,9 @@ func (fd fileDestination) destination(getenv func(string) string, sources map[st
 		return Destination{}, errors.New("set secret or secret_env, not both")
 	}
 	d := Destination{Name: fd.Name, URL: fd.URL, Secret: fd.Secret, SecretEnv: fd.SecretEnv, Exec: fd.Exec,
-		NATSURL: fd.NATSURL, NATSSubject: fd.NATSSubject, Sources: fd.Sources, Events: fd.Events,
+		NATSURL: fd.NATSURL, NATSSubject: fd.NATSSubject, RedisURL: fd.RedisURL, RedisStream: fd.RedisStream,
+		RedisMaxLen: fd.RedisMaxLen, BullMQQueue: fd.BullMQQueue, BullMQPrefix: fd.BullMQPrefix,
+		AMQPURL: fd.AMQPURL, AMQPExchange: fd.AMQPExchange, AMQPRoutingKey: fd.AMQPRouting, Sources: fd.Sources, Events: fd.Events,
 		Workers: fd.Workers, MaxSlow: fd.MaxSlow, RetrySchedule: fd.RetrySchedule}
 	if fd.SecretEnv != "" && fd.URL != "" {
 		if getenv == nil || strings.TrimSpace(getenv(fd.SecretEnv)) == "" {

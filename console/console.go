@@ -56,7 +56,7 @@ type Config struct {
 	// password).
 	DB string
 	// Destination is the kind of destination this process hands new rows
-	// to (forward, exec, nats); "" when it hands none on.
+	// to (forward, exec, nats, redis, bullmq, amqp); "" when it hands none on.
 	Destination string
 	// SecretUses, when set, returns when each secret last verified a
 	// delivery as this process knows it now (serve's own record, which it

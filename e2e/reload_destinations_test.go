@@ -161,7 +161,7 @@ func testReloadDestinations(t *testing.T, db string) {
 		{"unknown key", good + destTable("more", added.URL, `worker = 3`), "unknown key"},
 		{"bad url", good + destTable("more", "ftp://example.com/x"), "url must be"},
 		{"duplicate name", good + destTable("added", added.URL), "name used twice"},
-		{"two kinds", good + destTable("more", added.URL, `exec = "true"`), "exactly one of url, exec and nats_url"},
+		{"two kinds", good + destTable("more", added.URL, `exec = "true"`), "exactly one of url, exec, nats_url"},
 		{"bad secret", good + destTable("more", added.URL, `secret = "not-a-key"`), "destination 4 (more): secret: "},
 	} {
 		writeConfig(t, dir, c.file)

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"sync"
@@ -20,15 +19,10 @@ import (
 	"inbox/dispatch"
 	"inbox/health"
 	"inbox/inbox"
-	"inbox/nats"
 )
 
-// connectTimeout bounds looking up the NATS stream at start.
+// connectTimeout bounds looking a broker up at start (brokerKind.atStart).
 const connectTimeout = 10 * time.Second
-
-// headerRoom is what a NATS message's headers take beside its body, at
-// most for a usual row: the warning at start allows for it.
-const headerRoom = 1 << 10
 
 // liveDestinations hands the rows on to the destinations last loaded: the
 // flags' one, or the [[destination]] tables of --config, which a SIGHUP
@@ -53,7 +47,7 @@ type liveDestinations struct {
 	watch *routingWatch
 
 	mu   sync.Mutex
-	deps map[string][]health.Dependency // the running destinations' NATS lines
+	deps map[string][]health.Dependency // the running destinations' broker lines
 }
 
 // watchRouting has the destinations' routing recorded and checked on
@@ -135,7 +129,7 @@ func (l *liveDestinations) run(ctx context.Context) error {
 
 // dependencies are what /readyz shows of the destinations in effect: a
 // line per destination (dispatching, paused by an operator, unreachable,
-// or starting while a reload restarts it), after its NATS connection's.
+// or starting while a reload restarts it), after its broker connection's.
 func (l *liveDestinations) dependencies() []health.Dependency {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -239,13 +233,14 @@ func routesOf(cfgs []config.Destination) []inbox.Route {
 // newDispatcher builds the dispatcher cfg describes, on l's store, routing
 // by routing among routes and held by held. The returned close releases the destination
 // once the dispatcher has run; the dependencies are what /readyz shows of
-// the destination (the NATS connection). A NATS server that cannot be
+// the destination (a broker's connection). A broker that cannot be
 // reached never stops it: the connection is made in the background. alone
 // is inbox dispatch, whose only work is the hand-off: the connection
-// gates its readiness, and at start (first) a server that answers that no
-// stream covers the subject stops it; inside serve that is only logged
-// and shown, since webhooks never wait on it, and a destination a reload
-// starts is not looked up at all (its readiness line says how it stands).
+// gates its readiness, and at start (first) a broker that answers it can
+// never take a job (a NATS server with no stream over the subject) stops
+// it; inside serve that is only logged and shown, since webhooks never
+// wait on it, and a destination a reload starts is not looked up at all
+// (its readiness line says how it stands).
 // It fails when a destination or the dispatcher refuses its settings.
 func (l *liveDestinations) newDispatcher(ctx context.Context, cfg config.Destination, routes []inbox.Route, routing *dispatch.Routing, held func() error, first bool) (*dispatch.Dispatcher, func(), []health.Dependency, error) {
 	var dest dispatch.Destination
@@ -258,7 +253,10 @@ func (l *liveDestinations) newDispatcher(ctx context.Context, cfg config.Destina
 	case cfg.Exec != "":
 		dest, err = dispatch.NewExec(cfg.Exec, cfg.Withheld)
 	default:
-		dest, closeDest, deps, err = l.publisher(ctx, cfg, first)
+		var k brokerKind
+		if k, err = kindOf(cfg); err == nil {
+			dest, closeDest, deps, err = l.broker(ctx, k, cfg, first)
+		}
 	}
 	if err != nil {
 		return nil, nil, nil, err
@@ -271,67 +269,6 @@ func (l *liveDestinations) newDispatcher(ctx context.Context, cfg config.Destina
 		return nil, nil, nil, err
 	}
 	return d, closeDest, deps, nil
-}
-
-// publisher is cfg's NATS destination, connected in the background, its
-// gauge registered, and what /readyz shows of its connection; at start
-// (first) its stream is looked up as newDispatcher says. On error nothing
-// is left made.
-func (l *liveDestinations) publisher(ctx context.Context, cfg config.Destination, first bool) (dispatch.Destination, func(), []health.Dependency, error) {
-	log := l.log
-	p, err := nats.Connect(cfg.NATSURL, cfg.NATSSubject, log)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	name, preg := "nats", l.reg
-	if cfg.Name != inbox.DefaultDestination {
-		// Each named destination's gauge carries its name, as the
-		// dispatch metrics do; the flags' one keeps its plain series.
-		name += " " + cfg.Name
-		preg = prometheus.WrapRegistererWith(prometheus.Labels{"destination": cfg.Name}, l.reg)
-	}
-	deps := []health.Dependency{{Name: name, State: p.State, Gates: l.alone}}
-	gauge := p.Collector()
-	if err := preg.Register(gauge); err != nil {
-		p.Close()
-		return nil, nil, nil, err
-	}
-	closeDest := func() {
-		preg.Unregister(gauge) // a restart of the destination registers its own
-		p.Close()
-	}
-	if !first {
-		return p, closeDest, deps, nil
-	}
-	cctx, cancel := context.WithTimeout(ctx, connectTimeout)
-	defer cancel()
-	switch cerr := p.Check(cctx); {
-	case cerr == nil:
-		log.Info().Str("stream", p.Stream()).Str("subject", cfg.NATSSubject).Msg("publishing to JetStream")
-		l.warnSizes(cctx, p, cfg)
-	case errors.Is(cerr, nats.ErrUnreachable):
-		// Logged by Connect; the rows wait for the connection.
-	case l.alone:
-		closeDest()
-		return nil, nil, nil, cerr
-	default:
-		log.Error().Err(cerr).Msg("nats: webhooks are still taken; dispatch is paused, their rows wait with no attempt counted, until a stream answers")
-	}
-	return p, closeDest, deps, nil
-}
-
-// warnSizes warns when the server's max_payload or the stream's
-// max_msg_size is below the largest body the sources hand on.
-func (l *liveDestinations) warnSizes(ctx context.Context, p *nats.Publisher, cfg config.Destination) {
-	log, maxBody := l.log, l.maxBody
-	if most := p.MaxPayload(); most > 0 && maxBody+headerRoom > most {
-		log.Warn().Int64("max_payload", most).Int64("max_body", maxBody).Str("subject", cfg.NATSSubject).
-			Msg("nats: the server's max_payload is below the largest body the sources take (--max-body, max_body) with its headers: a larger message can never be published, and its row is parked too_large_for_destination; raise max_payload on the server, or lower --max-body")
-	}
-	if most := p.MaxMsgSize(ctx); most > 0 && maxBody+headerRoom > most {
-		log.Warn().Int64("max_msg_size", most).Int64("max_body", maxBody).Str("stream", p.Stream()).
-			Msg("nats: the stream's max_msg_size is below the largest body the sources take (--max-body, max_body) with its headers: a larger message can never be stored, and its row is parked too_large_for_destination; raise the stream's max_msg_size, or lower --max-body")
-	}
 }
 
 // dispatcherConfig is the dispatcher's Config of cfg, handing rows to
@@ -359,6 +296,23 @@ func dispatcherConfig(cfg config.Destination, dest dispatch.Destination, routes 
 	}
 }
 
+// CheckDestinations returns what newDispatcher would refuse of any of
+// cfgs, making nothing (no connection, no metrics), so that a command line
+// (and inbox --check) is refused before the process starts: a broker's
+// URL that no server could take, a knob the dispatcher refuses. The error
+// names a table's destination, never a password.
+func CheckDestinations(cfgs []config.Destination) error {
+	for _, cfg := range cfgs {
+		if err := check(cfg); err != nil {
+			if cfg.FromFlags {
+				return err
+			}
+			return fmt.Errorf("destination %s: %w", cfg.Name, err)
+		}
+	}
+	return nil
+}
+
 // check returns what newDispatcher would refuse of cfg, without making
 // anything (no connection, no metrics).
 func check(cfg config.Destination) error {
@@ -369,7 +323,10 @@ func check(cfg config.Destination) error {
 	case cfg.Exec != "":
 		_, err = dispatch.NewExec(cfg.Exec, cfg.Withheld)
 	default:
-		err = nats.CheckAddress(cfg.NATSURL, cfg.NATSSubject)
+		var k brokerKind
+		if k, err = kindOf(cfg); err == nil {
+			err = k.check(cfg)
+		}
 	}
 	if err != nil {
 		return err
