@@ -1,0 +1,92 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/benbjohnson/litestream"
+)
+
+// ErrEmpty is what Restore returns when the replica holds no database (yet).
+var ErrEmpty = errors.New("the replica holds no database")
+
+// Restore writes the database the replica holds to path, as of at when it
+// is not zero (the latest otherwise), checks it with integrity_check and
+// with check (inbox's schema check; nil skips it), and only then gives it
+// its name. It refuses a path that exists, and never replaces one that
+// appears meanwhile. Nothing is left at path when it fails. It fails with
+// ErrEmpty when the replica holds no database, or none as early as at.
+func Restore(ctx context.Context, cfg Config, path string, at time.Time, check func(ctx context.Context, path string) error) error {
+	if _, err := os.Lstat(path); err == nil {
+		return fmt.Errorf("%s exists: restore never replaces a file; give --to a path that does not exist (or move the file away first)", path)
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("restore: %w", err)
+	}
+	for _, suffix := range []string{"-wal", "-shm"} {
+		if _, err := os.Lstat(path + suffix); err == nil {
+			return fmt.Errorf("%s%s exists: a database was removed from %s while in use; move its -wal and -shm away before restoring there", path, suffix, path)
+		}
+	}
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	staging, err := os.MkdirTemp(dir, "."+filepath.Base(path)+".restore-*")
+	if err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	defer os.RemoveAll(staging)
+	tmp := filepath.Join(staging, filepath.Base(path))
+
+	if err := cfg.Client.Init(ctx); err != nil {
+		return fmt.Errorf("restore from %s: %s", cfg.Shown, scrub(err, cfg.Secrets))
+	}
+	r := litestream.NewReplicaWithClient(nil, cfg.Client)
+	cfg.Client.SetLogger(slog.New(slog.DiscardHandler))
+	opt := litestream.NewRestoreOptions()
+	opt.OutputPath = tmp
+	opt.Timestamp = at
+	opt.IntegrityCheck = litestream.IntegrityCheckFull
+	if err := r.Restore(ctx, opt); err != nil {
+		if errors.Is(err, litestream.ErrTxNotAvailable) || errors.Is(err, litestream.ErrNoSnapshots) {
+			if !at.IsZero() {
+				return fmt.Errorf("restore from %s: %w as early as %s (its history goes back as far as its retention)", cfg.Shown, ErrEmpty, at.UTC().Format(time.RFC3339))
+			}
+			return fmt.Errorf("restore from %s: %w", cfg.Shown, ErrEmpty)
+		}
+		return fmt.Errorf("restore from %s: %s", cfg.Shown, scrub(err, cfg.Secrets))
+	}
+	if err := os.Chmod(tmp, 0o600); err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	if check != nil {
+		if err := check(ctx, tmp); err != nil {
+			return fmt.Errorf("restore from %s: the copy fails inbox's check: %w", cfg.Shown, err)
+		}
+		// The check only read it: a -wal it left is empty.
+		if fi, err := os.Stat(tmp + "-wal"); err == nil && fi.Size() > 0 {
+			return fmt.Errorf("restore: the check left a -wal of %d bytes", fi.Size())
+		}
+		os.Remove(tmp + "-wal")
+		os.Remove(tmp + "-shm")
+	}
+	// A link, not a rename: it fails rather than replace a file that
+	// appeared at path since the check above.
+	if err := os.Link(tmp, path); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("%s appeared while restoring: restore never replaces a file", path)
+		}
+		return fmt.Errorf("restore: %w", err)
+	}
+	if d, err := os.Open(dir); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	return nil
+}
