@@ -44,7 +44,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		return fmt.Errorf("%w (see --help)", err)
 	}
 	commands := append([]*cli.Command{serveCommand(stderr), dispatchCommand(stderr)}, admin.Commands(adminOpener)...)
-	commands = append(commands, admin.SecretCommand())
+	commands = append(commands, admin.SecretCommand(), restoreCommand())
 	for _, c := range commands {
 		// A command with its own (alert, whose exit codes cron reads) keeps it.
 		if c.OnUsageError == nil {

@@ -45,7 +45,7 @@ func open(t *testing.T, dir string, cfg replica.Config) (*replica.Store, string)
 		s.Close()
 		t.Fatal(err)
 	}
-	rs := &replica.Store{Store: s, Replicator: r}
+	rs := replica.Wrap(s, r)
 	t.Cleanup(func() { rs.Close() })
 	return rs, db
 }
@@ -187,7 +187,7 @@ func TestSyncEveryAckOnReplica(t *testing.T) {
 			t.Fatalf("row %s acknowledged under Sync but not on the replica", id)
 		}
 	}
-	st := s.Replicator.Status()
+	st := s.Replica().Status()
 	if st.LastSuccess.IsZero() || st.Errors != 0 || !st.Sync {
 		t.Errorf("status: got %+v, want a success, no error, sync", st)
 	}
@@ -213,7 +213,7 @@ func TestSyncReplicaGone(t *testing.T) {
 	if !errors.Is(err, replica.ErrBehind) {
 		t.Fatalf("put with the replica gone: got %v, want ErrBehind", err)
 	}
-	if st := s.Replicator.Status(); st.Error == "" || st.Errors == 0 {
+	if st := s.Replica().Status(); st.Error == "" || st.Errors == 0 {
 		t.Errorf("status with the replica gone: got %+v, want its error", st)
 	}
 	if err := os.Remove(rep); err != nil {
@@ -223,7 +223,7 @@ func TestSyncReplicaGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	acked = append(acked, load(t, s, 50, 4, nil)...)
-	if st := s.Replicator.Status(); st.Error != "" {
+	if st := s.Replica().Status(); st.Error != "" {
 		t.Errorf("status once back: got %+v, want no error", st)
 	}
 	ids := restored(t, dir)

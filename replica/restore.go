@@ -2,6 +2,7 @@ package replica
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -52,7 +53,8 @@ func Restore(ctx context.Context, cfg Config, path string, at time.Time, check f
 	opt := litestream.NewRestoreOptions()
 	opt.OutputPath = tmp
 	opt.Timestamp = at
-	opt.IntegrityCheck = litestream.IntegrityCheckFull
+	// Checked below rather than by Litestream, which logs its result.
+	opt.IntegrityCheck = litestream.IntegrityCheckNone
 	if err := r.Restore(ctx, opt); err != nil {
 		if errors.Is(err, litestream.ErrTxNotAvailable) || errors.Is(err, litestream.ErrNoSnapshots) {
 			if !at.IsZero() {
@@ -65,17 +67,20 @@ func Restore(ctx context.Context, cfg Config, path string, at time.Time, check f
 	if err := os.Chmod(tmp, 0o600); err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
+	if err := integrity(ctx, tmp); err != nil {
+		return fmt.Errorf("restore from %s: %w", cfg.Shown, err)
+	}
 	if check != nil {
 		if err := check(ctx, tmp); err != nil {
 			return fmt.Errorf("restore from %s: the copy fails inbox's check: %w", cfg.Shown, err)
 		}
-		// The check only read it: a -wal it left is empty.
-		if fi, err := os.Stat(tmp + "-wal"); err == nil && fi.Size() > 0 {
-			return fmt.Errorf("restore: the check left a -wal of %d bytes", fi.Size())
-		}
-		os.Remove(tmp + "-wal")
-		os.Remove(tmp + "-shm")
 	}
+	// The checks only read it: a -wal they left is empty.
+	if fi, err := os.Stat(tmp + "-wal"); err == nil && fi.Size() > 0 {
+		return fmt.Errorf("restore: the checks left a -wal of %d bytes", fi.Size())
+	}
+	os.Remove(tmp + "-wal")
+	os.Remove(tmp + "-shm")
 	// A link, not a rename: it fails rather than replace a file that
 	// appeared at path since the check above.
 	if err := os.Link(tmp, path); err != nil {
@@ -87,6 +92,23 @@ func Restore(ctx context.Context, cfg Config, path string, at time.Time, check f
 	if d, err := os.Open(dir); err == nil {
 		d.Sync()
 		d.Close()
+	}
+	return nil
+}
+
+// integrity runs PRAGMA integrity_check on the database at path.
+func integrity(ctx context.Context, path string) error {
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	if err != nil {
+		return fmt.Errorf("integrity_check: %w", err)
+	}
+	defer db.Close()
+	var got string
+	if err := db.QueryRowContext(ctx, "PRAGMA integrity_check").Scan(&got); err != nil {
+		return fmt.Errorf("integrity_check: %w", err)
+	}
+	if got != "ok" {
+		return fmt.Errorf("the copy fails integrity_check: %s", got)
 	}
 	return nil
 }
