@@ -19,6 +19,8 @@ import (
 
 	"github.com/benbjohnson/litestream"
 	"github.com/rs/zerolog"
+
+	"inbox/inbox"
 )
 
 // Defaults for Config fields left zero.
@@ -51,7 +53,7 @@ const (
 
 // ErrBehind is what Wait returns when the commit did not reach the replica
 // in time: the caller answers 503, as for any store outage.
-var ErrBehind = errors.New("the replica did not take the commit")
+var ErrBehind = fmt.Errorf("the replica did not take the commit (%w)", inbox.ErrUnconfirmed)
 
 // Config configures Open.
 type Config struct {
@@ -176,6 +178,7 @@ func Open(ctx context.Context, path string, cfg Config) (*Replicator, error) {
 	r := &Replicator{cfg: cfg, path: path, db: db, ls: ls, kick: make(chan struct{}, 1), stop: make(chan struct{}),
 		done: make(chan struct{}), changed: make(chan struct{}), opened: now, lastOK: now,
 		status: statusFile{path: StatusPath(path)}}
+	r.kick <- struct{}{} // the first sync at once: it takes Litestream's hold on the WAL
 	go r.run()
 	return r, nil
 }
@@ -324,7 +327,10 @@ func (r *Replicator) Close() error {
 		ctx, cancel := context.WithTimeout(context.Background(), closeTimeout+5*time.Second)
 		defer cancel()
 		start := r.cfg.Now()
-		err := r.ls.Close(ctx)
+		// Litestream's own last sync skips a database it never opened (no
+		// sync ran yet): this one opens it.
+		err := r.db.SyncAndWait(ctx)
+		err = errors.Join(err, r.ls.Close(ctx))
 		r.mu.Lock()
 		if err == nil {
 			r.lastOK, r.okAt, r.err = start, r.cfg.Now(), nil
