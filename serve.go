@@ -62,6 +62,14 @@ destination changes no source either.
 
 ` + destinationHelp + `
 
+With --replica (SQLite only) the database is copied off the machine as it
+is written, with Litestream, which then runs the WAL's checkpoints: by
+default the replica trails by about a second; with --replica-sync a
+delivery is answered 204 only once its commit is on the replica too, and
+503 with Retry-After while it cannot be reached (/readyz fails, the key is
+kept for inbox missed). inbox restore writes the database back from it;
+--restore-if-missing does so at start when the file is missing.
+
 A delivery answered 503 because the store could not take it is remembered
 and, once the store takes writes again, listed by inbox missed until the
 key is delivered. ` + reconcileHelp + `
@@ -87,6 +95,8 @@ Examples:
    inbox serve --event job.completed --event job.failed --max-body 2MiB
    inbox serve --forward-url http://127.0.0.1:3000/jobs --workers 8
    inbox serve --config /etc/inbox/inbox.toml --db /var/lib/inbox/inbox.db
+   inbox serve --db /var/lib/inbox/inbox.db --replica file:///mnt/backup/inbox --replica-sync
+   AWS_ACCESS_KEY_ID=... AWS_SECRET_ACCESS_KEY=... inbox serve --replica s3://my-bucket/inbox --restore-if-missing
    INBOX_DB='postgres://inbox:...@db.internal/inbox?sslmode=verify-full' inbox serve --db-max-conns 16
    SUME_API_KEY=... inbox serve --admin-addr 127.0.0.1:8081 --poll-every 1m --poll-backoff 5m --api-rate 2 --api-concurrency 4
    SUME_API_KEY=... inbox serve --api-url https://api.sume.com`,
