@@ -1,16 +1,12 @@
 package replicaclient
 
 import (
-	"context"
 	"fmt"
 	"net/url"
 
 	"github.com/benbjohnson/litestream"
 )
 
-func newS3(ctx context.Context, u *url.URL) (litestream.ReplicaClient, error) {
-	return nil, fmt.Errorf("replica URL %s: s3:// is not built yet", Redact(u.String()))
-}
 
 func newSFTP(u *url.URL) (litestream.ReplicaClient, error) {
 	return nil, fmt.Errorf("replica URL %s: sftp:// is not built yet", Redact(u.String()))
