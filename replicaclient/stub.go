@@ -7,11 +7,6 @@ import (
 	"github.com/benbjohnson/litestream"
 )
 
-
-func newSFTP(u *url.URL) (litestream.ReplicaClient, error) {
-	return nil, fmt.Errorf("replica URL %s: sftp:// is not built yet", Redact(u.String()))
-}
-
 func newNATS(u *url.URL) (litestream.ReplicaClient, error) {
 	return nil, fmt.Errorf("replica URL %s: nats:// is not built yet", Redact(u.String()))
 }
