@@ -39,7 +39,7 @@ func New(ctx context.Context, rawURL string) (litestream.ReplicaClient, error) {
 	case "file":
 		return newFile(u)
 	case "s3":
-		return newS3(ctx, u)
+		return newS3(u)
 	case "sftp":
 		return newSFTP(u)
 	case "nats":

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"io"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -18,6 +19,7 @@ import (
 func roundTrip(t *testing.T, client litestream.ReplicaClient) {
 	t.Helper()
 	ctx := context.Background()
+	t.Cleanup(func() { closeClient(t, client) })
 	dir := t.TempDir()
 	src := filepath.Join(dir, "src.db")
 
@@ -65,6 +67,16 @@ func roundTrip(t *testing.T, client litestream.ReplicaClient) {
 	got := bodies(t, openSQLite(t, out))
 	if !slices.Equal(got, want) {
 		t.Fatalf("restored %d rows %q..., want %d rows %q...", len(got), head(got), len(want), head(want))
+	}
+}
+
+// closeClient closes client's connection if it keeps one (nats does).
+func closeClient(t *testing.T, client litestream.ReplicaClient) {
+	t.Helper()
+	if c, ok := client.(io.Closer); ok {
+		if err := c.Close(); err != nil {
+			t.Errorf("close %s client: %v", client.Type(), err)
+		}
 	}
 }
 
