@@ -149,7 +149,7 @@ database file is missing.
 
 Examples:
    inbox restore --replica file:///mnt/backup/inbox --to /var/lib/inbox/inbox.db
-   inbox restore --replica s3://my-bucket/inbox --to /var/lib/inbox/inbox.db
+   inbox restore --replica nats://127.0.0.1:4222/inbox-replica --to /var/lib/inbox/inbox.db
    inbox restore --replica file:///mnt/backup/inbox --to /tmp/inbox-morning.db --timestamp 2026-01-02T09:00:00Z`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "replica", Usage: "the replica's URL, as serve --replica was given it", EnvVars: []string{"INBOX_REPLICA"}, Required: true},

@@ -96,7 +96,7 @@ Examples:
    inbox serve --forward-url http://127.0.0.1:3000/jobs --workers 8
    inbox serve --config /etc/inbox/inbox.toml --db /var/lib/inbox/inbox.db
    inbox serve --db /var/lib/inbox/inbox.db --replica file:///mnt/backup/inbox --replica-sync
-   AWS_ACCESS_KEY_ID=... AWS_SECRET_ACCESS_KEY=... inbox serve --replica s3://my-bucket/inbox --restore-if-missing
+   inbox serve --db /var/lib/inbox/inbox.db --replica nats://127.0.0.1:4222/inbox-replica --restore-if-missing
    INBOX_DB='postgres://inbox:...@db.internal/inbox?sslmode=verify-full' inbox serve --db-max-conns 16
    SUME_API_KEY=... inbox serve --admin-addr 127.0.0.1:8081 --poll-every 1m --poll-backoff 5m --api-rate 2 --api-concurrency 4
    SUME_API_KEY=... inbox serve --api-url https://api.sume.com`,
