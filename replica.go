@@ -97,14 +97,28 @@ func parseReplica(c *cli.Context, db string, log zerolog.Logger) (*replicaSettin
 // restoreIfMissing restores the database at db from the replica when
 // there is no file there (serve --restore-if-missing, on a new machine).
 // An empty replica is no error: serve then starts an empty inbox.
+//
+// Without --restore-if-missing it refuses to start an empty database over
+// a replica that holds one: the empty file would become the replica's
+// latest state.
 func restoreIfMissing(ctx context.Context, db string, s *replicaSettings, log zerolog.Logger) error {
-	if s == nil || !s.restoreIfMissing {
+	if s == nil {
 		return nil
 	}
 	if _, err := os.Lstat(db); err == nil {
 		return nil
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("--restore-if-missing: %w", err)
+	}
+	if !s.restoreIfMissing {
+		holds, err := replica.Holds(ctx, s.cfg)
+		if err != nil {
+			return fmt.Errorf("no database at %s, and the replica cannot be read to check it holds none: %w", db, err)
+		}
+		if holds {
+			return fmt.Errorf("no database at %s, but replica %s holds one: add --restore-if-missing to restore it first (or run inbox restore), or give --replica an empty place to start a new inbox", db, s.cfg.Shown)
+		}
+		return nil
 	}
 	err := replica.Restore(ctx, s.cfg, db, time.Time{}, checkRestored)
 	if errors.Is(err, replica.ErrEmpty) {

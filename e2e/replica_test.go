@@ -172,6 +172,15 @@ func TestReplicaRestoreIfMissing(t *testing.T) {
 		t.Errorf("first start on an empty replica does not say so:\n%s", srv.logs)
 	}
 	second := filepath.Join(t.TempDir(), "inbox.db")
+	// Without --restore-if-missing an empty file would become the
+	// replica's latest state: refused.
+	_, errOut, code := runCLI(t, []string{"SUME_COM_WEBHOOK_SIGNING_SECRET=" + e2eSecret}, "serve", "--addr", "127.0.0.1:0", "--db", second, "--replica", url)
+	if code == 0 || !strings.Contains(errOut, "--restore-if-missing") {
+		t.Errorf("serve on a missing file over a replica that holds one: exit %d %q, want it refused", code, errOut)
+	}
+	if _, err := os.Stat(second); err == nil {
+		t.Error("the refused start left a database file behind")
+	}
 	srv = startServer(t, second, "--replica", url, "--restore-if-missing")
 	srv.signal(syscall.SIGTERM)
 	<-srv.done
@@ -358,5 +367,32 @@ func TestReplicaUnreachableDefault(t *testing.T) {
 	out, _, _ := adminRun(t, db, "stats")
 	if !strings.Contains(out, "REPLICA") || !strings.Contains(out, repDir) {
 		t.Errorf("stats does not show the replica:\n%s", out)
+	}
+}
+
+// TestReplicaFromConfig: [replica] in --config replicates as --replica
+// does, and the flags win over it.
+func TestReplicaFromConfig(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	db := filepath.Join(dir, "inbox.db")
+	repDir := filepath.Join(dir, "replica")
+	cfg := writeConfig(t, dir, sumeSourceTOML+"\n[replica]\nurl = \"file://"+repDir+"\"\nsync = true\nretention = \"24h\"\n")
+	srv := startServer(t, db, "--config", cfg, "--replica-sync=false")
+	if code := send(t, http.DefaultClient, srv.url, `{"event":"job.completed","job_id":"job_cfg","status":"COMPLETED"}`, e2eSecret); code != http.StatusNoContent {
+		t.Fatalf("send: %d", code)
+	}
+	srv.signal(syscall.SIGTERM)
+	<-srv.done
+	out, errOut, code := adminRun(t, db, "stats")
+	if code != 0 || !strings.Contains(out, repDir) || !strings.Contains(out, "trails the file") || !strings.Contains(out, "holds every commit") {
+		t.Errorf("stats after serve with [replica] and --replica-sync=false: exit %d %s %s", code, out, errOut)
+	}
+	to := filepath.Join(t.TempDir(), "inbox.db")
+	if out, errOut, code := runCLI(t, nil, "restore", "--replica", "file://"+repDir, "--to", to); code != 0 {
+		t.Fatalf("restore: exit %d %s %s", code, out, errOut)
+	}
+	if out, errOut, code := adminRun(t, to, "show", "job_cfg"); code != 0 {
+		t.Errorf("show job_cfg on the restored database: exit %d %s %s", code, out, errOut)
 	}
 }

@@ -112,3 +112,28 @@ func integrity(ctx context.Context, path string) error {
 	}
 	return nil
 }
+
+// Holds reports whether the replica holds a database: any LTX file, at
+// the first level or the snapshots'. It fails when the replica cannot be
+// read.
+func Holds(ctx context.Context, cfg Config) (bool, error) {
+	if err := cfg.Client.Init(ctx); err != nil {
+		return false, fmt.Errorf("read replica %s: %s", cfg.Shown, scrub(err, cfg.Secrets))
+	}
+	for _, level := range []int{0, litestream.SnapshotLevel} {
+		itr, err := cfg.Client.LTXFiles(ctx, level, 0, false)
+		if err != nil {
+			return false, fmt.Errorf("read replica %s: %s", cfg.Shown, scrub(err, cfg.Secrets))
+		}
+		found := itr.Next()
+		err = itr.Err()
+		itr.Close()
+		if err != nil {
+			return false, fmt.Errorf("read replica %s: %s", cfg.Shown, scrub(err, cfg.Secrets))
+		}
+		if found {
+			return true, nil
+		}
+	}
+	return false, nil
+}
