@@ -13,7 +13,7 @@ const secretMark = "xxxxx"
 // until someone decides it may be shown.
 var plainQuery = []string{
 	"endpoint", "region", "force-path-style", "sign-payload",
-	"skip-verify", "storage-class", "sse-kms-key-id",
+	"skip-verify", "storage-class", "sse-kms-key-id", "tls",
 }
 
 // leadingScheme is what Redact keeps of a URL that does not parse.
