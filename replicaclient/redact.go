@@ -3,6 +3,7 @@ package replicaclient
 import (
 	"net/url"
 	"regexp"
+	"slices"
 )
 
 // secretMark stands where Redact took a secret out.
@@ -47,7 +48,7 @@ func Redact(rawURL string) string {
 				switch {
 				case key == "endpoint":
 					values[i] = redactEndpoint(v)
-				case !contains(plainQuery, key):
+				case !slices.Contains(plainQuery, key):
 					values[i] = secretMark
 				}
 			}
