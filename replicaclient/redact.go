@@ -3,6 +3,7 @@ package replicaclient
 import (
 	"net/url"
 	"regexp"
+	"slices"
 )
 
 // secretMark stands where Redact took a secret out.
@@ -13,7 +14,7 @@ const secretMark = "xxxxx"
 // until someone decides it may be shown.
 var plainQuery = []string{
 	"endpoint", "region", "force-path-style", "sign-payload",
-	"skip-verify", "storage-class", "sse-kms-key-id",
+	"skip-verify", "storage-class", "sse-kms-key-id", "tls",
 }
 
 // leadingScheme is what Redact keeps of a URL that does not parse.
@@ -47,7 +48,7 @@ func Redact(rawURL string) string {
 				switch {
 				case key == "endpoint":
 					values[i] = redactEndpoint(v)
-				case !contains(plainQuery, key):
+				case !slices.Contains(plainQuery, key):
 					values[i] = secretMark
 				}
 			}

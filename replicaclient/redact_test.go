@@ -19,6 +19,7 @@ func TestRedact(t *testing.T) {
 		{"sftp://backup:s3cr3t@host:2222/srv/inbox", "sftp://backup:xxxxx@host:2222/srv/inbox"},
 		{"nats://s3cr3t@127.0.0.1:4222/bucket", "nats://xxxxx@127.0.0.1:4222/bucket"},
 		{"nats://u:s3cr3t@127.0.0.1:4222/bucket#s3cr3t", "nats://xxxxx@127.0.0.1:4222/bucket"},
+		{"nats://127.0.0.1:4222/bucket?tls=true", "nats://127.0.0.1:4222/bucket?tls=true"},
 		{"sftp://u:s3cr3t@host:port/x", "sftp://[unparseable URL]"},
 		{"::s3cr3t", "[unparseable URL]"},
 	} {

@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/benbjohnson/litestream"
@@ -25,7 +26,8 @@ const Schemes = "file://, s3://, sftp:// or nats://"
 // Redact gives it, when the URL has an unknown scheme, misses the bucket,
 // host or path its type needs, names a relative file path, carries a
 // credential (those come from the environment), or when a variable it
-// reads names a file that cannot be read.
+// reads names a file that cannot be read. New reads only the environment
+// and local files and does not use ctx today.
 func New(ctx context.Context, rawURL string) (litestream.ReplicaClient, error) {
 	if strings.TrimSpace(rawURL) == "" {
 		return nil, fmt.Errorf("replica URL is empty: write one of %s", Schemes)
@@ -58,7 +60,7 @@ func New(ctx context.Context, rawURL string) (litestream.ReplicaClient, error) {
 // which would otherwise be ignored without a word.
 func refuseQuery(u *url.URL, allowed ...string) error {
 	for key := range u.Query() {
-		if !contains(allowed, key) {
+		if !slices.Contains(allowed, key) {
 			if len(allowed) == 0 {
 				return fmt.Errorf("replica URL %s: a %s:// URL takes no query parameters, remove ?%s", Redact(u.String()), u.Scheme, key)
 			}
@@ -66,13 +68,4 @@ func refuseQuery(u *url.URL, allowed ...string) error {
 		}
 	}
 	return nil
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }

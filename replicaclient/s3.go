@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/benbjohnson/litestream"
@@ -39,7 +40,7 @@ func newS3(u *url.URL) (litestream.ReplicaClient, error) {
 	}
 	query := u.Query()
 	for key := range query {
-		if contains(s3CredentialQuery, key) {
+		if slices.Contains(s3CredentialQuery, key) {
 			return nil, fmt.Errorf("replica URL %s holds a secret in ?%s: %s", red, key, s3CredentialsFromEnv)
 		}
 	}
