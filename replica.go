@@ -166,13 +166,18 @@ Examples:
    inbox restore --replica nats://127.0.0.1:4222/inbox-replica --to /var/lib/inbox/inbox.db
    inbox restore --replica file:///mnt/backup/inbox --to /tmp/inbox-morning.db --timestamp 2026-01-02T09:00:00Z`,
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "replica", Usage: "the replica's URL, as serve --replica was given it", EnvVars: []string{"INBOX_REPLICA"}, Required: true},
-			&cli.StringFlag{Name: "to", Usage: "the file to write; must not exist", EnvVars: []string{"INBOX_RESTORE_TO"}, Required: true},
+			&cli.StringFlag{Name: "replica", Usage: "the replica's URL, as serve --replica was given it (required)", EnvVars: []string{"INBOX_REPLICA"}},
+			&cli.StringFlag{Name: "to", Usage: "the file to write; must not exist (required)", EnvVars: []string{"INBOX_RESTORE_TO"}},
 			&cli.StringFlag{Name: "timestamp", Usage: "restore the database as it was at this time (RFC 3339, e.g. 2026-01-02T09:00:00Z) rather than the latest", EnvVars: []string{"INBOX_RESTORE_TIMESTAMP"}},
 		},
 		Action: func(c *cli.Context) error {
 			if err := config.NoArgs(c); err != nil {
 				return err
+			}
+			// Checked here, not as urfave/cli's Required, which would come
+			// before the refusal of a flag given twice.
+			if c.String("replica") == "" || c.String("to") == "" {
+				return errors.New("restore needs --replica URL (the replica serve --replica wrote) and --to FILE (a file that does not exist)")
 			}
 			var at time.Time
 			if ts := c.String("timestamp"); ts != "" {

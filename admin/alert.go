@@ -119,7 +119,8 @@ file by more than DURATION, or no sync reached it for that long (the
 replica cannot be reached, or serve hangs or was killed). It reads what
 serve saves beside the database after each sync, never serve's error,
 which may name the replica's host; a serve that stopped cleanly, its last
-sync done, is never behind. It exits 2 when serve never replicated --db.
+sync done, is never behind. A database serve never replicated is a finding
+too (exit 1).
 
 It also prints, and exits 1 for, each key refused with 503 (the store was
 down) more than --missed-after ago and not delivered since (inbox missed),

@@ -49,6 +49,11 @@ func replicaCheck(c *cli.Context) (check, error) {
 // syncs no more), unless serve stopped with everything sent.
 func alertReplica(c *cli.Context, d time.Duration, rep *report) error {
 	st, err := replica.ReadStatus(c.String("db"))
+	if errors.Is(err, replica.ErrNoStatus) {
+		// Asked to watch a replica there is none of: that is the finding.
+		line := "replica\tnone: serve has not replicated this database\tstart it with --replica (or [replica] url in --config)\t(inbox stats)"
+		return rep.add("replica", 1, replicaFinding{Replica: "", Unreachable: true}, line)
+	}
 	if err != nil {
 		return err
 	}
