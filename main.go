@@ -43,8 +43,8 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 	usageError := func(c *cli.Context, err error, _ bool) error {
 		return fmt.Errorf("%w (see --help)", err)
 	}
-	commands := append([]*cli.Command{serveCommand(stderr), dispatchCommand(stderr)}, admin.Commands(adminOpener)...)
-	commands = append(commands, admin.SecretCommand())
+	commands := append([]*cli.Command{serveCommand(stderr), dispatchCommand(stderr)}, admin.Commands(adminOpener, backupFile)...)
+	commands = append(commands, admin.SecretCommand(), restoreCommand())
 	for _, c := range commands {
 		// A command with its own (alert, whose exit codes cron reads) keeps it.
 		if c.OnUsageError == nil {

@@ -14,6 +14,7 @@ import (
 	"inbox/inbox"
 	"inbox/postgres"
 	"inbox/process"
+	"inbox/sqlite"
 	"inbox/stores"
 )
 
@@ -84,4 +85,10 @@ func runError(db string, err error) error {
 		return nil
 	}
 	return errors.New(dbaddr.ForLogs(db)(stores.OneLine{Err: err}))
+}
+
+// backupFile is how inbox migrate copies a SQLite file before it upgrades
+// it: as it is, waiting up to the default busy timeout for serve's lock.
+func backupFile(ctx context.Context, db, path string) (int64, error) {
+	return sqlite.BackupFile(ctx, db, path, inbox.DefaultBusyTimeout)
 }

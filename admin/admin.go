@@ -37,8 +37,9 @@ type Access struct {
 // creates one: a mistyped path is an error, not a new database.
 type Opener func(ctx context.Context, db string, a Access) (inbox.Store, error)
 
-// Commands returns the admin commands, which open their stores with open.
-func Commands(open Opener) []*cli.Command {
+// Commands returns the admin commands, which open their stores with open;
+// migrate copies a SQLite file with backup before it upgrades it.
+func Commands(open Opener, backup FileBackup) []*cli.Command {
 	cmds := []*cli.Command{
 		listCommand(open),
 		statsCommand(open),
@@ -59,7 +60,7 @@ func Commands(open Opener) []*cli.Command {
 		missedCommand(open),
 		expectCommand(open),
 		expectedCommand(open),
-		migrateCommand(open),
+		migrateCommand(open, backup),
 	}
 	for _, cmd := range cmds {
 		connectErrorsWithoutAddress(cmd)

@@ -64,7 +64,7 @@ func fill(t *testing.T, path string, receivedAt time.Time, bodies ...string) {
 // run runs the admin commands as the binary does, its output in a buffer.
 func run(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	return runCommands(t, Commands(testOpen), args...)
+	return runCommands(t, Commands(testOpen, testBackup), args...)
 }
 
 func runCommands(t *testing.T, cmds []*cli.Command, args ...string) (string, error) {
@@ -257,4 +257,10 @@ func testOpen(ctx context.Context, db string, a Access) (inbox.Store, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// testBackup copies the SQLite databases the tests make, as main's
+// migrate does.
+func testBackup(ctx context.Context, db, path string) (int64, error) {
+	return sqlite.BackupFile(ctx, db, path, time.Second)
 }

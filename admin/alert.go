@@ -112,6 +112,16 @@ database (written again every 30 s while down, kept when the dispatcher
 stops for the next one to probe first, deleted once up), never the
 failure itself, which may name the application's host.
 
+With --replica-lag DURATION it asks instead whether the replica of the
+SQLite file (serve --replica) is behind: it prints the replica, by how
+much and when a sync last reached it, and exits 1 when it may trail the
+file by more than DURATION, or no sync reached it for that long (the
+replica cannot be reached, or serve hangs or was killed). It reads what
+serve saves beside the database after each sync, never serve's error,
+which may name the replica's host; a serve that stopped cleanly, its last
+sync done, is never behind. A database serve never replicated is a finding
+too (exit 1).
+
 It also prints, and exits 1 for, each key refused with 503 (the store was
 down) more than --missed-after ago and not delivered since (inbox missed),
 each expected job waiting past its window (inbox expected --overdue),
@@ -174,6 +184,7 @@ Examples:
    inbox alert --quiet-for 2h --config /etc/inbox/inbox.toml
    inbox alert --quiet-for 30m --source vibe --notify https://hooks.slack.com/services/...
    inbox alert --down-for 10m --notify https://hooks.slack.com/services/...
+   inbox alert --replica-lag 1m
    inbox alert --failing-for 15m --min-count 3 --config /etc/inbox/inbox.toml --notify https://hooks.slack.com/services/...
    inbox alert --max-age 24h --on-change --repeat 12h --notify https://hooks.slack.com/services/...
    INBOX_NOTIFY=https://ntfy.example.com/inbox,https://chat.example.com/hooks/x inbox alert --max-age 24h --on-change
@@ -190,6 +201,7 @@ Examples:
 			ageFlag("quiet-for", "", "alert instead when a source has had no verified delivery for this long (precise to about a minute)", "INBOX_ALERT_QUIET_FOR"),
 			ageFlag("failing-for", "", "alert instead when a source had requests fail verification within this long and none verified since they began (a broken secret rotation)", "INBOX_ALERT_FAILING_FOR"),
 			ageFlag("down-for", "", "alert instead when a destination has been down (its rows held, probed) for longer than this", "INBOX_ALERT_DOWN_FOR"),
+			ageFlag("replica-lag", "", "alert instead when the replica of the SQLite file (serve --replica) is behind by more than this, or no sync reached it for this long", "INBOX_ALERT_REPLICA_LAG"),
 			&cli.StringSliceFlag{Name: "source", Usage: "with --quiet-for or --failing-for: the source to watch (repeatable); default: those of --config", EnvVars: []string{"INBOX_ALERT_SOURCE"}},
 			config.FileFlag("with --quiet-for or --failing-for: the TOML file of [[source]] tables serve reads, whose sources are watched"),
 			&cli.StringSliceFlag{Name: "notify", Usage: "also POST what opened, grew, repeated or resolved as JSON to this http(s) webhook (repeatable)", EnvVars: []string{"INBOX_NOTIFY"}},
@@ -431,6 +443,8 @@ func alertCheck(c *cli.Context) (check, error) {
 		return check{}, err
 	}
 	switch {
+	case c.IsSet("replica-lag"):
+		return replicaCheck(c)
 	case c.IsSet("down-for"):
 		return downCheck(c)
 	case c.IsSet("failing-for"):

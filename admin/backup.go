@@ -72,37 +72,17 @@ Examples:
 				return err
 			}
 
-			tmp, err := os.CreateTemp(filepath.Dir(dest), "."+filepath.Base(dest)+".tmp-*")
-			if err != nil {
-				return fmt.Errorf("backup: %w", err)
-			}
-			tmp.Close()
-			// Until the rename, the copy is only the temporary file's.
-			defer os.Remove(tmp.Name())
-			rows, err := store.Backup(c.Context, tmp.Name())
+			rows, err := writeCopy(dest, force, func(tmp string) (int64, error) {
+				rows, err := store.Backup(c.Context, tmp)
+				if err != nil {
+					return 0, err
+				}
+				// Again: PATH, or a folder on its way, may have changed
+				// while the copy was made.
+				return rows, notLive(store, c.String("db"), dest)
+			})
 			if err != nil {
 				return err
-			}
-			if err := syncFile(tmp.Name()); err != nil {
-				return fmt.Errorf("backup: %w", err)
-			}
-			// Again: PATH, or a folder on its way, may have changed while
-			// the copy was made.
-			if err := notLive(store, c.String("db"), dest); err != nil {
-				return err
-			}
-			if force {
-				err = os.Rename(tmp.Name(), dest)
-			} else {
-				// Link, not rename: it fails rather than replace a PATH that
-				// appeared meanwhile.
-				err = os.Link(tmp.Name(), dest)
-			}
-			if err != nil {
-				return fmt.Errorf("backup: %w", err)
-			}
-			if err := syncFile(filepath.Dir(dest)); err != nil {
-				return fmt.Errorf("backup: %w", err)
 			}
 			if c.Bool("json") {
 				return json.NewEncoder(c.App.Writer).Encode(struct {
@@ -114,6 +94,41 @@ Examples:
 			return err
 		},
 	}
+}
+
+// writeCopy has write copy the database to a temporary file beside dest,
+// fsyncs it and only then gives it the name dest (replacing a file there
+// only when force), so dest is never a partial copy. It returns the rows
+// write copied.
+func writeCopy(dest string, force bool, write func(tmp string) (int64, error)) (int64, error) {
+	tmp, err := os.CreateTemp(filepath.Dir(dest), "."+filepath.Base(dest)+".tmp-*")
+	if err != nil {
+		return 0, fmt.Errorf("backup: %w", err)
+	}
+	tmp.Close()
+	// Until the rename, the copy is only the temporary file's.
+	defer os.Remove(tmp.Name())
+	rows, err := write(tmp.Name())
+	if err != nil {
+		return 0, err
+	}
+	if err := syncFile(tmp.Name()); err != nil {
+		return 0, fmt.Errorf("backup: %w", err)
+	}
+	if force {
+		err = os.Rename(tmp.Name(), dest)
+	} else {
+		// Link, not rename: it fails rather than replace a PATH that
+		// appeared meanwhile.
+		err = os.Link(tmp.Name(), dest)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("backup: %w", err)
+	}
+	if err := syncFile(filepath.Dir(dest)); err != nil {
+		return 0, fmt.Errorf("backup: %w", err)
+	}
+	return rows, nil
 }
 
 // Backuper is a store that writes consistent copies of itself to files:

@@ -22,7 +22,7 @@ import (
 func runStderr(t *testing.T, args ...string) (string, string, error) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	app := &cli.App{Name: "inbox", Commands: Commands(testOpen), Writer: &out, ErrWriter: &errOut,
+	app := &cli.App{Name: "inbox", Commands: Commands(testOpen, testBackup), Writer: &out, ErrWriter: &errOut,
 		ExitErrHandler: func(*cli.Context, error) {}}
 	err := app.RunContext(context.Background(), append([]string{"inbox"}, args...))
 	return out.String(), errOut.String(), err

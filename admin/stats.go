@@ -3,6 +3,7 @@ package admin
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"slices"
 	"text/tabwriter"
 	"time"
@@ -10,7 +11,9 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"inbox/config"
+	"inbox/dbaddr"
 	"inbox/inbox"
+	"inbox/replica"
 )
 
 func statsCommand(open Opener) *cli.Command {
@@ -66,6 +69,7 @@ Examples:
 			if err != nil {
 				return stopped(c, ctx, err, 0)
 			}
+			rep := replicaStatus(c.String("db"))
 			w := c.App.Writer
 			if c.Bool("json") {
 				// The age rides in the queue object, so jq .queue has it.
@@ -77,7 +81,8 @@ Examples:
 					inbox.Stats
 					Queue        queue                    `json:"queue"`
 					Destinations []inbox.DestinationStats `json:"destinations"`
-				}{st, queue{st.Queue, st.Queue.Age(time.Now()).Seconds()}, dests})
+					Replica      *replica.Status          `json:"replica,omitempty"`
+				}{st, queue{st.Queue, st.Queue.Age(time.Now()).Seconds()}, dests, rep})
 			}
 			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "STATUS\tROWS\tATTEMPTS")
@@ -132,7 +137,52 @@ Examples:
 						d.ByStatus[inbox.StatusDone], d.ByStatus[inbox.StatusParked], d.ByStatus[inbox.StatusDismissed], paused)
 				}
 			}
+			if rep != nil {
+				printReplica(tw, *rep, time.Now())
+			}
 			return tw.Flush()
 		},
 	})
+}
+
+// replicaStatus is what serve saved of the replica of the SQLite file at
+// db (serve --replica), its lag brought up to now; nil when there is none.
+func replicaStatus(db string) *replica.Status {
+	if dbaddr.IsPostgres(db) {
+		return nil
+	}
+	st, err := replica.ReadStatus(db)
+	if err != nil {
+		return nil
+	}
+	st.Lag = st.LagAt(time.Now()).Seconds()
+	return &st
+}
+
+// printReplica prints the REPLICA section of stats.
+func printReplica(tw io.Writer, st replica.Status, now time.Time) {
+	fmt.Fprintln(tw, "\nREPLICA\t")
+	fmt.Fprintf(tw, "url\t%s\n", cell(st.URL))
+	mode := "trails the file by about a second"
+	if st.Sync {
+		mode = "deliveries wait for it (--replica-sync)"
+	}
+	fmt.Fprintf(tw, "mode\t%s\n", mode)
+	fmt.Fprintf(tw, "behind by\t%s\n", formatDuration(time.Duration(st.Lag*float64(time.Second)).Round(100*time.Millisecond)))
+	last := "never"
+	if !st.LastSuccess.IsZero() {
+		last = fmt.Sprintf("%s (%s ago)", formatTime(st.LastSuccess), formatDuration(now.Sub(st.LastSuccess).Round(time.Second)))
+	}
+	fmt.Fprintf(tw, "last success\t%s\n", last)
+	fmt.Fprintf(tw, "failed syncs\t%d\n", st.Errors)
+	switch {
+	case st.Stopped:
+		fmt.Fprintln(tw, "state\tserve stopped; the replica holds every commit")
+	case st.Error != "":
+		fmt.Fprintf(tw, "state\tcannot be reached: %s\n", cell(st.Error))
+	case now.Sub(st.At) > 10*time.Second:
+		fmt.Fprintf(tw, "state\tserve saved no status since %s: is it running?\n", formatTime(st.At))
+	default:
+		fmt.Fprintln(tw, "state\tok")
+	}
 }

@@ -74,6 +74,14 @@ const nameInboxAllNew = "inbox-all-new"
 // defaultRepeat is the share of repeats in the load unless -repeat says.
 const defaultRepeat = 0.1
 
+// inbox with a file:// replica beside its database (serve --replica), in
+// the default mode and with --replica-sync: the cost of replicating, set
+// against inbox in the same run. They run only when -order names them.
+const (
+	nameInboxReplica     = "inbox-replica"
+	nameInboxReplicaSync = "inbox-replica-sync"
+)
+
 // receiverNames lists the receivers in the default order.
 func receiverNames() []string { return []string{nameInbox, storeNothing, groupCommit, commitEach} }
 
@@ -146,6 +154,8 @@ delivery.
                                           inbox on PostgreSQL (one replica, two, one with four writers), and commit-each-pg
   go -C bench run . -prefill 5000000 -order inbox
                                           inbox on a database that already holds 5 million rows
+  go -C bench run . -rounds 3 -order inbox,inbox-replica,inbox-replica-sync
+                                          inbox against itself replicating to a file:// replica, and with --replica-sync
   go -C bench run . -rounds 3 -dispatch 4,32
                                           then the dispatcher at 4 and 32 workers against the ingest rate
 
@@ -206,7 +216,7 @@ Flags:`)
 	if only != "" {
 		order = only
 	}
-	known := append(receiverNames(), postgresNames()...)
+	known := append(append(receiverNames(), postgresNames()...), nameInboxReplica, nameInboxReplicaSync)
 	for name := range strings.SplitSeq(order, ",") {
 		name = strings.TrimSpace(name)
 		if !slices.Contains(known, name) {
@@ -419,6 +429,18 @@ func receiverSpecs(ctx context.Context, cfg *config, dir string, stderr io.Write
 			if cfg.allNew {
 				specs = append(specs, receiverSpec{name: nameInboxAllNew, table: "events", argv: argv, prefill: true})
 			}
+		case nameInboxReplica, nameInboxReplicaSync:
+			argv, err := inbox()
+			if err != nil {
+				return nil, err
+			}
+			specs = append(specs, receiverSpec{name: name, table: "events", repeat: cfg.repeat, argv: func(addr, db string) []string {
+				args := append(argv(addr, db), "--replica", "file://"+db+".replica")
+				if name == nameInboxReplicaSync {
+					args = append(args, "--replica-sync")
+				}
+				return args
+			}})
 		case storeNothing:
 			specs = append(specs, receiverSpec{name: name, repeat: cfg.repeat, argv: func(addr, db string) []string {
 				return []string{self, referenceArg, storeNothing, addr, db}

@@ -48,6 +48,7 @@ type SecretEntry struct {
 type fileConfig struct {
 	Source      []fileSource      `toml:"source"`
 	Destination []fileDestination `toml:"destination"`
+	Replica     *FileReplica      `toml:"replica"`
 }
 
 type fileSource struct {

@@ -64,10 +64,26 @@ type Config struct {
 	// it and the store's, which holds the uses before this process began
 	// and those of other replicas.
 	SecretUses func() []inbox.SecretUse
+	// Replica, when set, says how the replica of the SQLite file stands
+	// now (serve --replica).
+	Replica func() Replica
 	// Timeout bounds the reads of one page; DefaultTimeout when zero.
 	Timeout time.Duration
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+}
+
+// Replica is what the overview shows of the replica: its URL without
+// password or secret, whether deliveries wait for it, how far it may
+// trail the file, when a sync last reached it, and the last sync's error
+// while it cannot be reached.
+type Replica struct {
+	URL         string
+	Sync        bool
+	Lag         time.Duration
+	LastSuccess time.Time
+	Errors      int64
+	Error       string
 }
 
 // DefaultTimeout bounds the store reads of one page.
@@ -96,6 +112,7 @@ type source struct {
 type Console struct {
 	store      Store
 	uses       func() []inbox.SecretUse
+	replica    func() Replica
 	sources    []source
 	db, dest   string
 	timeout    time.Duration
@@ -110,7 +127,7 @@ type Console struct {
 // New returns the console of store. It panics if its embedded templates do
 // not parse, which the tests would have seen.
 func New(store Store, cfg Config, log zerolog.Logger) *Console {
-	c := &Console{store: store, uses: cfg.SecretUses, db: cfg.DB, dest: cfg.Destination, timeout: cfg.Timeout, now: cfg.Now, log: log,
+	c := &Console{store: store, uses: cfg.SecretUses, replica: cfg.Replica, db: cfg.DB, dest: cfg.Destination, timeout: cfg.Timeout, now: cfg.Now, log: log,
 		mux: http.NewServeMux(), pages: map[string]*template.Template{}}
 	if c.timeout <= 0 {
 		c.timeout = DefaultTimeout

@@ -325,3 +325,26 @@ func TestDestinationDown(t *testing.T) {
 		t.Errorf("paused while down: %q", got)
 	}
 }
+
+// TestOverviewReplica shows the replica's URL, lag and last success on
+// the overview, its error while it cannot be reached, as text; without
+// one, no line.
+func TestOverviewReplica(t *testing.T) {
+	store := sqlitetest.MustOpen(t, sqlite.Options{})
+	last := time.Date(2026, 1, 2, 9, 0, 0, 0, time.UTC)
+	rep := console.Replica{URL: "s3://bucket/<b>inbox", Lag: 1500 * time.Millisecond, LastSuccess: last, Errors: 3, Error: "dial <b>refused"}
+	c := console.New(store, console.Config{Replica: func() console.Replica { return rep }}, zerolog.Nop())
+	_, body := get(t, c, http.MethodGet, "/")
+	for _, want := range []string{`id="replica"`, "s3://bucket/&lt;b&gt;inbox", "1.5s", "2026-01-02 09:00:00Z", "cannot be reached", "dial &lt;b&gt;refused"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("overview lacks %q:\n%s", want, body)
+		}
+	}
+	if markup.MatchString(body) {
+		t.Errorf("overview holds markup of the replica's:\n%s", body)
+	}
+	_, body = get(t, newConsole(store), http.MethodGet, "/")
+	if strings.Contains(body, `id="replica"`) {
+		t.Error("overview shows a replica line without a replica")
+	}
+}

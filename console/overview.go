@@ -24,6 +24,7 @@ type overviewPage struct {
 	Now         time.Time
 	DB          string
 	Destination string
+	Replica     *Replica // nil without one
 	Statuses    []statusCount
 	Total       int64
 	Sources     []sourceCounts
@@ -104,6 +105,10 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 func (c *Console) readOverview(ctx context.Context) (overviewPage, error) {
 	now := c.now().UTC()
 	p := overviewPage{Title: "Overview", Now: now, DB: c.db, Destination: c.dest}
+	if c.replica != nil {
+		rep := c.replica()
+		p.Replica = &rep
+	}
 	byStatus, err := c.store.CountByStatus(ctx)
 	if err != nil {
 		return p, err

@@ -112,8 +112,20 @@ func testAdminUpgrades(t *testing.T, old func(*testing.T) string) {
 			}
 		}
 	}
-	if out, errOut, code := adminRun(t, db, "migrate"); code != 0 || !strings.Contains(out, "upgraded") {
+	out, errOut, code := adminRun(t, db, "migrate")
+	if code != 0 || !strings.Contains(out, "upgraded") {
 		t.Fatalf("inbox migrate: exit %d %q %s", code, out, errOut)
+	}
+	if !strings.HasPrefix(db, "postgres") {
+		// The copy taken first says where it is, and holds the database
+		// as it was: still the older schema.
+		_, copied, ok := strings.Cut(strings.SplitN(out, "\n", 2)[0], " to ")
+		if !ok || !strings.Contains(out, "copied the database as it was") {
+			t.Fatalf("inbox migrate on SQLite: %q, want it to say where it copied the database first", out)
+		}
+		if _, errOut, code := adminRun(t, copied, "stats"); code == 0 || !strings.Contains(errOut, "inbox migrate") {
+			t.Errorf("stats on the copy taken before the upgrade: exit %d %q, want the older schema refused", code, errOut)
+		}
 	}
 	if out, errOut, code := adminRun(t, db, "migrate"); code != 0 || !strings.Contains(out, "up to date") {
 		t.Errorf("inbox migrate again: exit %d %q %s, want up to date", code, out, errOut)

@@ -338,7 +338,8 @@ func TestPromQLParser(t *testing.T) {
 func binaryMetrics(t *testing.T) exported {
 	dir := t.TempDir()
 	db := filepath.Join(dir, "inbox.db")
-	srv := startServer(t, db, "--exec", "cat >/dev/null")
+	// With a replica: its series are exported only then.
+	srv := startServer(t, db, "--exec", "cat >/dev/null", "--replica", "file://"+filepath.Join(dir, "replica"))
 	if code := send(t, http.DefaultClient, srv.url, `{"event":"job.completed","job_id":"job_1","status":"COMPLETED"}`, e2eSecret); code != http.StatusNoContent {
 		t.Fatalf("delivery: %d", code)
 	}

@@ -156,7 +156,8 @@ func TestDeployCronSumeOnly(t *testing.T) {
 	}
 	cfg := filepath.Join(dir, "inbox.toml")
 	writeConfigAt(t, cfg, string(deployFile(t, "inbox.toml")))
-	srv := startServer(t, db)
+	// With the replica docs/deploy.md recommends, for the --replica-lag line.
+	srv := startServer(t, db, "--replica", "file://"+filepath.Join(dir, "replica"))
 	if out, errOut, code := runCLI(t, []string{"SUME_COM_WEBHOOK_SIGNING_SECRET=" + e2eSecret}, "send", "--url", srv.url); code != 0 {
 		t.Fatalf("send: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}

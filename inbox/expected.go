@@ -130,4 +130,10 @@ type Refusal struct {
 	First  time.Time `json:"first_refused_at"`
 	Last   time.Time `json:"last_refused_at"`
 	Count  int64     `json:"refusals"`
+	// Stored says the delivery was stored here but answered 503 all the
+	// same, its commit unconfirmed where the store promises it (a replica
+	// under --replica-sync, see ErrUnconfirmed): its key is recorded
+	// although its row exists, unless a delivery landed on the row after
+	// Last.
+	Stored bool `json:"-"`
 }

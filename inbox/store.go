@@ -2,6 +2,7 @@ package inbox
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -14,6 +15,12 @@ const (
 	// DefaultMaxBatch bounds how many deliveries one group commit carries.
 	DefaultMaxBatch = 256
 )
+
+// ErrUnconfirmed is what Put returns, wrapped, when the delivery was
+// committed here but the commit did not reach where the store promises it
+// too (a replica under --replica-sync): the answer is 503 and the key is
+// remembered for inbox missed, although its row exists.
+var ErrUnconfirmed = errors.New("stored, but not confirmed by the replica")
 
 // Commit is what a store's writer reports of one group commit (the
 // OnCommit of sqlite.Options and postgres.Options).

@@ -130,6 +130,7 @@ type run struct {
 	ln, aln  net.Listener        // aln nil without an admin address
 	hup      <-chan os.Signal
 	store    inbox.Store
+	deps     func() []health.Dependency // what /readyz shows beside the store (serve's)
 }
 
 // probeTimeout bounds a readiness probe's and a scrape's reads of the store.

@@ -42,6 +42,7 @@ func (r *run) serve(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	r.deps = withReplica(dests.dependencies, r.watchReplica())
 	live := r.sources(dests)
 	set, err := live.build(cfg.Sources)
 	if err != nil {
@@ -101,7 +102,7 @@ func (r *run) sources(dests *liveDestinations) *liveSources {
 	var probes *http.ServeMux
 	if r.aln == nil {
 		probes = http.NewServeMux()
-		handleOps(probes, r.store, r.commits, r.reg, log, dests.dependencies)
+		handleOps(probes, r.store, r.commits, r.reg, log, r.deps)
 	}
 	live := &liveSources{check: cfg.CheckSources, read: ReadSources, grace: cfg.Limits.WriteTimeout + time.Second, log: log}
 	live.build = func(sources []config.Source) (*sourceSet, error) {
@@ -145,7 +146,7 @@ func (r *run) sources(dests *liveDestinations) *liveSources {
 func (r *run) adminMux(live *liveSources, dests *liveDestinations) *http.ServeMux {
 	cfg, store, log := r.cfg, r.store, r.log
 	ops := http.NewServeMux()
-	handleOps(ops, store, r.commits, r.reg, log, dests.dependencies)
+	handleOps(ops, store, r.commits, r.reg, log, r.deps)
 	handleExpect(cfg.Reconcile.APIURL, ops, store, log)
 	handleSources(ops, live, store, log)
 	handleDestinations(ops, dests)
@@ -167,6 +168,14 @@ func (r *run) adminMux(live *liveSources, dests *liveDestinations) *http.ServeMu
 // never a secret.
 func (r *run) consoleConfig(live *liveSources, sources []config.Source, dests []config.Destination) console.Config {
 	c := console.Config{DB: r.cfg.DB, SecretUses: live.uses}
+	if rs, ok := r.store.(replicated); ok {
+		rep := rs.Replica()
+		c.Replica = func() console.Replica {
+			st := rep.Status()
+			return console.Replica{URL: st.URL, Sync: st.Sync, Lag: time.Duration(st.Lag * float64(time.Second)).Round(100 * time.Millisecond),
+				LastSuccess: st.LastSuccess, Errors: st.Errors, Error: st.Error}
+		}
+	}
 	for _, src := range sources {
 		c.Sources = append(c.Sources, console.Source{Name: src.Name, Path: src.Path, Scheme: src.Scheme.Name(), Keys: src.Keys})
 	}

@@ -109,7 +109,7 @@ type Config struct {
 	// OnRefused, when set, is called with each verified delivery the store
 	// could not take (the answer is 503), so its key can be remembered. It
 	// must return at once and must not keep d.Body.
-	OnRefused func(d inbox.Delivery)
+	OnRefused func(d inbox.Delivery, err error)
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 }
@@ -386,7 +386,7 @@ func (h *Handler) receive(r *http.Request, body []byte) (inbox.Delivery, inbox.R
 	res, err := h.store.Put(r.Context(), d)
 	if err != nil {
 		if h.cfg.OnRefused != nil {
-			h.cfg.OnRefused(d)
+			h.cfg.OnRefused(d, err)
 		}
 		return d, inbox.Result{}, fmt.Errorf("%w: %w", errStore, err)
 	}

@@ -2,6 +2,7 @@ package reconcile_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -117,7 +118,7 @@ func TestRefusalsBounded(t *testing.T) {
 	s := sqlitetest.MustOpen(t, sqlite.Options{})
 	mem := reconcile.NewRefusals(3, nil)
 	for _, key := range []string{"job_1", "job_2", "job_1", "job_3", "job_4", "job_5", "job_2"} {
-		mem.Add(inbox.Delivery{Source: "sume", Key: key, JobID: key, Event: "job.completed", Body: []byte("the body")})
+		mem.Add(inbox.Delivery{Source: "sume", Key: key, JobID: key, Event: "job.completed", Body: []byte("the body")}, errors.New("store down"))
 	}
 	if mem.Len() != 3 || mem.Dropped() != 2 {
 		t.Fatalf("held %d, dropped %d; want 3 and 2", mem.Len(), mem.Dropped())

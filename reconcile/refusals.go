@@ -6,6 +6,7 @@
 package reconcile
 
 import (
+	"errors"
 	"sync"
 	"time"
 
@@ -44,7 +45,7 @@ func NewRefusals(max int, now func() time.Time) *Refusals {
 // Add remembers one refused delivery: its source, key, job and event, never
 // its body. A key already held is counted again; a new key beyond the bound
 // is dropped and counted in Dropped. It fits receiver.Config.OnRefused.
-func (r *Refusals) Add(d inbox.Delivery) {
+func (r *Refusals) Add(d inbox.Delivery, err error) {
 	now := r.now().UTC()
 	source := d.Source
 	if source == "" {
@@ -52,7 +53,8 @@ func (r *Refusals) Add(d inbox.Delivery) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.merge(inbox.Refusal{Source: source, Key: d.Key, JobID: d.JobID, Event: d.Event, First: now, Last: now, Count: 1})
+	r.merge(inbox.Refusal{Source: source, Key: d.Key, JobID: d.JobID, Event: d.Event, First: now, Last: now, Count: 1,
+		Stored: errors.Is(err, inbox.ErrUnconfirmed)})
 }
 
 // merge adds one refusal to the memory; r.mu is held.
@@ -69,6 +71,7 @@ func (r *Refusals) merge(f inbox.Refusal) {
 		if f.Event != "" {
 			cur.Event = f.Event
 		}
+		cur.Stored = cur.Stored || f.Stored
 		return
 	}
 	if len(r.keys) >= r.max {

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"time"
 )
 
 // Backup writes a consistent copy of the database to path with VACUUM INTO
@@ -24,9 +25,33 @@ func (s *Store) Backup(ctx context.Context, path string) (int64, error) {
 	} else if what != "" {
 		return 0, fmt.Errorf("backup: %s is %s: choose a path outside the live database's files", path, what)
 	}
+	return backupFile(ctx, s.path, path, s.busy)
+}
+
+// BackupFile writes a consistent copy of the SQLite database at db to
+// path, as Store.Backup does, without opening it as a store: it neither
+// checks nor upgrades the schema, so it copies a database an earlier
+// inbox made as it is (inbox migrate's copy before the upgrade). busy
+// bounds the wait for another's lock. It fails as Backup does, and when
+// there is no database at db.
+func BackupFile(ctx context.Context, db, path string, busy time.Duration) (int64, error) {
+	if err := createFile(db, true); err != nil {
+		return 0, fmt.Errorf("backup: %w", err)
+	}
+	if what, err := LiveFile(db, path); err != nil {
+		return 0, fmt.Errorf("backup: %w", err)
+	} else if what != "" {
+		return 0, fmt.Errorf("backup: %s is %s: choose a path outside the live database's files", path, what)
+	}
+	return backupFile(ctx, db, path, busy)
+}
+
+// backupFile copies the database at src to path with VACUUM INTO and
+// checks the copy.
+func backupFile(ctx context.Context, src, path string, busy time.Duration) (int64, error) {
 	// A connection of its own: the read pool is query_only, which refuses
 	// VACUUM INTO even though the source is only read.
-	db, err := openPool(s.path, busyDSN(s.busy).Encode(), 1, nil, nil)
+	db, err := openPool(src, busyDSN(busy).Encode(), 1, nil, nil)
 	if err != nil {
 		return 0, fmt.Errorf("backup: %w", err)
 	}

@@ -29,7 +29,8 @@ const writerCheckpointFrames = 1_000
 // writerCheckpointFrames) and then finds little left to copy, and it is the
 // one that lets the WAL start over from the beginning: under load a commit
 // lands during nearly every one of the checkpointer's, which therefore
-// rarely ends with every frame copied.
+// rarely ends with every frame copied. With Options.NoCheckpoints it only
+// watches the file.
 func (s *Store) runCheckpointer() {
 	defer s.stopped.Done()
 	t := time.NewTicker(checkpointEvery)
@@ -45,6 +46,9 @@ func (s *Store) runCheckpointer() {
 			// SQLite has open, which is all that is left of the rows
 			// committed before.
 			s.guard.check()
+			if s.noCheckpoints {
+				continue
+			}
 			// An error (say, a full disk) is left for the writer to meet
 			// and answer with 503; the next tick tries again.
 			s.ckpt.ExecContext(context.Background(), "PRAGMA wal_checkpoint(PASSIVE)")

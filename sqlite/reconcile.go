@@ -42,19 +42,21 @@ type reconcileTx struct {
 
 func (t reconcileTx) Now() time.Time { return fromMillis(millis(t.now)) }
 
-// RecordRefusal adds r to its key's refusal unless the key's row exists.
+// RecordRefusal adds r to its key's refusal unless the key's row exists;
+// for a refusal of a delivery stored all the same (r.Stored), unless a
+// delivery landed on the row after it.
 func (t reconcileTx) RecordRefusal(r inbox.Refusal) error {
 	// WHERE on the SELECT: SQLite needs it to read the upsert's ON.
 	_, err := t.tx.ExecContext(t.ctx, `INSERT INTO refusals
 		(source, key, job_id, event, first_refused_at, last_refused_at, refusals)
-		SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7 WHERE NOT EXISTS (SELECT 1 FROM events WHERE id = ?2)
+		SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7 WHERE NOT EXISTS (SELECT 1 FROM events WHERE id = ?2 AND (NOT ?8 OR last_seen_at > ?6))
 		ON CONFLICT(source, key) DO UPDATE SET
 			first_refused_at = min(first_refused_at, excluded.first_refused_at),
 			last_refused_at = max(last_refused_at, excluded.last_refused_at),
 			refusals = refusals + excluded.refusals,
 			job_id = coalesce(excluded.job_id, job_id),
 			event = coalesce(excluded.event, event)`,
-		r.Source, r.Key, nullable(r.JobID), nullable(r.Event), millis(r.First), millis(r.Last), r.Count)
+		r.Source, r.Key, nullable(r.JobID), nullable(r.Event), millis(r.First), millis(r.Last), r.Count, r.Stored)
 	return err
 }
 

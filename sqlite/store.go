@@ -59,6 +59,11 @@ type Options struct {
 	// again. It runs on whichever of the store's goroutines noticed, within
 	// a second, so it must return at once and must not call the store.
 	OnFileLost func(err error)
+	// NoCheckpoints leaves the WAL's checkpoints to another (a
+	// replica.Replicator, which copies the WAL's frames before it
+	// checkpoints them): the store then runs none, neither its
+	// checkpointer's nor its writer's automatic one.
+	NoCheckpoints bool
 }
 
 // Store is the SQLite inbox store. It has one write connection. Deliveries (Put)
@@ -96,6 +101,8 @@ type Store struct {
 	stopped   sync.WaitGroup // the writer and the checkpointer
 	closeOnce sync.Once
 	closeErr  error
+
+	noCheckpoints bool
 }
 
 // Open opens (and unless opts.MustExist, creates) the inbox at path, checks
@@ -124,7 +131,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	s := &Store{path: path, now: opts.Now, maxBatch: opts.MaxBatch, busy: opts.BusyTimeout,
-		causes: newSendCauses(opts.BusyTimeout), onCommit: opts.OnCommit}
+		causes: newSendCauses(opts.BusyTimeout), onCommit: opts.OnCommit, noCheckpoints: opts.NoCheckpoints}
 	s.Sequences = inbox.NewSequences(s.counts(), secretUses{s}, reconciling{s}, purging{s}, reprocessing{s}, replaying{s}, dismissing{replaying{s}})
 
 	var err error
@@ -212,7 +219,11 @@ func openWriter(ctx context.Context, path string, opts Options, g *guard, parsed
 	// busy-waiting on ourselves, leaving busy_timeout for other processes
 	// (the admin CLI).
 	q := writeDSN(opts.BusyTimeout)
-	q.Add("_pragma", fmt.Sprintf("wal_autocheckpoint(%d)", writerCheckpointFrames))
+	frames := writerCheckpointFrames
+	if opts.NoCheckpoints {
+		frames = 0
+	}
+	q.Add("_pragma", fmt.Sprintf("wal_autocheckpoint(%d)", frames))
 	db, err := openPool(path, q.Encode(), 1, g, parsed)
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)

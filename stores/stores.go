@@ -17,6 +17,7 @@ import (
 	"inbox/inbox"
 	"inbox/pending"
 	"inbox/postgres"
+	"inbox/replica"
 	"inbox/sqlite"
 )
 
@@ -40,6 +41,10 @@ type Options struct {
 	OnDown, OnFatal func(error)
 	// PG is what the --db-* flags set: PostgreSQL's pool and durability checks.
 	PG PG
+	// Replica, when set, replicates a SQLite store as it is written (serve
+	// --replica): the store runs no checkpoint of its own, the Replicator
+	// runs them. PostgreSQL refuses it.
+	Replica *replica.Config
 }
 
 // PG are the PostgreSQL store's settings a writing command takes.
@@ -89,18 +94,31 @@ func Open(ctx context.Context, db string, o Options) (inbox.Store, error) {
 		return nil, errors.New("INBOX_DB (or --db) holds the placeholder password of the shipped inbox-postgres.env: set it to the inbox role's password")
 	}
 	if !IsPostgres(db) {
+		replicated := o.Replica != nil && !o.ReadOnly
 		s, err := sqlite.Open(ctx, db, sqlite.Options{
-			Schema:      o.Schema,
-			ReadOnly:    o.ReadOnly,
-			MustExist:   o.MustExist,
-			BusyTimeout: o.BusyTimeout,
-			OnCommit:    o.OnCommit,
-			OnFileLost:  o.OnFileLost,
+			Schema:        o.Schema,
+			ReadOnly:      o.ReadOnly,
+			MustExist:     o.MustExist,
+			BusyTimeout:   o.BusyTimeout,
+			OnCommit:      o.OnCommit,
+			OnFileLost:    o.OnFileLost,
+			NoCheckpoints: replicated,
 		})
 		if err != nil {
 			return nil, err // not a nil *sqlite.Store in a non-nil interface
 		}
-		return s, nil
+		if !replicated {
+			return s, nil
+		}
+		r, err := replica.Open(ctx, db, *o.Replica)
+		if err != nil {
+			s.Close()
+			return nil, err
+		}
+		return replica.Wrap(s, r), nil
+	}
+	if o.Replica != nil {
+		return nil, errors.New("--replica applies to a SQLite file only: PostgreSQL keeps its copies with its own replication and backups (see docs/postgres.md)")
 	}
 	open := func(ctx context.Context) (inbox.Store, error) {
 		s, err := postgres.Open(ctx, db, postgres.Options{
