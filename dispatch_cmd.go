@@ -62,7 +62,7 @@ func dispatchCommand(logOut io.Writer) *cli.Command {
 			if err != nil {
 				return err
 			}
-			if err := work(c.Context); err != nil {
+			if err := config.Work(c.Context); err != nil {
 				return err
 			}
 			return runError(c.String("db"), process.Run(c.Context, cfg))

@@ -44,14 +44,14 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		return fmt.Errorf("%w (see --help)", err)
 	}
 	commands := append([]*cli.Command{serveCommand(stderr), dispatchCommand(stderr)}, admin.Commands(adminOpener, backupFile)...)
-	commands = append(commands, admin.SecretCommand(), restoreCommand())
+	commands = append(commands, admin.SecretCommand(), admin.RestoreCommand(checkRestored))
 	for _, c := range commands {
 		// A command with its own (alert, whose exit codes cron reads) keeps it.
 		if c.OnUsageError == nil {
 			c.OnUsageError = usageError
 		}
 		config.RefuseRepeats(c)
-		checked(c)
+		config.Checked(c)
 	}
 	return &cli.App{
 		Name:  "inbox",
@@ -74,8 +74,8 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			}
 			return cli.ShowAppHelp(c)
 		},
-		Flags:  []cli.Flag{checkFlag()},
-		Before: startCheck,
+		Flags:  []cli.Flag{config.CheckFlag()},
+		Before: config.StartCheck,
 		// Errors are printed once, by main, as one line.
 		ExitErrHandler: func(*cli.Context, error) {},
 		OnUsageError:   usageError,

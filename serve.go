@@ -16,6 +16,7 @@ import (
 	"inbox/inbox"
 	"inbox/process"
 	"inbox/receiver"
+	"inbox/replica"
 	"inbox/scheme"
 	"inbox/stores"
 )
@@ -45,7 +46,7 @@ func serveCommand(logOut io.Writer) *cli.Command {
 		), inCategory(catStore, append([]cli.Flag{
 			config.DBFlag(),
 			config.BusyTimeoutFlag("how long a delivery waits for another process's lock before the answer is 503; at most --read-timeout, so the 503 is written before the write deadline"),
-		}, append(dbWriteFlags(), replicaFlags()...)...)...), inCategory(catLimits,
+		}, append(dbWriteFlags(), config.ReplicaFlags()...)...)...), inCategory(catLimits,
 			&cli.IntFlag{Name: "max-in-flight", Value: 512, Usage: "webhook requests verified and stored at once, all sources together (a body still arriving takes no place); beyond it the answer is 503 with Retry-After", EnvVars: []string{"INBOX_MAX_IN_FLIGHT"}},
 			&cli.StringFlag{Name: "max-body-memory", Value: "64MiB", Usage: "webhook bodies held in memory at once, all sources together, each taking its bytes as they arrive (above 64 KiB a body may fill only three quarters); a body it cannot take gets 503 with Retry-After; at least twice the largest --max-request", EnvVars: []string{"INBOX_MAX_BODY_MEMORY"}},
 			config.DurationFlag("read-header-timeout", def.ReadHeaderTimeout, "a client that has not sent its headers by then is disconnected", "INBOX_READ_HEADER_TIMEOUT", config.Positive),
@@ -57,7 +58,7 @@ func serveCommand(logOut io.Writer) *cli.Command {
 			if err != nil {
 				return err
 			}
-			if err := work(c.Context); err != nil {
+			if err := config.Work(c.Context); err != nil {
 				return err
 			}
 			return runError(c.String("db"), process.Run(c.Context, cfg))
@@ -91,16 +92,17 @@ func parseServe(c *cli.Context, logOut io.Writer) (process.Config, error) {
 		return process.Config{}, err
 	}
 	o := stores.Options{Schema: schema, BusyTimeout: busyTimeout, Wait: true, PG: pg}
-	if rep != nil {
-		rep.cfg.WaitTimeout = busyTimeout
-		o.Replica = &rep.cfg
-	}
-	open := storeOpener(db, o)
-	cfg.Open = func(ctx context.Context, obs process.StoreObservers) (inbox.Store, error) {
-		if err := restoreIfMissing(ctx, db, rep, log); err != nil {
-			return nil, err
+	cfg.Open = storeOpener(db, o)
+	if rep.URL != "" {
+		rep.Config.WaitTimeout = busyTimeout
+		o.Replica = &rep.Config
+		open := storeOpener(db, o)
+		cfg.Open = func(ctx context.Context, obs process.StoreObservers) (inbox.Store, error) {
+			if err := replica.RestoreIfMissing(ctx, rep.Config, db, rep.RestoreIfMissing, checkRestored); err != nil {
+				return nil, err
+			}
+			return open(ctx, obs)
 		}
-		return open(ctx, obs)
 	}
 	rules, err := config.Rules(c)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"inbox/admin"
+	"inbox/config"
 	"inbox/dbaddr"
 	"inbox/inbox"
 	"inbox/postgres"
@@ -60,7 +61,7 @@ func parsePGOptions(c *cli.Context, db string) (stores.PG, error) {
 // upgrades a database an earlier inbox made, with serve's schema, as serve
 // does; a read-only one refuses it, saying to run inbox migrate.
 func adminOpener(ctx context.Context, db string, a admin.Access) (inbox.Store, error) {
-	if err := work(ctx); err != nil {
+	if err := config.Work(ctx); err != nil {
 		return nil, err
 	}
 	return stores.Open(ctx, db, stores.Options{Schema: schema, ReadOnly: !a.Write, MustExist: true, BusyTimeout: a.BusyTimeout})

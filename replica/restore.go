@@ -137,3 +137,38 @@ func Holds(ctx context.Context, cfg Config) (bool, error) {
 	}
 	return false, nil
 }
+
+// RestoreIfMissing restores the database at db from the replica cfg when
+// there is no file there and restore is set (serve --restore-if-missing,
+// on a new machine), checking it with check. An empty replica is no
+// error: serve then starts an empty inbox.
+//
+// Without restore it refuses to start an empty database over a replica
+// that holds one: the empty file would become the replica's latest state.
+func RestoreIfMissing(ctx context.Context, cfg Config, db string, restore bool, check func(ctx context.Context, path string) error) error {
+	if _, err := os.Lstat(db); err == nil {
+		return nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("--restore-if-missing: %w", err)
+	}
+	if !restore {
+		holds, err := Holds(ctx, cfg)
+		if err != nil {
+			return fmt.Errorf("no database at %s, and the replica cannot be read to check it holds none: %w", db, err)
+		}
+		if holds {
+			return fmt.Errorf("no database at %s, but replica %s holds one: add --restore-if-missing to restore it first (or run inbox restore), or give --replica an empty place to start a new inbox", db, cfg.Shown)
+		}
+		return nil
+	}
+	err := Restore(ctx, cfg, db, time.Time{}, check)
+	if errors.Is(err, ErrEmpty) {
+		cfg.Log.Info().Str("db", db).Str("replica", cfg.Shown).Msg("no database at --db and none on the replica: starting an empty inbox")
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("--restore-if-missing: %w", err)
+	}
+	cfg.Log.Info().Str("db", db).Str("replica", cfg.Shown).Msg("no database at --db: restored it from the replica")
+	return nil
+}

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"context"
@@ -9,11 +9,11 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-// checkFlag is the app's --check: a command line read, its flags,
+// CheckFlag is the app's --check: a command line read, its flags,
 // arguments, environment and --config checked as the command checks them,
 // and the command stopped before its first work. A cron line or a unit's
 // ExecStart can be tried this way before it runs for real.
-func checkFlag() *cli.BoolFlag {
+func CheckFlag() *cli.BoolFlag {
 	return &cli.BoolFlag{Name: "check", Usage: "check the command's flags, arguments and --config, then stop before it opens the database, listens or sends anything; exit 0 when it would run (inbox --check alert --max-age 24h)"}
 }
 
@@ -24,11 +24,11 @@ type checkKey struct{}
 // work.
 type checkRun struct{ reached atomic.Bool }
 
-// startCheck, the app's Before, makes a --check run: the commands run on
+// StartCheck, the app's Before, makes a --check run: the commands run on
 // a context cancelled at once, so whatever they send or read over the
 // network stops before it starts, holding what records how far they got,
 // and print nothing on stdout.
-func startCheck(c *cli.Context) error {
+func StartCheck(c *cli.Context) error {
 	if !c.Bool("check") {
 		return nil
 	}
@@ -39,21 +39,21 @@ func startCheck(c *cli.Context) error {
 	return nil
 }
 
-// work is what a command calls before its work (opening the store,
+// Work is what a command calls before its work (opening the store,
 // serving): ctx's error, which is that of a --check run, recorded as
 // reached.
-func work(ctx context.Context) error {
+func Work(ctx context.Context) error {
 	if r, ok := ctx.Value(checkKey{}).(*checkRun); ok {
 		r.reached.Store(true)
 	}
 	return ctx.Err()
 }
 
-// checked makes cmd's action, in a --check run, succeed once the command
+// Checked makes cmd's action, in a --check run, succeed once the command
 // got as far as its work: it called work, or something it did stopped on
 // the cancelled context. Any other error is the command's refusal of its
 // command line.
-func checked(cmd *cli.Command) {
+func Checked(cmd *cli.Command) {
 	action := cmd.Action
 	if action == nil {
 		return
