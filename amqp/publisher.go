@@ -138,6 +138,12 @@ func Connect(rawURL, exchange, routingKey string, log zerolog.Logger) (*Publishe
 // routingKey, connecting to nothing.
 func CheckAddress(rawURL, exchange, routingKey string) error {
 	u, err := url.Parse(rawURL)
+	if err == nil && u.User == nil && strings.Contains(rawURL, "@") {
+		// A / ? or # in the password, not percent-encoded, ends the
+		// user info early: its tail is read as the path, query or
+		// fragment, its head as the host.
+		return fmt.Errorf("amqp URL %s: percent-encode any / ? # or %% in the user name or password", redact(rawURL))
+	}
 	if err != nil || (u.Scheme != "amqp" && u.Scheme != "amqps") || u.Hostname() == "" {
 		return fmt.Errorf("amqp URL %s: want amqp://user:password@host:5672/vhost (or amqps://)", redact(rawURL))
 	}
@@ -155,10 +161,15 @@ func CheckAddress(rawURL, exchange, routingKey string) error {
 	return nil
 }
 
-// redact shows rawURL without its password, for logs and errors; a URL
-// that does not parse shows only what follows its last @.
+// redact shows rawURL without its password, for logs and errors (a user
+// with none, which may be a token, masked too); a URL that parses with no
+// user info yet holds an @ (see CheckAddress), or does not parse, shows
+// only what follows its last @.
 func redact(rawURL string) string {
-	if u, err := url.Parse(rawURL); err == nil {
+	if u, err := url.Parse(rawURL); err == nil && (u.User != nil || !strings.Contains(rawURL, "@")) {
+		if _, ok := u.User.Password(); u.User != nil && !ok {
+			u.User = url.User("xxxxx")
+		}
 		return u.Redacted()
 	}
 	if at := strings.LastIndex(rawURL, "@"); at >= 0 {
