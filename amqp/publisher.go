@@ -437,12 +437,20 @@ func (p *Publisher) Collector() prometheus.Collector {
 // fail with dispatch.Down: the broker's configuration, which an operator
 // fixes, never the row's, so the attempt is given back and the rows wait.
 // A message above the broker's max_message_size is parked
-// too_large_for_destination. Any other failure (a negative confirmation,
-// the connection lost before the confirmation) is retried.
+// too_large_for_destination. A publish that could not be sent, the
+// connection gone, fails with dispatch.Down too: no attempt is spent. Any
+// other failure (a negative confirmation, the connection lost before the
+// confirmation) is retried.
 func (p *Publisher) Deliver(ctx context.Context, j inbox.Job) error {
 	c, err := p.channel()
 	if err != nil {
-		return fmt.Errorf("publish to exchange %q: %w: not sent", p.exchange, err)
+		err = fmt.Errorf("publish to exchange %q: %w: not sent", p.exchange, err)
+		if errors.Is(err, ErrUnreachable) {
+			// Lost since the dispatcher found it Ready: nothing was
+			// sent, so no attempt is spent.
+			return dispatch.Down(err, 0)
+		}
+		return err
 	}
 	source, key := j.Origin()
 	msg := amqp091.Publishing{
@@ -567,7 +575,12 @@ func (p *Publisher) publishError(c *channel, err error) error {
 		}
 	default:
 	}
-	if c.sess.conn.IsClosed() || errors.Is(err, amqp091.ErrClosed) {
+	if errors.Is(err, amqp091.ErrClosed) {
+		// Closed before the message's last frame was written: the
+		// broker stores no part of it.
+		return dispatch.Down(fmt.Errorf("publish to exchange %q: %w: not sent: %w", p.exchange, ErrUnreachable, err), 0)
+	}
+	if c.sess.conn.IsClosed() {
 		return fmt.Errorf("publish to exchange %q: %w: %w", p.exchange, ErrUnreachable, err)
 	}
 	return fmt.Errorf("publish to exchange %q: %w", p.exchange, err)

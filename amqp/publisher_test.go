@@ -303,7 +303,8 @@ func TestNoExchange(t *testing.T) {
 }
 
 // TestUnreachable: no broker behind the port: Connect returns, Ready and
-// State say unreachable, a publish fails at once, and no error, state or
+// State say unreachable, a publish fails at once, given back uncounted
+// (dispatch.Down), and no error, state or
 // log line names the password.
 func TestUnreachable(t *testing.T) {
 	t.Parallel()
@@ -329,7 +330,7 @@ func TestUnreachable(t *testing.T) {
 		t.Errorf("state %v %q", ok, state)
 	}
 	derr := p.Deliver(context.Background(), job("run_1", 1))
-	if !errors.Is(derr, amqp.ErrUnreachable) || dispatch.IsDown(derr) {
+	if !errors.Is(derr, amqp.ErrUnreachable) || !dispatch.IsDown(derr) {
 		t.Errorf("deliver: %v", derr)
 	}
 	if got := testutil.ToFloat64(p.Collector()); got != 0 {
