@@ -138,6 +138,12 @@ func Connect(rawURL, exchange, routingKey string, log zerolog.Logger) (*Publishe
 // routingKey, connecting to nothing.
 func CheckAddress(rawURL, exchange, routingKey string) error {
 	u, err := url.Parse(rawURL)
+	if err == nil && u.User == nil && strings.Contains(rawURL, "@") {
+		// A / ? or # in the password, not percent-encoded, ends the
+		// user info early: its tail is read as the path, query or
+		// fragment, its head as the host.
+		return fmt.Errorf("amqp URL %s: percent-encode any / ? # or %% in the user name or password", redact(rawURL))
+	}
 	if err != nil || (u.Scheme != "amqp" && u.Scheme != "amqps") || u.Hostname() == "" {
 		return fmt.Errorf("amqp URL %s: want amqp://user:password@host:5672/vhost (or amqps://)", redact(rawURL))
 	}
@@ -155,10 +161,15 @@ func CheckAddress(rawURL, exchange, routingKey string) error {
 	return nil
 }
 
-// redact shows rawURL without its password, for logs and errors; a URL
-// that does not parse shows only what follows its last @.
+// redact shows rawURL without its password, for logs and errors (a user
+// with none, which may be a token, masked too); a URL that parses with no
+// user info yet holds an @ (see CheckAddress), or does not parse, shows
+// only what follows its last @.
 func redact(rawURL string) string {
-	if u, err := url.Parse(rawURL); err == nil {
+	if u, err := url.Parse(rawURL); err == nil && (u.User != nil || !strings.Contains(rawURL, "@")) {
+		if _, ok := u.User.Password(); u.User != nil && !ok {
+			u.User = url.User("xxxxx")
+		}
 		return u.Redacted()
 	}
 	if at := strings.LastIndex(rawURL, "@"); at >= 0 {
@@ -426,12 +437,20 @@ func (p *Publisher) Collector() prometheus.Collector {
 // fail with dispatch.Down: the broker's configuration, which an operator
 // fixes, never the row's, so the attempt is given back and the rows wait.
 // A message above the broker's max_message_size is parked
-// too_large_for_destination. Any other failure (a negative confirmation,
-// the connection lost before the confirmation) is retried.
+// too_large_for_destination. A publish that could not be sent, the
+// connection gone, fails with dispatch.Down too: no attempt is spent. Any
+// other failure (a negative confirmation, the connection lost before the
+// confirmation) is retried.
 func (p *Publisher) Deliver(ctx context.Context, j inbox.Job) error {
 	c, err := p.channel()
 	if err != nil {
-		return fmt.Errorf("publish to exchange %q: %w: not sent", p.exchange, err)
+		err = fmt.Errorf("publish to exchange %q: %w: not sent", p.exchange, err)
+		if errors.Is(err, ErrUnreachable) {
+			// Lost since the dispatcher found it Ready: nothing was
+			// sent, so no attempt is spent.
+			return dispatch.Down(err, 0)
+		}
+		return err
 	}
 	source, key := j.Origin()
 	msg := amqp091.Publishing{
@@ -556,7 +575,12 @@ func (p *Publisher) publishError(c *channel, err error) error {
 		}
 	default:
 	}
-	if c.sess.conn.IsClosed() || errors.Is(err, amqp091.ErrClosed) {
+	if errors.Is(err, amqp091.ErrClosed) {
+		// Closed before the message's last frame was written: the
+		// broker stores no part of it.
+		return dispatch.Down(fmt.Errorf("publish to exchange %q: %w: not sent: %w", p.exchange, ErrUnreachable, err), 0)
+	}
+	if c.sess.conn.IsClosed() {
 		return fmt.Errorf("publish to exchange %q: %w: %w", p.exchange, ErrUnreachable, err)
 	}
 	return fmt.Errorf("publish to exchange %q: %w", p.exchange, err)

@@ -303,7 +303,8 @@ func TestNoExchange(t *testing.T) {
 }
 
 // TestUnreachable: no broker behind the port: Connect returns, Ready and
-// State say unreachable, a publish fails at once, and no error, state or
+// State say unreachable, a publish fails at once, given back uncounted
+// (dispatch.Down), and no error, state or
 // log line names the password.
 func TestUnreachable(t *testing.T) {
 	t.Parallel()
@@ -329,7 +330,7 @@ func TestUnreachable(t *testing.T) {
 		t.Errorf("state %v %q", ok, state)
 	}
 	derr := p.Deliver(context.Background(), job("run_1", 1))
-	if !errors.Is(derr, amqp.ErrUnreachable) || dispatch.IsDown(derr) {
+	if !errors.Is(derr, amqp.ErrUnreachable) || !dispatch.IsDown(derr) {
 		t.Errorf("deliver: %v", derr)
 	}
 	if got := testutil.ToFloat64(p.Collector()); got != 0 {
@@ -384,6 +385,13 @@ func TestCheckAddress(t *testing.T) {
 		{"amqp://u:hunter2pw@127.0.0.1:5672/", "", "", "amqp_routing_key names the queue"},
 		{"amqp://u:hunter2pw@127.0.0.1:5672/", strings.Repeat("x", 256), "k", "longer than"},
 		{"amqp://u:hunter2pw@127.0.0.1:5672/", "jobs", strings.Repeat("x", 256), "longer than"},
+		// A / ? or # in the password, not percent-encoded, ends the user
+		// info early: url.Parse reads no password, yet there is one.
+		{"amqp://u:12#hunter2pw@127.0.0.1:5672/", "jobs", "k", "amqp URL"},
+		{"amqp://u:12/hunter2pw@127.0.0.1:5672/", "jobs", "k", "amqp URL"},
+		{"amqps://u:12?hunter2pw@127.0.0.1:5671/", "jobs", "k", "amqp URL"},
+		// A user with no password may be a token.
+		{"http://hunter2pw@127.0.0.1:5672/", "jobs", "k", "amqp URL"},
 	} {
 		err := amqp.CheckAddress(c.url, c.exchange, c.key)
 		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "hunter2pw") {

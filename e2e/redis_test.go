@@ -291,7 +291,14 @@ func TestRedisOutage(t *testing.T) {
 	time.Sleep(400 * time.Millisecond)
 	r.kill()
 	waitLong(t, 10*time.Second, "paused", func() bool { return paused("stream") == 1 && paused("queue") == 1 })
+	count := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(loaded)
+	}
+	from := count()
 	time.Sleep(1500 * time.Millisecond)
+	to := count() // the rows from..to were stored while Redis was down and dispatch paused
 	r.start()
 	wg.Wait()
 	total := len(atStart) + len(loaded)
@@ -317,6 +324,17 @@ func TestRedisOutage(t *testing.T) {
 				retried++
 			}
 		}
+	}
+	done := pairs(t, db)
+	for _, id := range loaded[from:to] {
+		for dest, rows := range done {
+			if p := rows[id]; p.Attempts != 1 {
+				t.Errorf("%s, stored while redis was down, to %s: done at attempt %d, want 1", id, dest, p.Attempts)
+			}
+		}
+	}
+	if to-from < 10 {
+		t.Errorf("only %d rows stored while redis was down", to-from)
 	}
 	for _, id := range append(atStart, loaded...) {
 		if inStream[id] == 0 {

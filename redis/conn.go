@@ -94,6 +94,11 @@ func dial(rawURL, target string, log zerolog.Logger) (*conn, error) {
 // attempt's own timeout. It fails on a URL go-redis cannot read, naming
 // it without its password.
 func Options(rawURL string) (*goredis.Options, error) {
+	if strayAt(rawURL) {
+		// go-redis would read the password's tail as a path or an
+		// option, and say so, quoting it.
+		return nil, fmt.Errorf("redis URL %s: percent-encode any / ? # or %% in the user name or password", redact(rawURL))
+	}
 	opts, err := goredis.ParseURL(rawURL)
 	if err != nil {
 		// url.Parse's errors quote the URL, password and all.
@@ -117,9 +122,14 @@ type quiet struct{}
 func (quiet) Printf(context.Context, string, ...any) {}
 
 // redact masks the credentials of a Redis URL, for logs and errors: a
-// password, and a user with none, which may be a token. A URL that cannot
-// be read is not shown.
+// password, and a user with none, which may be a token. A URL with a stray
+// @ (see strayAt) is not shown past its scheme, nor one that cannot be
+// read.
 func redact(rawURL string) string {
+	if strayAt(rawURL) {
+		scheme, _, _ := strings.Cut(rawURL, "://")
+		return scheme + "://(not shown: an @ past the user info)"
+	}
 	if u, err := url.Parse(rawURL); err == nil {
 		if u.User != nil {
 			if _, ok := u.User.Password(); !ok {
@@ -133,6 +143,18 @@ func redact(rawURL string) string {
 		return u.Redacted()
 	}
 	return "(not shown: not a URL)"
+}
+
+// strayAt reports whether rawURL parses with no user info, yet holds an
+// @: a password with a / ? or # not percent-encoded, whose tail url.Parse
+// reads as the path, query or fragment, and its head as the host.
+func strayAt(rawURL string) bool {
+	_, rest, ok := strings.Cut(rawURL, "://")
+	if !ok || !strings.Contains(rest, "@") {
+		return false
+	}
+	u, err := url.Parse(rawURL)
+	return err == nil && u.User == nil
 }
 
 // watch pings Redis every pingEvery until Close, and records and logs

@@ -259,6 +259,11 @@ func TestURLErrors(t *testing.T) {
 		"redis://:hunter2pw@127.0.0.1:6379/0?bogus=1",
 		"redis://:hunter2pw@[::1:6379/0",
 		"redis://user:hunter2pw@127.0.0.1:6379/0?password=hunter2pw&x=\x7f",
+		// A / ? or # in the password, not percent-encoded, ends the user
+		// info early: url.Parse reads no password, yet there is one.
+		"redis://:12#hunter2pw@127.0.0.1:6379",
+		"redis://u:12/hunter2pw@127.0.0.1:6379/0",
+		"redis://:12?hunter2pw=1@127.0.0.1:6379",
 	} {
 		_, err := redis.OpenStream(raw, "jobs", 0, zerolog.Nop())
 		if err == nil {
