@@ -114,6 +114,9 @@ type Store struct {
 	closeOnce sync.Once
 }
 
+// migrateTimeout is the least time Open gives the upgrade of a schema.
+const migrateTimeout = 30 * time.Second
+
 // Open connects to the database at url (a postgres:// URL or a key=value
 // connection string; its search_path chooses the schema), applies the
 // migrations it lacks (or, read-only, checks that none is lacking) and
@@ -187,7 +190,11 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if opts.ReadOnly {
 		err = checkVersion(octx, pool)
 	} else if err = checkDurable(octx, pool, opts.UnsafeNoFsync); err == nil {
-		err = migrate(octx, pool)
+		// An upgrade is many statements, each under the statement timeout;
+		// together they may take longer than an open does on a busy server.
+		mctx, cancel := context.WithTimeout(ctx, max(2*opts.BusyTimeout, migrateTimeout))
+		err = migrate(mctx, pool)
+		cancel()
 	}
 	if err != nil {
 		pool.Close()
