@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -16,8 +17,9 @@ import (
 
 // replicaLoad sends signed deliveries from conns connections until ctx is
 // done; one in five is an unknown event, parked. It returns each id
-// answered 204 with the status its row must have.
-func replicaLoad(ctx context.Context, url string, conns int, prefix string) map[string]string {
+// answered 204 with the status its row must have; count, if not nil,
+// counts them as they come.
+func replicaLoad(ctx context.Context, url string, conns int, prefix string, count *atomic.Int64) map[string]string {
 	var mu sync.Mutex
 	acked := map[string]string{}
 	var wg sync.WaitGroup
@@ -40,6 +42,9 @@ func replicaLoad(ctx context.Context, url string, conns int, prefix string) map[
 					mu.Lock()
 					acked[id] = want
 					mu.Unlock()
+					if count != nil {
+						count.Add(1)
+					}
 				} else {
 					time.Sleep(5 * time.Millisecond)
 				}
@@ -126,9 +131,15 @@ func syncKillRestore(t *testing.T, env []string, url string, senders int) string
 		"serve", "--addr", "127.0.0.1:0", "--db", filepath.Join(dir, "inbox.db"), "--replica", url, "--replica-sync")
 	ctx, cancel := context.WithCancel(context.Background())
 	var acked map[string]string
+	var count atomic.Int64
 	done := make(chan struct{})
-	go func() { acked = replicaLoad(ctx, srv.url, senders, "sync"); close(done) }()
+	go func() { acked = replicaLoad(ctx, srv.url, senders, "sync", &count); close(done) }()
+	// At least 3 s of load, and on a slow store or a busy machine until
+	// enough deliveries were answered to prove something.
 	time.Sleep(3 * time.Second)
+	for deadline := time.Now().Add(60 * time.Second); count.Load() < 300 && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+	}
 	srv.signal(syscall.SIGKILL)
 	<-srv.done
 	cancel()
@@ -161,7 +172,7 @@ func TestReplicaDefaultTerm(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var acked map[string]string
 	done := make(chan struct{})
-	go func() { acked = replicaLoad(ctx, srv.url, 32, "term"); close(done) }()
+	go func() { acked = replicaLoad(ctx, srv.url, 32, "term", nil); close(done) }()
 	time.Sleep(3 * time.Second)
 	srv.signal(syscall.SIGTERM)
 	<-srv.done
