@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -16,8 +17,9 @@ import (
 
 // replicaLoad sends signed deliveries from conns connections until ctx is
 // done; one in five is an unknown event, parked. It returns each id
-// answered 204 with the status its row must have.
-func replicaLoad(ctx context.Context, url string, conns int, prefix string) map[string]string {
+// answered 204 with the status its row must have; count, if not nil,
+// counts them as they come.
+func replicaLoad(ctx context.Context, url string, conns int, prefix string, count *atomic.Int64) map[string]string {
 	var mu sync.Mutex
 	acked := map[string]string{}
 	var wg sync.WaitGroup
@@ -40,6 +42,9 @@ func replicaLoad(ctx context.Context, url string, conns int, prefix string) map[
 					mu.Lock()
 					acked[id] = want
 					mu.Unlock()
+					if count != nil {
+						count.Add(1)
+					}
 				} else {
 					time.Sleep(5 * time.Millisecond)
 				}
@@ -52,10 +57,11 @@ func replicaLoad(ctx context.Context, url string, conns int, prefix string) map[
 
 // restoreAndCheck restores the replica at url into a new file with the
 // real binary and checks that every acked id is there, with its status.
-func restoreAndCheck(t *testing.T, url string, acked map[string]string) string {
+// env adds the replica's credentials to the binary's environment.
+func restoreAndCheck(t *testing.T, env []string, url string, acked map[string]string) string {
 	t.Helper()
 	to := filepath.Join(t.TempDir(), "new-vm", "inbox.db")
-	out, errOut, code := runCLI(t, nil, "restore", "--replica", url, "--to", to)
+	out, errOut, code := runCLI(t, env, "restore", "--replica", url, "--to", to)
 	if code != 0 {
 		t.Fatalf("inbox restore: exit %d %s %s", code, out, errOut)
 	}
@@ -93,28 +99,63 @@ func loseMachine(t *testing.T, dir string) {
 	}
 }
 
-// TestReplicaSyncKill: under --replica-sync and load from 32 senders,
-// serve is killed with SIGKILL and its database folder deleted; inbox
-// restore brings back every delivery answered 204, parked ones included.
-func TestReplicaSyncKill(t *testing.T) {
-	t.Parallel()
+// restoreRefused checks that inbox restore of the replica at url onto the
+// existing file to is refused, and leaves the file as it was.
+func restoreRefused(t *testing.T, env []string, url, to string) {
+	t.Helper()
+	before, err := os.ReadFile(to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, code := runCLI(t, env, "restore", "--replica", url, "--to", to)
+	if code == 0 || !strings.Contains(errOut, "exists") {
+		t.Errorf("restore onto an existing file: exit %d %q, want it refused", code, errOut)
+	}
+	if after, _ := os.ReadFile(to); string(after) != string(before) {
+		t.Error("restore onto an existing file changed it")
+	}
+}
+
+// syncKillRestore runs serve with --replica url --replica-sync, env adding
+// the replica's credentials, under load from senders, kills it with
+// SIGKILL and deletes its database folder; inbox restore must bring back
+// every delivery answered 204, parked ones included, and refuse to write
+// over the file it restored. It returns what serve logged.
+func syncKillRestore(t *testing.T, env []string, url string, senders int) string {
+	t.Helper()
 	dir := filepath.Join(t.TempDir(), "data")
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	url := "file://" + filepath.Join(t.TempDir(), "replica")
-	srv := startServer(t, filepath.Join(dir, "inbox.db"), "--replica", url, "--replica-sync")
+	srv := startInbox(t, append([]string{"SUME_COM_WEBHOOK_SIGNING_SECRET=" + e2eSecret}, env...),
+		"serve", "--addr", "127.0.0.1:0", "--db", filepath.Join(dir, "inbox.db"), "--replica", url, "--replica-sync")
 	ctx, cancel := context.WithCancel(context.Background())
 	var acked map[string]string
+	var count atomic.Int64
 	done := make(chan struct{})
-	go func() { acked = replicaLoad(ctx, srv.url, 32, "sync"); close(done) }()
+	go func() { acked = replicaLoad(ctx, srv.url, senders, "sync", &count); close(done) }()
+	// At least 3 s of load, and on a slow store or a busy machine until
+	// enough deliveries were answered to prove something.
 	time.Sleep(3 * time.Second)
+	for deadline := time.Now().Add(60 * time.Second); count.Load() < 300 && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+	}
 	srv.signal(syscall.SIGKILL)
 	<-srv.done
 	cancel()
 	<-done
 	loseMachine(t, dir)
-	restoreAndCheck(t, url, acked)
+	to := restoreAndCheck(t, env, url, acked)
+	restoreRefused(t, env, url, to)
+	return srv.logs.String()
+}
+
+// TestReplicaSyncKill: under --replica-sync and load from 32 senders,
+// serve is killed with SIGKILL and its database folder deleted; inbox
+// restore brings back every delivery answered 204, parked ones included.
+func TestReplicaSyncKill(t *testing.T) {
+	t.Parallel()
+	syncKillRestore(t, nil, "file://"+filepath.Join(t.TempDir(), "replica"), 32)
 }
 
 // TestReplicaDefaultTerm: in the default mode, serve stopped with SIGTERM
@@ -131,7 +172,7 @@ func TestReplicaDefaultTerm(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var acked map[string]string
 	done := make(chan struct{})
-	go func() { acked = replicaLoad(ctx, srv.url, 32, "term"); close(done) }()
+	go func() { acked = replicaLoad(ctx, srv.url, 32, "term", nil); close(done) }()
 	time.Sleep(3 * time.Second)
 	srv.signal(syscall.SIGTERM)
 	<-srv.done
@@ -141,19 +182,8 @@ func TestReplicaDefaultTerm(t *testing.T) {
 		t.Fatalf("serve after SIGTERM: %v\n%s", srv.err, srv.logs)
 	}
 	loseMachine(t, dir)
-	to := restoreAndCheck(t, url, acked)
-
-	before, err := os.ReadFile(to)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, errOut, code := runCLI(t, nil, "restore", "--replica", url, "--to", to)
-	if code == 0 || !strings.Contains(errOut, "exists") {
-		t.Errorf("restore onto an existing file: exit %d %q, want it refused", code, errOut)
-	}
-	if after, _ := os.ReadFile(to); string(after) != string(before) {
-		t.Error("restore onto an existing file changed it")
-	}
+	to := restoreAndCheck(t, nil, url, acked)
+	restoreRefused(t, nil, url, to)
 }
 
 // TestReplicaRestoreIfMissing: serve --restore-if-missing on a new

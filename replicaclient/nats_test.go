@@ -2,89 +2,15 @@ package replicaclient_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	natsgo "github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"inbox/replicaclient"
+	"inbox/replicaclient/replicatest"
 )
-
-// sharedNATS is the JetStream server the project's machines run.
-const sharedNATS = "127.0.0.1:4222"
-
-// natsAddr is the address of a JetStream server: the machine's on
-// 127.0.0.1:4222 when it answers, else the real server's code started
-// in-process for the test, as nats/ does.
-func natsAddr(t *testing.T) string {
-	t.Helper()
-	if nc, err := natsgo.Connect("nats://"+sharedNATS, natsgo.Timeout(2*time.Second)); err == nil {
-		js, jerr := jetstream.New(nc)
-		if jerr == nil {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			_, jerr = js.AccountInfo(ctx)
-			cancel()
-		}
-		nc.Close()
-		if jerr == nil {
-			return sharedNATS
-		}
-	}
-	t.Logf("no JetStream on %s: starting nats-server in-process", sharedNATS)
-	return startNATS(t, &server.Options{})
-}
-
-func startNATS(t *testing.T, o *server.Options) string {
-	t.Helper()
-	o.Host, o.Port = "127.0.0.1", server.RANDOM_PORT
-	o.JetStream, o.StoreDir = true, filepath.Join(t.TempDir(), "js")
-	o.NoLog, o.NoSigs = true, true
-	s, err := server.NewServer(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server did not start")
-	}
-	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
-	return s.Addr().String()
-}
-
-// objectStore makes a bucket of its own for the test on addr and deletes
-// it afterwards.
-func objectStore(t *testing.T, addr string, opts ...natsgo.Option) (jetstream.ObjectStore, string) {
-	t.Helper()
-	nc, err := natsgo.Connect("nats://"+addr, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	name := "inbox-replica-test-" + hex.EncodeToString(b[:])
-	ctx := context.Background()
-	store, err := js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: name, Storage: jetstream.MemoryStorage})
-	if err != nil {
-		t.Fatalf("create object store %s: %v", name, err)
-	}
-	t.Cleanup(func() {
-		if err := js.DeleteObjectStore(context.Background(), name); err != nil {
-			t.Errorf("delete object store %s: %v", name, err)
-		}
-	})
-	return store, name
-}
 
 func natsEnv(t *testing.T, creds, token, user, password string) {
 	t.Helper()
@@ -95,8 +21,8 @@ func natsEnv(t *testing.T, creds, token, user, password string) {
 }
 
 func TestNATSRoundTrip(t *testing.T) {
-	addr := natsAddr(t)
-	store, bucket := objectStore(t, addr)
+	addr := replicatest.NATSAddr(t)
+	store, bucket := replicatest.ObjectStore(t, addr)
 	natsEnv(t, "", "", "", "")
 	client, err := replicaclient.New(context.Background(), "nats://"+addr+"/"+bucket+"/vm1")
 	if err != nil {
@@ -122,8 +48,8 @@ func TestNATSRoundTrip(t *testing.T) {
 
 func TestNATSToken(t *testing.T) {
 	const token = "t0ken-never-shown"
-	addr := startNATS(t, &server.Options{Authorization: token})
-	_, bucket := objectStore(t, addr, natsgo.Token(token))
+	addr := replicatest.StartNATS(t, &server.Options{Authorization: token})
+	_, bucket := replicatest.ObjectStore(t, addr, natsgo.Token(token))
 
 	natsEnv(t, "", token, "", "")
 	client, err := replicaclient.New(context.Background(), "nats://"+addr+"/"+bucket)

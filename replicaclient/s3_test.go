@@ -2,87 +2,22 @@ package replicaclient_test
 
 import (
 	"context"
-	"net/http"
-	"net/http/httptest"
 	"os"
-	"regexp"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/benbjohnson/litestream"
-	"github.com/johannesboyne/gofakes3"
-	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
 	"inbox/replicaclient"
+	"inbox/replicaclient/replicatest"
 )
 
 const (
-	testBucket    = "inbox-replica"
-	testAccessKey = "AKIAINBOXTEST"
+	testBucket    = replicatest.S3Bucket
+	testAccessKey = replicatest.S3AccessKey
 	testSecret    = "s3cr3t-key-never-shown"
 	testToken     = "s3ss10n-token-never-shown"
 )
-
-// fakeS3 is gofakes3 behind a handler that notes who signed each request
-// and refuses any access key but testAccessKey, as S3 would.
-type fakeS3 struct {
-	URL     string
-	backend *s3mem.Backend
-
-	mu       sync.Mutex
-	keys     map[string]int // access key -> requests signed with it
-	unsigned int
-	tokens   map[string]int // X-Amz-Security-Token -> requests
-}
-
-var credentialKey = regexp.MustCompile(`Credential=([^/]+)/`)
-
-func startFakeS3(t *testing.T) *fakeS3 {
-	t.Helper()
-	f := &fakeS3{backend: s3mem.New(), keys: map[string]int{}, tokens: map[string]int{}}
-	if err := f.backend.CreateBucket(testBucket); err != nil {
-		t.Fatal(err)
-	}
-	s3 := gofakes3.New(f.backend).Server()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		m := credentialKey.FindStringSubmatch(r.Header.Get("Authorization"))
-		f.mu.Lock()
-		if m == nil {
-			f.unsigned++
-		} else {
-			f.keys[m[1]]++
-		}
-		if tok := r.Header.Get("X-Amz-Security-Token"); tok != "" {
-			f.tokens[tok]++
-		}
-		f.mu.Unlock()
-		if m == nil || m[1] != testAccessKey {
-			w.Header().Set("Content-Type", "application/xml")
-			w.WriteHeader(http.StatusForbidden)
-			_, _ = w.Write([]byte(`<?xml version="1.0" encoding="UTF-8"?><Error><Code>InvalidAccessKeyId</Code><Message>The AWS Access Key Id you provided does not exist in our records.</Message></Error>`))
-			return
-		}
-		s3.ServeHTTP(w, r)
-	}))
-	t.Cleanup(srv.Close)
-	f.URL = srv.URL
-	return f
-}
-
-// objects are the keys the bucket holds under prefix.
-func (f *fakeS3) objects(t *testing.T, prefix string) []string {
-	t.Helper()
-	list, err := f.backend.ListBucket(testBucket, &gofakes3.Prefix{Prefix: prefix, HasPrefix: true}, gofakes3.ListBucketPage{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var keys []string
-	for _, c := range list.Contents {
-		keys = append(keys, c.Key)
-	}
-	return keys
-}
 
 // s3Env sets the credentials the SDK finds and hides any other source
 // the machine has (a profile, shared files, an instance role).
@@ -107,7 +42,7 @@ func s3Env(t *testing.T, id, secret, token string) {
 }
 
 func TestS3RoundTrip(t *testing.T) {
-	f := startFakeS3(t)
+	f := replicatest.StartFakeS3(t)
 	s3Env(t, testAccessKey, testSecret, "")
 	client, err := replicaclient.New(context.Background(), "s3://"+testBucket+"/vm1/inbox?endpoint="+f.URL+"&region=eu-central-1")
 	if err != nil {
@@ -115,39 +50,36 @@ func TestS3RoundTrip(t *testing.T) {
 	}
 	roundTrip(t, client)
 
-	got := f.objects(t, "vm1/inbox/0000/")
+	got := f.Objects(t, "vm1/inbox/0000/")
 	if len(got) < 2 {
-		t.Errorf("bucket holds %q under vm1/inbox/0000/, want the two syncs' LTX files; all: %q", got, f.objects(t, ""))
+		t.Errorf("bucket holds %q under vm1/inbox/0000/, want the two syncs' LTX files; all: %q", got, f.Objects(t, ""))
 	}
-	for _, k := range f.objects(t, "") {
+	for _, k := range f.Objects(t, "") {
 		if !strings.HasPrefix(k, "vm1/inbox/") {
 			t.Errorf("object %q outside the URL's path vm1/inbox/", k)
 		}
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.unsigned != 0 || len(f.keys) != 1 || f.keys[testAccessKey] == 0 {
-		t.Errorf("requests signed with %v, %d unsigned; want every one signed with %s from the environment", f.keys, f.unsigned, testAccessKey)
+	keys, unsigned := f.Signed()
+	if unsigned != 0 || len(keys) != 1 || keys[testAccessKey] == 0 {
+		t.Errorf("requests signed with %v, %d unsigned; want every one signed with %s from the environment", keys, unsigned, testAccessKey)
 	}
 }
 
 func TestS3SessionToken(t *testing.T) {
-	f := startFakeS3(t)
+	f := replicatest.StartFakeS3(t)
 	s3Env(t, testAccessKey, testSecret, testToken)
 	client, err := replicaclient.New(context.Background(), "s3://"+testBucket+"/inbox?endpoint="+f.URL+"&region=us-east-1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	roundTrip(t, client)
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.tokens[testToken] == 0 || len(f.tokens) != 1 {
-		t.Errorf("session tokens sent %v, want AWS_SESSION_TOKEN's on the requests", f.tokens)
+	if tokens := f.Tokens(); tokens[testToken] == 0 || len(tokens) != 1 {
+		t.Errorf("session tokens sent %v, want AWS_SESSION_TOKEN's on the requests", tokens)
 	}
 }
 
 func TestS3RefusedCredentialsStaySecret(t *testing.T) {
-	f := startFakeS3(t)
+	f := replicatest.StartFakeS3(t)
 	const wrongSecret = "wr0ng-s3cr3t-never-shown"
 	s3Env(t, "AKIAWRONGKEY", wrongSecret, "")
 	client, err := replicaclient.New(context.Background(), "s3://"+testBucket+"/inbox?endpoint="+f.URL+"&region=us-east-1")
