@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"inbox/amqp/amqptest"
 	"inbox/inbox"
 	"inbox/metrics/metricstest"
 	"inbox/redis"
@@ -117,9 +118,11 @@ func doneIn(t *testing.T, db, dest string) int {
 	return n
 }
 
-// TestRedisBullMQFanOut hands 2,000 rows to a Redis stream and a BullMQ
-// queue through inbox dispatch, with a real BullMQ Worker taking the queue,
-// and kills the dispatcher with SIGKILL mid-way and starts it again: the
+// TestRedisBullMQFanOut hands 2,000 rows to a Redis stream, a BullMQ
+// queue and a RabbitMQ queue through inbox dispatch, with a real BullMQ
+// Worker taking the BullMQ queue, and kills the dispatcher with SIGKILL
+// mid-way and starts it again: RabbitMQ's queue has every row (by
+// message_id, a copy the kill caught in flight allowed); the
 // stream holds every row, its body exact (a row the kill caught in flight
 // may be there twice, as at least once allows); the queue has exactly one
 // job per row, and the worker processed each once, integer row ids
@@ -134,6 +137,11 @@ func TestRedisBullMQFanOut(t *testing.T) {
 	const n = 2000
 	db, sums := fillRedisDB(t, n)
 	cfg := redisDests(t, sharedRedis, stream, queue, prefix, "")
+	rabbitURL := amqptest.URL(t)
+	rabbit := newRabbitQueue(t, rabbitURL)
+	rabbit.bind()
+	appendTo(t, cfg, fmt.Sprintf("\n[[destination]]\nname = \"rabbit\"\namqp_url = %q\namqp_exchange = %q\namqp_routing_key = %q\n",
+		rabbitURL, rabbit.exchange, rabbit.key))
 	args := []string{"--db", db, "--config", cfg, "--workers", "8", "--timeout", "5s", "--lease", "10s"}
 
 	d := startDispatch(t, args...)
@@ -142,7 +150,7 @@ func TestRedisBullMQFanOut(t *testing.T) {
 	t.Logf("killed with %d jobs processed, %d stream pairs done", len(worker.processed(t)), doneIn(t, db, "stream"))
 	d = startDispatch(t, args...)
 	waitLong(t, 120*time.Second, "every pair done", func() bool {
-		return doneIn(t, db, "stream") == n && doneIn(t, db, "queue") == n
+		return doneIn(t, db, "stream") == n && doneIn(t, db, "queue") == n && doneIn(t, db, "rabbit") == n
 	})
 	waitLong(t, 60*time.Second, "every job processed", func() bool { return len(worker.processed(t)) >= n })
 	ctx := context.Background()
@@ -152,6 +160,16 @@ func TestRedisBullMQFanOut(t *testing.T) {
 		return rdb.LLen(ctx, base+"wait").Val() == 0 && rdb.LLen(ctx, base+"active").Val() == 0
 	})
 	d.kill(syscall.SIGTERM)
+
+	onRabbit := rabbit.drain()
+	for id := range sums {
+		if onRabbit[id] == 0 {
+			t.Errorf("row %s never reached the RabbitMQ queue", id)
+		}
+	}
+	if len(onRabbit) != n {
+		t.Errorf("%d distinct message ids on the RabbitMQ queue, want %d", len(onRabbit), n)
+	}
 
 	seen := map[string]int{}
 	for _, p := range worker.processed(t) {
@@ -359,5 +377,20 @@ func TestRedisOutage(t *testing.T) {
 	}
 	if !strings.Contains(dests, `"kind":"redis"`) || !strings.Contains(dests, `"kind":"bullmq"`) {
 		t.Errorf("/destinations: %s", dests)
+	}
+}
+
+// appendTo appends text to the file at path.
+func appendTo(t *testing.T, path, text string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(text); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
 	}
 }
