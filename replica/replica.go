@@ -147,9 +147,11 @@ type Replicator struct {
 // Open starts replicating the database at path, which must exist in WAL
 // mode, with its checkpoints left to the Replicator. It does not contact
 // the replica: one that cannot be reached as Open runs is, like one that
-// goes away later, a sync that fails and is retried (see run), while the
-// WAL is checkpointed as usual. It fails when the settings are refused or
-// Litestream cannot open the database's own files.
+// goes away later, a sync that fails and is retried (see run). Until the
+// first sync reaches it, though, the WAL is not checkpointed and grows:
+// Litestream starts following the file only once it has read where the
+// replica stands. Open fails when the settings are refused or Litestream
+// cannot open the database's own files.
 func Open(ctx context.Context, path string, cfg Config) (*Replicator, error) {
 	if err := cfg.Check(); err != nil {
 		return nil, err
