@@ -15,9 +15,9 @@ import (
 
 	"github.com/benbjohnson/litestream"
 	"github.com/benbjohnson/litestream/file"
-	"github.com/superfly/ltx"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+	"github.com/superfly/ltx"
 
 	"inbox/inbox"
 	"inbox/replica"
