@@ -44,6 +44,9 @@ const (
 	// DefaultWaitTimeout bounds how long a delivery waits for its commit to
 	// reach the replica under --replica-sync before it is answered 503.
 	DefaultWaitTimeout = 3 * time.Second
+	// maxRetryWait bounds the wait between attempts while the replica
+	// cannot be reached: it doubles from SyncInterval up to this.
+	maxRetryWait = 10 * time.Second
 	// syncTimeout bounds one sync: a replica that hangs counts as
 	// unreachable.
 	syncTimeout = 30 * time.Second
@@ -142,9 +145,13 @@ type Replicator struct {
 }
 
 // Open starts replicating the database at path, which must exist in WAL
-// mode, with its checkpoints left to the Replicator. It fails when the
-// settings are refused or the client cannot be initialized; a replica that
-// cannot be reached later is retried every SyncInterval.
+// mode, with its checkpoints left to the Replicator. It does not contact
+// the replica: one that cannot be reached as Open runs is, like one that
+// goes away later, a sync that fails and is retried (see run). Until the
+// first sync reaches it, though, the WAL is not checkpointed and grows:
+// Litestream starts following the file only once it has read where the
+// replica stands. Open fails when the settings are refused or Litestream
+// cannot open the database's own files.
 func Open(ctx context.Context, path string, cfg Config) (*Replicator, error) {
 	if err := cfg.Check(); err != nil {
 		return nil, err
@@ -156,7 +163,7 @@ func Open(ctx context.Context, path string, cfg Config) (*Replicator, error) {
 	db.CheckpointInterval = cfg.CheckpointInterval
 	db.MinCheckpointPageN = cfg.CheckpointFrames
 	db.ShutdownSyncTimeout = closeTimeout
-	rep := litestream.NewReplicaWithClient(db, cfg.Client)
+	rep := litestream.NewReplicaWithClient(db, deferredInit{cfg.Client})
 	rep.MonitorEnabled = false
 	db.Replica = rep
 	levels := litestream.CompactionLevels{
@@ -183,6 +190,16 @@ func Open(ctx context.Context, path string, cfg Config) (*Replicator, error) {
 	return r, nil
 }
 
+// deferredInit is a replica client whose Init, which Litestream calls as
+// it opens the database, does nothing: a replica that cannot be reached
+// then would stop serve from starting. Each client connects on its first
+// call instead (the file client needs no connection, the S3, SFTP and NATS
+// ones call Init from every method), so a replica that is not there yet
+// shows as a failed sync.
+type deferredInit struct{ litestream.ReplicaClient }
+
+func (deferredInit) Init(context.Context) error { return nil }
+
 // StatusPath is where serve keeps the replica's state for inbox stats and
 // inbox alert, beside Litestream's own files for the database at db.
 func StatusPath(db string) string {
@@ -191,11 +208,14 @@ func StatusPath(db string) string {
 }
 
 // run syncs every SyncInterval, and at once when a waiter asks, until
-// Close; after a failure it waits SyncInterval before the next attempt.
+// Close. While the replica cannot be reached it waits between attempts,
+// from SyncInterval doubling up to maxRetryWait, asked or not: a replica
+// that is down is not contacted for every delivery.
 func (r *Replicator) run() {
 	defer close(r.done)
 	t := time.NewTicker(r.cfg.SyncInterval)
 	defer t.Stop()
+	wait := r.cfg.SyncInterval
 	for {
 		select {
 		case <-r.stop:
@@ -203,13 +223,16 @@ func (r *Replicator) run() {
 		case <-t.C:
 		case <-r.kick:
 		}
-		if err := r.syncOnce(); err != nil {
-			select {
-			case <-r.stop:
-				return
-			case <-time.After(r.cfg.SyncInterval):
-			}
+		if err := r.syncOnce(); err == nil {
+			wait = r.cfg.SyncInterval
+			continue
 		}
+		select {
+		case <-r.stop:
+			return
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, max(maxRetryWait, r.cfg.SyncInterval))
 	}
 }
 
@@ -224,9 +247,13 @@ func (r *Replicator) syncOnce() error {
 	err := r.db.SyncAndWait(ctx)
 	cancel()
 	r.mu.Lock()
+	never := r.okAt.IsZero()
 	if err == nil {
 		r.synced, r.lastOK, r.okAt = target, start, r.cfg.Now()
-		if r.err != nil {
+		switch {
+		case r.err != nil && never:
+			r.cfg.Log.Info().Str("replica", r.cfg.Shown).Msg("replica reached: replicating")
+		case r.err != nil:
 			r.cfg.Log.Info().Str("replica", r.cfg.Shown).Msg("replica reached again: replicating")
 		}
 	} else {
@@ -235,7 +262,7 @@ func (r *Replicator) syncOnce() error {
 		r.errs++
 		if r.err == nil {
 			r.cfg.Log.Error().Str("replica", r.cfg.Shown).Str("cause", err.Error()).
-				Msg(r.unreachable())
+				Msg(r.unreachable(never))
 		}
 	}
 	r.err = err
@@ -247,12 +274,18 @@ func (r *Replicator) syncOnce() error {
 	return err
 }
 
-// unreachable is what is logged, once, when the replica stops taking syncs.
-func (r *Replicator) unreachable() string {
-	if r.cfg.Sync {
-		return "replica cannot be reached: deliveries get 503 (their keys kept for inbox missed) and /readyz fails until it takes a sync again; retried every second"
+// unreachable is what is logged, once, when the replica stops taking
+// syncs, or never took one since serve started (never).
+func (r *Replicator) unreachable(never bool) string {
+	what := "replica cannot be reached: "
+	if never {
+		what = "replica cannot be reached (not since serve started): "
 	}
-	return "replica cannot be reached: deliveries go on, the replica falls behind (inbox_replica_lag_seconds, inbox alert --replica-lag) until it takes a sync again; retried every second"
+	const retried = "; retried after 1s, then less often, at least every 10s"
+	if r.cfg.Sync {
+		return what + "deliveries get 503 (their keys kept for inbox missed) and /readyz fails until it takes a sync" + retried
+	}
+	return what + "deliveries go on, the replica falls behind (inbox_replica_lag_seconds, inbox alert --replica-lag) until it takes a sync" + retried
 }
 
 // Wait returns once every commit made before it was called has reached

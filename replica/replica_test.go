@@ -4,16 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/benbjohnson/litestream"
 	"github.com/benbjohnson/litestream/file"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+	"github.com/superfly/ltx"
 
 	"inbox/inbox"
 	"inbox/replica"
@@ -37,7 +41,9 @@ func open(t *testing.T, dir string, cfg replica.Config) (*replica.Store, string)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Client = file.NewReplicaClient(filepath.Join(dir, "replica"))
+	if cfg.Client == nil {
+		cfg.Client = file.NewReplicaClient(filepath.Join(dir, "replica"))
+	}
 	cfg.Shown = "file://" + filepath.Join(dir, "replica")
 	cfg.Log = zerolog.Nop()
 	r, err := replica.Open(context.Background(), db, cfg)
@@ -230,6 +236,95 @@ func TestSyncReplicaGone(t *testing.T) {
 	for _, id := range append(acked, delivery(100).Key) {
 		if !ids[id] {
 			t.Fatalf("row %s not on the replica once it was back", id)
+		}
+	}
+}
+
+// downClient is the file client behind a switch: while down, Init and
+// every call fail, as an S3, SFTP or NATS client does when its server
+// cannot be reached.
+type downClient struct {
+	litestream.ReplicaClient
+	down atomic.Bool
+}
+
+var errDown = errors.New("dial tcp 192.0.2.1:22: connect: connection refused")
+
+func (c *downClient) Init(ctx context.Context) error {
+	if c.down.Load() {
+		return errDown
+	}
+	return c.ReplicaClient.Init(ctx)
+}
+
+func (c *downClient) LTXFiles(ctx context.Context, level int, seek ltx.TXID, meta bool) (ltx.FileIterator, error) {
+	if err := c.Init(ctx); err != nil {
+		return nil, err
+	}
+	return c.ReplicaClient.LTXFiles(ctx, level, seek, meta)
+}
+
+func (c *downClient) OpenLTXFile(ctx context.Context, level int, lo, hi ltx.TXID, offset, size int64) (io.ReadCloser, error) {
+	if err := c.Init(ctx); err != nil {
+		return nil, err
+	}
+	return c.ReplicaClient.OpenLTXFile(ctx, level, lo, hi, offset, size)
+}
+
+func (c *downClient) WriteLTXFile(ctx context.Context, level int, lo, hi ltx.TXID, r io.Reader) (*ltx.FileInfo, error) {
+	if err := c.Init(ctx); err != nil {
+		return nil, err
+	}
+	return c.ReplicaClient.WriteLTXFile(ctx, level, lo, hi, r)
+}
+
+func (c *downClient) DeleteLTXFiles(ctx context.Context, a []*ltx.FileInfo) error {
+	if err := c.Init(ctx); err != nil {
+		return err
+	}
+	return c.ReplicaClient.DeleteLTXFiles(ctx, a)
+}
+
+// TestStartReplicaDown opens a Replicator on a replica that cannot be
+// reached, as a VM boots while its S3, SFTP or NATS server is down: Open
+// succeeds, Put fails with ErrBehind under Sync, and once the replica
+// answers Puts succeed again and every row is on it.
+func TestStartReplicaDown(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	client := &downClient{ReplicaClient: file.NewReplicaClient(filepath.Join(dir, "replica"))}
+	client.down.Store(true)
+	s, _ := open(t, dir, replica.Config{Client: client, Sync: true, SyncInterval: 50 * time.Millisecond,
+		WaitTimeout: 300 * time.Millisecond})
+	var keys []string
+	for i := range 3 {
+		keys = append(keys, delivery(i).Key)
+		if _, err := s.Put(context.Background(), delivery(i)); !errors.Is(err, replica.ErrBehind) {
+			t.Fatalf("put with the replica down since the start: got %v, want ErrBehind", err)
+		}
+	}
+	st := s.Replica().Status()
+	if !strings.Contains(st.Error, "connection refused") || st.Errors == 0 || !st.LastSuccess.IsZero() {
+		t.Errorf("status with the replica down since the start: got %+v, want its error and no success", st)
+	}
+	client.down.Store(false)
+	for i := 3; ; i++ {
+		keys = append(keys, delivery(i).Key)
+		_, err := s.Put(context.Background(), delivery(i))
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, replica.ErrBehind) || i > 200 {
+			t.Fatalf("put %d once the replica answers: %v", i, err)
+		}
+	}
+	if st := s.Replica().Status(); st.Error != "" || st.LastSuccess.IsZero() {
+		t.Errorf("status once the replica answers: got %+v, want a success", st)
+	}
+	ids := restored(t, dir)
+	for _, id := range keys {
+		if !ids[id] {
+			t.Errorf("row %s not on the replica once it answered", id)
 		}
 	}
 }

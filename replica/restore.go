@@ -145,6 +145,11 @@ func Holds(ctx context.Context, cfg Config) (bool, error) {
 //
 // Without restore it refuses to start an empty database over a replica
 // that holds one: the empty file would become the replica's latest state.
+//
+// With no file at db it must read the replica, so a replica that cannot be
+// read then fails it, restore or not: an empty inbox started blind could
+// overwrite the replica's history. With a file at db it reads nothing: the
+// Replicator catches up once the replica answers.
 func RestoreIfMissing(ctx context.Context, cfg Config, db string, restore bool, check func(ctx context.Context, path string) error) error {
 	if _, err := os.Lstat(db); err == nil {
 		return nil
@@ -154,7 +159,7 @@ func RestoreIfMissing(ctx context.Context, cfg Config, db string, restore bool, 
 	if !restore {
 		holds, err := Holds(ctx, cfg)
 		if err != nil {
-			return fmt.Errorf("no database at %s, and the replica cannot be read to check it holds none: %w", db, err)
+			return fmt.Errorf("no database at %s, and the replica cannot be read to check that it holds none (an empty inbox started now could overwrite its history): start serve again once the replica answers: %w", db, err)
 		}
 		if holds {
 			return fmt.Errorf("no database at %s, but replica %s holds one: add --restore-if-missing to restore it first (or run inbox restore), or give --replica an empty place to start a new inbox", db, cfg.Shown)
@@ -167,7 +172,7 @@ func RestoreIfMissing(ctx context.Context, cfg Config, db string, restore bool, 
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("--restore-if-missing: %w", err)
+		return fmt.Errorf("--restore-if-missing: no database at %s, and it could not be restored, so serve does not start (an empty inbox could overwrite the replica's history): %w", db, err)
 	}
 	cfg.Log.Info().Str("db", db).Str("replica", cfg.Shown).Msg("no database at --db: restored it from the replica")
 	return nil
