@@ -89,10 +89,11 @@ func flagGiven(name string) bool {
 var defaultAddrs = []string{"127.0.0.1:8080", "127.0.0.1:8081", "127.0.0.1:8082"}
 
 // buildBinary builds the real inbox binary, the module's main package,
-// once per test run.
+// once per test run, as a release without a checkout builds it
+// (-buildvcs=false: TestVersionNamesTheBuild reads its version).
 var buildBinary = sync.OnceValues(func() (string, error) {
 	bin := filepath.Join(binDir, "inbox")
-	out, err := exec.Command("go", "build", "-o", bin, "inbox").CombinedOutput()
+	out, err := exec.Command("go", "build", "-buildvcs=false", "-o", bin, "inbox").CombinedOutput()
 	if err != nil {
 		return "", &buildError{out: string(out), err: err}
 	}
