@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -260,20 +261,26 @@ func lostKeys(logs string) map[string]bool {
 	return keys
 }
 
-// refuseSome posts n deliveries that must each be answered 503 with
+// refuseSome posts n deliveries at once that must each be answered 503 with
 // Retry-After within bound, and returns their keys.
 func refuseSome(t *testing.T, srv *server, prefix string, n int, bound time.Duration) []string {
 	t.Helper()
 	client := &http.Client{Timeout: 10 * time.Second}
-	var keys []string
-	for i := range n {
-		key := fmt.Sprintf("%s_%d", prefix, i)
-		start := time.Now()
-		status, retryAfter := post(context.Background(), client, srv.url, `{"event":"job.completed","job_id":"`+key+`","status":"COMPLETED"}`)
-		if took := time.Since(start); status != http.StatusServiceUnavailable || retryAfter == "" || took > bound {
-			t.Fatalf("delivery %s: status %d, Retry-After %q after %s; want 503 with Retry-After within %s\n%s", key, status, retryAfter, took.Round(time.Millisecond), bound, srv.logs)
-		}
-		keys = append(keys, key)
+	keys, failures := make([]string, n), make([]string, n)
+	var wg sync.WaitGroup
+	for i := range n { // at once: each is answered within the bound
+		keys[i] = fmt.Sprintf("%s_%d", prefix, i)
+		wg.Go(func() {
+			start := time.Now()
+			status, retryAfter := post(context.Background(), client, srv.url, `{"event":"job.completed","job_id":"`+keys[i]+`","status":"COMPLETED"}`)
+			if took := time.Since(start); status != http.StatusServiceUnavailable || retryAfter == "" || took > bound {
+				failures[i] = fmt.Sprintf("delivery %s: status %d, Retry-After %q after %s; want 503 with Retry-After within %s", keys[i], status, retryAfter, took.Round(time.Millisecond), bound)
+			}
+		})
+	}
+	wg.Wait()
+	if f := strings.Join(slices.DeleteFunc(failures, func(f string) bool { return f == "" }), "\n"); f != "" {
+		t.Fatalf("%s\n%s", f, srv.logs)
 	}
 	return keys
 }
