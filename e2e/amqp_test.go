@@ -142,14 +142,14 @@ func pairsDone(t *testing.T, db string, n int, logs fmt.Stringer) {
 	})
 }
 
-// TestDispatchRabbitMQCrash hands 2,000 rows to a durable RabbitMQ queue
+// TestDispatchRabbitMQCrash hands 600 rows to a durable RabbitMQ queue
 // through inbox dispatch, kills it with SIGKILL mid-way and starts it
 // again: every row reaches the queue, the ones published but not yet
 // recorded at the kill twice at most, and each copy carries the row's id
 // as message_id, so a consumer dedupes.
 func TestDispatchRabbitMQCrash(t *testing.T) {
 	t.Parallel()
-	const n = 2000
+	const n = 600
 	u := amqptest.URL(t)
 	q := newRabbitQueue(t, u)
 	q.bind()

@@ -70,7 +70,7 @@ func TestPostgresUnreachable(t *testing.T) {
 		var slowest time.Duration
 		noRetry := 0
 		var wg sync.WaitGroup
-		stopAt := time.Now().Add(2500 * time.Millisecond)
+		stopAt := time.Now().Add(1500 * time.Millisecond)
 		for range 4 {
 			wg.Go(func() {
 				for time.Now().Before(stopAt) {
