@@ -445,6 +445,7 @@ func streamMessages(t *testing.T, url string) map[string][]string {
 // attempt counted failed reached the stream later (nats.go's reconnect
 // buffer would send them on reconnection).
 func TestOutagePauses(t *testing.T) {
+	t.Parallel() // a server of its own
 	dir := filepath.Join(t.TempDir(), "js")
 	s := runServerAt(t, server.RANDOM_PORT, dir)
 	port := s.Addr().(*net.TCPAddr).Port
@@ -660,6 +661,7 @@ func checkOnce(t *testing.T, store *sqlite.Store, url string, ids []string, cut 
 // stream is made again the dispatcher resumes within about a second (one
 // lookup a second) and every row reaches it once.
 func TestNoStreamPauses(t *testing.T) {
+	t.Parallel() // a server of its own
 	s := runServer(t)
 	st := addStream(t, s)
 	p := connect(t, s)
@@ -781,6 +783,7 @@ func (px *proxy) thaw()       { px.gate.Unlock() }
 // stays frozen; once it passes bytes again every row reaches the stream
 // once.
 func TestStalledLinkPauses(t *testing.T) {
+	t.Parallel() // a server of its own
 	s := runServer(t)
 	addStream(t, s)
 	px := newProxy(t, s.Addr().String())
