@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"net"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,8 +12,9 @@ import (
 // TestDestinationsDefaultAdmin runs inbox destinations without --admin.
 // It asks the admin address the shipped inbox.env gives serve, or serve's
 // own variable INBOX_ADMIN_ADDR when it is set, rather than printing its
-// whole help and "Required flag". Where nothing answers, the one line of
-// its error names the address it asked.
+// whole help and "Required flag"; its --help names the shipped address as
+// the default. Where nothing answers, the one line of its error names the
+// address it asked.
 func TestDestinationsDefaultAdmin(t *testing.T) {
 	t.Parallel()
 	set, _ := deploytest.EnvFile(t, "inbox.env")
@@ -39,10 +41,18 @@ func TestDestinationsDefaultAdmin(t *testing.T) {
 		t.Errorf("destinations --admin %s: exit %d, stdout %q, stderr %q", hostPort, code, out, errOut)
 	}
 
-	// The shipped address: the tests hold it, or nothing listens there.
-	out, errOut, code := runCLI(t, []string{"INBOX_ADMIN_URL=", "INBOX_ADMIN_ADDR="}, "destinations")
+	// Where nothing answers (a port the test held and closed, not the
+	// shipped one, which something else on the machine may serve): one
+	// line naming the address asked and what to do.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String()
+	ln.Close()
+	out, errOut, code := runCLI(t, []string{"INBOX_ADMIN_URL=", "INBOX_ADMIN_ADDR=" + closed}, "destinations")
 	if code == 0 || out != "" || strings.Count(strings.TrimSpace(errOut), "\n") != 0 ||
-		!strings.Contains(errOut, "--admin "+shipped+": GET /destinations: ") || !strings.Contains(errOut, "give --admin the URL") {
-		t.Errorf("destinations with nothing at %s: exit %d, stdout %q, stderr %q; want one line naming the address and what to do", shipped, code, out, errOut)
+		!strings.Contains(errOut, "--admin http://"+closed+": GET /destinations: ") || !strings.Contains(errOut, "give --admin the URL") {
+		t.Errorf("destinations with nothing at %s: exit %d, stdout %q, stderr %q; want one line naming the address and what to do", closed, code, out, errOut)
 	}
 }
