@@ -38,9 +38,6 @@ type broker interface {
 // in config's kinds: the dispatcher, the gate, the metrics, /readyz,
 // /destinations, stats and the console come with it.
 type brokerKind struct {
-	// line names the /readyz line of its connection: "nats", and "nats
-	// NAME" for a table's destination, whose gauge carries its name.
-	line string
 	// check returns what open would refuse of cfg, connecting nothing.
 	check func(cfg config.Destination) error
 	// open makes cfg's broker, connecting in the background; it fails
@@ -56,7 +53,6 @@ type brokerKind struct {
 func brokerKinds() map[string]brokerKind {
 	return map[string]brokerKind{
 		"nats": {
-			line:  "nats",
 			check: func(cfg config.Destination) error { return nats.CheckAddress(cfg.NATSURL, cfg.NATSSubject) },
 			open: func(cfg config.Destination, log zerolog.Logger) (broker, error) {
 				return nats.Connect(cfg.NATSURL, cfg.NATSSubject, log)
@@ -64,7 +60,6 @@ func brokerKinds() map[string]brokerKind {
 			atStart: natsAtStart,
 		},
 		"amqp": {
-			line: "amqp",
 			check: func(cfg config.Destination) error {
 				return amqp.CheckAddress(cfg.AMQPURL, cfg.AMQPExchange, cfg.AMQPRoutingKey)
 			},
@@ -74,7 +69,6 @@ func brokerKinds() map[string]brokerKind {
 			atStart: amqpAtStart,
 		},
 		"redis": {
-			line: "redis",
 			check: func(cfg config.Destination) error {
 				return redis.CheckStream(cfg.RedisURL, cfg.RedisStream, cfg.RedisMaxLen)
 			},
@@ -83,7 +77,6 @@ func brokerKinds() map[string]brokerKind {
 			},
 		},
 		"bullmq": {
-			line: "bullmq",
 			check: func(cfg config.Destination) error {
 				return redis.CheckQueue(cfg.RedisURL, cfg.BullMQPrefix, cfg.BullMQQueue)
 			},
@@ -112,7 +105,9 @@ func (l *liveDestinations) broker(ctx context.Context, k brokerKind, cfg config.
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	name, preg := k.line, l.reg
+	// /readyz's line for its connection: the kind ("nats"), with a
+	// table's destination's name ("nats NAME"), whose gauge carries it.
+	name, preg := cfg.Kind(), l.reg
 	if cfg.Name != inbox.DefaultDestination {
 		// Each named destination's gauge carries its name, as the
 		// dispatch metrics do; the flags' one keeps its plain series.
