@@ -3,7 +3,6 @@ package amqp_test
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"net"
@@ -30,12 +29,6 @@ type topology struct {
 	ch                   *amqp091.Channel
 }
 
-func unique(t *testing.T) string {
-	b := make([]byte, 4)
-	rand.Read(b)
-	return "inbox-test-" + strings.ToLower(t.Name()) + "-" + hex.EncodeToString(b)
-}
-
 // declare declares tp's exchange (direct, durable) and, when bind, its
 // queue (durable) bound with its key, on a connection of the test's.
 func declare(t *testing.T, u string, bind bool) *topology {
@@ -46,25 +39,8 @@ func declare(t *testing.T, u string, bind bool) *topology {
 // declareWith is declare with the queue's arguments.
 func declareWith(t *testing.T, u string, bind bool, args amqp091.Table) *topology {
 	t.Helper()
-	conn, err := amqp091.Dial(u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	name := unique(t)
+	name, ch := amqptest.Declare(t, u, args)
 	tp := &topology{exchange: name, queue: name, key: "sume.jobs", ch: ch}
-	if err := ch.ExchangeDeclare(tp.exchange, "direct", true, false, false, false, nil); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ch.ExchangeDelete(tp.exchange, false, false) })
-	if _, err := ch.QueueDeclare(tp.queue, true, false, false, false, args); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ch.QueueDelete(tp.queue, false, false, false) })
 	if bind {
 		if err := ch.QueueBind(tp.queue, tp.key, tp.exchange, false, nil); err != nil {
 			t.Fatal(err)

@@ -1,8 +1,6 @@
 package e2e
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -27,28 +25,8 @@ type rabbitQueue struct {
 
 func newRabbitQueue(t *testing.T, u string) *rabbitQueue {
 	t.Helper()
-	conn, err := amqp091.Dial(u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := make([]byte, 4)
-	rand.Read(b)
-	name := "inbox-e2e-" + strings.ToLower(t.Name()) + "-" + hex.EncodeToString(b)
-	q := &rabbitQueue{t: t, exchange: name, queue: name, key: "sume.jobs", ch: ch}
-	if err := ch.ExchangeDeclare(q.exchange, "direct", true, false, false, false, nil); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ch.ExchangeDelete(q.exchange, false, false) })
-	if _, err := ch.QueueDeclare(q.queue, true, false, false, false, nil); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ch.QueueDelete(q.queue, false, false, false) })
-	return q
+	name, ch := amqptest.Declare(t, u, nil)
+	return &rabbitQueue{t: t, exchange: name, queue: name, key: "sume.jobs", ch: ch}
 }
 
 func (q *rabbitQueue) bind() {

@@ -4,10 +4,13 @@
 package amqptest
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"io"
 	"net"
 	"net/url"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 
@@ -114,4 +117,33 @@ func (px *Proxy) Through(brokerURL string) string {
 	u, _ := url.Parse(brokerURL)
 	u.Host = px.addr
 	return u.String()
+}
+
+// Declare dials the broker at u and declares, for the test alone, a
+// durable direct exchange and a durable queue (with args) of one name,
+// both deleted when it ends. It returns the name and the channel, whose
+// connection closes when the test ends.
+func Declare(tb testing.TB, u string, args amqp091.Table) (string, *amqp091.Channel) {
+	tb.Helper()
+	conn, err := amqp091.Dial(u)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { conn.Close() })
+	ch, err := conn.Channel()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	b := make([]byte, 4)
+	rand.Read(b)
+	name := "inbox-test-" + strings.ToLower(tb.Name()) + "-" + hex.EncodeToString(b)
+	if err := ch.ExchangeDeclare(name, "direct", true, false, false, false, nil); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { ch.ExchangeDelete(name, false, false) })
+	if _, err := ch.QueueDeclare(name, true, false, false, false, args); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { ch.QueueDelete(name, false, false, false) })
+	return name, ch
 }
