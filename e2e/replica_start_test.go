@@ -27,21 +27,6 @@ func sendAll(t *testing.T, srv *server, ids ...string) {
 	}
 }
 
-// restoreHas restores the replica at url into a new file with the real
-// binary and checks that every id is there.
-func restoreHas(t *testing.T, url string, ids []string) {
-	t.Helper()
-	to := filepath.Join(t.TempDir(), "inbox.db")
-	if out, errOut, code := runCLI(t, nil, "restore", "--replica", url, "--to", to); code != 0 {
-		t.Fatalf("restore: exit %d %s %s", code, out, errOut)
-	}
-	for _, id := range ids {
-		if out, errOut, code := adminRun(t, to, "show", id); code != 0 {
-			t.Errorf("%s answered 204 but not restored: %s %s", id, out, errOut)
-		}
-	}
-}
-
 // TestReplicaDownAtStartSync: serve --replica-sync starts (a VM reboots)
 // while its file:// replica's folder is blocked by a file: it listens,
 // deliveries get 503 with Retry-After, their keys in inbox missed, and
@@ -49,11 +34,7 @@ func restoreHas(t *testing.T, url string, ids []string) {
 // every delivery answered 204, before the reboot or after, is restored.
 func TestReplicaDownAtStartSync(t *testing.T) {
 	t.Parallel()
-	dir := filepath.Join(t.TempDir(), "data")
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	db := filepath.Join(dir, "inbox.db")
+	dir, db := dataDir(t)
 	repDir := filepath.Join(t.TempDir(), "replica")
 	url := "file://" + repDir
 	acked := []string{"before_0", "before_1"}
@@ -104,11 +85,7 @@ func TestReplicaDownAtStartSync(t *testing.T) {
 // file is removed the replica catches up by itself and holds every row.
 func TestReplicaDownAtStartDefault(t *testing.T) {
 	t.Parallel()
-	dir := filepath.Join(t.TempDir(), "data")
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	db := filepath.Join(dir, "inbox.db")
+	dir, db := dataDir(t)
 	srv := startServer(t, db)
 	sendAll(t, srv, "first")
 	srv.signal(syscall.SIGTERM)
