@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -57,6 +58,35 @@ func (l *load) run(ctx context.Context, url func() string, conns int, prefix str
 		}()
 	}
 	wg.Wait()
+}
+
+// pace sends n jobs, load_000 and on, to url one after another, every
+// apart, in the background, as providers keep sending through an outage of
+// a destination; each must be answered 204. The returned func waits for
+// the last and returns the ids answered 204, in order.
+func (l *load) pace(t *testing.T, url string, n int, every time.Duration) (wait func() []string) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range n {
+			id := fmt.Sprintf("load_%03d", i)
+			status, retryAfter := post(context.Background(), http.DefaultClient, url, fmt.Sprintf(`{"event":"job.completed","job_id":%q,"status":"COMPLETED"}`, id))
+			l.record(id, status, retryAfter)
+			if status != http.StatusNoContent {
+				t.Errorf("delivery %s: %d", id, status)
+				return
+			}
+			time.Sleep(every)
+		}
+	}()
+	return func() []string { <-done; return l.sent() }
+}
+
+// sent is the ids answered 2xx so far, in order.
+func (l *load) sent() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.acked)
 }
 
 func (l *load) record(id string, status int, retryAfter string) {

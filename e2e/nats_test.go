@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -231,27 +230,12 @@ func TestServeNATSOutage(t *testing.T) {
 
 	// 3. Down under load: the publishes under way at the cut may or may not
 	// have reached the stream.
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var loaded []string
-	wg.Go(func() {
-		for i := range 60 {
-			id := fmt.Sprintf("load_%03d", i)
-			if got := send(t, http.DefaultClient, srv.url, fmt.Sprintf(`{"event":"job.completed","job_id":%q,"status":"COMPLETED"}`, id), e2eSecret); got != http.StatusNoContent {
-				t.Errorf("delivery %s: %d", id, got)
-				return
-			}
-			mu.Lock()
-			loaded = append(loaded, id)
-			mu.Unlock()
-			time.Sleep(20 * time.Millisecond)
-		}
-	})
+	loadDone := (&load{}).pace(t, srv.url, 60, 20*time.Millisecond)
 	time.Sleep(400 * time.Millisecond)
 	b.stop()
 	time.Sleep(natsOutage)
 	b.start()
-	wg.Wait()
+	loaded := loadDone()
 	total := len(atStart) + len(between) + len(loaded)
 	waitLong(t, 30*time.Second, "every row done", allDone(total))
 

@@ -290,35 +290,16 @@ func TestRedisOutage(t *testing.T) {
 	}
 
 	// 2. Down under load: killed, and started again on its append-only file.
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var loaded []string
-	wg.Go(func() {
-		for i := range 80 {
-			id := fmt.Sprintf("load_%03d", i)
-			if got := send(t, http.DefaultClient, srv.url, fmt.Sprintf(`{"event":"job.completed","job_id":%q,"status":"COMPLETED"}`, id), e2eSecret); got != http.StatusNoContent {
-				t.Errorf("delivery %s: %d", id, got)
-				return
-			}
-			mu.Lock()
-			loaded = append(loaded, id)
-			mu.Unlock()
-			time.Sleep(20 * time.Millisecond)
-		}
-	})
+	l := &load{}
+	loadDone := l.pace(t, srv.url, 80, 20*time.Millisecond)
 	time.Sleep(400 * time.Millisecond)
 	r.kill()
 	waitLong(t, 10*time.Second, "paused", func() bool { return paused("stream") == 1 && paused("queue") == 1 })
-	count := func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(loaded)
-	}
-	from := count()
+	from := len(l.sent())
 	time.Sleep(1500 * time.Millisecond)
-	to := count() // the rows from..to were stored while Redis was down and dispatch paused
+	to := len(l.sent()) // the rows from..to were stored while Redis was down and dispatch paused
 	r.start()
-	wg.Wait()
+	loaded := loadDone()
 	total := len(atStart) + len(loaded)
 	waitLong(t, 60*time.Second, "every row handed on", allDone(total))
 
