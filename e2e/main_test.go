@@ -68,8 +68,8 @@ func TestMain(m *testing.M) {
 
 // parallelTests is how many tests that call t.Parallel run at once by
 // default: each has its own binary runs, folder, ports and schema, and
-// spends most of its time waiting on them (a run of them all uses the
-// CPUs for about a third of its time), so four times the CPUs (Go's
+// spends most of its time waiting on them (a whole run of the package
+// used 188 CPU-seconds in 160 s on two CPUs), so four times the CPUs (Go's
 // default is GOMAXPROCS) keeps them busy without starving the runs whose
 // deadlines the tests check. Tests that measure time, memory or load
 // closely, hold a process-wide setting or fill a file system stay serial:
