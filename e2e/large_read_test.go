@@ -17,8 +17,8 @@ import (
 )
 
 // largeRows is how many parked rows the large inbox holds: enough that
-// listing them all takes far longer than the tiny --timeout given (a
-// second or more, against 300 ms).
+// listing them all takes far longer than the tiny --timeout given (here
+// the 300 ms run out before the first row is written, as at 200,000).
 const largeRows = 60_000
 
 // TestListLargeInbox lists a large inbox, on SQLite and PostgreSQL, filled
