@@ -296,9 +296,10 @@ func TestBusyTimeoutRefused(t *testing.T) {
 // bad value): killed after 5s, it reports exit code -1.
 func runBriefly(t *testing.T, env []string, args ...string) (string, string, int) {
 	t.Helper()
+	bin := binary(t) // built before the 5 s start
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, binary(t), args...)
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = append(os.Environ(), env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
