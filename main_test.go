@@ -95,3 +95,24 @@ func TestConnectErrorsNameNoAddress(t *testing.T) {
 		}
 	}
 }
+
+// TestVersionWithoutCommit is --version of a build that says nothing of
+// its commit (no -ldflags, no checkout recorded: as go test builds this
+// package): the version, and plainly that the commit is unknown. The
+// -ldflags build is the e2e TestVersionNamesTheBuild, on the real binary.
+func TestVersionWithoutCommit(t *testing.T) {
+	v := strings.TrimSpace(versionFile)
+	if v == "" {
+		t.Fatal("VERSION is empty")
+	}
+	if got, want := version(), v+" (commit unknown)"; got != want {
+		t.Errorf("version() = %q, want %q", got, want)
+	}
+	var out bytes.Buffer
+	if err := newApp(&out, io.Discard).Run([]string{"inbox", "--version"}); err != nil {
+		t.Fatal(err)
+	}
+	if want := "inbox version " + v + " (commit unknown)\n"; out.String() != want {
+		t.Errorf("inbox --version printed %q, want %q", out.String(), want)
+	}
+}

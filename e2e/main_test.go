@@ -88,12 +88,16 @@ func flagGiven(name string) bool {
 // free ports instead.
 var defaultAddrs = []string{"127.0.0.1:8080", "127.0.0.1:8081", "127.0.0.1:8082"}
 
+// buildCommit is the commit the tests' binary is told it was built from.
+const buildCommit = "0123456789abcdef0123456789abcdef01234567"
+
 // buildBinary builds the real inbox binary, the module's main package,
-// once per test run, as a release without a checkout builds it
-// (-buildvcs=false: TestVersionNamesTheBuild reads its version).
+// once per test run, as the README builds a release: the commit given
+// through -ldflags (TestVersionNamesTheBuild reads it back), none taken
+// from the checkout (-buildvcs=false).
 var buildBinary = sync.OnceValues(func() (string, error) {
 	bin := filepath.Join(binDir, "inbox")
-	out, err := exec.Command("go", "build", "-buildvcs=false", "-o", bin, "inbox").CombinedOutput()
+	out, err := exec.Command("go", "build", "-buildvcs=false", "-ldflags", "-X main.commit="+buildCommit, "-o", bin, "inbox").CombinedOutput()
 	if err != nil {
 		return "", &buildError{out: string(out), err: err}
 	}
