@@ -195,7 +195,8 @@ func TestWritingCommandsRefuseLostFile(t *testing.T) {
 			var stdout, stderr syncBuffer
 			cmd.Stdout, cmd.Stderr = &stdout, &stderr
 			must(t, cmd.Start())
-			time.Sleep(500 * time.Millisecond) // it waits for the lock now
+			waitFor(t, "the command to open the database", func() bool { return holdsOpen(cmd.Process.Pid, db) })
+			time.Sleep(300 * time.Millisecond) // it waits for the lock now
 			must(t, os.Rename(db, db+".moved"))
 			tx.Rollback()
 			if !tt.exits {
@@ -306,4 +307,19 @@ func must(t *testing.T, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// holdsOpen reports whether process pid has the file at path open.
+func holdsOpen(pid int, path string) bool {
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	fds, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, fd := range fds {
+		if target, err := os.Readlink(filepath.Join(dir, fd.Name())); err == nil && target == path {
+			return true
+		}
+	}
+	return false
 }
