@@ -19,6 +19,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -81,11 +82,20 @@ func runChromium(bin, dir, pageURL string, args ...string) (string, error) {
 // the page, its HTML as served.
 type pageReader func(pageURL string) (string, error)
 
-// inBrowser reads a page's DOM through headless chromium, each page in a
-// new profile of its own.
+// inBrowser reads a page's DOM through headless chromium: one browser,
+// started at the first page, for every page the test reads, each in a tab
+// of its own.
 func inBrowser(t *testing.T) pageReader {
 	bin := chromiumPath(t)
-	return func(pageURL string) (string, error) { return runChromium(bin, t.TempDir(), pageURL, "--dump-dom") }
+	dir := t.TempDir()
+	start := sync.OnceValues(func() (*browser, error) { return startBrowser(t, bin, dir) })
+	return func(pageURL string) (string, error) {
+		b, err := start()
+		if err != nil {
+			return "", err
+		}
+		return b.dom(pageURL)
+	}
 }
 
 // asServed reads a page's HTML as served, without a browser: the checks
