@@ -145,6 +145,7 @@ func mustGet(t *testing.T, path, id string) inbox.Event {
 }
 
 func TestFlagsAfterIDsAreRefused(t *testing.T) {
+	t.Parallel()
 	path := newDB(t)
 	fill(t, path, time.Now(), exploded("job_1"))
 	before := snapshot(t, path)
@@ -178,6 +179,7 @@ func ageOf(t *testing.T, in string) (time.Duration, error) {
 }
 
 func TestAge(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]time.Duration{"30d": 30 * 24 * time.Hour, "90m": 90 * time.Minute, "24h": 24 * time.Hour, "": 0} {
 		if got, err := ageOf(t, in); err != nil || got != want {
 			t.Errorf("age %q = %s, %v; want %s", in, got, err, want)

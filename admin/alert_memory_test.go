@@ -9,6 +9,7 @@ import (
 )
 
 func TestAlertMaxParked(t *testing.T) {
+	t.Parallel()
 	path := newDB(t)
 	fill(t, path, time.Now(), exploded("job_a"), exploded("job_b"), "not json", completed("job_ok"))
 	for _, tt := range []struct {
@@ -37,6 +38,7 @@ func TestAlertMaxParked(t *testing.T) {
 // last reported: opened, grew (doubled), repeated (--repeat after the last
 // report), resolved (gone), or nothing.
 func TestAlertRule(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2027, 1, 1, 12, 0, 0, 0, time.UTC)
 	was := func(key string, count int64, reported time.Duration) inbox.Alert {
 		return inbox.Alert{Scope: "s", Finding: key, OpenedAt: now.Add(-48 * time.Hour), Count: count, ReportedAt: now.Add(-reported), Rev: 3}

@@ -17,6 +17,7 @@ import (
 )
 
 func TestAlert(t *testing.T) {
+	t.Parallel()
 	path := newDB(t)
 	old := time.Now().Add(-30 * time.Hour)
 	fill(t, path, old, exploded("job_a"), exploded("job_b"), "not json", completed("job_ok"))
@@ -63,6 +64,7 @@ func TestAlert(t *testing.T) {
 }
 
 func TestAlertCannotRead(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	garbage := filepath.Join(dir, "garbage.db")
 	if err := os.WriteFile(garbage, []byte(strings.Repeat("not a database ", 100)), 0o600); err != nil {
@@ -109,6 +111,7 @@ func hoursUpTo(n int) []int {
 // the window, by when they were parked, and stays silent when one hour
 // had none, or fewer than --min-count.
 func TestAlertParkedEveryHour(t *testing.T) {
+	t.Parallel()
 	day := everyHourDB(t, hoursUpTo(24)...)
 	gap := everyHourDB(t, slices.Delete(hoursUpTo(26), 10, 11)...)
 	twice := everyHourDB(t, append(hoursUpTo(25), hoursUpTo(25)...)...)
@@ -162,6 +165,7 @@ func TestAlertParkedEveryHour(t *testing.T) {
 // dispatcher stopped, leaving the record for the next); stats shows its
 // state.
 func TestAlertDownFor(t *testing.T) {
+	t.Parallel()
 	path := newDB(t)
 	s := sqlitetest.MustOpenPath(t, path, sqlite.Options{})
 	ctx := context.Background()

@@ -13,6 +13,7 @@ import (
 )
 
 func TestBackup(t *testing.T) {
+	t.Parallel()
 	db := newDB(t)
 	fill(t, db, time.Now(), completed("job_1"), completed("job_2"), exploded("job_3"))
 	dir := t.TempDir()

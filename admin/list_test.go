@@ -93,6 +93,7 @@ func checkTerminalSafe(t *testing.T, what, out string, limit int) {
 // columns (--wide: cut a 10 KB event name to 72), and --json keeps every
 // field exact.
 func TestTablesEscapeAndCut(t *testing.T) {
+	t.Parallel()
 	path := hostileDB(t)
 	const widest = 300 // every column of list at its cut width
 	for _, args := range [][]string{{"list"}, {"parked"}, {"list", "--status", "parked"}, {"parked", "--source", "gh"}} {
@@ -144,6 +145,7 @@ func TestTablesEscapeAndCut(t *testing.T) {
 
 // TestEscapeControls checks the escaper show and every table share.
 func TestEscapeControls(t *testing.T) {
+	t.Parallel()
 	for _, h := range hostile {
 		if got := escapeControls(h.event, ""); got != h.shown {
 			t.Errorf("escapeControls(%q) = %q, want %q", h.event, got, h.shown)
@@ -169,6 +171,7 @@ func TestEscapeControls(t *testing.T) {
 // TestOtherTablesEscape: redeliver's lines, with a job id from a parked
 // body, are escaped too.
 func TestOtherTablesEscape(t *testing.T) {
+	t.Parallel()
 	path := newDB(t)
 	fill(t, path, time.Now(), exploded("job_\u202eevil\u2066"))
 	out, err := run(t, "redeliver", "--db", path, "--dry-run", "--reason", "unknown_event")
@@ -231,6 +234,7 @@ func TestListLimit(t *testing.T) {
 }
 
 func TestThousands(t *testing.T) {
+	t.Parallel()
 	for n, want := range map[int64]string{0: "0", 7: "7", 999: "999", 1000: "1,000", 2345: "2,345", 100000: "100,000",
 		1234567: "1,234,567", -1234: "-1,234"} {
 		if got := thousands(n); got != want {
@@ -242,6 +246,7 @@ func TestThousands(t *testing.T) {
 // TestListColumnsAreFields checks list's columns are fields of
 // inbox.EventFields with a heading, and the table's heading is as it was.
 func TestListColumnsAreFields(t *testing.T) {
+	t.Parallel()
 	fields := inbox.EventFields()
 	for _, name := range listColumns {
 		i := slices.IndexFunc(fields, func(f inbox.Field) bool { return f.Name == name })

@@ -41,6 +41,7 @@ func jsonLines[T any](t *testing.T, out string) []T {
 }
 
 func TestParkedGroupByReason(t *testing.T) {
+	t.Parallel()
 	path, old, recent := parkedDB(t)
 	out, err := run(t, "parked", "--db", path, "--group-by", "reason", "--json")
 	if err != nil {
@@ -91,6 +92,7 @@ func TestParkedGroupByReason(t *testing.T) {
 }
 
 func TestParkedRows(t *testing.T) {
+	t.Parallel()
 	path, _, _ := parkedDB(t)
 	tests := []struct {
 		args []string
@@ -171,6 +173,7 @@ func inOneHour(t *testing.T, check func(hour time.Time) []string) {
 // TestParkedPerHour charts the rows parked per clock hour, by when they
 // were parked (a row the dispatcher parked today was received days ago).
 func TestParkedPerHour(t *testing.T) {
+	t.Parallel()
 	inOneHour(t, func(hour time.Time) (problems []string) {
 		bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
 		path := newDB(t)
@@ -235,6 +238,7 @@ func TestParkedPerHour(t *testing.T) {
 }
 
 func TestParkedPerHourErrors(t *testing.T) {
+	t.Parallel()
 	path := newDB(t)
 	for _, args := range [][]string{{"--group-by", "reason"}, {"--since", "32d"}, {"--reason", "lost"}, {"--source", "a/b"}} {
 		if _, err := run(t, append([]string{"parked", "--db", path, "--per-hour"}, args...)...); err == nil {

@@ -41,6 +41,7 @@ func ids(t *testing.T, path string) map[inbox.Status][]string {
 }
 
 func TestPurge(t *testing.T) {
+	t.Parallel()
 	path := purgeDB(t)
 	oldIgnored := inbox.BodyKey(sha(`{"event":"webhook.test","request_id":"req_old"}`))
 	newIgnored := inbox.BodyKey(sha(`{"event":"webhook.test","request_id":"req_new"}`))
@@ -129,6 +130,7 @@ func TestPurgeNeedsRetention(t *testing.T) {
 
 // TestPurgeDefaultRetention: without --older-than, purge keeps 90 days.
 func TestPurgeDefaultRetention(t *testing.T) {
+	t.Parallel()
 	path := newDB(t)
 	fill(t, path, time.Now().Add(-91*24*time.Hour), completed("job_91d"), `{"event":"webhook.test","request_id":"req_91d"}`)
 	fill(t, path, time.Now().Add(-89*24*time.Hour), completed("job_89d"), `{"event":"webhook.test","request_id":"req_89d"}`)
@@ -152,6 +154,7 @@ func TestPurgeDefaultRetention(t *testing.T) {
 // never finished) until --reason names them, and never new rows, waiting
 // or in flight, however old.
 func TestPurgeSparesUnfinishedWork(t *testing.T) {
+	t.Parallel()
 	path := newDB(t)
 	old := time.Now().Add(-100 * 24 * time.Hour)
 	fill(t, path, old, completed("job_failed"), completed("job_rejected"), completed("job_waiting"), completed("job_flight"),
@@ -229,6 +232,7 @@ func purgeJSON(t *testing.T, path string, args ...string) (inbox.PurgeReport, bo
 // redelivery landed on recently is kept, so the next redelivery is still a
 // counted repeat.
 func TestPurgeCountsFromTheLastDelivery(t *testing.T) {
+	t.Parallel()
 	path := newDB(t)
 	fill(t, path, time.Now().Add(-40*24*time.Hour), completed("job_r"), completed("job_old"))
 	if _, err := openTestWriter(t, path).Exec(`UPDATE events SET status = 'done'`); err != nil {
@@ -247,6 +251,7 @@ func TestPurgeCountsFromTheLastDelivery(t *testing.T) {
 // with the parked rows of its job, so reprocessing them can never hand the
 // job on again as new.
 func TestPurgeKeepsDoneRowsWithParkedBeside(t *testing.T) {
+	t.Parallel()
 	path := newDB(t)
 	old := time.Now().Add(-40 * 24 * time.Hour)
 	fill(t, path, old, completed("job_d"), exploded("job_d"), completed("job_y"))

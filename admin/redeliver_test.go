@@ -80,6 +80,7 @@ func (f *fakeAPI) redeliver(t *testing.T, args ...string) (string, error, []time
 func path(jobEscaped string) string { return "/v1/jobs/" + jobEscaped + "/webhook/redeliver" }
 
 func TestRedeliver(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name     string
 		job      string
@@ -132,6 +133,7 @@ func TestRedeliver(t *testing.T) {
 }
 
 func TestRedeliverByReason(t *testing.T) {
+	t.Parallel()
 	db := newDB(t)
 	fill(t, db, time.Now(), exploded("job_a"), exploded("job_b"), `{"event":"job.exploded"}`, completed("job_ok"), exploded("job_ok"))
 	api := newFakeAPI(t, map[string][]answer{
@@ -166,6 +168,7 @@ func TestRedeliverByReason(t *testing.T) {
 }
 
 func TestRedeliverRefuses(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{
 		{"redeliver"},
 		{"redeliver", "--api-key", "", "job_1"},
@@ -213,6 +216,7 @@ func TestReasonVariablesAreEachCommands(t *testing.T) {
 // TestRedeliverChecksTheURLOnce: a base URL that would send the key in
 // clear is refused once, before any job.
 func TestRedeliverChecksTheURLOnce(t *testing.T) {
+	t.Parallel()
 	for _, dryRun := range []string{"--dry-run=false", "--dry-run"} {
 		out, err := runCommands(t, []*cli.Command{redeliverCommand(testOpen, nil)}, "redeliver", dryRun, "--api-key", testAPIKey,
 			"--api-url", "http://api.example.com", "job_1", "job_2")

@@ -32,6 +32,7 @@ func deliverAll(t *testing.T, path string, at time.Time) {
 }
 
 func TestReplayOutput(t *testing.T) {
+	t.Parallel()
 	path := newDB(t)
 	at := time.Now().Add(-time.Hour)
 	fill(t, path, at, completed("job_1"), completed("job_2"))
@@ -95,6 +96,7 @@ func TestReplayOutput(t *testing.T) {
 // upgrade it), replay says so and changes nothing, and show still shows
 // the row's destinations.
 func TestReplayBeforeUpgrade(t *testing.T) {
+	t.Parallel()
 	path := newDB(t)
 	at := time.Now().Add(-time.Hour)
 	fill(t, path, at, completed("job_1"))

@@ -30,6 +30,7 @@ func reprocessJSON(t *testing.T, path string, args ...string) inbox.ReprocessRep
 }
 
 func TestReprocessAfterTheEventSetChanges(t *testing.T) {
+	t.Parallel()
 	path := newDB(t)
 	received := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
 	fill(t, path, received, exploded("job_x"), exploded("job_x"))
@@ -85,6 +86,7 @@ func mergeDB(t *testing.T) (path, bigFold, explodedConflict, explodedRevive stri
 }
 
 func TestReprocessMerges(t *testing.T) {
+	t.Parallel()
 	path, bigFold, explodedConflict, explodedRevive := mergeDB(t)
 	foldKey, conflictKey, reviveKey := inbox.BodyKey(sha(bigFold)), inbox.BodyKey(sha(explodedConflict)), inbox.BodyKey(sha(explodedRevive))
 	if r := mustGet(t, path, foldKey); r.Reason != inbox.ReasonTooLarge || r.Deliveries != 2 {
@@ -133,6 +135,7 @@ func TestReprocessMerges(t *testing.T) {
 // TestReprocessRekeys: a storable row parked beside a job row that is gone
 // becomes the job's row.
 func TestReprocessRekeys(t *testing.T) {
+	t.Parallel()
 	path := newDB(t)
 	fill(t, path, time.Now(), completed("job_1"), exploded("job_1"))
 	// Gone as after the application handed it on and a purge: no command
@@ -150,6 +153,7 @@ func TestReprocessRekeys(t *testing.T) {
 }
 
 func TestReprocessDryRunChangesNothing(t *testing.T) {
+	t.Parallel()
 	path, _, _, _ := mergeDB(t)
 	fill(t, path, time.Now(), "not json", exploded("job_new"))
 	args := []string{"--all", "--event", "job.completed", "--event", "job.exploded"}
@@ -176,6 +180,7 @@ func TestReprocessDryRunChangesNothing(t *testing.T) {
 }
 
 func TestReprocessRefuses(t *testing.T) {
+	t.Parallel()
 	path := newDB(t)
 	fill(t, path, time.Now(), completed("job_new"), exploded("job_parked"))
 	before := snapshot(t, path)
@@ -204,6 +209,7 @@ func TestReprocessRefuses(t *testing.T) {
 // TestReprocessHandlerFailed is a person's decision to try again rows the
 // dispatcher gave up on: they become new, their attempts reset.
 func TestReprocessHandlerFailed(t *testing.T) {
+	t.Parallel()
 	path := newDB(t)
 	fill(t, path, time.Now(), completed("job_1"), completed("job_2"))
 	dispatched(t, path, time.Now(), map[string]inbox.Settlement{
@@ -269,6 +275,7 @@ func besideDB(t *testing.T) (path, big, boom string) {
 // TestReprocessKeepsTheJobRowsBody: a storable row beside a parked job row
 // never overwrites the job row's body.
 func TestReprocessKeepsTheJobRowsBody(t *testing.T) {
+	t.Parallel()
 	events := []string{"--event", "job.completed", "--event", "job.exploded"}
 
 	// Either way both bodies are kept: one in job_1, new, and the other
@@ -323,6 +330,7 @@ func TestReprocessKeepsTheJobRowsBody(t *testing.T) {
 // done job row holding the same event: each is counted once, by where it
 // ended, under a label that says so.
 func TestReprocessCountsEachRowOnce(t *testing.T) {
+	t.Parallel()
 	path := newDB(t)
 	big, boom, foldable := bigCompleted("job_a", 8<<10), exploded("job_a"), bigCompleted("job_b", 2<<10)
 	fill(t, path, time.Now().Add(-time.Hour), big, completed("job_b"))
@@ -354,6 +362,7 @@ func TestReprocessCountsEachRowOnce(t *testing.T) {
 // where a batch of 100 rows would end: a dry run counts what the real run
 // does.
 func TestReprocessDryRunMatchesAcrossBatches(t *testing.T) {
+	t.Parallel()
 	path := newDB(t)
 	start := time.Now().Add(-time.Hour)
 	fill(t, path, start, bigCompleted("job_s", 8<<10))
@@ -384,6 +393,7 @@ func TestReprocessDryRunMatchesAcrossBatches(t *testing.T) {
 // TestReprocessReportsCommittedBatches fails the second batch: the counts of
 // the first, which committed, are printed before the error.
 func TestReprocessReportsCommittedBatches(t *testing.T) {
+	t.Parallel()
 	path := newDB(t)
 	bodies := make([]string, 150)
 	for i := range bodies {
@@ -414,6 +424,7 @@ func TestReprocessReportsCommittedBatches(t *testing.T) {
 // key came from a header), under the file's rules now; without --config
 // they stay Sume-only as before.
 func TestReprocessEverySource(t *testing.T) {
+	t.Parallel()
 	path := newDB(t)
 	now := time.Now()
 	s := sqlitetest.MustOpenPath(t, path, sqlite.Options{Now: func() time.Time { return now }})

@@ -14,6 +14,7 @@ import (
 // TestSecret checks that inbox secret prints a fresh whsec_ secret of 32
 // random bytes, which forwarding takes as its key.
 func TestSecret(t *testing.T) {
+	t.Parallel()
 	form := regexp.MustCompile(`^whsec_[A-Za-z0-9+/]{43}=\n$`)
 	seen := map[string]bool{}
 	for range 3 {

@@ -13,6 +13,7 @@ import (
 // TestSendBodyFileTakesNoSampleFlags: --event or --job-id beside
 // --body-file would be silently ignored; it is refused, and nothing is sent.
 func TestSendBodyFileTakesNoSampleFlags(t *testing.T) {
+	t.Parallel()
 	var posts atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		posts.Add(1)

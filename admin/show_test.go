@@ -14,6 +14,7 @@ import (
 )
 
 func TestShow(t *testing.T) {
+	t.Parallel()
 	path := newDB(t)
 	binary := "\x1b[2J\x00\xff\xfe binary"
 	text := "plain \x1b[31mred\r\u202eevil\tend"
@@ -110,6 +111,7 @@ func TestShow(t *testing.T) {
 // --source, show takes the row id or --source and the key, and redeliver,
 // which asks Sume's API, refuses them.
 func TestSourceAddressing(t *testing.T) {
+	t.Parallel()
 	path := newDB(t)
 	fill(t, path, time.Now(), completed("job_1"), exploded("job_2"))
 	s := sqlitetest.MustOpenPath(t, path, sqlite.Options{})

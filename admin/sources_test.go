@@ -77,6 +77,7 @@ func TestSourcesWithoutSecrets(t *testing.T) {
 // expired secret whose variable is unset (it could verify nothing) and
 // still refuses a live one.
 func TestExpiredSecretMayBeUnset(t *testing.T) {
+	t.Parallel()
 	env := map[string]string{"TEST_SUME_SECRET": "s", "TEST_VIBE_SECRET": liveVibeSecret}
 	srcs, err := config.LoadSources(writeTestFile(t, sourcesConf), func(k string) string { return env[k] })
 	if err != nil {
@@ -94,6 +95,7 @@ func TestExpiredSecretMayBeUnset(t *testing.T) {
 // refused in a sentence that names the flag, its variable and the file's
 // key instead.
 func TestConfigConflictMessage(t *testing.T) {
+	t.Parallel()
 	db := newDB(t)
 	cfg := writeTestFile(t, sourcesConf)
 	_, err := run(t, "reprocess", "--db", db, "--config", cfg, "--event", "push", "--all")
@@ -106,6 +108,7 @@ func TestConfigConflictMessage(t *testing.T) {
 // TestNoArgs checks that the commands that take no arguments refuse a
 // stray one rather than ignore it.
 func TestNoArgs(t *testing.T) {
+	t.Parallel()
 	db := newDB(t)
 	for _, args := range [][]string{
 		{"list", "--db", db, "parked"},
@@ -125,6 +128,7 @@ func TestNoArgs(t *testing.T) {
 // TestBackupFlagAfterPath checks that a flag after backup's PATH is named
 // as such, not as an id.
 func TestBackupFlagAfterPath(t *testing.T) {
+	t.Parallel()
 	db := newDB(t)
 	_, err := run(t, "backup", "--db", db, t.TempDir()+"/copy.db", "--json")
 	if err == nil || !strings.Contains(err.Error(), "--json after the arguments (PATH)") {

@@ -39,6 +39,7 @@ func dispatched(t *testing.T, path string, now time.Time, fates map[string]inbox
 }
 
 func TestStats(t *testing.T) {
+	t.Parallel()
 	path := newDB(t)
 	received := time.Now().Add(-90 * time.Second)
 	fill(t, path, received, completed("job_done"), completed("job_retry"), completed("job_held"),

@@ -32,6 +32,7 @@ func attemptsOf(t *testing.T, s *sqlite.Store, ids []string) int64 {
 // the dispatcher gives those rows back with their counts undone: each row
 // then counts as many attempts as requests it made.
 func TestAttemptsCountedAhead(t *testing.T) {
+	t.Parallel()
 	c := newClock()
 	var ids []string
 	for i := range 20 {
@@ -118,6 +119,7 @@ func drainIDs(c chan string) []string {
 // count undone, and claimed anew, so that its attempt runs on a lease
 // renewed for it, and it still counts one attempt per request.
 func TestCountedRowThatWaitedIsClaimedAnew(t *testing.T) {
+	t.Parallel()
 	c := newClock()
 	s := storeWith(t, c, "job_1", "job_2")
 	g := &gated{started: make(chan string, 4), answers: make(chan error, 4)}

@@ -19,6 +19,7 @@ func job(id string, attempt int) inbox.Job { return inbox.Job{ID: id, Attempt: a
 // TestBreakerPoisonAmongGood: a row failing while others succeed is the
 // row's every time, to its last attempt: the destination stays up.
 func TestBreakerPoisonAmongGood(t *testing.T) {
+	t.Parallel()
 	b := newBreaker()
 	for attempt := 1; attempt <= 3; attempt++ {
 		if v, _, tripped, _ := b.failed(job("poison", attempt), err500, attempt == 3, t0); v != verdictRow || tripped {
@@ -34,6 +35,7 @@ func TestBreakerPoisonAmongGood(t *testing.T) {
 // is given back, later attempts wait for the probe, one at a time, and a
 // success brings it up.
 func TestBreakerSameFailureAcrossRows(t *testing.T) {
+	t.Parallel()
 	b := newBreaker()
 	for i, id := range []string{"a", "a", "b"} {
 		if v, _, _, _ := b.failed(job(id, i+1), err500, false, t0); v != verdictRow {
@@ -65,6 +67,7 @@ func TestBreakerSameFailureAcrossRows(t *testing.T) {
 // TestBreakerUnsureLast: a row's last attempt failing as another row's
 // just did is given back once, then parked as the row's.
 func TestBreakerUnsureLast(t *testing.T) {
+	t.Parallel()
 	b := newBreaker()
 	b.failed(job("a", 1), err500, false, t0)
 	if v, _, _, _ := b.failed(job("z", 3), err500, true, t0); v != verdictUnsure {
@@ -82,6 +85,7 @@ func TestBreakerUnsureLast(t *testing.T) {
 // counted as its own: a row that hangs the application alone is parked
 // after its schedule, not held forever.
 func TestBreakerSuspect(t *testing.T) {
+	t.Parallel()
 	b := newBreaker()
 	timeout := Down(errors.New("timed out after 30s"), 0)
 	if _, _, tripped, _ := b.failed(job("hang", 1), timeout, false, t0); !tripped {
@@ -96,6 +100,7 @@ func TestBreakerSuspect(t *testing.T) {
 
 // TestBreakerRetryAfter: a Retry-After holds the probe, bounded.
 func TestBreakerRetryAfter(t *testing.T) {
+	t.Parallel()
 	b := newBreaker()
 	_, due, _, _ := b.failed(job("a", 1), Down(err500, 4*time.Second), false, t0)
 	if !due.Equal(t0.Add(4 * time.Second)) {
@@ -110,6 +115,7 @@ func TestBreakerRetryAfter(t *testing.T) {
 }
 
 func TestParseRetryAfter(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		in   string
 		want time.Duration
@@ -132,6 +138,7 @@ func TestParseRetryAfter(t *testing.T) {
 }
 
 func TestRetry(t *testing.T) {
+	t.Parallel()
 	r := NewRetry([]time.Duration{time.Second, 5 * time.Second})
 	if r.Attempts() != 3 || r.Last(2) || !r.Last(3) || !r.Last(9) || r.Wait(1) != time.Second || r.Wait(2) != 5*time.Second || r.Wait(7) != 5*time.Second {
 		t.Errorf("retry %+v", r)
@@ -144,6 +151,7 @@ func TestRetry(t *testing.T) {
 // TestBreakerResume: a breaker started from a recorded outage keeps its
 // since, probes at once with one row, and comes up on a success.
 func TestBreakerResume(t *testing.T) {
+	t.Parallel()
 	b := newBreaker()
 	b.resume(t0, "connection refused")
 	if since, _, due := b.down(t0.Add(time.Second)); !since.Equal(t0) || !due {
@@ -163,6 +171,7 @@ func TestBreakerResume(t *testing.T) {
 // row, and the next attempts go at full speed rather than a probe a
 // minute. A probe that meets the same failure keeps it down.
 func TestBreakerProbeAnsweredOtherwise(t *testing.T) {
+	t.Parallel()
 	b := newBreaker()
 	timeout := timedOut(errors.New("timed out after 1s"))
 	if _, _, tripped, _ := b.failed(job("slow", 1), timeout, false, t0); !tripped {

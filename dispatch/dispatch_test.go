@@ -170,6 +170,7 @@ func forward(t *testing.T, url string, c *clock) *dispatch.Forward {
 // the default schedule: each retry comes exactly when it is due, and the
 // fifth failure parks the row handler_failed for good.
 func TestRetryScheduleThenPark(t *testing.T) {
+	t.Parallel()
 	c := newClock()
 	s := storeWith(t, c, "job_1")
 	a := newApp(t, http.StatusInternalServerError)
@@ -214,6 +215,7 @@ func TestRetryScheduleThenPark(t *testing.T) {
 // the row is done at the clock's time, and each request carried the body
 // and the job's headers.
 func TestFailThenSucceed(t *testing.T) {
+	t.Parallel()
 	c := newClock()
 	s := storeWith(t, c, "job_1")
 	a := newApp(t, http.StatusInternalServerError, http.StatusRequestTimeout, http.StatusNoContent)
@@ -242,6 +244,7 @@ func TestFailThenSucceed(t *testing.T) {
 // TestRejectedParksAtOnce: a 4xx other than 408 and 429 parks the row
 // handler_rejected after one attempt.
 func TestRejectedParksAtOnce(t *testing.T) {
+	t.Parallel()
 	c := newClock()
 	s := storeWith(t, c, "job_1")
 	a := newApp(t, http.StatusUnprocessableEntity)
@@ -263,6 +266,7 @@ func TestRejectedParksAtOnce(t *testing.T) {
 // at counts that attempt; the one it only claimed costs none, and its first
 // delivery says attempt 1.
 func TestLeaseExpiry(t *testing.T) {
+	t.Parallel()
 	c := newClock()
 	s := storeWith(t, c, "job_1", "job_2", "job_3")
 	ctx := context.Background()
@@ -313,6 +317,7 @@ func TestLeaseExpiry(t *testing.T) {
 // that request's outcome decides: done when it is taken, parked
 // handler_failed only when it fails.
 func TestLastAttemptLost(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		status int
 		want   inbox.Status
@@ -363,6 +368,7 @@ func (b *blocking) Deliver(ctx context.Context, j inbox.Job) error {
 // under way finishes and is recorded, the rows claimed but not started go
 // back to the queue as they were.
 func TestStopFinishesAndReleases(t *testing.T) {
+	t.Parallel()
 	c := newClock()
 	s := storeWith(t, c, "job_1", "job_2", "job_3")
 	b := &blocking{started: make(chan string, 3), release: make(chan struct{})}
@@ -400,6 +406,7 @@ func TestStopFinishesAndReleases(t *testing.T) {
 // TestMetrics checks the counters after a run. The queue's gauges are the
 // store collector's (metrics.TestStoreGauges).
 func TestMetrics(t *testing.T) {
+	t.Parallel()
 	c := newClock()
 	s := storeWith(t, c, "job_ok", "job_bad")
 	c.Advance(90 * time.Second)

@@ -78,6 +78,7 @@ env > "`+out+`/$INBOX_JOB_ID.env"
 
 // TestExecReject: exit 65 parks the row at once, with the end of stderr.
 func TestExecReject(t *testing.T) {
+	t.Parallel()
 	e, err := dispatch.NewExec(script(t, `echo "`+strings.Repeat("x", 600)+` bad job $INBOX_JOB_ID" >&2; exit 65`), dispatch.Withheld{})
 	if err != nil {
 		t.Fatal(err)
@@ -96,6 +97,7 @@ func TestExecReject(t *testing.T) {
 // TestExecTimeoutKillsGroup: a command that outlives its timeout is killed
 // with everything it started.
 func TestExecTimeoutKillsGroup(t *testing.T) {
+	t.Parallel()
 	pidFile := filepath.Join(t.TempDir(), "child.pid")
 	e, err := dispatch.NewExec(script(t, `sleep 60 & echo $! > `+pidFile+`; sleep 60`), dispatch.Withheld{})
 	if err != nil {
@@ -127,6 +129,7 @@ func TestExecTimeoutKillsGroup(t *testing.T) {
 }
 
 func TestNewExecRefusesEmpty(t *testing.T) {
+	t.Parallel()
 	if _, err := dispatch.NewExec("  ", dispatch.Withheld{}); err == nil {
 		t.Error("an empty command was accepted")
 	}
@@ -136,6 +139,7 @@ func TestNewExecRefusesEmpty(t *testing.T) {
 // that the destination is down, exit 65 that the job is refused, any other
 // exit that the job failed.
 func TestExecExitCodes(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		code           int
 		down, rejected bool

@@ -24,6 +24,7 @@ import (
 // recomputes the MAC over webhook-id.webhook-timestamp.body with the key
 // the whsec_ secret names.
 func TestForwardSigned(t *testing.T) {
+	t.Parallel()
 	keyBytes := []byte("0123456789abcdef0123456789abcdef")
 	secret := "whsec_" + base64.StdEncoding.EncodeToString(keyBytes)
 	now := time.Unix(1_800_000_000, 0)
@@ -68,6 +69,7 @@ func TestForwardSigned(t *testing.T) {
 // authentication, as an http.Client sends them, and not in the request
 // line.
 func TestForwardUserInfo(t *testing.T) {
+	t.Parallel()
 	var user, pass, uri string
 	var ok bool
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -91,6 +93,7 @@ func TestForwardUserInfo(t *testing.T) {
 // TestForwardStatuses checks which answers are success, which are retried
 // and which park the row at once; no error text carries the body.
 func TestForwardStatuses(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		status             int
 		ok, rejected, down bool
@@ -167,6 +170,7 @@ func referenceVerify(secret string, h http.Header, body []byte, now time.Time) e
 // it; a secret in any other form is refused, since that library would
 // decode it into another key than the one signing.
 func TestForwardReferenceVerifies(t *testing.T) {
+	t.Parallel()
 	key := make([]byte, 32)
 	rand.Read(key)
 	secret := "whsec_" + base64.StdEncoding.EncodeToString(key)
@@ -200,6 +204,7 @@ func TestForwardReferenceVerifies(t *testing.T) {
 }
 
 func TestNewForwardRefuses(t *testing.T) {
+	t.Parallel()
 	for _, u := range []string{"", "localhost:8080", "ftp://x/", "http://", "/relative"} {
 		if _, err := dispatch.NewForward(u, "", nil); err == nil {
 			t.Errorf("NewForward(%q) accepted", u)
@@ -223,6 +228,7 @@ func TestNewForwardRefuses(t *testing.T) {
 // TestForwardRetryAfter: a 429 or 503 carries its Retry-After, in seconds
 // or as an HTTP date, bounded; another status none.
 func TestForwardRetryAfter(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		status int
 		header string

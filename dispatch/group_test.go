@@ -65,6 +65,7 @@ func groupRun(t *testing.T, g *dispatch.Group) {
 // second Replace removes the destination: its dispatcher ends, and a row
 // stored after it is handed to nobody.
 func TestGroupReplace(t *testing.T) {
+	t.Parallel()
 	c := newClock()
 	s := storeWith(t, c, "job_1")
 	c.Advance(90 * time.Second)

@@ -35,6 +35,7 @@ func (p *paced) Deliver(ctx context.Context, j inbox.Job) error {
 // HeldPerWorker again; inbox_dispatch_held_rows says so. Every row is
 // delivered once, its attempt counted once.
 func TestHeldRowsFollowTheDestination(t *testing.T) {
+	t.Parallel()
 	c := newClock()
 	var ids []string
 	for i := range 300 {

@@ -47,6 +47,7 @@ var wantKeys = map[string][2]string{ // row id: source, key
 // runId for Vibe, as its contract asks for external effects), beside the
 // source and the row id, and the signature is over that webhook-id.
 func TestForwardKeys(t *testing.T) {
+	t.Parallel()
 	c := newClock()
 	s := storeWith(t, c, "job_1")
 	putKeyed(t, s)
@@ -90,6 +91,7 @@ func TestForwardKeys(t *testing.T) {
 // TestExecKeys dispatches the same rows to a command: its environment names
 // the source, the key and the row id (and INBOX_JOB_ID, as before).
 func TestExecKeys(t *testing.T) {
+	t.Parallel()
 	out := t.TempDir()
 	e, err := dispatch.NewExec(script(t, `env > "`+out+`/$INBOX_SOURCE.env"`), dispatch.Withheld{})
 	if err != nil {

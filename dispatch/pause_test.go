@@ -3,6 +3,7 @@ package dispatch_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -70,6 +71,30 @@ func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	return 0
 }
 
+// downOutcomes reads inbox_dispatch_deliveries_total{outcome="destination_down"}:
+// the attempts that failed as the destination's outage, probes included.
+func downOutcomes(t *testing.T, reg *prometheus.Registry) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "inbox_dispatch_deliveries_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "outcome" && l.GetValue() == "destination_down" {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	t.Fatal("no inbox_dispatch_deliveries_total{outcome=\"destination_down\"}")
+	return 0
+}
+
 // TestPauseWhileUnreachable: a destination goes away while one attempt is
 // under way and more rows are claimed, waiting for the worker. The
 // attempt under way fails (the connection dropped mid-publish) and counts;
@@ -78,6 +103,7 @@ func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
 // is claimed or attempted and inbox_dispatch_paused is 1. Once it is back
 // every row is delivered, none parked.
 func TestPauseWhileUnreachable(t *testing.T) {
+	t.Parallel()
 	c := newClock()
 	ids := []string{"job_1", "job_2", "job_3", "job_4", "job_5"}
 	s := storeWith(t, c, ids...)
@@ -145,6 +171,7 @@ func TestPauseWhileUnreachable(t *testing.T) {
 // parked, the destination shows down, and once the application listens
 // again the probe delivers the row at its first attempt.
 func TestForwardRefusedHeld(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -163,9 +190,12 @@ func TestForwardRefusedHeld(t *testing.T) {
 	}
 	d := start(t, s, dispatch.Config{Destination: f, Now: c.Now, Schedule: []time.Duration{time.Millisecond}, Registerer: reg})
 	waitFor(t, "down", func() bool { return gauge(t, reg, "inbox_dispatch_destination_down") == 1 })
-	for range 3 { // several probes, each failing
+	for i := range 3 { // several probes, each failing
+		before := downOutcomes(t, reg)
 		c.Advance(time.Minute)
-		time.Sleep(1200 * time.Millisecond)
+		waitFor(t, fmt.Sprintf("probe %d failed and given back", i+1), func() bool {
+			return downOutcomes(t, reg) > before && row(t, s, "job_1").LeaseOwner == ""
+		})
 	}
 	if e := row(t, s, "job_1"); e.Status != inbox.StatusNew || e.Attempts != 0 {
 		t.Fatalf("row %+v, want new with no attempt counted while the destination is down", e)
@@ -204,14 +234,18 @@ func (hang) Deliver(ctx context.Context, _ inbox.Job) error {
 // last) the row is never parked, and its timed-out attempts, whose
 // requests may have reached the application, stay counted.
 func TestTimeoutNeverParks(t *testing.T) {
+	t.Parallel()
 	c := newClock()
 	s := storeWith(t, c, "job_1")
 	reg := prometheus.NewRegistry()
 	start(t, s, dispatch.Config{Destination: hang{}, Now: c.Now, Schedule: []time.Duration{}, Timeout: 50 * time.Millisecond, Registerer: reg})
 	waitFor(t, "down", func() bool { return gauge(t, reg, "inbox_dispatch_destination_down") == 1 })
-	for range 3 {
+	for i := range 3 { // several probes, each timing out
+		before := downOutcomes(t, reg)
 		c.Advance(time.Hour)
-		time.Sleep(time.Second)
+		waitFor(t, fmt.Sprintf("probe %d timed out and recorded", i+1), func() bool {
+			return downOutcomes(t, reg) > before && row(t, s, "job_1").LeaseOwner == ""
+		})
 	}
 	e := row(t, s, "job_1")
 	if e.Status != inbox.StatusNew || e.Attempts < 1 {

@@ -16,6 +16,7 @@ import (
 // answered with a refusal of that row (400: parked handler_rejected) is
 // answering again: it comes up, and the rows after it are delivered.
 func TestProbeRejectedComesUp(t *testing.T) {
+	t.Parallel()
 	c := newClock()
 	s := storeWith(t, c, "job_1")
 	a := newApp(t, http.StatusServiceUnavailable, http.StatusBadRequest, http.StatusNoContent)

@@ -12,6 +12,7 @@ import (
 // heldBodies bring them back to heldPerWorker at once, whatever the
 // workers saw; a claim short of rows, or a Rate, leaves them.
 func TestResize(t *testing.T) {
+	t.Parallel()
 	var d Dispatcher
 	steps := []struct {
 		name             string

@@ -20,6 +20,7 @@ import (
 // restart) leaves its successor probing it with one row first, not
 // sending at full speed into the outage.
 func TestRestartWhileDownProbesFirst(t *testing.T) {
+	t.Parallel()
 	c := newClock()
 	s := storeWith(t, c, "job_1", "job_2", "job_3", "job_4", "job_5", "job_6", "job_7", "job_8")
 	a := newApp(t, http.StatusInternalServerError)
@@ -69,6 +70,7 @@ func attempts(t *testing.T, s interface {
 // row first, still recorded down; a reload that removes it deletes its
 // record, so that nothing shows it down for good.
 func TestReloadWhileDownProbesFirst(t *testing.T) {
+	t.Parallel()
 	c := newClock()
 	s := storeWith(t, c, "job_1", "job_2", "job_3", "job_4", "job_5", "job_6", "job_7", "job_8")
 	a := newApp(t, http.StatusInternalServerError)

@@ -9,6 +9,7 @@ import (
 )
 
 func TestParseSchedule(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string][]time.Duration{
 		"1s,5s,30s,5m": dispatch.DefaultSchedule(),
 		" 100ms , 2h ": {100 * time.Millisecond, 2 * time.Hour},
@@ -30,6 +31,7 @@ func TestParseSchedule(t *testing.T) {
 // TestDefaultScheduleIsACopy: changing the schedule one caller got changes
 // nothing for the next.
 func TestDefaultScheduleIsACopy(t *testing.T) {
+	t.Parallel()
 	got := dispatch.DefaultSchedule()
 	got[0] = time.Hour
 	if again := dispatch.DefaultSchedule(); again[0] != time.Second {

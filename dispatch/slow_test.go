@@ -171,6 +171,7 @@ func drainTime(t *testing.T, dest destination, hanging, good int) time.Duration 
 // The hanging attempts are not cut short: they still run when the good
 // rows are done.
 func TestHangingRowsHoldNoWorker(t *testing.T) {
+	t.Parallel()
 	for _, dest := range destinations {
 		t.Run(dest.name, func(t *testing.T) {
 			alone := drainTime(t, dest, 0, goodRows)

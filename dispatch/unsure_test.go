@@ -21,6 +21,7 @@ func (never) Deliver(_ context.Context, _ inbox.Job) error { return nil }
 // is given back once, yet its attempt stays counted: Inbox-Attempt never
 // repeats for a request that may have had effects.
 func TestUnsureTimeoutStaysCounted(t *testing.T) {
+	t.Parallel()
 	d, err := New(nil, Config{Destination: never{}, Schedule: []time.Duration{time.Second}}, zerolog.New(io.Discard))
 	if err != nil {
 		t.Fatal(err)

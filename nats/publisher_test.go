@@ -132,6 +132,7 @@ func body(id string) []byte {
 // so; with one, it finds it. Connect refuses only what no server could
 // change: a subject that is not literal, a URL of another scheme.
 func TestConnectChecksStream(t *testing.T) {
+	t.Parallel() // a server of its own
 	s := runServer(t)
 	p, err := nats.Connect(s.ClientURL(), subject, zerolog.Nop())
 	if err != nil {
@@ -166,6 +167,7 @@ func TestConnectChecksStream(t *testing.T) {
 }
 
 func TestConnectWithoutJetStream(t *testing.T) {
+	t.Parallel() // a server of its own
 	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, NoLog: true, NoSigs: true})
 	if err != nil {
 		t.Fatal(err)
@@ -197,6 +199,7 @@ func gauge(t *testing.T, p *nats.Publisher) float64 {
 // background and publishing works, and nothing tried meanwhile reaches
 // the stream.
 func TestStartWhileDown(t *testing.T) {
+	t.Parallel() // a server of its own
 	port := freePort(t)
 	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
 	start := time.Now()
@@ -248,6 +251,7 @@ func TestStartWhileDown(t *testing.T) {
 
 // TestRepeatDropped publishes one job twice: the stream keeps one message.
 func TestRepeatDropped(t *testing.T) {
+	t.Parallel() // a server of its own
 	s := runServer(t)
 	st := addStream(t, s)
 	p := connect(t, s)
@@ -286,6 +290,7 @@ func TestRepeatDropped(t *testing.T) {
 // holding the lease): it is published again once the lease runs out, the
 // stream drops the repeat, and every row ends done, each on the stream once.
 func TestDispatchToStream(t *testing.T) {
+	t.Parallel() // a server of its own
 	s := runServer(t)
 	st := addStream(t, s)
 	p := connect(t, s)
@@ -362,6 +367,7 @@ func TestDispatchToStream(t *testing.T) {
 // TestServerDown: a publish to a server that went away fails, to be
 // retried.
 func TestServerDown(t *testing.T) {
+	t.Parallel() // a server of its own
 	s := runServer(t)
 	addStream(t, s)
 	p := connect(t, s)
@@ -378,6 +384,7 @@ func TestServerDown(t *testing.T) {
 // row id; Nats-Msg-Id stays the row id, unique across sources, so the
 // stream never drops one source's job as another's repeat.
 func TestPublishKeys(t *testing.T) {
+	t.Parallel() // a server of its own
 	s := runServer(t)
 	st := addStream(t, s)
 	p := connect(t, s)
@@ -830,6 +837,7 @@ func TestStalledLinkPauses(t *testing.T) {
 // never be, and its error parks the row at once (dispatch.Rejected),
 // saying why, without sending it.
 func TestMaxPayload(t *testing.T) {
+	t.Parallel() // a server of its own
 	s := runServerWith(t, &server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, MaxPayload: 4096,
 		JetStream: true, StoreDir: filepath.Join(t.TempDir(), "js"), NoLog: true, NoSigs: true})
 	st := addStream(t, s)
@@ -872,6 +880,7 @@ func TestMaxPayload(t *testing.T) {
 // below the server's max_payload, can never be stored: its error parks the
 // row at once (dispatch.Rejected); a smaller one is published.
 func TestStreamMaxMsgSize(t *testing.T) {
+	t.Parallel() // a server of its own
 	s := runServer(t)
 	nc, err := natsgo.Connect(s.ClientURL())
 	if err != nil {

@@ -49,6 +49,7 @@ func (o *opener) set(down bool) {
 // operation fails at once with ErrNotOpen, the outage is told once, and
 // the store opens by itself once the opener can (told once too).
 func TestWaitsOutAnOutage(t *testing.T) {
+	t.Parallel()
 	o := &opener{t: t, down: true}
 	var mu sync.Mutex
 	var told []error
@@ -91,6 +92,7 @@ func TestWaitsOutAnOutage(t *testing.T) {
 // TestFatal: an error that is no outage is told to OnFatal, ends the
 // attempts, and leaves every operation failing.
 func TestFatal(t *testing.T) {
+	t.Parallel()
 	bad := errors.New("password authentication failed")
 	o := &opener{t: t, fatal: bad}
 	fatal := make(chan error, 1)
@@ -121,6 +123,7 @@ func TestFatal(t *testing.T) {
 // TestWaitsForTheFirstAttempt: an operation during a first attempt that
 // hangs waits for it up to Wait, then fails; Close ends the attempt.
 func TestWaitsForTheFirstAttempt(t *testing.T) {
+	t.Parallel()
 	hang := func(ctx context.Context) (inbox.Store, error) {
 		<-ctx.Done()
 		return nil, ctx.Err()

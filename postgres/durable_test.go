@@ -28,6 +28,7 @@ func withApp(t *testing.T, dsn string) (string, string) {
 // records the setting of each session that inserts a row; the store's new
 // connections, made after the change, still commit with it on.
 func TestDurableWhateverTheRoleSays(t *testing.T) {
+	t.Parallel()
 	dsn := testURL(t)
 	ctx := context.Background()
 	mustOpen(t, dsn, postgres.Options{}).Close()
@@ -85,7 +86,8 @@ func TestDurableWhateverTheRoleSays(t *testing.T) {
 // TestHeldRowFailsOnlyItsDeliveries holds one row from another session
 // while its job is delivered again and many other jobs arrive: the others
 // all commit, at once; only the held row's delivery fails, within the
-// bound.
+// bound. It runs alone, not beside the parallel tests: it times a burst of
+// deliveries against the busy timeout.
 func TestHeldRowFailsOnlyItsDeliveries(t *testing.T) {
 	dsn := testURL(t)
 	s := mustOpen(t, dsn, postgres.Options{BusyTimeout: busy})
@@ -146,6 +148,7 @@ func TestHeldRowFailsOnlyItsDeliveries(t *testing.T) {
 // TestHeldRowTakenOnceFree: a delivery whose row is held for less than the
 // busy timeout waits for it, alone, and lands once it is free.
 func TestHeldRowTakenOnceFree(t *testing.T) {
+	t.Parallel()
 	dsn := testURL(t)
 	s := mustOpen(t, dsn, postgres.Options{BusyTimeout: 2 * time.Second})
 	ctx := context.Background()
@@ -201,6 +204,7 @@ func cutAtCommit(t *testing.T, dsn, op string) {
 // finding it did not commit, commits the delivery again: the Put succeeds
 // and the row holds one delivery.
 func TestPutCommitCut(t *testing.T) {
+	t.Parallel()
 	dsn := testURL(t)
 	s := mustOpen(t, dsn, postgres.Options{BusyTimeout: 2 * time.Second})
 	ctx := context.Background()
@@ -219,6 +223,7 @@ func TestPutCommitCut(t *testing.T) {
 // back started, so the dispatcher never gives back (and leaves waiting on
 // its lease) a row whose attempt it counted.
 func TestStartCommitCut(t *testing.T) {
+	t.Parallel()
 	dsn := testURL(t)
 	s := mustOpen(t, dsn, postgres.Options{BusyTimeout: 2 * time.Second})
 	ctx := context.Background()
@@ -249,6 +254,7 @@ func TestStartCommitCut(t *testing.T) {
 // command writes and what to connect as; a connection string that does
 // not parse says what does not, without its password.
 func TestOpenSaysWhatWasRefused(t *testing.T) {
+	t.Parallel()
 	dsn := testURL(t)
 	ctx := context.Background()
 	mustOpen(t, dsn, postgres.Options{}).Close()
@@ -296,6 +302,7 @@ func TestOpenSaysWhatWasRefused(t *testing.T) {
 // TestMaxConns: the pool holds at most MaxConns connections, and a
 // writable store refuses a pool too small for its writer.
 func TestMaxConns(t *testing.T) {
+	t.Parallel()
 	dsn, app := withApp(t, testURL(t))
 	ctx := context.Background()
 	if s, err := postgres.Open(ctx, dsn, postgres.Options{MaxConns: 1}); err == nil {

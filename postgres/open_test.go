@@ -51,6 +51,7 @@ func newRole(t *testing.T, dsn string, grants ...string) string {
 // store, which commits nothing, opens. (A role's or a database's setting
 // does not reach the store's sessions: see TestDurableWhateverTheRoleSays.)
 func TestOpenRefusesAsyncCommit(t *testing.T) {
+	t.Parallel()
 	dsn := testURL(t)
 	ctx := context.Background()
 	mustOpen(t, dsn, postgres.Options{}).Close()
@@ -92,6 +93,7 @@ func TestOpenRefusesAsyncCommit(t *testing.T) {
 // the schema opens a writable store and takes deliveries; on a schema
 // still to migrate it is refused, saying what failed.
 func TestOpenCurrentSchemaWithoutCreate(t *testing.T) {
+	t.Parallel()
 	dsn := testURL(t)
 	ctx := context.Background()
 	dml := newRole(t, dsn) // only USAGE so far

@@ -179,6 +179,7 @@ func recovers(t *testing.T, s *postgres.Store, d inbox.Delivery) time.Duration {
 // within the bound and keeps nothing, Ping fails too, and once the
 // database is back the store recovers by itself.
 func TestPutWhileDatabaseDown(t *testing.T) {
+	t.Parallel()
 	p, dsn := proxied(t)
 	s := mustOpen(t, dsn, postgres.Options{BusyTimeout: busy})
 	if _, err := s.Put(context.Background(), job("job_1")); err != nil {
@@ -207,6 +208,7 @@ func TestPutWhileDatabaseDown(t *testing.T) {
 // answers nothing, the way a partitioned network does: Put, Settle, the
 // reads, the counts, Purge and Ping fail within the bound rather than hang.
 func TestPutWhileDatabaseStalls(t *testing.T) {
+	t.Parallel()
 	p, dsn := proxied(t)
 	s := mustOpen(t, dsn, postgres.Options{BusyTimeout: busy})
 	ctx := context.Background()
@@ -255,6 +257,7 @@ func TestPutWhileDatabaseStalls(t *testing.T) {
 // TestOpenRefused opens a store on a port nothing listens on: Open fails
 // within the bound, and its error does not carry the URL's password.
 func TestOpenRefused(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -280,6 +283,7 @@ func TestOpenRefused(t *testing.T) {
 // that must count a repeat on it fails within the bound, the next batch
 // commits, and once the row is free the repeat is counted.
 func TestRowHeldPastTheTimeout(t *testing.T) {
+	t.Parallel()
 	dsn := testURL(t)
 	s := mustOpen(t, dsn, postgres.Options{BusyTimeout: busy})
 	ctx := context.Background()
@@ -319,6 +323,7 @@ func TestRowHeldPastTheTimeout(t *testing.T) {
 // store on the server, as a restart or a failover does: the next Put and
 // Settle succeed on new connections.
 func TestRecoversFromTerminatedBackends(t *testing.T) {
+	t.Parallel()
 	dsn := testURL(t)
 	u, _ := url.Parse(dsn)
 	q := u.Query()
@@ -346,6 +351,7 @@ func TestRecoversFromTerminatedBackends(t *testing.T) {
 // TestSchemaVersions: a read-only store refuses a schema this build has not
 // made yet, and every store refuses one newer than it knows.
 func TestSchemaVersions(t *testing.T) {
+	t.Parallel()
 	dsn := testURL(t)
 	ctx := context.Background()
 	_, err := postgres.Open(ctx, dsn, postgres.Options{ReadOnly: true})

@@ -16,6 +16,7 @@ import (
 // that only asked the database whether it takes writes passed). Once the
 // table is free, deliveries and Ping succeed again.
 func TestPingFollowsCommits(t *testing.T) {
+	t.Parallel()
 	dsn := testURL(t)
 	s := mustOpen(t, dsn, postgres.Options{BusyTimeout: busy})
 	ctx := context.Background()

@@ -13,7 +13,8 @@ import (
 // TestPurgePassesOverHeldRows holds one row past retention from another
 // session, as a replica counting a repeat on it would: the purge deletes
 // the others at once, neither waiting for the row nor failing, and takes
-// it on a later run once it is free.
+// it on a later run once it is free. It runs alone, not beside the parallel
+// tests: it times the purge against the busy timeout.
 func TestPurgePassesOverHeldRows(t *testing.T) {
 	dsn := testURL(t)
 	var mu sync.Mutex

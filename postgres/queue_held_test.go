@@ -18,6 +18,7 @@ import (
 // the row is let go its settlement is recorded, once, and its attempt
 // counted once.
 func TestSettleHeldRow(t *testing.T) {
+	t.Parallel()
 	dsn := testURL(t)
 	s := mustOpen(t, dsn, postgres.Options{BusyTimeout: 500 * time.Millisecond})
 	ctx := context.Background()

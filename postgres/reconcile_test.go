@@ -14,6 +14,7 @@ import (
 // TestRefusalKeptWhenTheDeliveryFails: clearing a refusal is part of the
 // delivery's transaction, so a commit that fails keeps it.
 func TestRefusalKeptWhenTheDeliveryFails(t *testing.T) {
+	t.Parallel()
 	dsn := testURL(t)
 	s := mustOpen(t, dsn, postgres.Options{BusyTimeout: busy})
 	ctx := context.Background()
@@ -45,6 +46,7 @@ func TestRefusalKeptWhenTheDeliveryFails(t *testing.T) {
 // another stored the key (each transaction saw neither the other's row)
 // is not reported missed, nor counted.
 func TestRefusalOfAStoredKeyIsNotMissed(t *testing.T) {
+	t.Parallel()
 	dsn := testURL(t)
 	s := mustOpen(t, dsn, postgres.Options{})
 	ctx := context.Background()
@@ -66,6 +68,7 @@ func TestRefusalOfAStoredKeyIsNotMissed(t *testing.T) {
 // expectations at once, over and over: each is claimed exactly once. One
 // whose job a replica stored meanwhile is settled done, not claimed.
 func TestPollersNeverShareAnExpectation(t *testing.T) {
+	t.Parallel()
 	dsn := testURL(t)
 	stores := []*postgres.Store{mustOpen(t, dsn, postgres.Options{}), mustOpen(t, dsn, postgres.Options{})}
 	ctx := context.Background()

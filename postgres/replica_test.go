@@ -46,6 +46,7 @@ func replicas(t *testing.T, n int, opts postgres.Options) []*postgres.Store {
 // and some as another event too: one row per key (and one beside it for
 // the other event), every delivery counted exactly once.
 func TestReplicasPutOverlappingKeys(t *testing.T) {
+	t.Parallel()
 	putOverlapping(t, replicas(t, 3, postgres.Options{}), 8)
 }
 
@@ -112,6 +113,7 @@ func putOverlapping(t *testing.T, stores []*postgres.Store, perStore int) {
 // the same queue at once: each row is claimed once, by one of them, and
 // every row is handed on.
 func TestClaimersNeverShareARow(t *testing.T) {
+	t.Parallel()
 	stores := replicas(t, 3, postgres.Options{})
 	const n = 1500
 	var wg sync.WaitGroup
@@ -190,6 +192,7 @@ func TestClaimersNeverShareARow(t *testing.T) {
 // dispatcher an hour ahead cannot take over a row another just claimed,
 // and one an hour behind still finds rows due.
 func TestLeaseOnTheDatabaseClock(t *testing.T) {
+	t.Parallel()
 	s := mustOpen(t, testURL(t), postgres.Options{})
 	ctx := context.Background()
 	for _, id := range []string{"job_1", "job_2"} {

@@ -20,6 +20,7 @@ import (
 // and not the other's, or added with another type or nullability, fails
 // here even when no field of a row carries it.
 func TestSchemaMatchesSQLite(t *testing.T) {
+	t.Parallel()
 	dsn := testURL(t)
 	mustOpen(t, dsn, postgres.Options{})
 	pg := pgColumns(t, dsn)

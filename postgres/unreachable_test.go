@@ -13,6 +13,7 @@ import (
 // TestUnreachable sorts Open's failures against the real server into an
 // outage to wait out and a configuration to fix.
 func TestUnreachable(t *testing.T) {
+	t.Parallel()
 	dsn := testURL(t)
 	// A port that refuses, and a listener that takes connections and never
 	// answers (a database that hangs).

@@ -15,8 +15,10 @@ import (
 // (a trigger sleeps on its row), another delivery commits at once, in a
 // batch of its own on another writer, rather than after it.
 func TestSlowCommitHoldsUpNoOtherBatch(t *testing.T) {
+	t.Parallel()
 	dsn := testURL(t)
-	s := mustOpen(t, dsn, postgres.Options{Writers: 2, BusyTimeout: 5 * time.Second})
+	appDSN, app := withApp(t, dsn)
+	s := mustOpen(t, appDSN, postgres.Options{Writers: 2, BusyTimeout: 5 * time.Second})
 	schema := searchPath(dsn)
 	exec(t, dsn, `CREATE FUNCTION `+schema+`.slow() RETURNS trigger LANGUAGE plpgsql AS $$
 		BEGIN IF NEW.id LIKE '%job_slow' THEN PERFORM pg_sleep(1.5); END IF; RETURN NEW; END $$`)
@@ -27,7 +29,7 @@ func TestSlowCommitHoldsUpNoOtherBatch(t *testing.T) {
 		_, err := s.Put(ctx, job("job_slow"))
 		slow <- err
 	}()
-	time.Sleep(200 * time.Millisecond) // the slow batch is under way
+	sleeping(t, dsn, app) // the slow batch is under way
 	start := time.Now()
 	if _, err := s.Put(ctx, job("job_quick")); err != nil {
 		t.Fatal(err)
@@ -50,6 +52,7 @@ func TestSlowCommitHoldsUpNoOtherBatch(t *testing.T) {
 // key (and one beside it for another event of the same job), every
 // delivery counted once, and no batch deadlocks or fails.
 func TestWritersPutOverlappingKeys(t *testing.T) {
+	t.Parallel()
 	putOverlapping(t, []*postgres.Store{mustOpen(t, testURL(t), postgres.Options{Writers: 4, MaxConns: 8})}, 24)
 }
 
@@ -59,6 +62,7 @@ func TestWritersPutOverlappingKeys(t *testing.T) {
 // COMMIT, in the round trip that carries it: the Put fails saying so, and
 // nothing of it is kept.
 func TestCommitRefusedWhenNotDurable(t *testing.T) {
+	t.Parallel()
 	dsn := testURL(t)
 	s := mustOpen(t, dsn, postgres.Options{Writers: 1, MaxConns: 2})
 	schema := searchPath(dsn)
@@ -89,8 +93,33 @@ func TestCommitRefusedWhenNotDurable(t *testing.T) {
 // TestWritersWithinThePool: Open refuses as many writers as the pool has
 // connections, which would leave none for the rest of the store.
 func TestWritersWithinThePool(t *testing.T) {
+	t.Parallel()
 	_, err := postgres.Open(context.Background(), testURL(t), postgres.Options{MaxConns: 4, Writers: 4})
 	if err == nil || !strings.Contains(err.Error(), "4 writers need a pool of more than 4 connections") {
 		t.Fatalf("4 writers on 4 connections: %v, want refused", err)
+	}
+}
+
+// sleeping waits until a session of the application app is in pg_sleep,
+// for up to 5 s.
+func sleeping(t *testing.T, dsn, app string) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	for start := time.Now(); ; time.Sleep(10 * time.Millisecond) {
+		var n int
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND wait_event = 'PgSleep'`, app).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			return
+		}
+		if time.Since(start) > 5*time.Second {
+			t.Fatalf("no session of %s in pg_sleep after %s", app, time.Since(start))
+		}
 	}
 }

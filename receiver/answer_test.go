@@ -43,6 +43,7 @@ func recordAnswers(e env) func() []answered {
 // TestAnswerReported checks the outcome and reason each request reports to
 // metrics, and the log line with the job id.
 func TestAnswerReported(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	got := recordAnswers(e)
 	badSig := signedRequest(completed, testNow, testSecret)
@@ -123,6 +124,7 @@ func (b blockingStore) Put(_ context.Context, d inbox.Delivery) (inbox.Result, e
 // checks the next one is answered 503 with Retry-After at once, and that the
 // bound frees up as they finish.
 func TestInFlightBound(t *testing.T) {
+	t.Parallel()
 	const bound = 3
 	e := newEnv(t, nil)
 	got := recordAnswers(e)
@@ -170,6 +172,7 @@ func TestInFlightBound(t *testing.T) {
 // TestInFlightSharedAcrossSources gives two handlers one count, as serve
 // does for its sources: a request held by one fills the bound for the other.
 func TestInFlightSharedAcrossSources(t *testing.T) {
+	t.Parallel()
 	shared := new(atomic.Int64)
 	store := blockingStore{entered: make(chan struct{}), release: make(chan struct{})}
 	var handlers []*Handler

@@ -105,20 +105,23 @@ func drip(s string, piece int, tick time.Duration) func(net.Conn) {
 	}
 }
 
+// padded is a delivery of job id padded with n bytes. The pad needs no
+// quoting: %q would take most of a second over megabytes.
 func padded(id string, n int) string {
-	return fmt.Sprintf(`{"event":"job.completed","job_id":%q,"status":"COMPLETED","pad":%q}`, id, strings.Repeat("x", n))
+	return fmt.Sprintf(`{"event":"job.completed","job_id":%q,"status":"COMPLETED","pad":"%s"}`, id, strings.Repeat("x", n))
 }
 
 // TestSlowBodyGivenUp stalls bodies in every way a client can (a byte at a
 // time, headers then nothing, a large Content-Length then a trickle, chunks
 // that trickle) and checks each is answered 408 once the body timeout has
 // passed, far before the read timeout, holds no place in MaxInFlight
-// meanwhile, and stores nothing.
+// meanwhile, and stores nothing. Each way has a server of its own, so that
+// they stall side by side.
 func TestSlowBodyGivenUp(t *testing.T) {
+	t.Parallel()
 	const bodyTimeout = 300 * time.Millisecond
 	lim := DefaultLimits()
 	lim.ReadTimeout, lim.WriteTimeout = 5*time.Second, 6*time.Second
-	h, store, addr := pacedEnv(t, lim, bodyTimeout)
 	body := completed
 	nothing := func(net.Conn) {}
 	for _, tt := range []struct {
@@ -134,44 +137,49 @@ func TestSlowBodyGivenUp(t *testing.T) {
 		{"chunked, a chunk's size line a byte at a time", "Transfer-Encoding: chunked", drip("000000000000000000001", 1, 100*time.Millisecond)},
 		{"chunked, chunk extensions and no data", "Transfer-Encoding: chunked", drip("1;"+strings.Repeat("a", 200), 1, 20*time.Millisecond)},
 	} {
-		done := make(chan struct{})
-		var code int
-		var took time.Duration
-		go func() {
-			defer close(done)
-			code, took = exchange(t, addr, signedHead(body, tt.framing), tt.send)
-		}()
-		// While it stalls, a delivery still gets the one place in flight.
-		time.Sleep(bodyTimeout / 3)
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, signedRequest(strings.Replace(completed, "job_1", "job_beside", 1), testNow, testSecret))
-		if w.Code != http.StatusNoContent {
-			t.Errorf("%s: a delivery beside the stalled body: %d, want 204 (a body arriving holds no place)", tt.name, w.Code)
-		}
-		<-done
-		t.Logf("%s: %d after %v", tt.name, code, took.Round(time.Millisecond))
-		if code != http.StatusRequestTimeout {
-			t.Errorf("%s: status %d, want 408", tt.name, code)
-		}
-		if took < bodyTimeout || took > bodyTimeout+time.Second {
-			t.Errorf("%s: answered after %v, want soon after the %v body timeout (the read timeout is %v)", tt.name, took, bodyTimeout, lim.ReadTimeout)
-		}
-	}
-	if n := h.InFlight() + h.Receiving(); n != 0 {
-		t.Errorf("requests still counted: %d", n)
-	}
-	rows, err := store.List(context.Background(), inbox.Filter{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(rows) != 1 || rows[0].ID != "job_beside" {
-		t.Errorf("rows = %v, want only job_beside: nothing of a stalled body", rows)
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			h, store, addr := pacedEnv(t, lim, bodyTimeout)
+			done := make(chan struct{})
+			var code int
+			var took time.Duration
+			go func() {
+				defer close(done)
+				code, took = exchange(t, addr, signedHead(body, tt.framing), tt.send)
+			}()
+			// While it stalls, a delivery still gets the one place in flight.
+			time.Sleep(bodyTimeout / 3)
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, signedRequest(strings.Replace(completed, "job_1", "job_beside", 1), testNow, testSecret))
+			if w.Code != http.StatusNoContent {
+				t.Errorf("a delivery beside the stalled body: %d, want 204 (a body arriving holds no place)", w.Code)
+			}
+			<-done
+			t.Logf("%d after %v", code, took.Round(time.Millisecond))
+			if code != http.StatusRequestTimeout {
+				t.Errorf("status %d, want 408", code)
+			}
+			if took < bodyTimeout || took > bodyTimeout+time.Second {
+				t.Errorf("answered after %v, want soon after the %v body timeout (the read timeout is %v)", took, bodyTimeout, lim.ReadTimeout)
+			}
+			if n := h.InFlight() + h.Receiving(); n != 0 {
+				t.Errorf("requests still counted: %d", n)
+			}
+			rows, err := store.List(context.Background(), inbox.Filter{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(rows) != 1 || rows[0].ID != "job_beside" {
+				t.Errorf("rows = %v, want only job_beside: nothing of a stalled body", rows)
+			}
+		})
 	}
 }
 
 // TestSlowBodyKeepingPace sends a body that takes longer than the body
 // timeout but keeps above MinBodyRate: it is read whole and stored.
 func TestSlowBodyKeepingPace(t *testing.T) {
+	t.Parallel()
 	const bodyTimeout = 200 * time.Millisecond
 	lim := DefaultLimits()
 	_, store, addr := pacedEnv(t, lim, bodyTimeout)
@@ -192,6 +200,8 @@ func TestSlowBodyKeepingPace(t *testing.T) {
 // net/http counts it), not from when the handler began: the pace extends
 // the body's deadline, never the request's.
 func TestBodyPaceWithinReadTimeout(t *testing.T) {
+	// Not parallel: the answer must come within half a second of the read
+	// timeout.
 	lim := DefaultLimits()
 	lim.ReadHeaderTimeout, lim.ReadTimeout, lim.WriteTimeout = time.Second, time.Second, 2*time.Second
 	_, store, addr := pacedEnv(t, lim, 400*time.Millisecond)
@@ -230,6 +240,7 @@ func TestBodyPaceWithinReadTimeout(t *testing.T) {
 // byte that sees its end), not grown into two or three, and the budget
 // holds just that.
 func TestReadBodyOneBuffer(t *testing.T) {
+	// Not parallel: AllocsPerRun counts the allocations of every test running.
 	for _, n := range []int{0, 1, firstRead, 1024, wholeBody - 1} {
 		body := strings.Repeat("x", n)
 		src := strings.NewReader(body)

@@ -114,6 +114,8 @@ func waitUsed(t *testing.T, b *Budget, what string, cond func(int64) bool) {
 // 204 beside them; and the held body, once whole, is stored and gives its
 // bytes back.
 func TestBodyMemoryBound(t *testing.T) {
+	// Not parallel: it holds tens of MiB, and its 503 must come within a
+	// second.
 	budget := NewBudget(8 << 20) // large bodies: up to 6 MiB together
 	h, addr := budgetEnv(t, budget, nil)
 
@@ -178,6 +180,7 @@ func TestBodyMemoryBound(t *testing.T) {
 // cut off by the client, the store down) and checks each gives its bytes
 // back to the budget once answered.
 func TestBodyMemoryGivenBack(t *testing.T) {
+	t.Parallel()
 	budget := NewBudget(DefaultBodyMemory)
 	_, addr := budgetEnv(t, budget, nil)
 	big := padded("job_parked", 3<<20)
@@ -216,6 +219,7 @@ func TestBodyMemoryGivenBack(t *testing.T) {
 // TestBodyMemorySharedAcrossSources checks that handlers given one budget
 // draw on it together: what one source's body holds, another's cannot.
 func TestBodyMemorySharedAcrossSources(t *testing.T) {
+	t.Parallel()
 	budget := NewBudget(8 << 20)
 	_, a := budgetEnv(t, budget, nil)
 	_, b := budgetEnv(t, budget, nil)
@@ -231,6 +235,7 @@ func TestBodyMemorySharedAcrossSources(t *testing.T) {
 // TestNewHandlerRefusesSmallBudget: a budget under twice the hard cap
 // could never take a body of the hard cap beside others.
 func TestNewHandlerRefusesSmallBudget(t *testing.T) {
+	t.Parallel()
 	store := sqlitetest.MustOpen(t, sqlite.Options{})
 	for _, tt := range []struct {
 		budget int64
@@ -247,6 +252,7 @@ func TestNewHandlerRefusesSmallBudget(t *testing.T) {
 // refuses them, and checks they stopped at three quarters of it while
 // small bodies still get the rest.
 func TestBudgetKeepsRoomForSmallBodies(t *testing.T) {
+	t.Parallel()
 	budget := NewBudget(8 << 20)
 	var large []*reservation
 	for {

@@ -19,6 +19,7 @@ import (
 // by the handler, which the store suite's own deliveries would fill, fails
 // here.
 func TestEveryDeliveryFieldIsStored(t *testing.T) {
+	t.Parallel()
 	store := sqlitetest.MustOpen(t, sqlite.Options{})
 	e := newEnv(t, store)
 	// A body too large for the payload carries its result_url instead.

@@ -109,6 +109,7 @@ const completed = `{"event":"job.completed","job_id":"job_1","status":"COMPLETED
 
 // TestRejected covers contract rows 1-7: nothing unverified is written.
 func TestRejected(t *testing.T) {
+	t.Parallel()
 	mac := hex.EncodeToString(sume.Sign(testSecret, strconv.FormatInt(testNow.Unix(), 10), []byte(completed)))
 	withHeaders := func(ts, sig string) *http.Request {
 		r := httptest.NewRequest(http.MethodPost, "/webhooks/sume", strings.NewReader(completed))
@@ -194,6 +195,7 @@ func (c *countingReader) Read(p []byte) (int, error) {
 
 // TestTooLarge covers contract rows 2 and 3.
 func TestTooLarge(t *testing.T) {
+	t.Parallel()
 	big := `{"event":"job.completed","job_id":"job_big","pad":"` + strings.Repeat("x", testHardCap) + `"}`
 
 	t.Run("2 declared length above the cap is refused unread", func(t *testing.T) {
@@ -238,6 +240,7 @@ func TestTooLarge(t *testing.T) {
 // TestStored covers contract rows 8-18: each verified delivery gets a row,
 // and the answer is 204.
 func TestStored(t *testing.T) {
+	t.Parallel()
 	tooBig := `{"event":"job.completed","job_id":"job_big","status":"COMPLETED","pad":"` + strings.Repeat("x", testMaxBody) + `"}`
 	tests := []struct {
 		name   string
@@ -321,6 +324,7 @@ func TestStored(t *testing.T) {
 
 // TestRotation covers contract row 8 through the handler.
 func TestRotation(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	for i, secrets := range [][]string{{"retired", testSecret}, {otherSecret, "retired"}} {
 		body := strings.Replace(completed, "job_1", "job_r"+strconv.Itoa(i), 1)
@@ -335,6 +339,7 @@ func TestRotation(t *testing.T) {
 
 // TestRepeats covers contract rows 15-17.
 func TestRepeats(t *testing.T) {
+	t.Parallel()
 	t.Run("15 same job, same event: counted", func(t *testing.T) {
 		e := newEnv(t, nil)
 		e.post(t, completed)
@@ -418,6 +423,7 @@ func (f failingStore) Put(context.Context, inbox.Delivery) (inbox.Result, error)
 // TestStoreDown covers contract row 19: the answer is 503 with Retry-After,
 // never a 2xx.
 func TestStoreDown(t *testing.T) {
+	t.Parallel()
 	check := func(t *testing.T, e env) {
 		t.Helper()
 		w := e.post(t, completed)
@@ -463,6 +469,7 @@ func TestStoreDown(t *testing.T) {
 // TestNoSecretsInLogs sends failing and passing deliveries and checks that
 // the log never holds a secret, a signature or a body.
 func TestNoSecretsInLogs(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	body := `{"event":"job.completed","job_id":"job_log","status":"COMPLETED","secret_payload":"tell-no-one"}`
 	reqs := []*http.Request{
@@ -491,6 +498,7 @@ func TestNoSecretsInLogs(t *testing.T) {
 
 // TestNewHandlerRefusesEmptySecret covers contract row 21.
 func TestNewHandlerRefusesEmptySecret(t *testing.T) {
+	t.Parallel()
 	store := sqlitetest.MustOpen(t, sqlite.Options{})
 	for _, secrets := range [][]string{nil, {""}, {"ok", ""}} {
 		_, err := NewHandler(store, Config{Keys: keys(secrets...), Scheme: scheme.Sume{Tolerance: time.Minute}, HardCap: 1}, zerolog.Nop())
@@ -504,6 +512,7 @@ func TestNewHandlerRefusesEmptySecret(t *testing.T) {
 // buffer must follow the bytes, not the declared length, and the budget
 // holds just that buffer until it is released.
 func TestReadBodyAllocatesWhatArrives(t *testing.T) {
+	t.Parallel()
 	r := httptest.NewRequest(http.MethodPost, "/webhooks/sume", strings.NewReader("x"))
 	r.ContentLength = 4 << 20
 	budget := NewBudget(DefaultBodyMemory)

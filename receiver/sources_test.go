@@ -45,6 +45,7 @@ func serve(h *Handler, r *http.Request) *httptest.ResponseRecorder {
 // of the run, 413 above 64 KiB, 401 for a bad signature or caller, 400 for
 // an invalid payload, and nothing stored but the accepted run.
 func TestVibeSource(t *testing.T) {
+	t.Parallel()
 	store := sqlitetest.MustOpen(t, sqlite.Options{})
 	h := sourceHandler(t, store, Config{Source: "vibe", Scheme: scheme.Vibe{}, HardCap: scheme.VibeMaxBody, Accepted: 202,
 		Keys: []scheme.Secret{{Key: []byte("vjs_old"), Expires: testNow}, {Key: []byte(vibeSecret)}}})
@@ -98,6 +99,7 @@ func TestVibeSource(t *testing.T) {
 // scheme says, answered with the source's status, a repeat counted on the
 // row, a forgery refused.
 func TestKeyedSources(t *testing.T) {
+	t.Parallel()
 	store := sqlitetest.MustOpen(t, sqlite.Options{})
 	swKey := []byte("0123456789abcdef0123456789abcdef")
 	hm, err := scheme.NewHMAC(scheme.HMACOptions{Header: "X-Sig", Encoding: "base64", KeyHeader: "X-Id", EventField: "kind"})
@@ -164,6 +166,7 @@ func TestKeyedSources(t *testing.T) {
 // and hears nothing of a delivery that failed verification or of a scheme
 // that signs no time (GitHub).
 func TestSkewReported(t *testing.T) {
+	t.Parallel()
 	store := sqlitetest.MustOpen(t, sqlite.Options{})
 	var skews []time.Duration
 	record := func(d time.Duration) { skews = append(skews, d) }

@@ -115,6 +115,7 @@ func newReconciler(t *testing.T, s reconcile.Store, cfg reconcile.Config) *recon
 // are dropped and counted, repeats of a held key still count, and what is
 // held reaches the store.
 func TestRefusalsBounded(t *testing.T) {
+	t.Parallel()
 	s := sqlitetest.MustOpen(t, sqlite.Options{})
 	mem := reconcile.NewRefusals(3, nil)
 	for _, key := range []string{"job_1", "job_2", "job_1", "job_3", "job_4", "job_5", "job_2"} {
@@ -141,6 +142,7 @@ func TestRefusalsBounded(t *testing.T) {
 // one database as two replicas would, over the same overdue jobs: each job
 // is redelivered exactly once.
 func TestTwoPollersAskOnce(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "inbox.db")
 	s1 := sqlitetest.MustOpenPath(t, path, sqlite.Options{})
 	s2 := sqlitetest.MustOpenPath(t, path, sqlite.Options{})
@@ -166,57 +168,64 @@ func TestTwoPollersAskOnce(t *testing.T) {
 // TestRetryAfterAndRate answers every status poll 429 with Retry-After: 2:
 // no request follows within those 2 s, and the job's next poll is at
 // least that far away. Then, over many running jobs, the request rate
-// stays within the configured one.
+// stays within the configured one. Each has a store and an API of its
+// own, so they run side by side.
 func TestRetryAfterAndRate(t *testing.T) {
-	s := sqlitetest.MustOpen(t, sqlite.Options{})
-	busy := newAPI(t, func(string) (int, string, string) { return http.StatusTooManyRequests, "", "2" })
+	t.Parallel()
 	ctx := context.Background()
-	if _, err := s.Expect(ctx, []string{"job_a", "job_b"}, "", time.Now()); err != nil {
-		t.Fatal(err)
-	}
-	start := time.Now()
-	run(t, 1500*time.Millisecond, newReconciler(t, s, reconcile.Config{API: busy.client(), Backoff: 100 * time.Millisecond, Concurrency: 1, Rate: 100}))
-	_, _, times := busy.counts()
-	// The first answer pauses every request: job_b waits too.
-	if len(times) != 1 {
-		t.Errorf("%d requests in 1.5 s after a Retry-After: 2, want 1", len(times))
-	}
-	exp, err := s.Expected(ctx, time.Now(), false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range exp {
-		if e.JobID == "job_a" && e.Polls > 0 && e.NextPollAt.Before(start.Add(2*time.Second)) {
-			t.Errorf("job_a polled again at %s, before the 2 s asked for", e.NextPollAt.Sub(start))
+	t.Run("retry after", func(t *testing.T) {
+		t.Parallel()
+		s := sqlitetest.MustOpen(t, sqlite.Options{})
+		busy := newAPI(t, func(string) (int, string, string) { return http.StatusTooManyRequests, "", "2" })
+		if _, err := s.Expect(ctx, []string{"job_a", "job_b"}, "", time.Now()); err != nil {
+			t.Fatal(err)
 		}
-	}
-
-	s2 := sqlitetest.MustOpen(t, sqlite.Options{})
-	running := newAPI(t, func(string) (int, string, string) { return 200, `{"status":"RUNNING"}`, "" })
-	var jobs []string
-	for i := range 40 {
-		jobs = append(jobs, fmt.Sprintf("job_%d", i))
-	}
-	if _, err := s2.Expect(ctx, jobs, "", time.Now()); err != nil {
-		t.Fatal(err)
-	}
-	const rate = 10
-	window := 2 * time.Second
-	run(t, window, newReconciler(t, s2, reconcile.Config{API: running.client(), Backoff: time.Hour, Concurrency: 4, Rate: rate}))
-	gets, posts, _ := running.counts()
-	n := 0
-	for _, v := range gets {
-		n += v
-	}
-	perSecond := float64(n) / window.Seconds()
-	t.Logf("%d status requests in %s: %.1f a second, bound %d", n, window, perSecond, rate)
-	// One extra for the limiter's first tick, which is immediate.
-	if n > rate*int(window/time.Second)+1 || len(posts) != 0 {
-		t.Errorf("%d requests in %s at --api-rate %d (and %d redeliveries of running jobs)", n, window, rate, len(posts))
-	}
-	if n < rate/2 {
-		t.Errorf("only %d requests in %s: the poller hardly polled", n, window)
-	}
+		start := time.Now()
+		run(t, 1500*time.Millisecond, newReconciler(t, s, reconcile.Config{API: busy.client(), Backoff: 100 * time.Millisecond, Concurrency: 1, Rate: 100}))
+		_, _, times := busy.counts()
+		// The first answer pauses every request: job_b waits too.
+		if len(times) != 1 {
+			t.Errorf("%d requests in 1.5 s after a Retry-After: 2, want 1", len(times))
+		}
+		exp, err := s.Expected(ctx, time.Now(), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range exp {
+			if e.JobID == "job_a" && e.Polls > 0 && e.NextPollAt.Before(start.Add(2*time.Second)) {
+				t.Errorf("job_a polled again at %s, before the 2 s asked for", e.NextPollAt.Sub(start))
+			}
+		}
+	})
+	t.Run("rate", func(t *testing.T) {
+		t.Parallel()
+		s := sqlitetest.MustOpen(t, sqlite.Options{})
+		running := newAPI(t, func(string) (int, string, string) { return 200, `{"status":"RUNNING"}`, "" })
+		var jobs []string
+		for i := range 40 {
+			jobs = append(jobs, fmt.Sprintf("job_%d", i))
+		}
+		if _, err := s.Expect(ctx, jobs, "", time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		const rate = 10
+		window := 2 * time.Second
+		run(t, window, newReconciler(t, s, reconcile.Config{API: running.client(), Backoff: time.Hour, Concurrency: 4, Rate: rate}))
+		gets, posts, _ := running.counts()
+		n := 0
+		for _, v := range gets {
+			n += v
+		}
+		perSecond := float64(n) / window.Seconds()
+		t.Logf("%d status requests in %s: %.1f a second, bound %d", n, window, perSecond, rate)
+		// One extra for the limiter's first tick, which is immediate.
+		if n > rate*int(window/time.Second)+1 || len(posts) != 0 {
+			t.Errorf("%d requests in %s at --api-rate %d (and %d redeliveries of running jobs)", n, window, rate, len(posts))
+		}
+		if n < rate/2 {
+			t.Errorf("only %d requests in %s: the poller hardly polled", n, window)
+		}
+	})
 }
 
 // claims records, for each job, until when the claims that took it hold.
@@ -244,6 +253,8 @@ func (c *claims) ClaimPolls(ctx context.Context, owner string, now, until time.T
 // about a job this one is still asking about; a poll there is no time
 // left for is released and claimed again.
 func TestPollsEndBeforeTheLease(t *testing.T) {
+	// Not parallel: on a clock 50 times fast, a request held up 80 ms on its
+	// way would seem to start in the last fifth of its lease.
 	const scale, lease = 50, 30 * time.Second
 	base := time.Now()
 	now := func() time.Time { return base.Add(time.Since(base) * scale) }

@@ -28,7 +28,7 @@ import (
 // delivery is a job event whose body, padded to about a page, makes each
 // row take at least one WAL frame.
 func delivery(i int) inbox.Delivery {
-	body := fmt.Sprintf(`{"event":"job.completed","job_id":"job_%06d","status":"COMPLETED","payload":{"pad":%q}}`, i, strings.Repeat("x", 3000))
+	body := fmt.Sprintf(`{"event":"job.completed","job_id":"job_%06d","status":"COMPLETED","payload":{"pad":"%s"}}`, i, strings.Repeat("x", 3000))
 	return inbox.Classify("", inbox.Named{}, []byte(body), 1, inbox.Rules{Events: []string{"job.completed"}, MaxBody: 1 << 20})
 }
 

@@ -14,6 +14,7 @@ import (
 // TestBackup copies a store that is being written to and checks the copy
 // is a whole database holding at least what was committed before.
 func TestBackup(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s := sqlitetest.MustOpenPath(t, filepath.Join(dir, "inbox.db"), sqlite.Options{})
 	ctx := context.Background()

@@ -65,6 +65,7 @@ func fill(t *testing.T, s *sqlite.Store, prefix string, n int) {
 // within a second and a half Put and Ping fail with ErrFileLost saying it
 // was overwritten, OnFileLost hears it once, and it stays so.
 func TestOverwrittenInPlace(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name string
 		// overwrite writes over path, the store's database, in place.
@@ -104,6 +105,7 @@ func TestOverwrittenInPlace(t *testing.T) {
 		}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			path := filepath.Join(t.TempDir(), "inbox.db")
 			s, heard := guarded(t, path)
 			fill(t, s, "job", 40)
@@ -148,7 +150,8 @@ func TestOverwrittenInPlace(t *testing.T) {
 // the operator's commands open it beside serve, opened and closed again
 // and again, committing rows that grow the file and checkpointing them,
 // while the first keeps committing: neither ever takes that for the file
-// being overwritten.
+// being overwritten. It runs alone, not beside the parallel tests: its
+// stores' busy timeouts are short for a machine kept busy by others.
 func TestOtherWritersAreNoOverwrite(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "inbox.db")
 	s, heard := guarded(t, path)
@@ -213,7 +216,9 @@ func writeOver(t *testing.T, path string, b []byte) {
 
 // TestCommitChecksFilesTwice commits deliveries one at a time: each commit
 // checks the files twice, inside the COMMIT and once it has returned, and
-// no more (each check stats every watched path).
+// no more (each check stats every watched path). It runs alone, not beside
+// the parallel tests: a slower run would see more of the checkpointer's
+// ticks.
 func TestCommitChecksFilesTwice(t *testing.T) {
 	s, _ := guarded(t, filepath.Join(t.TempDir(), "inbox.db"))
 	const n = 20

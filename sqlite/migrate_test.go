@@ -98,6 +98,7 @@ func sameColumnsAsSchema(t *testing.T, path string) {
 // refused with a clear error, then upgraded by a writing open to the same
 // columns schema.sql makes, its rows kept and queued.
 func TestMigrate(t *testing.T) {
+	t.Parallel()
 	path := oldDB(t)
 	ctx := context.Background()
 	if _, err := sqlite.Open(ctx, path, sqlite.Options{ReadOnly: true}); err == nil || !strings.Contains(err.Error(), "earlier inbox") {
@@ -141,6 +142,7 @@ func TestMigrate(t *testing.T) {
 // rows become the default source's, with their ids unchanged, and it gains
 // the columns and the table schema.sql has.
 func TestMigrateSources(t *testing.T) {
+	t.Parallel()
 	path := oldDBOf(t, "schema-v2.sql")
 	ctx := context.Background()
 	s := sqlitetest.MustOpenPath(t, path, sqlite.Options{})
@@ -168,6 +170,7 @@ func TestMigrateSources(t *testing.T) {
 // serve has run the new version): it has no failed verifications, and
 // reading them is no error.
 func TestUnverifiedBeforeTheTable(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "inbox.db")
 	if err := sqlitetest.MustOpenPath(t, path, sqlite.Options{}).Close(); err != nil {
 		t.Fatal(err)
@@ -190,6 +193,7 @@ func TestUnverifiedBeforeTheTable(t *testing.T) {
 // meant for them, the partial ones included: SQLite uses a partial index
 // only when the query repeats its condition, which is easy to lose.
 func TestQueryPlans(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "inbox.db")
 	if err := sqlitetest.MustOpenPath(t, path, sqlite.Options{}).Close(); err != nil {
 		t.Fatal(err)
@@ -242,6 +246,7 @@ func TestQueryPlans(t *testing.T) {
 // them the job's row id, so reprocess takes the rows as one job rather
 // than failing, and a later repeat of the same event folds into the row.
 func TestMigrateRekeysBareJobIDs(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "inbox.db")
 	s := sqlitetest.MustOpenPath(t, path, sqlite.Options{})
 	if err := s.Close(); err != nil {
@@ -291,6 +296,7 @@ func TestMigrateRekeysBareJobIDs(t *testing.T) {
 // keeps its queue state as destination default's, a row parked on receipt
 // gets no destination, and a claim for default goes on where it stood.
 func TestMigrateDestinations(t *testing.T) {
+	t.Parallel()
 	path := oldDBOf(t, "schema-v2.sql")
 	db, err := sql.Open("sqlite", path)
 	if err != nil {
@@ -338,6 +344,7 @@ func TestMigrateDestinations(t *testing.T) {
 // missing table and inbox migrate; once a writing open with the schema has
 // upgraded it, it opens read-only and reads.
 func TestReadOnlyNeedsEveryTable(t *testing.T) {
+	t.Parallel()
 	path := oldDBOf(t, "schema-v2.sql")
 	ctx := context.Background()
 	// The columns alone, as a writing open without the schema adds them.
@@ -368,6 +375,7 @@ func TestReadOnlyNeedsEveryTable(t *testing.T) {
 // every pair), and the CHECK still takes the four statuses and refuses
 // any other.
 func TestPairStatusCheckBuildsNoTable(t *testing.T) {
+	t.Parallel()
 	schema := sqlitetest.Schema(t)
 	const check = "CHECK (status = 'new' OR status = 'done' OR status = 'parked' OR status = 'dismissed')"
 	if !strings.Contains(schema, check) {
@@ -410,6 +418,7 @@ func TestPairStatusCheckBuildsNoTable(t *testing.T) {
 // refuses any other. A database of an earlier version, whose CHECK was an
 // IN list, has its table rebuilt with the comparisons as it is upgraded.
 func TestStatusCheckBuildsNoTable(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct{ name, fixture string }{{"new", ""}, {"first version", "schema-v1.sql"}, {"before sources", "schema-v2.sql"}} {
 		t.Run(tt.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "inbox.db")

@@ -16,6 +16,7 @@ import (
 // TestOnCommit checks that the hook sees every commit, its size and its
 // failure, before the callers get their answers.
 func TestOnCommit(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "inbox.db")
 	type commit struct {
 		n   int

@@ -16,6 +16,7 @@ import (
 // that none of them made the writer parse a statement: each runs prepared,
 // so a repeat costs no parse that a new row does not.
 func TestPutParsesNothing(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := sqlitetest.MustOpen(t, sqlite.Options{})
 	unknown := inbox.Rules{Events: []string{"job.failed"}, MaxBody: 1 << 20}
@@ -71,6 +72,7 @@ func TestPutParsesNothing(t *testing.T) {
 // another process has made the tables and recorded a refusal, the next
 // delivery of that key clears it.
 func TestSettleTablesMadeLater(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := oldDB(t)
 	s := sqlitetest.MustOpenPath(t, path, sqlite.Options{MustExist: true, Schema: "-- no schema: as the admin commands open"})
@@ -99,6 +101,7 @@ func TestSettleTablesMadeLater(t *testing.T) {
 // that none of them made the writer parse a statement: the queue's writes
 // cost no parse per row or per claim.
 func TestQueueParsesNothing(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := sqlitetest.MustOpen(t, sqlite.Options{})
 	for _, id := range []string{"q1", "q2", "q3", "q4", "q5", "q6"} {

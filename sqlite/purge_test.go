@@ -15,6 +15,7 @@ var settledStatuses = []inbox.Status{inbox.StatusDone, inbox.StatusIgnored}
 
 // TestPurgeBatches purges more rows than one transaction deletes.
 func TestPurgeBatches(t *testing.T) {
+	t.Parallel()
 	old := time.Now().Add(-10 * 24 * time.Hour)
 	s := sqlitetest.MustOpen(t, sqlite.Options{Now: func() time.Time { return old }})
 	const n = 2500
@@ -63,6 +64,7 @@ func reopen(t *testing.T, s *sqlite.Store, now func() time.Time) *sqlite.Store {
 // any retention: new rows, waiting or claimed, and rows the dispatcher
 // parked, until their reason is named.
 func TestPurgeKeepsUnfinishedWork(t *testing.T) {
+	t.Parallel()
 	old := time.Now().Add(-40 * 24 * time.Hour)
 	clock := old
 	s := sqlitetest.MustOpen(t, sqlite.Options{Now: func() time.Time { return clock }})

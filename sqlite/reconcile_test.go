@@ -22,6 +22,7 @@ import (
 // TestRefusalsRolledBackWithDelivery checks that clearing a refusal is part
 // of the delivery's transaction: a commit that fails keeps the refusal.
 func TestRefusalsRolledBackWithDelivery(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := t.TempDir() + "/inbox.db"
 	s := sqlitetest.MustOpenPath(t, path, sqlite.Options{BusyTimeout: 50 * time.Millisecond})
@@ -78,7 +79,8 @@ func init() {
 // shares with deliveries: the deliveries commit all the same. The driver
 // interrupts a statement whose context ends, and SQLite then rolls back
 // the whole transaction, so the write must run under the writer's context,
-// not its caller's.
+// not its caller's. It runs alone, not beside the parallel tests: it
+// counts the goroutines of the whole process in a writer's Send.
 func TestGivingUpOnAReconcileWriteFailsNoDelivery(t *testing.T) {
 	path := t.TempDir() + "/inbox.db"
 	var inOp atomic.Bool

@@ -18,6 +18,8 @@ import (
 // TestReprocessLeavesTheLockToDeliveries reprocesses rows with large
 // bodies on a real file while another Store on the same file, as serve
 // would, keeps storing deliveries with a short busy timeout: none fails.
+// It runs alone, not beside the parallel tests: the reprocess's turns
+// with the lock must stay within that timeout.
 func TestReprocessLeavesTheLockToDeliveries(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "inbox.db")
 	admin := sqlitetest.MustOpenPath(t, path, sqlite.Options{})

@@ -33,6 +33,7 @@ func putAll(t *testing.T, s *sqlite.Store, bodies []string) {
 
 // TestReprocessBatches reprocesses more rows than one transaction carries.
 func TestReprocessBatches(t *testing.T) {
+	t.Parallel()
 	s := sqlitetest.MustOpen(t, sqlite.Options{})
 	const n = 250
 	bodies := make([]string, n)
@@ -59,6 +60,7 @@ func TestReprocessBatches(t *testing.T) {
 }
 
 func TestReprocessReadOnly(t *testing.T) {
+	t.Parallel()
 	path := t.TempDir() + "/inbox.db"
 	sqlitetest.MustOpenPath(t, path, sqlite.Options{})
 	ro := sqlitetest.MustOpenPath(t, path, sqlite.Options{ReadOnly: true})
@@ -71,6 +73,7 @@ func TestReprocessReadOnly(t *testing.T) {
 // them and before it applies what it found: those rows are left as they
 // are, and counted as changed.
 func TestReprocessSkipsRowsChangedMeanwhile(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := sqlitetest.MustOpen(t, sqlite.Options{})
 	putAll(t, s, []string{`{"event":"job.exploded","job_id":"job_1"}`, `{"event":"job.exploded","job_id":"job_2"}`,

@@ -17,6 +17,7 @@ import (
 // job_id is its row id, so events_beside_job (job_id <> id) does not take
 // it, while a conflict beside it names that row.
 func TestKeyedRowsEnterNoPartialIndex(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "inbox.db")
 	s := sqlitetest.MustOpenPath(t, path, sqlite.Options{})

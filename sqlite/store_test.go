@@ -27,6 +27,7 @@ var (
 // TestGroupCommit puts many deliveries at once, with repeats, and checks
 // that each caller gets its own outcome and every row is there once.
 func TestGroupCommit(t *testing.T) {
+	t.Parallel()
 	s := sqlitetest.MustOpen(t, sqlite.Options{MaxBatch: 16})
 	const n = 400
 	var wg sync.WaitGroup
@@ -68,6 +69,7 @@ func TestGroupCommit(t *testing.T) {
 // TestPragmasOnEveryConnection opens several read connections at once and
 // checks each one, and the writer, through the store's own DSNs.
 func TestPragmasOnEveryConnection(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "inbox.db")
 	s := sqlitetest.MustOpenPath(t, path, sqlite.Options{BusyTimeout: 1234 * time.Millisecond})
 	if _, err := s.Put(context.Background(), job("job_1")); err != nil {
@@ -90,6 +92,7 @@ func TestPragmasOnEveryConnection(t *testing.T) {
 }
 
 func TestFileMode(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "inbox.db")
 	s := sqlitetest.MustOpenPath(t, path, sqlite.Options{})
 	if _, err := s.Put(context.Background(), job("job_1")); err != nil {
@@ -107,6 +110,7 @@ func TestFileMode(t *testing.T) {
 }
 
 func TestOpenMustExist(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "missing.db")
 	_, err := sqlite.Open(context.Background(), path, sqlite.Options{MustExist: true})
 	if err == nil {
@@ -118,6 +122,7 @@ func TestOpenMustExist(t *testing.T) {
 }
 
 func TestReadOnlyRefusesWrites(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "inbox.db")
 	sqlitetest.MustOpenPath(t, path, sqlite.Options{})
 	ro := sqlitetest.MustOpenPath(t, path, sqlite.Options{ReadOnly: true})
@@ -129,6 +134,7 @@ func TestReadOnlyRefusesWrites(t *testing.T) {
 // TestFailedBatchFailsOnlyItself holds the write lock from another
 // connection so one batch fails, then checks the next one commits.
 func TestFailedBatchFailsOnlyItself(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "inbox.db")
 	s := sqlitetest.MustOpenPath(t, path, sqlite.Options{BusyTimeout: 50 * time.Millisecond})
 	other, err := sql.Open("sqlite", path+"?_txlock=immediate")
@@ -156,6 +162,7 @@ func TestFailedBatchFailsOnlyItself(t *testing.T) {
 // space, a percent escape): the file made is the one named, and a path
 // that names no file is not created by a later connection either.
 func TestOpenPathAsGiven(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "my inbox%20.db")
 	s := sqlitetest.MustOpenPath(t, path, sqlite.Options{})
@@ -174,6 +181,7 @@ func TestOpenPathAsGiven(t *testing.T) {
 // fail with ErrFileLost, OnFileLost hears of it once, nothing is created at
 // the path, and once the file is back both work again.
 func TestFileLost(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "inbox.db")
 	var mu sync.Mutex
 	var heard []error

@@ -18,6 +18,7 @@ import (
 // the room to copy them fails saying how much room it needs and what to
 // do, and leaves every row as it was.
 func TestUpgradeDiskFull(t *testing.T) {
+	t.Parallel()
 	old := v3DB(t)
 	db, err := sql.Open("sqlite", old)
 	if err != nil {

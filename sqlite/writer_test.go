@@ -17,6 +17,7 @@ import (
 // TestWriteOpIsolated fails a write that shares the writer with
 // deliveries: its change is undone, the deliveries commit.
 func TestWriteOpIsolated(t *testing.T) {
+	t.Parallel()
 	s := sqlitetest.MustOpen(t, sqlite.Options{})
 	boom := errors.New("boom")
 	var wg sync.WaitGroup
@@ -53,7 +54,8 @@ func TestWriteOpIsolated(t *testing.T) {
 // TestHungCommitAnswersInTime runs a write that takes far longer than the
 // busy timeout (as a commit stuck on a failing disk would): whoever waits
 // on that transaction gets an error within the busy timeout and half a
-// second, not when the write ends.
+// second, not when the write ends. It runs alone, not beside the parallel
+// tests: it times the answer.
 func TestHungCommitAnswersInTime(t *testing.T) {
 	const busy = 200 * time.Millisecond
 	s := sqlitetest.MustOpen(t, sqlite.Options{BusyTimeout: busy})
@@ -79,6 +81,7 @@ func TestHungCommitAnswersInTime(t *testing.T) {
 // would only count a repeat. Their waits for the writer and for the commit
 // are shared timers, not each request's own context.
 func TestPutOutlivesItsContext(t *testing.T) {
+	t.Parallel()
 	s := sqlitetest.MustOpen(t, sqlite.Options{})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()

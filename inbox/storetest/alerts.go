@@ -49,6 +49,7 @@ func runAlerts(t *testing.T, o opener) {
 	}
 
 	t.Run("a swap holds only on the row as read", func(t *testing.T) {
+		t.Parallel()
 		m := memory(t)
 		if got := read(t, m, "parked"); len(got) != 0 {
 			t.Fatalf("a new store has alerts: %+v", got)
@@ -85,6 +86,7 @@ func runAlerts(t *testing.T, o opener) {
 	})
 
 	t.Run("of runs swapping the same row at once, one holds", func(t *testing.T) {
+		t.Parallel()
 		m := memory(t)
 		const runs = 8
 		race := func(swaps func(i int) inbox.AlertSwap) int {

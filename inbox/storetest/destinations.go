@@ -53,6 +53,7 @@ func (e *env) pairs(id string) []string {
 
 func runDestinations(t *testing.T, o opener) {
 	t.Run("routings recorded, replaced, aged and forgotten", func(t *testing.T) {
+		t.Parallel()
 		e := o.fresh(t)
 		ctx := context.Background()
 		a := []inbox.Route{{Name: "crm", Events: []string{"job.failed", "job.completed"}}, {Name: "app"}}
@@ -93,6 +94,7 @@ func runDestinations(t *testing.T, o opener) {
 		}
 	})
 	t.Run("fan out by filters", func(t *testing.T) {
+		t.Parallel()
 		e := o.fresh(t)
 		e.put(job("job_1"))
 		e.put(classify(`{"event":"job.failed","job_id":"job_2","status":"ERROR"}`))
@@ -118,6 +120,7 @@ func runDestinations(t *testing.T, o opener) {
 	})
 
 	t.Run("each destination settles its own pair", func(t *testing.T) {
+		t.Parallel()
 		e := o.fresh(t)
 		e.put(classify(`{"event":"job.failed","job_id":"job_2","status":"ERROR"}`))
 		at := t0.Add(time.Second)
@@ -144,6 +147,7 @@ func runDestinations(t *testing.T, o opener) {
 	})
 
 	t.Run("reprocess retries only the destinations that parked the row", func(t *testing.T) {
+		t.Parallel()
 		e := o.fresh(t)
 		e.put(classify(`{"event":"job.failed","job_id":"job_2","status":"ERROR"}`))
 		at := t0.Add(time.Second)
@@ -172,6 +176,7 @@ func runDestinations(t *testing.T, o opener) {
 	})
 
 	t.Run("a row no destination takes is done", func(t *testing.T) {
+		t.Parallel()
 		e := o.fresh(t)
 		e.put(keyed("vibe", "run_1", "run.done", []byte(`{"id":"run_1"}`), deliveryTS, inbox.Rules{MaxBody: 1 << 20}))
 		at := t0.Add(time.Second)
@@ -187,6 +192,7 @@ func runDestinations(t *testing.T, o opener) {
 	})
 
 	t.Run("a claim routes the rows it takes, and past them only for rows it does not take", func(t *testing.T) {
+		t.Parallel()
 		e := o.fresh(t)
 		for i := 1; i <= 6; i++ {
 			e.put(job(fmt.Sprintf("job_%d", i)))
@@ -216,6 +222,7 @@ func runDestinations(t *testing.T, o opener) {
 	})
 
 	t.Run("a destination added later gets only rows routed after", func(t *testing.T) {
+		t.Parallel()
 		e := o.fresh(t)
 		e.put(job("job_1"))
 		at := t0.Add(time.Second)
@@ -231,6 +238,7 @@ func runDestinations(t *testing.T, o opener) {
 	})
 
 	t.Run("pause", func(t *testing.T) {
+		t.Parallel()
 		e := o.fresh(t)
 		ctx := context.Background()
 		e.put(job("job_1"))
@@ -269,6 +277,7 @@ func runDestinations(t *testing.T, o opener) {
 	})
 
 	t.Run("a destination's outage is recorded, paused wins, up clears it", func(t *testing.T) {
+		t.Parallel()
 		e := o.fresh(t)
 		ctx := context.Background()
 		e.put(job("job_1"))
@@ -341,6 +350,7 @@ func runDestinations(t *testing.T, o opener) {
 	})
 
 	t.Run("purge deletes the pairs with the row", func(t *testing.T) {
+		t.Parallel()
 		e := o.fresh(t)
 		e.put(job("job_1"))
 		at := t0.Add(time.Second)

@@ -51,6 +51,7 @@ func runDismiss(t *testing.T, o opener) {
 	ctx := context.Background()
 
 	t.Run("parked rows dismissed by id: counts, lists, who, when and why", func(t *testing.T) {
+		t.Parallel()
 		e := o.fresh(t)
 		e.put(classify(exploded("job_x")))
 		odd := e.put(classify(`not json`)).ID
@@ -111,6 +112,7 @@ func runDismiss(t *testing.T, o opener) {
 	})
 
 	t.Run("a dry run and a selection by filter", func(t *testing.T) {
+		t.Parallel()
 		e := o.fresh(t)
 		e.put(classify(exploded("job_a")))
 		e.clock.Add(time.Minute)
@@ -150,6 +152,7 @@ func runDismiss(t *testing.T, o opener) {
 	})
 
 	t.Run("a later delivery lands on a dismissed row as on the parked one", func(t *testing.T) {
+		t.Parallel()
 		e := o.fresh(t)
 		e.put(classify(exploded("job_x")))
 		e.put(classify(exploded("job_y")))
@@ -194,6 +197,7 @@ func runDismiss(t *testing.T, o opener) {
 	})
 
 	t.Run("parked pairs dismissed leave every parked count", func(t *testing.T) {
+		t.Parallel()
 		e := o.fresh(t)
 		twice, at, odd := e.parkedTwice(2)
 		later := at.Add(time.Hour)
@@ -295,6 +299,7 @@ func runDismiss(t *testing.T, o opener) {
 	})
 
 	t.Run("reprocess brings a dismissed row back, by id only", func(t *testing.T) {
+		t.Parallel()
 		e := o.fresh(t)
 		e.put(classify(exploded("job_x")))
 		e.put(classify(exploded("job_y")))
@@ -326,6 +331,7 @@ func runDismiss(t *testing.T, o opener) {
 	})
 
 	t.Run("purge takes dismissed rows past the retention only", func(t *testing.T) {
+		t.Parallel()
 		e := o.fresh(t)
 		e.put(classify(exploded("job_old")))
 		e.put(job("job_d"))

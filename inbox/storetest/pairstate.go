@@ -81,6 +81,7 @@ func (e *env) listIDs(f inbox.Filter) []string {
 // parked a row with is found though another's settled later.
 func runPairState(t *testing.T, o opener) {
 	t.Run("list and count by each pair's reason", func(t *testing.T) {
+		t.Parallel()
 		e := o.fresh(t)
 		twice, _, unparseable := e.parkedTwice(6)
 		withW := sorted(twice, "job_w")
@@ -115,6 +116,7 @@ func runPairState(t *testing.T, o opener) {
 	})
 
 	t.Run("counts per reason and per hour by each pair's reason", func(t *testing.T) {
+		t.Parallel()
 		e := o.fresh(t)
 		_, at, _ := e.parkedTwice(6)
 		ctx := context.Background()
@@ -166,6 +168,7 @@ func runPairState(t *testing.T, o opener) {
 	})
 
 	t.Run("replay and reprocess by the reason of one destination", func(t *testing.T) {
+		t.Parallel()
 		e := o.fresh(t)
 		twice, at, _ := e.parkedTwice(6)
 		later := at.Add(time.Minute)

@@ -41,6 +41,7 @@ func runPurge(t *testing.T, o opener) {
 	ctx := context.Background()
 
 	t.Run("in batches", func(t *testing.T) {
+		t.Parallel()
 		// More rows than one transaction deletes.
 		e := o.fresh(t)
 		const n = 2500
@@ -64,6 +65,7 @@ func runPurge(t *testing.T, o opener) {
 	})
 
 	t.Run("refuses", func(t *testing.T) {
+		t.Parallel()
 		// New rows, parked rows by status, unknown statuses and reasons,
 		// and a retention under MinRetention (on the store's clock), by
 		// Purge and Purgeable alike.
@@ -101,6 +103,7 @@ func runPurge(t *testing.T, o opener) {
 	})
 
 	t.Run("keeps unfinished work", func(t *testing.T) {
+		t.Parallel()
 		// New rows, waiting or claimed, and rows the dispatcher parked
 		// stay past any retention until their reason is named.
 		e := o.fresh(t)
@@ -155,6 +158,7 @@ func runPurge(t *testing.T, o opener) {
 	})
 
 	t.Run("parked rows by the reasons named", func(t *testing.T) {
+		t.Parallel()
 		e := o.fresh(t)
 		e.put(classify(`not json`))
 		e.put(classify(`[2]`))
@@ -175,6 +179,7 @@ func runPurge(t *testing.T, o opener) {
 	})
 
 	t.Run("retention counts from the last delivery", func(t *testing.T) {
+		t.Parallel()
 		e := o.fresh(t)
 		e.put(classify(`not json`))
 		e.put(classify(`still not json`))
@@ -188,6 +193,7 @@ func runPurge(t *testing.T, o opener) {
 	})
 
 	t.Run("a done row stays while a parked row of its job does", func(t *testing.T) {
+		t.Parallel()
 		e := o.fresh(t)
 		e.queued("job_1", "job_2")
 		for _, j := range e.claim("a", t0, time.Minute, 2) {
@@ -224,6 +230,7 @@ func runPurge(t *testing.T, o opener) {
 	})
 
 	t.Run("a parked row seen lately keeps its done row", func(t *testing.T) {
+		t.Parallel()
 		e := o.fresh(t)
 		e.queued("job_1")
 		j := e.claim("a", t0, time.Minute, 1)[0]

@@ -22,6 +22,7 @@ func sha(body string) string {
 
 func runPut(t *testing.T, o opener) {
 	t.Run("stored", func(t *testing.T) {
+		t.Parallel()
 		e := o.fresh(t)
 		body := jobBody("job_1")
 		res := e.put(job("job_1"))
@@ -38,6 +39,7 @@ func runPut(t *testing.T, o opener) {
 	})
 
 	t.Run("raw bytes kept exactly", func(t *testing.T) {
+		t.Parallel()
 		// Key order, spaces, duplicate keys, escapes, a NUL and bytes that
 		// are not UTF-8: a store that parsed the JSON would change them.
 		e := o.fresh(t)
@@ -56,6 +58,7 @@ func runPut(t *testing.T, o opener) {
 	})
 
 	t.Run("any bytes in the fields read out of a delivery", func(t *testing.T) {
+		t.Parallel()
 		// A NUL, or bytes that are not UTF-8, in the event, the status or
 		// a header's event name: stored, the body kept exactly, and a repeat
 		// in other bytes still counted on the row.
@@ -87,6 +90,7 @@ func runPut(t *testing.T, o opener) {
 	})
 
 	t.Run("repeat counted", func(t *testing.T) {
+		t.Parallel()
 		e := o.fresh(t)
 		e.put(job("job_1"))
 		e.clock.Add(time.Minute)
@@ -110,6 +114,7 @@ func runPut(t *testing.T, o opener) {
 	})
 
 	t.Run("parked with each reason", func(t *testing.T) {
+		t.Parallel()
 		e := o.fresh(t)
 		small := inbox.Rules{Events: rules.Events, MaxBody: 80}
 		push := inbox.Rules{Events: []string{"push"}}
@@ -154,6 +159,7 @@ func runPut(t *testing.T, o opener) {
 	})
 
 	t.Run("ignored", func(t *testing.T) {
+		t.Parallel()
 		e := o.fresh(t)
 		ping := `{"event":"webhook.test","request_id":"req_1"}`
 		res := e.put(classify(ping))
@@ -169,6 +175,7 @@ func runPut(t *testing.T, o opener) {
 	})
 
 	t.Run("conflict parked beside", func(t *testing.T) {
+		t.Parallel()
 		e := o.fresh(t)
 		e.put(job("job_1"))
 		failed := `{"event":"job.failed","job_id":"job_1","status":"ERROR"}`
@@ -203,6 +210,7 @@ func runPut(t *testing.T, o opener) {
 	})
 
 	t.Run("revived", func(t *testing.T) {
+		t.Parallel()
 		e := o.fresh(t)
 		exploded := `{"event":"job.exploded","job_id":"job_1"}`
 		e.put(classify(exploded))
@@ -230,6 +238,7 @@ func runPut(t *testing.T, o opener) {
 	})
 
 	t.Run("sources keep their rows and saved responses", func(t *testing.T) {
+		t.Parallel()
 		e := o.fresh(t)
 		vibe := keyed("vibe", "run_1", "scheduled_job.run", []byte(`{"attempt":1}`), 1, inbox.Rules{})
 		vibe.Response = []byte(`{"accepted":true}`)
@@ -268,6 +277,7 @@ func runPut(t *testing.T, o opener) {
 	})
 
 	t.Run("saved response kept through a revival", func(t *testing.T) {
+		t.Parallel()
 		e := o.fresh(t)
 		only := inbox.Rules{Events: []string{"scheduled_job.run"}}
 		first := keyed("vibe", "run_1", "other", []byte(`{"a":1}`), 1, only)
@@ -297,6 +307,7 @@ func runPut(t *testing.T, o opener) {
 	})
 
 	t.Run("group commit", func(t *testing.T) {
+		t.Parallel()
 		e := o.fresh(t)
 		const n = 400
 		var wg sync.WaitGroup
@@ -334,6 +345,7 @@ func runPut(t *testing.T, o opener) {
 	})
 
 	t.Run("concurrent deliveries of one job", func(t *testing.T) {
+		t.Parallel()
 		// Repeats and other events of one job at once, as a provider's
 		// retries and a replay arrive together: one job row, one row beside
 		// it per other body, every delivery counted once.
@@ -385,6 +397,7 @@ func runPut(t *testing.T, o opener) {
 	})
 
 	t.Run("after close", func(t *testing.T) {
+		t.Parallel()
 		e := o.fresh(t)
 		if err := e.s.Close(); err != nil {
 			t.Fatal(err)
@@ -395,6 +408,7 @@ func runPut(t *testing.T, o opener) {
 	})
 
 	t.Run("ping", func(t *testing.T) {
+		t.Parallel()
 		// Ping commits beside the deliveries, leaves no row to see, and
 		// fails once the store is closed.
 		e := o.fresh(t)

@@ -13,6 +13,7 @@ import (
 
 func runQueue(t *testing.T, o opener) {
 	t.Run("claim and lease", func(t *testing.T) {
+		t.Parallel()
 		// Claims come in batches, oldest first; a claim holds until its
 		// lease runs out, then passes to whoever claims next, and the first
 		// holder's outcome no longer counts.
@@ -75,6 +76,7 @@ func runQueue(t *testing.T, o opener) {
 	})
 
 	t.Run("settle each fate", func(t *testing.T) {
+		t.Parallel()
 		e := o.fresh(t)
 		e.queued("job_done", "job_retry", "job_park", "job_release")
 		jobs := e.claim("a", t0, time.Minute, 10)
@@ -144,6 +146,7 @@ func runQueue(t *testing.T, o opener) {
 	})
 
 	t.Run("start", func(t *testing.T) {
+		t.Parallel()
 		// A claim counts no attempt and Start does, once, only while the
 		// claim holds, and renews the lease; the settle guard tells a
 		// started attempt from an unstarted claim.
@@ -261,6 +264,7 @@ func runQueue(t *testing.T, o opener) {
 	})
 
 	t.Run("claim and start in one call", func(t *testing.T) {
+		t.Parallel()
 		// A claim may count the attempts of some of the rows it takes, as
 		// Start would: those come back started, the rest as any claim's.
 		e := o.fresh(t)
@@ -317,6 +321,7 @@ func runQueue(t *testing.T, o opener) {
 	})
 
 	t.Run("claim and start no attempt past the last", func(t *testing.T) {
+		t.Parallel()
 		e := o.fresh(t)
 		e.queued("job_1")
 		lease := time.Minute
@@ -339,6 +344,7 @@ func runQueue(t *testing.T, o opener) {
 	})
 
 	t.Run("claim and start past a row at its last attempt", func(t *testing.T) {
+		t.Parallel()
 		// A row claimed at an attempt past the last is not counted, and
 		// does not use up what the claim may count: the next row is.
 		e := o.fresh(t)
@@ -371,6 +377,7 @@ func runQueue(t *testing.T, o opener) {
 	})
 
 	t.Run("uncount an attempt not sent", func(t *testing.T) {
+		t.Parallel()
 		// A counted attempt the dispatcher never sent is undone: the row
 		// is claimable at once, at the attempt it would have been.
 		e := o.fresh(t)
@@ -411,6 +418,7 @@ func runQueue(t *testing.T, o opener) {
 	})
 
 	t.Run("settle and claim in one call", func(t *testing.T) {
+		t.Parallel()
 		e := o.fresh(t)
 		e.queued("job_1", "job_2")
 		first := e.claim("a", t0, time.Minute, 1)
@@ -431,6 +439,7 @@ func runQueue(t *testing.T, o opener) {
 	})
 
 	t.Run("many done at once", func(t *testing.T) {
+		t.Parallel()
 		e := o.fresh(t)
 		const n = 1100
 		bodies := make([]string, n)
@@ -455,6 +464,7 @@ func runQueue(t *testing.T, o opener) {
 	})
 
 	t.Run("refused", func(t *testing.T) {
+		t.Parallel()
 		e := o.fresh(t)
 		e.queued("job_1")
 		ctx := context.Background()
@@ -479,6 +489,7 @@ func runQueue(t *testing.T, o opener) {
 	})
 
 	t.Run("empty queue", func(t *testing.T) {
+		t.Parallel()
 		e := o.fresh(t)
 		if _, ok, err := e.s.NextDue(context.Background()); ok || err != nil {
 			t.Errorf("next due on an empty store: %v %v", ok, err)
@@ -498,6 +509,7 @@ func runQueue(t *testing.T, o opener) {
 	})
 
 	t.Run("handler parked", func(t *testing.T) {
+		t.Parallel()
 		// A row the dispatcher parked comes back only through reprocess:
 		// a later delivery of its job is counted on it.
 		e := o.fresh(t)

@@ -14,6 +14,7 @@ func runRead(t *testing.T, o opener) {
 	ctx := context.Background()
 
 	t.Run("get a missing row", func(t *testing.T) {
+		t.Parallel()
 		e := o.fresh(t)
 		if _, err := e.s.Get(ctx, "job_404"); !errors.Is(err, inbox.ErrNotFound) {
 			t.Errorf("get a missing row: %v, want ErrNotFound", err)
@@ -53,6 +54,7 @@ func runRead(t *testing.T, o opener) {
 	}
 
 	t.Run("list", func(t *testing.T) {
+		t.Parallel()
 		e := filled(t)
 		unparseable := inbox.BodyKey(sha(`not json`))
 		for _, tt := range []struct {
@@ -79,6 +81,7 @@ func runRead(t *testing.T, o opener) {
 	// LIKE's wildcards, NUL and bytes that are not UTF-8, which a search
 	// must match as bytes.
 	t.Run("find", func(t *testing.T) {
+		t.Parallel()
 		e := o.fresh(t)
 		hostile := "\xff\xfe\x00needle\x00"
 		for _, d := range []inbox.Delivery{
@@ -146,6 +149,7 @@ func runRead(t *testing.T, o opener) {
 	// conflict, a poison repeat), whichever the job is seen from; another
 	// source's job is named by its row id.
 	t.Run("a job's rows", func(t *testing.T) {
+		t.Parallel()
 		e := o.fresh(t)
 		conflict := `{"event":"job.failed","job_id":"job_1","status":"ERROR"}`
 		poison := `{"event":"job.exploded","job_id":"job_1"}`
@@ -187,6 +191,7 @@ func runRead(t *testing.T, o opener) {
 	})
 
 	t.Run("counts", func(t *testing.T) {
+		t.Parallel()
 		e := filled(t)
 		got, err := e.s.CountByStatus(ctx)
 		if err != nil {
@@ -217,6 +222,7 @@ func runRead(t *testing.T, o opener) {
 	})
 
 	t.Run("parked by reason", func(t *testing.T) {
+		t.Parallel()
 		e := filled(t)
 		e.put(classify(`[1]`))
 		got, err := e.s.ParkedByReason(ctx, inbox.Filter{})
@@ -241,6 +247,7 @@ func runRead(t *testing.T, o opener) {
 	})
 
 	t.Run("secret uses", func(t *testing.T) {
+		t.Parallel()
 		e := o.fresh(t)
 		if got, err := e.s.SecretUses(ctx); err != nil || len(got) != 0 {
 			t.Errorf("none recorded: %v %v", got, err)
@@ -270,6 +277,7 @@ func runRead(t *testing.T, o opener) {
 	})
 
 	t.Run("failed verifications", func(t *testing.T) {
+		t.Parallel()
 		e := o.fresh(t)
 		if got, err := e.s.Unverified(ctx); err != nil || len(got) != 0 {
 			t.Errorf("none recorded: %v %v", got, err)
@@ -319,6 +327,7 @@ func runCount(t *testing.T, o opener) {
 	ctx := context.Background()
 
 	t.Run("count", func(t *testing.T) {
+		t.Parallel()
 		e := o.fresh(t)
 		for _, d := range []inbox.Delivery{
 			job("job_1"), classify(`not json`), classify(`{"event":"webhook.test"}`),
@@ -353,6 +362,7 @@ func runCount(t *testing.T, o opener) {
 	})
 
 	t.Run("parked per hour", func(t *testing.T) {
+		t.Parallel()
 		// Rows count in the hour they were parked, on receipt or by the
 		// dispatcher, not when they were received; end is exclusive.
 		e := o.fresh(t)

@@ -15,6 +15,7 @@ func runReconcile(t *testing.T, o opener) {
 	ctx := context.Background()
 
 	t.Run("refusals cleared by delivery", func(t *testing.T) {
+		t.Parallel()
 		// Refusals add up; a delivery of a key clears its refusal in the
 		// commit that stores it; a key already stored is never recorded.
 		e := o.fresh(t)
@@ -77,6 +78,7 @@ func runReconcile(t *testing.T, o opener) {
 	})
 
 	t.Run("expected only", func(t *testing.T) {
+		t.Parallel()
 		// A source with expected_only: a job with an expectation (waiting
 		// or done) lands new and settles it; one without is parked
 		// unknown_job, concurrently too, and a repeat of it counts on that
@@ -155,6 +157,7 @@ func runReconcile(t *testing.T, o opener) {
 	})
 
 	t.Run("expectations", func(t *testing.T) {
+		t.Parallel()
 		// An expectation's life: expected, already stored (done at once),
 		// claimed by one poller only, settled, stale settlements ignored,
 		// closed, and done by a delivery.

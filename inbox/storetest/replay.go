@@ -73,6 +73,7 @@ func (e *env) pairsSnapshot(ids ...string) string {
 
 func runReplay(t *testing.T, o opener) {
 	t.Run("done pairs are handed on again, the old series kept", func(t *testing.T) {
+		t.Parallel()
 		e := o.fresh(t)
 		e.put(job("job_1"))
 		e.put(failed("job_2"))
@@ -129,6 +130,7 @@ func runReplay(t *testing.T, o opener) {
 	})
 
 	t.Run("a pair whose destination no longer takes the row is left", func(t *testing.T) {
+		t.Parallel()
 		e := o.fresh(t)
 		e.put(failed("job_2"))
 		at := t0.Add(time.Second)
@@ -153,6 +155,7 @@ func runReplay(t *testing.T, o opener) {
 	})
 
 	t.Run("a destination configured later gets the missing pairs its filters take", func(t *testing.T) {
+		t.Parallel()
 		e := o.fresh(t)
 		e.put(job("job_1"))
 		e.put(failed("job_2"))
@@ -207,6 +210,7 @@ func runReplay(t *testing.T, o opener) {
 	})
 
 	t.Run("a destination's pair alone, of the rows routed to it", func(t *testing.T) {
+		t.Parallel()
 		e := o.fresh(t)
 		e.put(job("job_1"))
 		e.put(failed("job_2"))
@@ -239,6 +243,7 @@ func runReplay(t *testing.T, o opener) {
 	})
 
 	t.Run("a row selected as parked: only its parked pairs", func(t *testing.T) {
+		t.Parallel()
 		e := o.fresh(t)
 		e.put(failed("job_2"))
 		at := t0.Add(time.Second)
@@ -280,6 +285,7 @@ func runReplay(t *testing.T, o opener) {
 	})
 
 	t.Run("paced", func(t *testing.T) {
+		t.Parallel()
 		e := o.fresh(t)
 		var all, bodies []string
 		for i := range 520 {
@@ -309,6 +315,7 @@ func runReplay(t *testing.T, o opener) {
 	})
 
 	t.Run("what waits, what is skipped", func(t *testing.T) {
+		t.Parallel()
 		e := o.fresh(t)
 		e.put(job("job_1"))
 		e.put(failed("job_2"))
@@ -335,6 +342,7 @@ func runReplay(t *testing.T, o opener) {
 	})
 
 	t.Run("a done row no destination took is routed again", func(t *testing.T) {
+		t.Parallel()
 		e := o.fresh(t)
 		e.put(keyed("vibe", "run_1", "run.done", []byte(`{"id":"run_1"}`), deliveryTS, inbox.Rules{MaxBody: 1 << 20}))
 		at := t0.Add(time.Second)
@@ -356,6 +364,7 @@ func runReplay(t *testing.T, o opener) {
 	})
 
 	t.Run("dry run changes nothing and counts what a run does", func(t *testing.T) {
+		t.Parallel()
 		e := o.fresh(t)
 		e.put(job("job_1"))
 		e.put(failed("job_2"))
@@ -379,6 +388,7 @@ func runReplay(t *testing.T, o opener) {
 	})
 
 	t.Run("a purged row's history goes with it", func(t *testing.T) {
+		t.Parallel()
 		e := o.fresh(t)
 		e.put(job("job_1"))
 		e.deliverAll(t0)
@@ -401,6 +411,7 @@ func runReplay(t *testing.T, o opener) {
 	})
 
 	t.Run("refused", func(t *testing.T) {
+		t.Parallel()
 		e := o.fresh(t)
 		e.put(job("job_1"))
 		before := e.snapshot()

@@ -87,6 +87,7 @@ func runReprocess(t *testing.T, o opener) {
 	ctx := context.Background()
 
 	t.Run("after the event set changes", func(t *testing.T) {
+		t.Parallel()
 		e := o.fresh(t)
 		e.fill(t0, exploded("job_x"), exploded("job_x"))
 		before := e.get("job_x")
@@ -113,6 +114,7 @@ func runReprocess(t *testing.T, o opener) {
 	})
 
 	t.Run("in batches", func(t *testing.T) {
+		t.Parallel()
 		e := o.fresh(t)
 		const n = 250
 		bodies := make([]string, n)
@@ -145,6 +147,7 @@ func runReprocess(t *testing.T, o opener) {
 	events := sume("job.completed", "job.exploded")
 
 	t.Run("merges", func(t *testing.T) {
+		t.Parallel()
 		e := merged(t)
 		foldKey := inbox.BodyKey(sha(bigFold))
 		if r := e.get(foldKey); r.Reason != inbox.ReasonTooLarge || r.Deliveries != 2 {
@@ -183,6 +186,7 @@ func runReprocess(t *testing.T, o opener) {
 	})
 
 	t.Run("dry run changes nothing and counts what a run does", func(t *testing.T) {
+		t.Parallel()
 		e := merged(t)
 		e.fill(t0.Add(2*time.Minute), "not json", exploded("job_new"))
 		before := e.snapshot()
@@ -202,6 +206,7 @@ func runReprocess(t *testing.T, o opener) {
 	})
 
 	t.Run("refuses", func(t *testing.T) {
+		t.Parallel()
 		e := o.fresh(t)
 		e.fill(t0, completed("job_new"), exploded("job_parked"))
 		e.put(keyed("gh", "d1", "ping", []byte(`{}`), 1, inbox.Rules{Events: []string{"push"}}))
@@ -237,6 +242,7 @@ func runReprocess(t *testing.T, o opener) {
 	})
 
 	t.Run("keeps the job row's body", func(t *testing.T) {
+		t.Parallel()
 		// A storable row beside a parked job row never overwrites the job
 		// row's body: either way both bodies are kept, one in job_1, new,
 		// the other parked under its sha256 key.
@@ -250,6 +256,7 @@ func runReprocess(t *testing.T, o opener) {
 			{"the job row is still not storable: its body is kept aside", 1 << 10, false, inbox.ReasonTooLarge},
 		} {
 			t.Run(tt.name, func(t *testing.T) {
+				t.Parallel()
 				e := o.fresh(t)
 				big, boom := bigCompleted("job_1", 2<<10), exploded("job_1")
 				e.fill(t0, big)
@@ -275,6 +282,7 @@ func runReprocess(t *testing.T, o opener) {
 	})
 
 	t.Run("every source", func(t *testing.T) {
+		t.Parallel()
 		e := o.fresh(t)
 		push := inbox.Rules{Events: []string{"push"}}
 		vibe := keyed("vibe", "run_1", "scheduled_job.run", []byte(`{"runId":"run_1"}`), deliveryTS, inbox.Rules{})
@@ -318,6 +326,7 @@ func runReprocess(t *testing.T, o opener) {
 	})
 
 	t.Run("moving aside keeps the source", func(t *testing.T) {
+		t.Parallel()
 		e := o.fresh(t)
 		recv := inbox.Rules{Events: []string{"push"}, MaxBody: 10}
 		big := `{"a":"` + strings.Repeat("x", 40) + `"}`
@@ -338,6 +347,7 @@ func runReprocess(t *testing.T, o opener) {
 	// them) are stored where they are. (Their job_id stays empty: no row
 	// can land beside a row keyed by its own bytes.)
 	t.Run("rows keyed by their body", func(t *testing.T) {
+		t.Parallel()
 		e := o.fresh(t)
 		body := []byte(`{"order":1}`)
 		parked := e.put(keyed("hm", "", "order.paid", body, deliveryTS, inbox.Rules{}))
@@ -362,6 +372,7 @@ func runReprocess(t *testing.T, o opener) {
 	// job with the same event and status folds into it, as a repeat would:
 	// never parked conflict beside its own copy. For every kind of source.
 	t.Run("folds later rows into the row it made", func(t *testing.T) {
+		t.Parallel()
 		odd := func(id string, n int) string {
 			return fmt.Sprintf(`{"event":"job.odd","job_id":%q,"status":"COMPLETED","n":%d}`, id, n)
 		}
@@ -387,6 +398,7 @@ func runReprocess(t *testing.T, o opener) {
 				inbox.ReprocessReport{Moved: 1, Folded: 1, Parked: map[inbox.Reason]int{inbox.ReasonUnknownEvent: 1}}, 2},
 		} {
 			t.Run(tt.name, func(t *testing.T) {
+				t.Parallel()
 				e := o.fresh(t)
 				recv := inbox.Rules{Kind: tt.kind, Events: []string{"job.completed"}, MaxBody: 1 << 20}
 				put := func(body string) inbox.Result {

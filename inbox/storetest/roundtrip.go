@@ -24,6 +24,7 @@ import (
 // swaps with another fails here with no assertion written for it.
 func runRoundTrip(t *testing.T, o opener) {
 	t.Run("put, get and list", func(t *testing.T) {
+		t.Parallel()
 		e := o.fresh(t)
 		alone := roundTripDelivery("alone", "rt", "job_alone")
 		e.put(alone)
@@ -52,6 +53,7 @@ func runRoundTrip(t *testing.T, o opener) {
 		}
 	})
 	t.Run("text not UTF-8", func(t *testing.T) {
+		t.Parallel()
 		// Every carried text field that receipt does not check (a scheme
 		// names the event; the body gives the rest) holds a NUL and a
 		// byte that is not UTF-8: the put must succeed, on one row and
@@ -79,6 +81,7 @@ func runRoundTrip(t *testing.T, o opener) {
 		}
 	})
 	t.Run("revive", func(t *testing.T) {
+		t.Parallel()
 		e := o.fresh(t)
 		for _, first := range []inbox.Delivery{
 			roundTripDelivery("parked", "rt", "job_revive"),
@@ -104,6 +107,7 @@ func runRoundTrip(t *testing.T, o opener) {
 		}
 	})
 	t.Run("dismiss", func(t *testing.T) {
+		t.Parallel()
 		// Every dismissal field of Event (found by reflection, see
 		// dismissFields) holds what the dismissal gave, text that is not
 		// UTF-8 as a text column keeps it, through get, list and each; the
@@ -169,6 +173,7 @@ func runRoundTrip(t *testing.T, o opener) {
 		}
 	})
 	t.Run("reprocess", func(t *testing.T) {
+		t.Parallel()
 		e := o.fresh(t)
 		// A body the first rules park unknown_event and the later ones
 		// store; the row's other fields as a store could hold them, each

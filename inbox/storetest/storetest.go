@@ -36,7 +36,7 @@ type Options struct {
 // that need it.
 //
 // Each test opens a store of its own and moves only its own clock, so the
-// groups run beside one another, as many at once as -parallel allows.
+// tests run beside one another, as many at once as -parallel allows.
 func Run(t *testing.T, open func(t *testing.T, opts Options) inbox.Store) {
 	o := opener(open)
 	for _, g := range []struct {
