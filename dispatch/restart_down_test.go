@@ -20,7 +20,8 @@ import (
 // restart) leaves its successor probing it with one row first, not
 // sending at full speed into the outage.
 func TestRestartWhileDownProbesFirst(t *testing.T) {
-	t.Parallel()
+	// Not parallel: the probe must be answered and given back within the
+	// 300 ms it is given.
 	c := newClock()
 	s := storeWith(t, c, "job_1", "job_2", "job_3", "job_4", "job_5", "job_6", "job_7", "job_8")
 	a := newApp(t, http.StatusInternalServerError)
@@ -70,7 +71,8 @@ func attempts(t *testing.T, s interface {
 // row first, still recorded down; a reload that removes it deletes its
 // record, so that nothing shows it down for good.
 func TestReloadWhileDownProbesFirst(t *testing.T) {
-	t.Parallel()
+	// Not parallel: the probe must be answered and given back within the
+	// 300 ms it is given.
 	c := newClock()
 	s := storeWith(t, c, "job_1", "job_2", "job_3", "job_4", "job_5", "job_6", "job_7", "job_8")
 	a := newApp(t, http.StatusInternalServerError)

@@ -89,7 +89,7 @@ func TestDurableWhateverTheRoleSays(t *testing.T) {
 // bound. It runs alone, not beside the parallel tests: it times a burst of
 // deliveries against the busy timeout.
 func TestHeldRowFailsOnlyItsDeliveries(t *testing.T) {
-	dsn := testURL(t)
+	dsn := migratedURL(t)
 	s := mustOpen(t, dsn, postgres.Options{BusyTimeout: busy})
 	ctx := context.Background()
 	if _, err := s.Put(ctx, job("job_held")); err != nil {
@@ -149,7 +149,7 @@ func TestHeldRowFailsOnlyItsDeliveries(t *testing.T) {
 // busy timeout waits for it, alone, and lands once it is free.
 func TestHeldRowTakenOnceFree(t *testing.T) {
 	t.Parallel()
-	dsn := testURL(t)
+	dsn := migratedURL(t)
 	s := mustOpen(t, dsn, postgres.Options{BusyTimeout: 2 * time.Second})
 	ctx := context.Background()
 	if _, err := s.Put(ctx, job("job_held")); err != nil {
@@ -205,7 +205,7 @@ func cutAtCommit(t *testing.T, dsn, op string) {
 // and the row holds one delivery.
 func TestPutCommitCut(t *testing.T) {
 	t.Parallel()
-	dsn := testURL(t)
+	dsn := migratedURL(t)
 	s := mustOpen(t, dsn, postgres.Options{BusyTimeout: 2 * time.Second})
 	ctx := context.Background()
 	cutAtCommit(t, dsn, "INSERT")
@@ -224,7 +224,7 @@ func TestPutCommitCut(t *testing.T) {
 // its lease) a row whose attempt it counted.
 func TestStartCommitCut(t *testing.T) {
 	t.Parallel()
-	dsn := testURL(t)
+	dsn := migratedURL(t)
 	s := mustOpen(t, dsn, postgres.Options{BusyTimeout: 2 * time.Second})
 	ctx := context.Background()
 	if _, err := s.Put(ctx, job("job_1")); err != nil {

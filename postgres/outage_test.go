@@ -132,7 +132,7 @@ func (p *proxy) through(dsn string) string {
 }
 
 func proxied(t *testing.T) (*proxy, string) {
-	dsn := testURL(t)
+	dsn := migratedURL(t)
 	u, err := url.Parse(dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -284,7 +284,7 @@ func TestOpenRefused(t *testing.T) {
 // commits, and once the row is free the repeat is counted.
 func TestRowHeldPastTheTimeout(t *testing.T) {
 	t.Parallel()
-	dsn := testURL(t)
+	dsn := migratedURL(t)
 	s := mustOpen(t, dsn, postgres.Options{BusyTimeout: busy})
 	ctx := context.Background()
 	if _, err := s.Put(ctx, job("job_1")); err != nil {
@@ -324,7 +324,7 @@ func TestRowHeldPastTheTimeout(t *testing.T) {
 // Settle succeed on new connections.
 func TestRecoversFromTerminatedBackends(t *testing.T) {
 	t.Parallel()
-	dsn := testURL(t)
+	dsn := migratedURL(t)
 	u, _ := url.Parse(dsn)
 	q := u.Query()
 	name := "inbox_" + strings.TrimPrefix(q.Get("search_path"), "t_")

@@ -34,6 +34,20 @@ func testURL(tb testing.TB) string {
 	return u.String()
 }
 
+// migratedURL returns the URL of a new schema as testURL does, with the
+// store's tables made by a store opened (with the default busy timeout)
+// and closed. A test whose store has a short busy timeout opens on it:
+// Open's bound takes in the migration, which a busy server may not finish
+// within a short one.
+func migratedURL(tb testing.TB) string {
+	tb.Helper()
+	dsn := testURL(tb)
+	if err := mustOpen(tb, dsn, postgres.Options{}).Close(); err != nil {
+		tb.Fatalf("close the store that migrated: %v", err)
+	}
+	return dsn
+}
+
 // databaseURL returns INBOX_TEST_DATABASE_URL, or skips the test (fails it
 // with INBOX_REQUIRE_POSTGRES=1) when it is not set.
 func databaseURL(tb testing.TB) string {

@@ -17,7 +17,7 @@ import (
 // table is free, deliveries and Ping succeed again.
 func TestPingFollowsCommits(t *testing.T) {
 	t.Parallel()
-	dsn := testURL(t)
+	dsn := migratedURL(t)
 	s := mustOpen(t, dsn, postgres.Options{BusyTimeout: busy})
 	ctx := context.Background()
 	if err := s.Ping(ctx); err != nil {

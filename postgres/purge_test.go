@@ -16,7 +16,7 @@ import (
 // it on a later run once it is free. It runs alone, not beside the parallel
 // tests: it times the purge against the busy timeout.
 func TestPurgePassesOverHeldRows(t *testing.T) {
-	dsn := testURL(t)
+	dsn := migratedURL(t)
 	var mu sync.Mutex
 	now := time.Now().Add(-30 * 24 * time.Hour)
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }

@@ -19,7 +19,7 @@ import (
 // counted once.
 func TestSettleHeldRow(t *testing.T) {
 	t.Parallel()
-	dsn := testURL(t)
+	dsn := migratedURL(t)
 	s := mustOpen(t, dsn, postgres.Options{BusyTimeout: 500 * time.Millisecond})
 	ctx := context.Background()
 	for _, id := range []string{"job_1", "job_2", "job_3"} {

@@ -15,7 +15,7 @@ import (
 // delivery's transaction, so a commit that fails keeps it.
 func TestRefusalKeptWhenTheDeliveryFails(t *testing.T) {
 	t.Parallel()
-	dsn := testURL(t)
+	dsn := migratedURL(t)
 	s := mustOpen(t, dsn, postgres.Options{BusyTimeout: busy})
 	ctx := context.Background()
 	now := time.Now()
