@@ -1,11 +1,9 @@
 package dispatch_test
 
 import (
-	"flag"
-	"os"
-	"runtime"
-	"strconv"
 	"testing"
+
+	"inbox/testparallel"
 )
 
 // TestMain lets twice the CPUs run the parallel tests at once unless
@@ -13,12 +11,4 @@ import (
 // and spends most of its time waiting for a poll, a probe or a timeout,
 // not on the CPU. Tests that set the environment, or check what was done
 // within a few hundred milliseconds, stay serial: Go runs them first.
-func TestMain(m *testing.M) {
-	flag.Parse()
-	given := false
-	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
-	if !given {
-		flag.Set("test.parallel", strconv.Itoa(2*runtime.GOMAXPROCS(0)))
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { testparallel.Main(m, 2) }

@@ -16,7 +16,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -26,6 +25,7 @@ import (
 	"time"
 
 	"inbox/sume"
+	"inbox/testparallel"
 )
 
 const e2eSecret = "e2e-secret-value"
@@ -38,13 +38,11 @@ var heldDefaults []net.Listener
 
 // TestMain gives the tests a folder for the binary, built once by the
 // first test that runs it, and removes it when they are done. Unless
-// -parallel is given, as many as parallelTests says of the tests that
+// -parallel is given, as many as parallelPerCPU says of the tests that
 // call t.Parallel run at once.
 func TestMain(m *testing.M) {
 	flag.Parse()
-	if !flagGiven("test.parallel") {
-		flag.Set("test.parallel", strconv.Itoa(parallelTests()))
-	}
+	testparallel.Default(parallelPerCPU)
 	dir, err := os.MkdirTemp("", "inbox-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
@@ -66,22 +64,14 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// parallelTests is how many tests that call t.Parallel run at once by
-// default: each has its own binary runs, folder, ports and schema, and
-// spends most of its time waiting on them (a whole run of the package
-// used 188 CPU-seconds in 160 s on two CPUs), so four times the CPUs (Go's
+// parallelPerCPU is how many tests that call t.Parallel run at once by
+// default, per CPU: each has its own binary runs, folder, ports and schema,
+// and spends much of its time waiting on them, so four times the CPUs (Go's
 // default is GOMAXPROCS) keeps them busy without starving the runs whose
 // deadlines the tests check. Tests that measure time, memory or load
 // closely, hold a process-wide setting or fill a file system stay serial:
 // Go runs them one at a time before the parallel ones start.
-func parallelTests() int { return 4 * runtime.GOMAXPROCS(0) }
-
-// flagGiven reports whether the flag name was set on the command line.
-func flagGiven(name string) bool {
-	given := false
-	flag.Visit(func(f *flag.Flag) { given = given || f.Name == name })
-	return given
-}
+const parallelPerCPU = 4
 
 // defaultAddrs are the listen addresses serve (--addr) and the shipped
 // files (INBOX_ADMIN_ADDR, INBOX_DISPATCH_ADMIN_ADDR) default to: tests pick

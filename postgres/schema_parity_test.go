@@ -55,11 +55,7 @@ func TestSchemaMatchesSQLite(t *testing.T) {
 func pgColumns(t *testing.T, dsn string) map[string][]string {
 	t.Helper()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := connect(t, dsn)
 	rows, err := conn.Query(ctx, `SELECT table_name, column_name,
 			CASE WHEN data_type IN ('smallint', 'integer', 'bigint') THEN 'int' ELSE data_type END,
 			is_nullable = 'NO'
@@ -124,4 +120,16 @@ func byTable(t *testing.T, rows interface {
 		slices.Sort(cols)
 	}
 	return out
+}
+
+// connect opens a connection of the test's own to dsn, closed when the
+// test ends.
+func connect(t *testing.T, dsn string) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
 }

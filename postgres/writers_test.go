@@ -105,11 +105,7 @@ func TestWritersWithinThePool(t *testing.T) {
 func sleeping(t *testing.T, dsn, app string) {
 	t.Helper()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := connect(t, dsn)
 	for start := time.Now(); ; time.Sleep(10 * time.Millisecond) {
 		var n int
 		if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND wait_event = 'PgSleep'`, app).Scan(&n); err != nil {
