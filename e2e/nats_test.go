@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"path/filepath"
 	"strconv"
@@ -18,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"inbox/metrics/metricstest"
+	"inbox/testport"
 )
 
 const natsSubject = "sume.jobs.terminal"
@@ -34,13 +34,7 @@ type broker struct {
 
 // newBroker picks a free port for a broker that is not started yet.
 func newBroker(t *testing.T) *broker {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	b := &broker{t: t, port: port, dir: filepath.Join(t.TempDir(), "js")}
+	b := &broker{t: t, port: testport.Later(t), dir: filepath.Join(t.TempDir(), "js")}
 	t.Cleanup(b.stop)
 	return b
 }

@@ -18,6 +18,7 @@ import (
 	"inbox/inbox"
 	"inbox/postgres"
 	"inbox/sqlite"
+	"inbox/testport"
 )
 
 // The short retry schedule of these tests: three attempts within 150 ms.
@@ -43,12 +44,7 @@ type outageApp struct {
 }
 
 func newOutageApp(t *testing.T) *outageApp {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := testport.Addr(t)
 	a := &outageApp{t: t, addr: addr, url: "http://" + addr + "/jobs", requests: map[string][]time.Time{}}
 	t.Cleanup(a.stop)
 	return a

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -19,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"inbox/testport"
 )
 
 // pgRole creates a login role for the test with USAGE and CREATE on dsn's
@@ -193,12 +194,7 @@ func pgCluster(t *testing.T, settings ...string) string {
 	if err := as(filepath.Join(bin, "initdb"), "-D", data, "-A", "trust", "-U", "postgres", "--no-sync"); err != nil {
 		fail("%v", err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
-	ln.Close()
+	port := strconv.Itoa(testport.Later(t))
 	opts := "-p " + port + " -k " + dir + " -c listen_addresses=127.0.0.1"
 	for _, s := range settings {
 		opts += " -c " + s

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +18,8 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	"inbox/testport"
 )
 
 // sharedRedis is the Redis every machine of the project runs, database 12
@@ -97,13 +98,7 @@ func newRedisServer(t *testing.T, password string) *redisServer {
 		}
 		t.Skip("no redis-server")
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	r := &redisServer{t: t, port: port, dir: t.TempDir(), password: password}
+	r := &redisServer{t: t, port: testport.Later(t), dir: t.TempDir(), password: password}
 	t.Cleanup(r.kill)
 	return r
 }
@@ -119,6 +114,8 @@ func (r *redisServer) start() {
 	r.cmd = exec.Command("redis-server", "--port", strconv.Itoa(r.port), "--bind", "127.0.0.1", "--dir", r.dir,
 		"--save", "", "--appendonly", "yes", "--appendfsync", "always", "--requirepass", r.password)
 	r.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var out syncBuffer
+	r.cmd.Stdout, r.cmd.Stderr = &out, &out
 	if err := r.cmd.Start(); err != nil {
 		r.t.Fatal(err)
 	}
@@ -131,6 +128,11 @@ func (r *redisServer) start() {
 	rdb := goredis.NewClient(opts)
 	defer rdb.Close()
 	waitLong(r.t, 20*time.Second, "redis-server answering", func() bool {
+		select {
+		case <-r.done:
+			r.t.Fatalf("redis-server on port %d ended:\n%s", r.port, out.String())
+		default:
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		return rdb.Ping(ctx).Err() == nil

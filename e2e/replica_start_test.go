@@ -14,6 +14,7 @@ import (
 
 	"inbox/replicaclient"
 	"inbox/replicaclient/replicatest"
+	"inbox/testport"
 )
 
 // sendAll sends a delivery for each id to srv and fails unless each is
@@ -194,12 +195,7 @@ func TestReplicaDownAtStartNATS(t *testing.T) {
 		replicaclient.EnvNATSPassword + "=",
 	}
 	url := "nats://" + addr + "/" + bucket + "/vm1"
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().String()
-	ln.Close() // nothing listens there until the server "comes up"
+	port := testport.Addr(t) // nothing listens there until the server "comes up"
 	viaPort := "nats://" + port + "/" + bucket + "/vm1"
 	db := filepath.Join(t.TempDir(), "inbox.db")
 	srv := startServer(t, db)

@@ -26,6 +26,7 @@ import (
 	"inbox/nats"
 	"inbox/sqlite"
 	"inbox/sqlite/sqlitetest"
+	"inbox/testport"
 )
 
 const subject = "sume.jobs.terminal"
@@ -69,12 +70,7 @@ func runServerWith(t *testing.T, o *server.Options) *server.Server {
 // later.
 func freePort(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	return testport.Later(t)
 }
 
 // waitFor polls cond every 10ms until it holds, failing after d.

@@ -24,6 +24,8 @@ import (
 
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
+
+	"inbox/testport"
 )
 
 const sshdPath = "/usr/sbin/sshd"
@@ -164,12 +166,7 @@ func greets(addr string) bool {
 
 func freePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return testport.Later(t)
 }
 
 // WriteKey writes key to file as OpenSSH writes a private key without a
