@@ -1,12 +1,12 @@
 package e2e
 
 import (
-	"net"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"inbox/deploy/deploytest"
+	"inbox/testport"
 )
 
 // TestDestinationsDefaultAdmin runs inbox destinations without --admin.
@@ -44,12 +44,7 @@ func TestDestinationsDefaultAdmin(t *testing.T) {
 	// Where nothing answers (a port the test held and closed, not the
 	// shipped one, which something else on the machine may serve): one
 	// line naming the address asked and what to do.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := ln.Addr().String()
-	ln.Close()
+	closed := testport.Addr(t)
 	out, errOut, code := runCLI(t, []string{"INBOX_ADMIN_URL=", "INBOX_ADMIN_ADDR=" + closed}, "destinations")
 	if code == 0 || out != "" || strings.Count(strings.TrimSpace(errOut), "\n") != 0 ||
 		!strings.Contains(errOut, "--admin http://"+closed+": GET /destinations: ") || !strings.Contains(errOut, "give --admin the URL") {

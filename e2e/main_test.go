@@ -11,7 +11,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -33,9 +32,6 @@ const e2eSecret = "e2e-secret-value"
 // binDir holds the binary the tests build; TestMain removes it.
 var binDir string
 
-// heldDefaults are the listeners TestMain holds on defaultAddrs.
-var heldDefaults []net.Listener
-
 // TestMain gives the tests a folder for the binary, built once by the
 // first test that runs it, and removes it when they are done. Unless
 // -parallel is given, as many as parallelPerCPU says of the tests that
@@ -49,16 +45,6 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binDir = dir
-	// The binary's default ports are held for the whole run, so a test
-	// that leaves an address at its default fails at once with "address
-	// already in use" rather than only when something else holds it.
-	// They close when the process exits; kept in heldDefaults, so the
-	// collector never closes them before.
-	for _, addr := range defaultAddrs {
-		if l, err := net.Listen("tcp", addr); err == nil { // else held by something else: as good
-			heldDefaults = append(heldDefaults, l)
-		}
-	}
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
@@ -72,11 +58,6 @@ func TestMain(m *testing.M) {
 // closely, hold a process-wide setting or fill a file system stay serial:
 // Go runs them one at a time before the parallel ones start.
 const parallelPerCPU = 4
-
-// defaultAddrs are the listen addresses serve (--addr) and the shipped
-// files (INBOX_ADMIN_ADDR, INBOX_DISPATCH_ADMIN_ADDR) default to: tests pick
-// free ports instead.
-var defaultAddrs = []string{"127.0.0.1:8080", "127.0.0.1:8081", "127.0.0.1:8082"}
 
 // buildCommit is the commit the tests' binary is told it was built from.
 const buildCommit = "0123456789abcdef0123456789abcdef01234567"

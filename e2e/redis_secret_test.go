@@ -2,12 +2,13 @@ package e2e
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"inbox/testport"
 )
 
 // TestRedisPasswordWithheld runs inbox dispatch with an exec destination
@@ -18,12 +19,7 @@ import (
 // its readiness failing on the stream's line.
 func TestRedisPasswordWithheld(t *testing.T) {
 	const password = "redis-withheld-7q2x"
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	url := fmt.Sprintf("redis://:%s@%s/0", password, ln.Addr())
-	ln.Close()
+	url := fmt.Sprintf("redis://:%s@%s/0", password, testport.Addr(t))
 	db, out := fillDB(t, 1), t.TempDir()
 	cfg := filepath.Join(t.TempDir(), "inbox.toml")
 	text := fmt.Sprintf(`
