@@ -24,6 +24,7 @@ import (
 	"inbox/dispatch"
 	"inbox/inbox"
 	"inbox/nats"
+	"inbox/nats/natstest"
 	"inbox/sqlite"
 	"inbox/sqlite/sqlitetest"
 	"inbox/testport"
@@ -43,27 +44,11 @@ func runServer(t *testing.T) *server.Server {
 // server back with its streams.
 func runServerAt(t *testing.T, port int, dir string) *server.Server {
 	t.Helper()
-	return runServerWith(t, &server.Options{
+	return natstest.Run(t, &server.Options{
 		Host: "127.0.0.1", Port: port,
 		JetStream: true, StoreDir: dir,
 		NoLog: true, NoSigs: true,
 	})
-}
-
-// runServerWith starts an embedded nats-server with the options o, for the
-// test's length.
-func runServerWith(t *testing.T, o *server.Options) *server.Server {
-	t.Helper()
-	s, err := server.NewServer(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server did not start")
-	}
-	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
-	return s
 }
 
 // freePort returns a port nothing listens on now, for a server started
@@ -834,7 +819,7 @@ func TestStalledLinkPauses(t *testing.T) {
 // saying why, without sending it.
 func TestMaxPayload(t *testing.T) {
 	t.Parallel() // a server of its own
-	s := runServerWith(t, &server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, MaxPayload: 4096,
+	s := natstest.Run(t, &server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, MaxPayload: 4096,
 		JetStream: true, StoreDir: filepath.Join(t.TempDir(), "js"), NoLog: true, NoSigs: true})
 	st := addStream(t, s)
 	p := connect(t, s)

@@ -11,6 +11,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"inbox/nats/natstest"
 )
 
 // sharedNATS is the JetStream server the project's machines run.
@@ -44,16 +46,7 @@ func StartNATS(t testing.TB, o *server.Options) string {
 	o.Host, o.Port = "127.0.0.1", server.RANDOM_PORT
 	o.JetStream, o.StoreDir = true, filepath.Join(t.TempDir(), "js")
 	o.NoLog, o.NoSigs = true, true
-	s, err := server.NewServer(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server did not start")
-	}
-	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
-	return s.Addr().String()
+	return natstest.Run(t, o).Addr().String()
 }
 
 // ObjectStore makes a bucket of its own for the test on addr and deletes
