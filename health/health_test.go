@@ -29,7 +29,7 @@ func probe(t *testing.T, h http.Handler) (int, string, http.Header) {
 // live throughout.
 func TestReady(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "inbox.db")
-	store := sqlitetest.MustOpenPath(t, path, sqlite.Options{BusyTimeout: 50 * time.Millisecond})
+	store := sqlitetest.MustOpenPath(t, path, sqlite.Options{BusyTimeout: 500 * time.Millisecond})
 	var logs bytes.Buffer
 	ready := health.Ready(store, nil, time.Second, zerolog.New(&logs))
 	live := health.Live()

@@ -442,7 +442,7 @@ func TestStoreDown(t *testing.T) {
 	})
 	t.Run("locked past busy_timeout", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "inbox.db")
-		store := sqlitetest.MustOpenPath(t, path, sqlite.Options{BusyTimeout: 50 * time.Millisecond})
+		store := sqlitetest.MustOpenPath(t, path, sqlite.Options{BusyTimeout: 500 * time.Millisecond})
 		e := newEnv(t, store)
 		holder, err := sql.Open("sqlite", path+"?_txlock=immediate")
 		if err != nil {

@@ -25,7 +25,7 @@ func TestOnCommit(t *testing.T) {
 	var mu sync.Mutex
 	var commits []commit
 	s := sqlitetest.MustOpenPath(t, path, sqlite.Options{
-		BusyTimeout: 50 * time.Millisecond,
+		BusyTimeout: 500 * time.Millisecond,
 		OnCommit: func(c inbox.Commit) {
 			if c.Took <= 0 {
 				t.Errorf("commit took %v", c.Took)
