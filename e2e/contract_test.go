@@ -41,6 +41,7 @@ func chunked(body string, n int) string {
 // bodies that lie about their length. After each request it reads the
 // database as another process would.
 func TestContract(t *testing.T) {
+	t.Parallel()
 	db := filepath.Join(t.TempDir(), "inbox.db")
 	srv := startServer(t, db, "--secret", e2eSecret, "--secret", rotated,
 		"--max-body", "1KiB", "--max-request", "4KiB", "--busy-timeout", "100ms",

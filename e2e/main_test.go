@@ -63,12 +63,15 @@ const parallelPerCPU = 4
 const buildCommit = "0123456789abcdef0123456789abcdef01234567"
 
 // buildBinary builds the real inbox binary, the module's main package,
-// once per test run, as the README builds a release: the commit given
-// through -ldflags (TestVersionNamesTheBuild reads it back), none taken
-// from the checkout (-buildvcs=false).
+// once per test run, as the README builds a release: without cgo (a
+// static binary, Go's own resolver), the commit given through -ldflags
+// (TestVersionNamesTheBuild reads it back), none taken from the checkout
+// (-buildvcs=false).
 var buildBinary = sync.OnceValues(func() (string, error) {
 	bin := filepath.Join(binDir, "inbox")
-	out, err := exec.Command("go", "build", "-buildvcs=false", "-ldflags", "-X main.commit="+buildCommit, "-o", bin, "inbox").CombinedOutput()
+	cmd := exec.Command("go", "build", "-buildvcs=false", "-ldflags", "-X main.commit="+buildCommit, "-o", bin, "inbox")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return "", &buildError{out: string(out), err: err}
 	}
@@ -342,6 +345,7 @@ func TestCLIErrors(t *testing.T) {
 // bodies and purge runs; serve, waiting at most 500ms for the lock, must
 // never answer 503.
 func TestOperateWhileServing(t *testing.T) {
+	t.Parallel()
 	db := filepath.Join(t.TempDir(), "inbox.db")
 	srv := startServer(t, db, "--busy-timeout", "500ms")
 	env := []string{"SUME_COM_WEBHOOK_SIGNING_SECRET=" + e2eSecret}

@@ -38,6 +38,7 @@ func readyz(admin string) int {
 // deliveries are answered 204 and /readyz is ready with nothing done to
 // serve.
 func TestPostgresUnreachable(t *testing.T) {
+	t.Parallel()
 	const busy = time.Second
 	const bound = busy + 500*time.Millisecond // RECEIVER-CONTRACT row 19
 	proxy, dsn := startPGProxy(t, pgSchema(t))
@@ -188,6 +189,7 @@ func restoreReady(t *testing.T, proxy *pgProxy, srv *server) time.Time {
 // 204, /readyz is ready, and inbox missed lists the keys refused meanwhile.
 // The outage is logged once, and its end once.
 func TestPostgresDownAtStart(t *testing.T) {
+	t.Parallel()
 	const busy = time.Second
 	proxy, dsn := startPGProxy(t, pgSchema(t))
 	proxy.cut()
@@ -310,6 +312,7 @@ func stopWithin(t *testing.T, srv *server, bound time.Duration) time.Duration {
 // then stops it at once, and each refused key is logged, not lost without
 // a trace.
 func TestPostgresHungAtStart(t *testing.T) {
+	t.Parallel()
 	const busy = time.Second
 	proxy, dsn := startPGProxy(t, pgSchema(t))
 	proxy.stall()
@@ -345,6 +348,7 @@ func TestPostgresHungAtStart(t *testing.T) {
 // refused key it could not record is logged (source and key, never the
 // body), so the operator can ask for it again.
 func TestPostgresHangsAtShutdown(t *testing.T) {
+	t.Parallel()
 	const busy = time.Second
 	proxy, dsn := startPGProxy(t, pgSchema(t))
 	srv := startInbox(t, []string{"SUME_COM_WEBHOOK_SIGNING_SECRET=" + e2eSecret}, "serve", "--addr", "127.0.0.1:0",
