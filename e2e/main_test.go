@@ -385,13 +385,28 @@ func TestOperateWhileServing(t *testing.T) {
 		t.Errorf("alert: exit %d, stdout %q, stderr %q; want 1, the lines, nothing on stderr", code, out, errOut)
 	}
 
-	// Bodies above serve's --max-body (1MiB), parked too_large.
+	// Bodies above serve's --max-body (1MiB), parked too_large; four at a
+	// time, as a provider's retries come.
 	const big = 48
+	bigs := make(chan int)
+	var senders sync.WaitGroup
+	for range 4 {
+		senders.Go(func() {
+			for i := range bigs {
+				body := fmt.Sprintf(`{"event":"job.completed","job_id":"job_big_%d","status":"COMPLETED","pad":%q}`, i, strings.Repeat("x", 3<<19))
+				if got := send(t, http.DefaultClient, srv.url, body, e2eSecret); got != http.StatusNoContent {
+					t.Errorf("big delivery %d: status %d", i, got)
+				}
+			}
+		})
+	}
 	for i := range big {
-		body := fmt.Sprintf(`{"event":"job.completed","job_id":"job_big_%d","status":"COMPLETED","pad":%q}`, i, strings.Repeat("x", 3<<19))
-		if got := send(t, http.DefaultClient, srv.url, body, e2eSecret); got != http.StatusNoContent {
-			t.Fatalf("big delivery %d: status %d", i, got)
-		}
+		bigs <- i
+	}
+	close(bigs)
+	senders.Wait()
+	if t.Failed() {
+		t.FailNow()
 	}
 
 	ctx, stop := context.WithCancel(context.Background())
