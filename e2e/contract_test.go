@@ -39,12 +39,14 @@ func chunked(body string, n int) string {
 // TestContract walks ../shared/RECEIVER-CONTRACT.md row by row against the
 // real binary over a real socket, with requests written by hand, and then
 // bodies that lie about their length. After each request it reads the
-// database as another process would.
+// database as another process would. It runs beside the parallel tests:
+// its commits have a second of busy timeout, and its read timeouts 1.5 s
+// of slack, for their load.
 func TestContract(t *testing.T) {
 	t.Parallel()
 	db := filepath.Join(t.TempDir(), "inbox.db")
 	srv := startServer(t, db, "--secret", e2eSecret, "--secret", rotated,
-		"--max-body", "1KiB", "--max-request", "4KiB", "--busy-timeout", "100ms",
+		"--max-body", "1KiB", "--max-request", "4KiB", "--busy-timeout", "1s",
 		"--read-header-timeout", "1s", "--read-timeout", "2s")
 	now := time.Now()
 	ts := strconv.FormatInt(now.Unix(), 10)

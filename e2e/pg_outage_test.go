@@ -187,9 +187,9 @@ func restoreReady(t *testing.T, proxy *pgProxy, srv *server) time.Time {
 // 401, /readyz fails and /healthz answers. Once the database is back serve
 // opens the store by itself (migrating the empty schema), deliveries get
 // 204, /readyz is ready, and inbox missed lists the keys refused meanwhile.
-// The outage is logged once, and its end once.
+// The outage is logged once, and its end once. It runs before the parallel
+// tests: "at once" is within half a second, which their load could take.
 func TestPostgresDownAtStart(t *testing.T) {
-	t.Parallel()
 	const busy = time.Second
 	proxy, dsn := startPGProxy(t, pgSchema(t))
 	proxy.cut()
@@ -310,9 +310,9 @@ func stopWithin(t *testing.T, srv *server, bound time.Duration) time.Duration {
 // (no backlog waiting for the database), a delivery is answered 503 with
 // Retry-After within --busy-timeout + 0.5 s, and /readyz fails. SIGTERM
 // then stops it at once, and each refused key is logged, not lost without
-// a trace.
+// a trace. It runs before the parallel tests: a second from start to
+// /healthz has no room for their load.
 func TestPostgresHungAtStart(t *testing.T) {
-	t.Parallel()
 	const busy = time.Second
 	proxy, dsn := startPGProxy(t, pgSchema(t))
 	proxy.stall()
