@@ -42,10 +42,7 @@ func (t queueTx) AddPairs(pairs []inbox.Pair, now time.Time) error {
 	if len(pairs) == 0 {
 		return nil
 	}
-	ids, dests := make([]string, len(pairs)), make([]string, len(pairs))
-	for i, p := range pairs {
-		ids[i], dests[i] = p.ID, p.Destination
-	}
+	ids, dests := pairArrays(pairs)
 	_, err := t.tx.Exec(t.ctx, `INSERT INTO deliveries (event_id, destination, status, next_attempt_at, received_at, updated_at)
 		SELECT u.id, u.dest, 'new', greatest($3::bigint, 1), e.received_at, $3::bigint
 		FROM unnest($1::text[], $2::text[]) AS u(id, dest) JOIN events e ON e.id = u.id
@@ -218,4 +215,14 @@ func (s *Store) SetDown(ctx context.Context, name string, since time.Time, cause
 		}
 		return nil
 	})
+}
+
+// pairArrays is pairs as the two arrays, ids and destinations, that the
+// statements taking pairs unnest together.
+func pairArrays(pairs []inbox.Pair) (ids, dests []string) {
+	ids, dests = make([]string, len(pairs)), make([]string, len(pairs))
+	for i, p := range pairs {
+		ids[i], dests[i] = p.ID, p.Destination
+	}
+	return ids, dests
 }

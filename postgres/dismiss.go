@@ -30,10 +30,7 @@ type dismissTx struct{ replayTx }
 
 // DismissPairs makes each pair still parked dismissed.
 func (t dismissTx) DismissPairs(pairs []inbox.Pair, now time.Time) (map[inbox.Pair]bool, error) {
-	ids, dests := make([]string, len(pairs)), make([]string, len(pairs))
-	for i, p := range pairs {
-		ids[i], dests[i] = p.ID, p.Destination
-	}
+	ids, dests := pairArrays(pairs)
 	return t.changed("dismiss", len(pairs), `UPDATE deliveries d SET status = 'dismissed', updated_at = $3
 		FROM unnest($1::text[], $2::text[]) AS v(id, dest)
 		WHERE d.event_id = v.id AND d.destination = v.dest AND d.status = 'parked'

@@ -61,15 +61,7 @@ const addPairsSQL = `INSERT INTO deliveries (event_id, destination, status, next
 func (t queueTx) AddPairs(pairs []inbox.Pair, now time.Time) error {
 	for from := 0; from < len(pairs); from += maxDoneBatch {
 		batch := pairs[from:min(from+maxDoneBatch, len(pairs))]
-		list := make([][2]string, len(batch))
-		for i, p := range batch {
-			list[i] = [2]string{p.ID, p.Destination}
-		}
-		arg, err := json.Marshal(list)
-		if err == nil {
-			_, err = t.st.exec(stmtAddPairs, millis(now), string(arg))
-		}
-		if err != nil {
+		if _, err := t.st.exec(stmtAddPairs, millis(now), pairList(batch)); err != nil {
 			return fmt.Errorf("route %d pairs: %w", len(batch), err)
 		}
 	}
@@ -227,4 +219,15 @@ func (s *Store) Routings(ctx context.Context, since time.Time) ([]inbox.Routing,
 		out = append(out, r)
 	}
 	return out, rows.Err()
+}
+
+// pairList is pairs as the JSON array of [id, destination] the statements
+// that take pairs read through json_each.
+func pairList(pairs []inbox.Pair) string {
+	list := make([][2]string, len(pairs))
+	for i, p := range pairs {
+		list[i] = [2]string{p.ID, p.Destination}
+	}
+	b, _ := json.Marshal(list) // strings: cannot fail
+	return string(b)
 }

@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -28,15 +27,10 @@ type dismissTx struct{ replayTx }
 
 // DismissPairs makes each pair still parked dismissed.
 func (t dismissTx) DismissPairs(pairs []inbox.Pair, now time.Time) (map[inbox.Pair]bool, error) {
-	list := make([][2]string, len(pairs))
-	for i, p := range pairs {
-		list[i] = [2]string{p.ID, p.Destination}
-	}
-	b, _ := json.Marshal(list) // strings: cannot fail
 	return t.changed("dismiss", len(pairs), `UPDATE deliveries SET status = 'dismissed', updated_at = ?2
 		FROM (SELECT value ->> 0 AS id, value ->> 1 AS dest FROM json_each(?1)) AS v
 		WHERE deliveries.event_id = v.id AND deliveries.destination = v.dest AND deliveries.status = 'parked'
-		RETURNING deliveries.event_id, deliveries.destination`, string(b), millis(now))
+		RETURNING deliveries.event_id, deliveries.destination`, pairList(pairs), millis(now))
 }
 
 // dismissRowsSQL records the dismissal (?2 when, ?3 who, ?4 why) on the
