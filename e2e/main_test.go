@@ -387,7 +387,7 @@ func TestOperateWhileServing(t *testing.T) {
 
 	// Bodies above serve's --max-body (1MiB), parked too_large, sent four
 	// at a time. The pad needs no escapes, so it is quoted by hand: %q
-	// would spend a second of CPU on 72 MiB.
+	// spends 0.7-0.8 s on the 72 MiB, "%s" under 0.12 s.
 	const big = 48
 	pad := strings.Repeat("x", 3<<19)
 	bigs := make(chan int)
